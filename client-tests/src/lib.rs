@@ -1,0 +1,4 @@
+//! Harness shared by the end-to-end tests: which server a test talks to, and how to start it.
+
+pub mod oracle;
+pub mod target;

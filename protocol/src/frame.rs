@@ -1,0 +1,111 @@
+//! Length-prefixed framing, the reply envelope, and four-letter-word detection.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::jute::Jute;
+use crate::records::ReplyHeader;
+
+/// Default largest payload the server accepts (jute.maxbuffer).
+pub const DEFAULT_MAX_FRAME: usize = 0xFFFFF;
+
+/// Builds a frame: reserves the length, lets `body` write the payload, patches the length.
+pub fn encode_frame(body: impl FnOnce(&mut BytesMut)) -> Bytes {
+    let mut out = BytesMut::with_capacity(64);
+    out.put_i32(0);
+    body(&mut out);
+    let len = (out.len() - 4) as i32;
+    out[..4].copy_from_slice(&len.to_be_bytes());
+    out.freeze()
+}
+
+/// A reply frame: header plus optional body (omitted by callers when `err != 0`).
+pub fn reply_frame(xid: i32, zxid: i64, err: i32, body: Option<&dyn Fn(&mut BytesMut)>) -> Bytes {
+    encode_frame(|out| {
+        ReplyHeader { xid, zxid, err }.write(out);
+        if let Some(body) = body {
+            body(out);
+        }
+    })
+}
+
+/// A frame whose payload is one record.
+pub fn record_frame<T: Jute>(v: &T) -> Bytes {
+    encode_frame(|out| v.write(out))
+}
+
+/// Why a frame stream was abandoned.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame length {len} outside 0..={max}")]
+    BadLength { len: i32, max: usize },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Splits a byte stream into payloads. Lengths below zero or above `max` are errors.
+#[derive(Debug, Clone)]
+pub struct FrameCodec {
+    pub max: usize,
+}
+
+impl Default for FrameCodec {
+    fn default() -> Self {
+        FrameCodec { max: DEFAULT_MAX_FRAME }
+    }
+}
+
+impl FrameCodec {
+    /// Takes one payload off the front of `src` if it is complete.
+    pub fn next_frame(&self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+        if src.len() < 4 {
+            return Ok(None);
+        }
+        let len = i32::from_be_bytes([src[0], src[1], src[2], src[3]]);
+        if len < 0 || len as usize > self.max {
+            return Err(FrameError::BadLength { len, max: self.max });
+        }
+        let len = len as usize;
+        if src.len() < 4 + len {
+            src.reserve(4 + len - src.len());
+            return Ok(None);
+        }
+        src.advance(4);
+        Ok(Some(src.split_to(len).freeze()))
+    }
+}
+
+#[cfg(feature = "codec")]
+impl tokio_util::codec::Decoder for FrameCodec {
+    type Item = Bytes;
+    type Error = FrameError;
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+        self.next_frame(src)
+    }
+}
+
+/// Writes already framed bytes unchanged.
+#[cfg(feature = "codec")]
+impl tokio_util::codec::Encoder<Bytes> for FrameCodec {
+    type Error = FrameError;
+    fn encode(&mut self, item: Bytes, dst: &mut BytesMut) -> Result<(), FrameError> {
+        dst.extend_from_slice(&item);
+        Ok(())
+    }
+}
+
+/// The four-letter words a fresh connection may send instead of a frame length (§3.1).
+pub const FOUR_LETTER_WORDS: [&str; 18] = [
+    "conf", "cons", "crst", "dirs", "dump", "envi", "gtmk", "ruok", "stmk", "srst", "srvr",
+    "stat", "wchc", "wchp", "wchs", "mntr", "isro", "hash",
+];
+
+/// The telnet "interrupt" sequence, treated like a four-letter word that closes.
+pub const TELNET_INTERRUPT: [u8; 4] = [0xff, 0xf4, 0xff, 0xfd];
+
+/// The four-letter word spelt by a connection's first four bytes, if any.
+pub fn four_letter_word(first: [u8; 4]) -> Option<&'static str> {
+    if first == TELNET_INTERRUPT {
+        return Some("telnet-close");
+    }
+    FOUR_LETTER_WORDS.into_iter().find(|w| w.as_bytes() == first)
+}

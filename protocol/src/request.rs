@@ -1,0 +1,191 @@
+//! Client requests, decoded by opcode (server side) or encoded (client side).
+
+use bytes::BytesMut;
+
+use crate::consts::OpCode;
+use crate::jute::{DecodeError, Jute, Reader};
+use crate::multi::MultiOp;
+use crate::records::*;
+
+/// A create of any flavour: opcode 1, 15, 19 or 21 (`ttl` is -1 unless the opcode is 21).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Create {
+    pub op: OpCode,
+    pub path: String,
+    pub data: Option<bytes::Bytes>,
+    pub acl: Vec<Acl>,
+    pub flags: i32,
+    pub ttl: i64,
+}
+
+impl Create {
+    /// Decodes the body of a create with the given opcode.
+    pub fn read(op: OpCode, r: &mut Reader) -> Result<Create, DecodeError> {
+        let path = String::read(r)?;
+        let data = Option::<bytes::Bytes>::read(r)?;
+        let acl = Vec::<Acl>::read(r)?;
+        let flags = r.i32()?;
+        let ttl = if op == OpCode::CreateTtl { r.i64()? } else { -1 };
+        Ok(Create { op, path, data, acl, flags, ttl })
+    }
+
+    pub fn write(&self, out: &mut BytesMut) {
+        self.path.write(out);
+        self.data.write(out);
+        self.acl.write(out);
+        self.flags.write(out);
+        if self.op == OpCode::CreateTtl {
+            self.ttl.write(out);
+        }
+    }
+}
+
+/// Every request a client can send after the handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Create(Create),
+    Delete(DeleteRequest),
+    Exists(PathWatchRequest),
+    GetData(PathWatchRequest),
+    SetData(SetDataRequest),
+    GetAcl(PathRequest),
+    SetAcl(SetAclRequest),
+    GetChildren(PathWatchRequest),
+    GetChildren2(PathWatchRequest),
+    Sync(SyncRequest),
+    Ping,
+    Check(CheckVersionRequest),
+    Multi(Vec<MultiOp>),
+    MultiRead(Vec<MultiOp>),
+    Reconfig(ReconfigRequest),
+    CheckWatches(WatchTypeRequest),
+    RemoveWatches(WatchTypeRequest),
+    DeleteContainer(PathRequest),
+    Auth(AuthPacket),
+    SetWatches(SetWatches),
+    SetWatches2(SetWatches2),
+    Sasl(SaslToken),
+    GetEphemerals(PathRequest),
+    GetAllChildrenNumber(PathRequest),
+    AddWatch(AddWatchRequest),
+    WhoAmI,
+    CloseSession,
+}
+
+impl Request {
+    /// Decodes the body of a request with a known opcode. `None` for opcodes that are not
+    /// client requests (0 notification, -1 error, -10 createSession).
+    pub fn read(op: OpCode, r: &mut Reader) -> Option<Result<Request, DecodeError>> {
+        use OpCode as O;
+        let req = (|| {
+            Ok(match op {
+                O::Create | O::Create2 | O::CreateContainer | O::CreateTtl => {
+                    Request::Create(Create::read(op, r)?)
+                }
+                O::Delete => Request::Delete(Jute::read(r)?),
+                O::Exists => Request::Exists(Jute::read(r)?),
+                O::GetData => Request::GetData(Jute::read(r)?),
+                O::SetData => Request::SetData(Jute::read(r)?),
+                O::GetAcl => Request::GetAcl(Jute::read(r)?),
+                O::SetAcl => Request::SetAcl(Jute::read(r)?),
+                O::GetChildren => Request::GetChildren(Jute::read(r)?),
+                O::GetChildren2 => Request::GetChildren2(Jute::read(r)?),
+                O::Sync => Request::Sync(Jute::read(r)?),
+                O::Ping => Request::Ping,
+                O::Check => Request::Check(Jute::read(r)?),
+                O::Multi => Request::Multi(crate::multi::read_ops(r)?),
+                O::MultiRead => Request::MultiRead(crate::multi::read_ops(r)?),
+                O::Reconfig => Request::Reconfig(Jute::read(r)?),
+                O::CheckWatches => Request::CheckWatches(Jute::read(r)?),
+                O::RemoveWatches => Request::RemoveWatches(Jute::read(r)?),
+                O::DeleteContainer => Request::DeleteContainer(Jute::read(r)?),
+                O::Auth => Request::Auth(Jute::read(r)?),
+                O::SetWatches => Request::SetWatches(Jute::read(r)?),
+                O::SetWatches2 => Request::SetWatches2(Jute::read(r)?),
+                O::Sasl => Request::Sasl(Jute::read(r)?),
+                O::GetEphemerals => Request::GetEphemerals(Jute::read(r)?),
+                O::GetAllChildrenNumber => Request::GetAllChildrenNumber(Jute::read(r)?),
+                O::AddWatch => Request::AddWatch(Jute::read(r)?),
+                O::WhoAmI => Request::WhoAmI,
+                O::CloseSession => Request::CloseSession,
+                O::Notification | O::Error | O::CreateSession => return Err(None),
+            })
+        })();
+        match req {
+            Ok(req) => Some(Ok(req)),
+            Err(Some(e)) => Some(Err(e)),
+            Err(None) => None,
+        }
+    }
+
+    /// The opcode this request is sent with.
+    pub fn op(&self) -> OpCode {
+        use OpCode as O;
+        match self {
+            Request::Create(c) => c.op,
+            Request::Delete(_) => O::Delete,
+            Request::Exists(_) => O::Exists,
+            Request::GetData(_) => O::GetData,
+            Request::SetData(_) => O::SetData,
+            Request::GetAcl(_) => O::GetAcl,
+            Request::SetAcl(_) => O::SetAcl,
+            Request::GetChildren(_) => O::GetChildren,
+            Request::GetChildren2(_) => O::GetChildren2,
+            Request::Sync(_) => O::Sync,
+            Request::Ping => O::Ping,
+            Request::Check(_) => O::Check,
+            Request::Multi(_) => O::Multi,
+            Request::MultiRead(_) => O::MultiRead,
+            Request::Reconfig(_) => O::Reconfig,
+            Request::CheckWatches(_) => O::CheckWatches,
+            Request::RemoveWatches(_) => O::RemoveWatches,
+            Request::DeleteContainer(_) => O::DeleteContainer,
+            Request::Auth(_) => O::Auth,
+            Request::SetWatches(_) => O::SetWatches,
+            Request::SetWatches2(_) => O::SetWatches2,
+            Request::Sasl(_) => O::Sasl,
+            Request::GetEphemerals(_) => O::GetEphemerals,
+            Request::GetAllChildrenNumber(_) => O::GetAllChildrenNumber,
+            Request::AddWatch(_) => O::AddWatch,
+            Request::WhoAmI => O::WhoAmI,
+            Request::CloseSession => O::CloseSession,
+        }
+    }
+
+    /// Encodes the body (without the request header).
+    pub fn write(&self, out: &mut BytesMut) {
+        match self {
+            Request::Create(c) => c.write(out),
+            Request::Delete(b) => b.write(out),
+            Request::Exists(b)
+            | Request::GetData(b)
+            | Request::GetChildren(b)
+            | Request::GetChildren2(b) => b.write(out),
+            Request::SetData(b) => b.write(out),
+            Request::GetAcl(b)
+            | Request::DeleteContainer(b)
+            | Request::GetEphemerals(b)
+            | Request::GetAllChildrenNumber(b) => b.write(out),
+            Request::SetAcl(b) => b.write(out),
+            Request::Sync(b) => b.write(out),
+            Request::Check(b) => b.write(out),
+            Request::Multi(ops) | Request::MultiRead(ops) => crate::multi::write_ops(ops, out),
+            Request::Reconfig(b) => b.write(out),
+            Request::CheckWatches(b) | Request::RemoveWatches(b) => b.write(out),
+            Request::Auth(b) => b.write(out),
+            Request::SetWatches(b) => b.write(out),
+            Request::SetWatches2(b) => b.write(out),
+            Request::Sasl(b) => b.write(out),
+            Request::AddWatch(b) => b.write(out),
+            Request::Ping | Request::WhoAmI | Request::CloseSession => {}
+        }
+    }
+
+    /// A complete frame (length, header, body) for this request with the given xid.
+    pub fn to_frame(&self, xid: i32) -> bytes::Bytes {
+        crate::frame::encode_frame(|out| {
+            RequestHeader { xid, op: self.op() as i32 }.write(out);
+            self.write(out);
+        })
+    }
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Installs everything the end-to-end tests need on a Debian 12 machine:
+#   * Apache ZooKeeper 3.8 (the reference server the differential tests compare against),
+#   * the Java client and Curator jars (unmodified Java clients driven by the tests),
+#   * a JDK with javac (to compile the small Java test drivers),
+#   * python3 + pip and kazoo (the Python client).
+#
+# Run as root. Non-interactive and idempotent: when everything is already present it only
+# checks and returns within a second or two.
+#
+# Environment:
+#   KAZOO_VERSION   kazoo version to install with pip (default 2.11.0)
+#   PYTHON          python interpreter to install kazoo for (default: python3 on PATH)
+set -euo pipefail
+
+KAZOO_VERSION="${KAZOO_VERSION:-2.11.0}"
+PYTHON="${PYTHON:-python3}"
+export DEBIAN_FRONTEND=noninteractive
+
+log() { printf '[install-test-deps] %s\n' "$*"; }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        SUDO="sudo"
+    else
+        log "must run as root (or with sudo available)"
+        exit 1
+    fi
+fi
+
+APT_PACKAGES=(
+    zookeeper
+    zookeeper-bin
+    libzookeeper-java
+    libcurator-recipes-java
+    libcurator-framework-java
+    libcurator-client-java
+    libslf4j-java      # slf4j-simple.jar: the oracle's logging backend
+    ca-certificates    # pip over https
+    python3
+    python3-pip
+)
+
+# A JDK with javac: keep whatever is installed (java 17 on the reference machines) and only add
+# Debian's default headless JDK when no compiler is available.
+if ! command -v javac >/dev/null 2>&1; then
+    APT_PACKAGES+=(default-jdk-headless)
+fi
+
+is_installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q '^install ok installed$'
+}
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    if ! is_installed "$pkg"; then
+        missing+=("$pkg")
+    fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+    log "apt: all ${#APT_PACKAGES[@]} packages already installed, skipping apt-get"
+else
+    log "apt: installing ${missing[*]}"
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    log "apt: done"
+fi
+
+# The Debian package may register a system service listening on port 2181. The tests start
+# their own servers on free ports, so it is harmless; it is left alone either way.
+
+for f in /usr/share/java/zookeeper.jar /usr/share/java/zookeeper-jute.jar \
+    /usr/share/java/slf4j-simple.jar /usr/share/java/curator-recipes.jar; do
+    if [ ! -e "$f" ]; then
+        log "expected $f after installing packages, but it is missing"
+        exit 1
+    fi
+done
+log "java: $(java -version 2>&1 | head -n1)"
+log "javac: $(javac -version 2>&1 | head -n1)"
+
+# kazoo, pinned. Use the interpreter's own pip; Debian's system python is "externally managed"
+# (PEP 668), which needs --break-system-packages for a system-wide install.
+installed_kazoo="$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("kazoo"))' 2>/dev/null || true)"
+if [ "$installed_kazoo" = "$KAZOO_VERSION" ]; then
+    log "pip: kazoo $KAZOO_VERSION already installed for $("$PYTHON" -c 'import sys; print(sys.executable)')"
+else
+    pip_args=(install --quiet --disable-pip-version-check --root-user-action=ignore "kazoo==$KAZOO_VERSION")
+    stdlib="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
+    if [ -e "$stdlib/EXTERNALLY-MANAGED" ]; then
+        pip_args+=(--break-system-packages)
+    fi
+    log "pip: installing kazoo==$KAZOO_VERSION (found: ${installed_kazoo:-none})"
+    $SUDO "$PYTHON" -m pip "${pip_args[@]}"
+    log "pip: kazoo $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("kazoo"))')"
+fi
+
+log "all test dependencies present"

@@ -1,0 +1,2 @@
+//! The `zkd` binary: command-line flags over the zkd library.
+fn main() {}

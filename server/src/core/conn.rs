@@ -1,0 +1,55 @@
+//! Per-connection state the core keeps: session binding, identities, and the counters the
+//! `cons` four-letter word shows.
+
+use std::net::{IpAddr, SocketAddr};
+
+use zkd_protocol::Id;
+
+#[derive(Debug)]
+pub struct Conn {
+    pub remote: SocketAddr,
+    pub session: Option<i64>,
+    /// Identities: `ip:<addr>` from accept, plus whatever addauth added.
+    pub ids: Vec<Id>,
+    /// Whether the client sent the readOnly byte (and so expects it back).
+    pub read_only_byte: Option<bool>,
+    pub established_ms: i64,
+    pub received: u64,
+    pub sent: u64,
+    pub last_op: &'static str,
+    pub last_cxid: i32,
+    pub last_zxid: i64,
+    pub last_response_ms: i64,
+    /// Set once the core asked the outbox to close this connection.
+    pub closing: bool,
+}
+
+impl Conn {
+    pub fn new(remote: SocketAddr, now_ms: i64) -> Conn {
+        Conn {
+            remote,
+            session: None,
+            ids: vec![Id { scheme: "ip".into(), id: java_ip_text(remote.ip()) }],
+            read_only_byte: None,
+            established_ms: now_ms,
+            received: 0,
+            sent: 0,
+            last_op: "NA",
+            last_cxid: -1,
+            last_zxid: -1,
+            last_response_ms: 0,
+            closing: false,
+        }
+    }
+}
+
+/// An address as Java prints it: IPv6 fully expanded without zero compression.
+pub fn java_ip_text(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => v6.segments().iter().map(|s| format!("{s:x}")).collect::<Vec<_>>().join(":"),
+        },
+    }
+}

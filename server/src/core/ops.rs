@@ -1,0 +1,625 @@
+//! Request handling: the handshake, decoding and dispatch of every opcode, reads, multi,
+//! auth and watch management. Replies are written straight into their frame.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use zkd_protocol::{
+    add_watch_mode, event_type, perms, xid, AllChildrenNumberResponse,
+    ChildrenResponse, ClientInfo, ConnectRequest, ConnectResponse, Create2Response,
+    CreateMode, CreateResponse, ErrorCode, ErrorResponse, GetAclResponse, GetDataResponse, Id,
+    Jute, MultiOp, MultiResponse, MultiResult, OpCode, Reader, Request, RequestHeader,
+    SaslToken, SetWatches2, StatResponse, WhoAmIResponse,
+};
+
+use super::txn::Txn;
+use super::watch::{CHILD, DATA, PERSISTENT, RECURSIVE};
+use super::{acl, notification_frame, ConnId, Core, Handshake, Outbox};
+
+/// Bytes before a reply body: frame length (4) and ReplyHeader (16).
+const HEADER_LEN: usize = 20;
+
+type OpResult = Result<(), ErrorCode>;
+
+/// A reply under construction.
+struct Reply {
+    buf: BytesMut,
+}
+
+impl Reply {
+    fn new() -> Reply {
+        let mut buf = BytesMut::with_capacity(128);
+        buf.put_bytes(0, HEADER_LEN);
+        Reply { buf }
+    }
+
+    fn body(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+
+    /// Finishes the frame; an error reply carries the header only.
+    fn finish(mut self, xid: i32, zxid: i64, err: i32) -> Bytes {
+        if err != 0 {
+            self.buf.truncate(HEADER_LEN);
+        }
+        let len = (self.buf.len() - 4) as i32;
+        self.buf[0..4].copy_from_slice(&len.to_be_bytes());
+        self.buf[4..8].copy_from_slice(&xid.to_be_bytes());
+        self.buf[8..16].copy_from_slice(&zxid.to_be_bytes());
+        self.buf[16..20].copy_from_slice(&err.to_be_bytes());
+        self.buf.freeze()
+    }
+}
+
+fn header_only(xid: i32, zxid: i64, err: i32) -> Bytes {
+    Reply::new().finish(xid, zxid, err)
+}
+
+impl Core {
+    /// The first frame of a connection: a ConnectRequest.
+    pub fn handshake(
+        &mut self,
+        conn: ConnId,
+        payload: Bytes,
+        now_ms: i64,
+        out: &mut dyn Outbox,
+    ) -> Handshake {
+        let Ok(req) = ConnectRequest::read(&mut Reader::new(payload)) else {
+            tracing::debug!(conn, "undecodable ConnectRequest");
+            self.finish_connection(conn, out);
+            return Handshake::Closed;
+        };
+        if !self.conns.contains_key(&conn) {
+            return Handshake::Closed;
+        }
+        self.counters.received += 1;
+        if req.last_zxid_seen > self.zxid {
+            tracing::info!(
+                conn,
+                client_zxid = format_args!("0x{:x}", req.last_zxid_seen),
+                server_zxid = format_args!("0x{:x}", self.zxid),
+                "client has seen a newer zxid than this server; closing"
+            );
+            self.finish_connection(conn, out);
+            return Handshake::Closed;
+        }
+        let timeout = (req.timeout as i64)
+            .max(self.cfg.min_session_timeout_ms)
+            .min(self.cfg.max_session_timeout_ms);
+        let ro = req.read_only;
+        let sid = if req.session_id == 0 {
+            self.zxid += 1;
+            let s = self.sessions.create(timeout, now_ms);
+            s.conn = Some(conn);
+            s.id
+        } else {
+            let valid = self
+                .sessions
+                .get(req.session_id)
+                .is_some_and(|s| req.passwd.len() == 16 && s.passwd[..] == req.passwd[..]);
+            if !valid {
+                let frame = zkd_protocol::frame::record_frame(&ConnectResponse::invalid(ro));
+                self.send(out, conn, frame);
+                self.finish_connection(conn, out);
+                return Handshake::Closed;
+            }
+            let old = self.sessions.get(req.session_id).and_then(|s| s.conn);
+            if let Some(old) = old.filter(|o| *o != conn) {
+                self.finish_connection(old, out);
+            }
+            self.sessions.set_timeout(req.session_id, timeout, now_ms);
+            if let Some(s) = self.sessions.get_mut(req.session_id) {
+                s.conn = Some(conn);
+            }
+            req.session_id
+        };
+        let passwd = self.sessions.get(sid).map(|s| s.passwd).unwrap_or_default();
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.session = Some(sid);
+            c.read_only_byte = ro;
+            c.last_op = "SESS";
+            c.last_response_ms = now_ms;
+        }
+        let resp = ConnectResponse {
+            protocol_version: 0,
+            timeout: timeout as i32,
+            session_id: sid,
+            passwd: Bytes::copy_from_slice(&passwd),
+            read_only: ro.map(|_| false),
+        };
+        self.send(out, conn, zkd_protocol::frame::record_frame(&resp));
+        Handshake::Established
+    }
+
+    /// Every frame after the handshake.
+    pub fn request(&mut self, conn: ConnId, payload: Bytes, now_ms: i64, out: &mut dyn Outbox) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        if c.closing {
+            return;
+        }
+        let Some(sid) = c.session else {
+            self.finish_connection(conn, out);
+            return;
+        };
+        let mut r = Reader::new(payload);
+        let Ok(header) = RequestHeader::read(&mut r) else {
+            tracing::info!(conn, "request shorter than its header; closing");
+            self.finish_connection(conn, out);
+            return;
+        };
+        c.received += 1;
+        c.last_cxid = header.xid;
+        self.counters.received += 1;
+        let op = OpCode::from_i32(header.op);
+        let is_request = !matches!(
+            op,
+            None | Some(OpCode::Notification | OpCode::Error | OpCode::CreateSession)
+        );
+        if is_request && !matches!(op, Some(OpCode::Auth | OpCode::Sasl)) {
+            self.sessions.touch(sid, now_ms);
+        }
+        let (_xid, zxid, frame) = match op.map(|op| (op, Request::read(op, &mut r))) {
+            None | Some((_, None)) if op != Some(OpCode::CreateSession) => {
+                tracing::info!(conn, opcode = header.op, "unknown opcode; closing");
+                self.send(out, conn, header_only(header.xid, -1, ErrorCode::Unimplemented.code()));
+                self.finish_connection(conn, out);
+                return;
+            }
+            None | Some((_, None)) => {
+                let zxid = self.zxid;
+                (header.xid, zxid, header_only(header.xid, zxid, ErrorCode::MarshallingError.code()))
+            }
+            Some((op, Some(Err(e)))) => {
+                tracing::debug!(conn, ?op, error = %e, "undecodable request body");
+                let zxid = self.zxid;
+                (header.xid, zxid, header_only(header.xid, zxid, ErrorCode::MarshallingError.code()))
+            }
+            Some((_, Some(Ok(req)))) => match self.dispatch(conn, sid, header.xid, req, now_ms, out)
+            {
+                Some(done) => done,
+                None => return,
+            },
+        };
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.last_op = op.map_or("NA", OpCode::short_name);
+            c.last_zxid = zxid;
+            c.last_response_ms = now_ms;
+        }
+        self.send(out, conn, frame);
+    }
+
+    /// Runs one decoded request. Returns (xid, zxid, reply frame), or `None` when the request
+    /// already answered (or deliberately did not answer) by itself.
+    fn dispatch(
+        &mut self,
+        conn: ConnId,
+        sid: i64,
+        xid: i32,
+        req: Request,
+        now: i64,
+        out: &mut dyn Outbox,
+    ) -> Option<(i32, i64, Bytes)> {
+        let ids: Vec<Id> = self.conns.get(&conn).map(|c| c.ids.clone()).unwrap_or_default();
+        let mut reply = Reply::new();
+        let is_write = matches!(
+            req,
+            Request::Create(_)
+                | Request::Delete(_)
+                | Request::SetData(_)
+                | Request::SetAcl(_)
+                | Request::Multi(_)
+                | Request::Reconfig(_)
+                | Request::DeleteContainer(_)
+        );
+        if is_write {
+            self.zxid += 1;
+        }
+        let zxid = self.zxid;
+        let result: OpResult = match req {
+            Request::Ping => {
+                return Some((xid::PING, zxid, header_only(xid::PING, zxid, 0)));
+            }
+            Request::Auth(auth) => return self.auth(conn, xid, &auth.scheme, &auth.auth, out),
+            Request::CloseSession => {
+                let zxid = self.kill_session(sid, now, out);
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.last_op = "CLOS";
+                }
+                self.send(out, conn, header_only(xid, zxid, 0));
+                self.finish_connection(conn, out);
+                return None;
+            }
+            Request::Check(_) => {
+                self.send(out, conn, header_only(xid, -1, ErrorCode::Unimplemented.code()));
+                self.finish_connection(conn, out);
+                return None;
+            }
+            Request::Create(c) => {
+                let mut txn = Txn::new(zxid, now, false);
+                match self.txn_create(&mut txn, sid, &ids, &c, false) {
+                    Ok(created) => {
+                        self.commit(txn, out);
+                        if c.op == OpCode::Create {
+                            CreateResponse { path: created.path }.write(reply.body());
+                        } else {
+                            Create2Response { path: created.path, stat: created.stat }
+                                .write(reply.body());
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Request::Delete(d) => {
+                let mut txn = Txn::new(zxid, now, false);
+                let r = self.txn_delete(&mut txn, &ids, &d.path, d.version);
+                self.commit(txn, out);
+                r
+            }
+            Request::SetData(s) => {
+                let mut txn = Txn::new(zxid, now, false);
+                let r = self.txn_set_data(&mut txn, &ids, &s.path, &s.data, s.version);
+                self.commit(txn, out);
+                r.map(|stat| StatResponse { stat }.write(reply.body()))
+            }
+            Request::SetAcl(s) => {
+                let mut txn = Txn::new(zxid, now, false);
+                let r = self.txn_set_acl(&mut txn, &ids, &s.path, &s.acl, s.version);
+                self.commit(txn, out);
+                r.map(|stat| StatResponse { stat }.write(reply.body()))
+            }
+            Request::Multi(ops) => {
+                let resp = self.multi(sid, &ids, ops, zxid, now, out);
+                resp.map(|r| r.write(reply.body()))
+            }
+            Request::MultiRead(ops) => self.multi_read(&ids, ops).map(|r| r.write(reply.body())),
+            Request::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
+            Request::DeleteContainer(_) => Err(ErrorCode::BadArguments),
+            Request::Exists(r) => self.exists(conn, &ids, &r.path, r.watch, reply.body()),
+            Request::GetData(r) => self.get_data(conn, &ids, &r.path, r.watch, reply.body()),
+            Request::GetChildren(r) => {
+                self.get_children(conn, &ids, &r.path, r.watch, false, reply.body())
+            }
+            Request::GetChildren2(r) => {
+                self.get_children(conn, &ids, &r.path, r.watch, true, reply.body())
+            }
+            Request::GetAcl(r) => self.get_acl(&ids, &r.path, reply.body()),
+            Request::Sync(s) => {
+                s.write(reply.body());
+                Ok(())
+            }
+            Request::CheckWatches(w) => {
+                match self.watches.check(conn, &w.path, w.watcher_type) {
+                    None => Err(ErrorCode::MarshallingError),
+                    Some(false) => Err(ErrorCode::NoWatcher),
+                    Some(true) => Ok(()),
+                }
+            }
+            Request::RemoveWatches(w) => {
+                match self.watches.remove(conn, &w.path, w.watcher_type) {
+                    None => Err(ErrorCode::MarshallingError),
+                    Some(false) => Err(ErrorCode::NoWatcher),
+                    Some(true) => Ok(()),
+                }
+            }
+            Request::SetWatches(w) => {
+                self.set_watches(conn, w.into(), out);
+                Ok(())
+            }
+            Request::SetWatches2(w) => {
+                self.set_watches(conn, w, out);
+                Ok(())
+            }
+            Request::Sasl(_) => {
+                SaslToken { token: None }.write(reply.body());
+                Ok(())
+            }
+            Request::GetEphemerals(r) => {
+                let prefix = r.path.trim();
+                let all = prefix.is_empty() || prefix == "/";
+                let children: Vec<String> = self
+                    .sessions
+                    .get(sid)
+                    .map(|s| {
+                        s.ephemerals
+                            .iter()
+                            .filter(|p| all || p.starts_with(&*r.path))
+                            .map(|p| p.to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                ChildrenResponse { children }.write(reply.body());
+                Ok(())
+            }
+            Request::GetAllChildrenNumber(r) => match self.readable(&ids, &r.path) {
+                Ok(()) => {
+                    let total = self.tree.descendants(&r.path);
+                    AllChildrenNumberResponse { total }.write(reply.body());
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+            Request::AddWatch(w) => {
+                let kind = match w.mode {
+                    add_watch_mode::PERSISTENT => Some(PERSISTENT),
+                    add_watch_mode::PERSISTENT_RECURSIVE => Some(RECURSIVE),
+                    _ => None,
+                };
+                match kind {
+                    Some(kind) => {
+                        self.watches.add(conn, &w.path, kind);
+                        ErrorResponse { err: 0 }.write(reply.body());
+                        Ok(())
+                    }
+                    None => Err(ErrorCode::MarshallingError),
+                }
+            }
+            Request::WhoAmI => {
+                let client_info = ids
+                    .iter()
+                    .map(|id| ClientInfo {
+                        auth_scheme: id.scheme.clone(),
+                        user: match id.scheme.as_str() {
+                            "digest" => id.id.split(':').next().unwrap_or("").to_string(),
+                            _ => id.id.clone(),
+                        },
+                    })
+                    .collect();
+                WhoAmIResponse { client_info }.write(reply.body());
+                Ok(())
+            }
+        };
+        let err = match result {
+            Ok(()) => 0,
+            Err(e) => e.code(),
+        };
+        Some((xid, zxid, reply.finish(xid, zxid, err)))
+    }
+
+    /// addauth: digest and ip succeed; anything else fails and closes the connection.
+    fn auth(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        scheme: &str,
+        auth: &[u8],
+        out: &mut dyn Outbox,
+    ) -> Option<(i32, i64, Bytes)> {
+        let new_ids: Option<Vec<Id>> = match scheme {
+            "digest" => {
+                let id = acl::digest_id(&String::from_utf8_lossy(auth));
+                let mut v = vec![Id { scheme: "digest".into(), id: id.clone() }];
+                if self.cfg.super_digest.as_deref() == Some(id.as_str()) {
+                    v.push(Id { scheme: "super".into(), id: String::new() });
+                }
+                Some(v)
+            }
+            "ip" => Some(Vec::new()),
+            _ => None,
+        };
+        match new_ids {
+            Some(new_ids) => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    for id in new_ids {
+                        if !c.ids.contains(&id) {
+                            c.ids.push(id);
+                        }
+                    }
+                }
+                Some((xid, 0, header_only(xid, 0, 0)))
+            }
+            None => {
+                tracing::info!(conn, scheme, "addauth with an unknown scheme; closing");
+                self.send(out, conn, header_only(xid, 0, ErrorCode::AuthFailed.code()));
+                self.finish_connection(conn, out);
+                None
+            }
+        }
+    }
+
+    /// Node exists and the caller may read it.
+    fn readable(&self, ids: &[Id], p: &str) -> Result<(), ErrorCode> {
+        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        if acl::allowed(&node.acl, perms::READ, ids) {
+            Ok(())
+        } else {
+            Err(ErrorCode::NoAuth)
+        }
+    }
+
+    fn exists(&mut self, conn: ConnId, ids: &[Id], p: &str, watch: bool, body: &mut BytesMut) -> OpResult {
+        if p.contains('\0') {
+            return Err(ErrorCode::BadArguments);
+        }
+        let node = self.tree.get(p);
+        if let Some(n) = node {
+            if !acl::allowed(&n.acl, perms::READ, ids) {
+                return Err(ErrorCode::NoAuth);
+            }
+        }
+        let stat = node.map(|n| n.stat());
+        if watch {
+            self.watches.add(conn, super::path::canonical(p), DATA);
+        }
+        let stat = stat.ok_or(ErrorCode::NoNode)?;
+        StatResponse { stat }.write(body);
+        Ok(())
+    }
+
+    fn get_data(&mut self, conn: ConnId, ids: &[Id], p: &str, watch: bool, body: &mut BytesMut) -> OpResult {
+        self.readable(ids, p)?;
+        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        GetDataResponse { data: node.data.clone(), stat: node.stat() }.write(body);
+        if watch {
+            self.watches.add(conn, super::path::canonical(p), DATA);
+        }
+        Ok(())
+    }
+
+    fn get_children(
+        &mut self,
+        conn: ConnId,
+        ids: &[Id],
+        p: &str,
+        watch: bool,
+        with_stat: bool,
+        body: &mut BytesMut,
+    ) -> OpResult {
+        self.readable(ids, p)?;
+        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        body.put_i32(node.children.len() as i32);
+        for c in &node.children {
+            zkd_protocol::jute::write_bytes(body, c.as_bytes());
+        }
+        if with_stat {
+            node.stat().write(body);
+        }
+        if watch {
+            self.watches.add(conn, super::path::canonical(p), CHILD);
+        }
+        Ok(())
+    }
+
+    fn get_acl(&self, ids: &[Id], p: &str, body: &mut BytesMut) -> OpResult {
+        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        if !acl::allowed(&node.acl, perms::READ | perms::ADMIN, ids) {
+            return Err(ErrorCode::NoAuth);
+        }
+        GetAclResponse { acl: acl::masked(&node.acl, ids), stat: node.stat() }.write(body);
+        Ok(())
+    }
+
+    /// A write multi: all or nothing, one zxid, events only on success.
+    fn multi(
+        &mut self,
+        sid: i64,
+        ids: &[Id],
+        ops: Vec<MultiOp>,
+        zxid: i64,
+        now: i64,
+        out: &mut dyn Outbox,
+    ) -> Result<MultiResponse, ErrorCode> {
+        let malformed = ops.iter().any(|op| match op {
+            MultiOp::Create(c) => {
+                c.op != OpCode::CreateTtl
+                    && CreateMode::from_flags(c.flags).is_some_and(CreateMode::is_ttl)
+            }
+            other => other.is_read(),
+        });
+        if malformed {
+            return Err(ErrorCode::MarshallingError);
+        }
+        let mut txn = Txn::new(zxid, now, true);
+        let mut results = Vec::with_capacity(ops.len());
+        let mut failed = None;
+        for (i, op) in ops.iter().enumerate() {
+            let r = match op {
+                MultiOp::Create(c) => {
+                    self.txn_create(&mut txn, sid, ids, c, true).map(|created| {
+                        let stat =
+                            (created.extended || c.op != OpCode::Create).then_some(created.stat);
+                        MultiResult::Create { path: created.path, stat }
+                    })
+                }
+                MultiOp::Delete(d) => {
+                    self.txn_delete(&mut txn, ids, &d.path, d.version).map(|()| MultiResult::Delete)
+                }
+                MultiOp::SetData(s) => self
+                    .txn_set_data(&mut txn, ids, &s.path, &s.data, s.version)
+                    .map(MultiResult::SetData),
+                MultiOp::Check(c) => {
+                    self.txn_check(ids, &c.path, c.version).map(|()| MultiResult::Check)
+                }
+                MultiOp::GetData(_) | MultiOp::GetChildren(_) => {
+                    Err(ErrorCode::MarshallingError)
+                }
+            };
+            match r {
+                Ok(result) => results.push(result),
+                Err(e) => {
+                    failed = Some((i, e));
+                    break;
+                }
+            }
+        }
+        match failed {
+            None => {
+                self.commit(txn, out);
+                Ok(MultiResponse(results))
+            }
+            Some((at, err)) => {
+                self.rollback(txn);
+                let results = (0..ops.len())
+                    .map(|i| {
+                        MultiResult::Error(match i.cmp(&at) {
+                            std::cmp::Ordering::Less => 0,
+                            std::cmp::Ordering::Equal => err.code(),
+                            std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency.code(),
+                        })
+                    })
+                    .collect();
+                Ok(MultiResponse(results))
+            }
+        }
+    }
+
+    /// multiRead: independent reads, no watches, no zxid.
+    fn multi_read(&self, ids: &[Id], ops: Vec<MultiOp>) -> Result<MultiResponse, ErrorCode> {
+        if ops.iter().any(|op| !op.is_read()) {
+            return Err(ErrorCode::MarshallingError);
+        }
+        let results = ops
+            .iter()
+            .map(|op| {
+                let (MultiOp::GetData(r) | MultiOp::GetChildren(r)) = op else {
+                    return MultiResult::Error(ErrorCode::MarshallingError.code());
+                };
+                match (self.readable(ids, &r.path), self.tree.get(&r.path)) {
+                    (Ok(()), Some(node)) => match op {
+                        MultiOp::GetData(_) => {
+                            MultiResult::GetData { data: node.data.clone(), stat: node.stat() }
+                        }
+                        _ => MultiResult::GetChildren(
+                            node.children.iter().map(|c| c.to_string()).collect(),
+                        ),
+                    },
+                    (Err(e), _) => MultiResult::Error(e.code()),
+                    (Ok(()), None) => MultiResult::Error(ErrorCode::NoNode.code()),
+                }
+            })
+            .collect();
+        Ok(MultiResponse(results))
+    }
+
+    /// Re-registers watches after a reconnect, firing at once what changed (§7.5).
+    fn set_watches(&mut self, conn: ConnId, w: SetWatches2, out: &mut dyn Outbox) {
+        let rel = w.relative_zxid;
+        let mut fire_now = |core: &mut Core, event: i32, p: &str| {
+            core.send(out, conn, notification_frame(event, p, -1));
+        };
+        for p in &w.data_watches {
+            match self.tree.get(p).map(|n| n.mzxid) {
+                None => fire_now(self, event_type::NODE_DELETED, p),
+                Some(m) if m > rel => fire_now(self, event_type::NODE_DATA_CHANGED, p),
+                Some(_) => self.watches.add(conn, p, DATA),
+            }
+        }
+        for p in &w.exist_watches {
+            match self.tree.get(p) {
+                None => self.watches.add(conn, p, DATA),
+                Some(_) => fire_now(self, event_type::NODE_CREATED, p),
+            }
+        }
+        for p in &w.child_watches {
+            match self.tree.get(p).map(|n| n.pzxid) {
+                None => fire_now(self, event_type::NODE_DELETED, p),
+                Some(z) if z > rel => fire_now(self, event_type::NODE_CHILDREN_CHANGED, p),
+                Some(_) => self.watches.add(conn, p, CHILD),
+            }
+        }
+        for p in &w.persistent_watches {
+            self.watches.add(conn, p, PERSISTENT);
+        }
+        for p in &w.persistent_recursive_watches {
+            self.watches.add(conn, p, RECURSIVE);
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Sessions: id and password generation, timeout negotiation, and expiry on tick boundaries
+//! (PROTOCOL.md §2.4, §8.1).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use super::ConnId;
+
+/// One client session.
+#[derive(Debug)]
+pub struct Session {
+    pub id: i64,
+    pub passwd: [u8; 16],
+    pub timeout_ms: i64,
+    pub expires_at: i64,
+    pub conn: Option<ConnId>,
+    pub ephemerals: BTreeSet<Box<str>>,
+}
+
+/// All live sessions, bucketed by expiry time.
+#[derive(Debug)]
+pub struct Sessions {
+    map: HashMap<i64, Session>,
+    buckets: BTreeMap<i64, HashSet<i64>>,
+    next_id: i64,
+    tick_ms: i64,
+}
+
+/// The first session id of a server started at `start_ms` (server id 1).
+pub fn initial_session_id(start_ms: i64) -> i64 {
+    let id = (1i64 << 56) | ((start_ms & 0xFF_FFFF_FFFF) << 16);
+    if id == i64::MIN {
+        id + 1
+    } else {
+        id
+    }
+}
+
+/// The session password: 16 bytes of Java's `Random` seeded with `id ^ 0xB3415C00`.
+pub fn password(id: i64) -> [u8; 16] {
+    const MULT: i64 = 0x5DEE_CE66D;
+    const MASK: i64 = (1 << 48) - 1;
+    let mut seed = ((id ^ 0xB341_5C00) ^ MULT) & MASK;
+    let mut out = [0u8; 16];
+    for chunk in out.chunks_mut(4) {
+        seed = (seed.wrapping_mul(MULT).wrapping_add(0xB)) & MASK;
+        let v = (seed >> 16) as i32;
+        for (i, b) in chunk.iter_mut().enumerate() {
+            *b = (v >> (8 * i)) as u8;
+        }
+    }
+    out
+}
+
+impl Sessions {
+    pub fn new(start_ms: i64, tick_ms: i64) -> Sessions {
+        Sessions {
+            map: HashMap::new(),
+            buckets: BTreeMap::new(),
+            next_id: initial_session_id(start_ms),
+            tick_ms: tick_ms.max(1),
+        }
+    }
+
+    /// The expiry bucket for activity at `now`: the next tick multiple strictly after now+timeout.
+    fn bucket(&self, now: i64, timeout: i64) -> i64 {
+        ((now + timeout) / self.tick_ms + 1) * self.tick_ms
+    }
+
+    pub fn create(&mut self, timeout_ms: i64, now: i64) -> &mut Session {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        let expires_at = self.bucket(now, timeout_ms);
+        self.buckets.entry(expires_at).or_default().insert(id);
+        self.map.entry(id).or_insert(Session {
+            id,
+            passwd: password(id),
+            timeout_ms,
+            expires_at,
+            conn: None,
+            ephemerals: BTreeSet::new(),
+        })
+    }
+
+    pub fn get(&self, id: i64) -> Option<&Session> {
+        self.map.get(&id)
+    }
+
+    pub fn get_mut(&mut self, id: i64) -> Option<&mut Session> {
+        self.map.get_mut(&id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Session> {
+        self.map.values()
+    }
+
+    /// Records activity: moves the session to the bucket for `now + timeout`.
+    pub fn touch(&mut self, id: i64, now: i64) {
+        let Some(timeout) = self.map.get(&id).map(|s| s.timeout_ms) else { return };
+        let new = self.bucket(now, timeout);
+        let Some(s) = self.map.get_mut(&id) else { return };
+        let old = s.expires_at;
+        if old == new {
+            return;
+        }
+        s.expires_at = new;
+        if let Some(b) = self.buckets.get_mut(&old) {
+            b.remove(&id);
+            if b.is_empty() {
+                self.buckets.remove(&old);
+            }
+        }
+        self.buckets.entry(new).or_default().insert(id);
+    }
+
+    /// Changes the timeout (on reconnect) and touches.
+    pub fn set_timeout(&mut self, id: i64, timeout_ms: i64, now: i64) {
+        if let Some(s) = self.map.get_mut(&id) {
+            s.timeout_ms = timeout_ms;
+        }
+        self.touch(id, now);
+    }
+
+    pub fn remove(&mut self, id: i64) -> Option<Session> {
+        let s = self.map.remove(&id)?;
+        if let Some(b) = self.buckets.get_mut(&s.expires_at) {
+            b.remove(&id);
+            if b.is_empty() {
+                self.buckets.remove(&s.expires_at);
+            }
+        }
+        Some(s)
+    }
+
+    /// Ids of sessions whose bucket time is at or before `now`.
+    pub fn expired(&self, now: i64) -> Vec<i64> {
+        let mut ids: Vec<i64> =
+            self.buckets.range(..=now).flat_map(|(_, ids)| ids.iter().copied()).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The earliest bucket time, if any session exists.
+    pub fn next_expiry(&self) -> Option<i64> {
+        self.buckets.keys().next().copied()
+    }
+
+    /// Sessions grouped by expiry bucket, earliest first (for `dump`).
+    pub fn buckets(&self) -> impl Iterator<Item = (i64, Vec<i64>)> + '_ {
+        self.buckets.iter().map(|(t, ids)| {
+            let mut v: Vec<i64> = ids.iter().copied().collect();
+            v.sort_unstable();
+            (*t, v)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn password_matches_the_reference_vector() {
+        let pw = password(0x0100_0007_7236_0000);
+        let hex: String = pw.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "48c1a8bc352d765c66a9cbd5060d9335");
+    }
+
+    #[test]
+    fn expiry_is_on_tick_boundaries() {
+        let mut s = Sessions::new(0, 2000);
+        let id = s.create(4000, 1000).id;
+        assert_eq!(s.get(id).map(|s| s.expires_at), Some(6000));
+        assert!(s.expired(5999).is_empty());
+        assert_eq!(s.expired(6000), vec![id]);
+        s.touch(id, 2500);
+        assert_eq!(s.get(id).map(|s| s.expires_at), Some(8000));
+        assert!(s.expired(6000).is_empty());
+        assert!(s.remove(id).is_some());
+        assert_eq!(s.next_expiry(), None);
+    }
+
+    #[test]
+    fn ids_follow_the_layout() {
+        let id = initial_session_id(0x0007_7236);
+        assert_eq!(id, 0x0100_0007_7236_0000);
+    }
+}

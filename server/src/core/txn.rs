@@ -1,0 +1,336 @@
+//! Write transactions: the checks of every write op in the real server's order (PROTOCOL.md
+//! §5.2), their effects on the tree, and commit/rollback (a failed multi leaves no trace).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use zkd_protocol::{event_type, perms, Acl, CreateMode, ErrorCode, Id, OpCode, Stat};
+
+use super::tree::{self, Node, NodeKind, CONTAINER_OWNER, MAX_TTL, TTL_MARKER};
+use super::{acl, path, Core, Outbox};
+
+/// One write transaction: a zxid, a timestamp, and what it changed.
+pub struct Txn {
+    pub zxid: i64,
+    pub time: i64,
+    events: Vec<(i32, String)>,
+    created: Vec<(String, i64)>,
+    deleted: Vec<(String, i64)>,
+    /// Pre-transaction copies of touched nodes, kept only when the txn may roll back (multi).
+    saved: Option<HashMap<String, Option<Node>>>,
+}
+
+/// What a successful create reports.
+pub struct Created {
+    pub path: String,
+    pub stat: Stat,
+    /// Container or TTL node (their multi result carries a Stat).
+    pub extended: bool,
+}
+
+type OpResult<T> = Result<T, ErrorCode>;
+
+fn check_version(expected: i32, actual: i32) -> OpResult<()> {
+    if expected != -1 && expected != actual {
+        Err(ErrorCode::BadVersion)
+    } else {
+        Ok(())
+    }
+}
+
+impl Txn {
+    pub fn new(zxid: i64, time: i64, undoable: bool) -> Txn {
+        Txn {
+            zxid,
+            time,
+            events: Vec::new(),
+            created: Vec::new(),
+            deleted: Vec::new(),
+            saved: undoable.then(HashMap::new),
+        }
+    }
+
+    fn save(&mut self, tree: &tree::Tree, p: &str) {
+        let p = path::canonical(p);
+        if let Some(saved) = &mut self.saved {
+            if !saved.contains_key(p) {
+                saved.insert(p.to_string(), tree.get(p).cloned());
+            }
+        }
+    }
+}
+
+impl Core {
+    fn intern_acl(&self, acl: Vec<Acl>) -> tree::AclList {
+        if *acl == *self.open_acl {
+            self.open_acl.clone()
+        } else {
+            Arc::from(acl)
+        }
+    }
+
+    /// create, create2, createContainer and createTTL (also as multi sub-ops).
+    pub(super) fn txn_create(
+        &mut self,
+        txn: &mut Txn,
+        session: i64,
+        ids: &[Id],
+        c: &zkd_protocol::Create,
+        in_multi: bool,
+    ) -> OpResult<Created> {
+        let mode = CreateMode::from_flags(c.flags).ok_or(ErrorCode::BadArguments)?;
+        if c.op == OpCode::CreateTtl {
+            if !mode.is_ttl() {
+                return Err(ErrorCode::BadArguments);
+            }
+            if !self.cfg.ttl_enabled {
+                return Err(ErrorCode::Unimplemented);
+            }
+            if c.ttl < 1 || c.ttl > MAX_TTL {
+                return Err(ErrorCode::BadArguments);
+            }
+        } else if mode.is_ttl() {
+            return Err(if self.cfg.ttl_enabled {
+                ErrorCode::BadArguments
+            } else {
+                ErrorCode::Unimplemented
+            });
+        }
+        let container =
+            c.op == OpCode::CreateContainer || (in_multi && mode == CreateMode::Container);
+        let parent_path = match path::parent(&c.path) {
+            Some(p) if !c.path.contains('\0') => p,
+            _ => return Err(ErrorCode::BadArguments),
+        };
+        let acl = acl::fixup(&c.acl, ids).map_err(|_| ErrorCode::InvalidAcl)?;
+        let parent = self.tree.get(parent_path).ok_or(ErrorCode::NoNode)?;
+        if !acl::allowed(&parent.acl, perms::CREATE, ids) {
+            return Err(ErrorCode::NoAuth);
+        }
+        let full = if mode.is_sequential() {
+            format!("{}{:010}", c.path, parent.child_creates)
+        } else {
+            c.path.clone()
+        };
+        if !path::is_valid(&full) {
+            return Err(ErrorCode::BadArguments);
+        }
+        if self.tree.get(&full).is_some() {
+            return Err(ErrorCode::NodeExists);
+        }
+        if let NodeKind::Ephemeral(_) = parent.kind() {
+            return Err(ErrorCode::NoChildrenForEphemerals);
+        }
+        let owner = if container {
+            CONTAINER_OWNER
+        } else if c.op == OpCode::CreateTtl {
+            TTL_MARKER | c.ttl
+        } else if mode.is_ephemeral() {
+            session
+        } else {
+            0
+        };
+        let parent_path = path::canonical(parent_path).to_string();
+        txn.save(&self.tree, &parent_path);
+        txn.save(&self.tree, &full);
+        let node = Node::new(c.data.clone(), self.intern_acl(acl), txn.zxid, txn.time, owner);
+        let stat = node.stat();
+        self.tree.insert(&full, node, txn.zxid, true);
+        txn.created.push((full.clone(), owner));
+        txn.events.push((event_type::NODE_CREATED, full.clone()));
+        txn.events.push((event_type::NODE_CHILDREN_CHANGED, parent_path));
+        Ok(Created { path: full, stat, extended: container || c.op == OpCode::CreateTtl })
+    }
+
+    /// delete (also as a multi sub-op).
+    pub(super) fn txn_delete(
+        &mut self,
+        txn: &mut Txn,
+        ids: &[Id],
+        p: &str,
+        version: i32,
+    ) -> OpResult<()> {
+        let parent_path = match path::parent(p) {
+            Some(pp) if !p.contains('\0') && !path::is_system(p) => pp,
+            _ => return Err(ErrorCode::BadArguments),
+        };
+        let parent = self.tree.get(parent_path).ok_or(ErrorCode::NoNode)?;
+        if !acl::allowed(&parent.acl, perms::DELETE, ids) {
+            return Err(ErrorCode::NoAuth);
+        }
+        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        check_version(version, node.version)?;
+        if !node.children.is_empty() {
+            return Err(ErrorCode::NotEmpty);
+        }
+        let parent_path = path::canonical(parent_path).to_string();
+        self.delete_node(txn, p, &parent_path);
+        Ok(())
+    }
+
+    /// Removes a childless node and records the events; shared by delete, session close and
+    /// the reaper.
+    fn delete_node(&mut self, txn: &mut Txn, p: &str, parent_path: &str) {
+        txn.save(&self.tree, parent_path);
+        txn.save(&self.tree, p);
+        if let Some(node) = self.tree.remove(p, txn.zxid) {
+            txn.deleted.push((p.to_string(), node.owner));
+            txn.events.push((event_type::NODE_DELETED, p.to_string()));
+            txn.events.push((event_type::NODE_CHILDREN_CHANGED, parent_path.to_string()));
+        }
+    }
+
+    /// setData (also as a multi sub-op).
+    pub(super) fn txn_set_data(
+        &mut self,
+        txn: &mut Txn,
+        ids: &[Id],
+        p: &str,
+        data: &Option<Bytes>,
+        version: i32,
+    ) -> OpResult<Stat> {
+        if !path::is_valid(p) {
+            return Err(ErrorCode::BadArguments);
+        }
+        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        if !acl::allowed(&node.acl, perms::WRITE, ids) {
+            return Err(ErrorCode::NoAuth);
+        }
+        check_version(version, node.version)?;
+        txn.save(&self.tree, p);
+        let node = self.tree.set_data(p, data.clone()).ok_or(ErrorCode::NoNode)?;
+        node.version = node.version.wrapping_add(1);
+        node.mzxid = txn.zxid;
+        node.mtime = txn.time;
+        let stat = node.stat();
+        txn.events.push((event_type::NODE_DATA_CHANGED, p.to_string()));
+        Ok(stat)
+    }
+
+    /// setACL.
+    pub(super) fn txn_set_acl(
+        &mut self,
+        txn: &mut Txn,
+        ids: &[Id],
+        p: &str,
+        acl: &[Acl],
+        version: i32,
+    ) -> OpResult<Stat> {
+        if !path::is_valid(p) {
+            return Err(ErrorCode::BadArguments);
+        }
+        let acl = acl::fixup(acl, ids).map_err(|_| ErrorCode::InvalidAcl)?;
+        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        if !acl::allowed(&node.acl, perms::ADMIN, ids) {
+            return Err(ErrorCode::NoAuth);
+        }
+        check_version(version, node.aversion)?;
+        txn.save(&self.tree, p);
+        let acl = self.intern_acl(acl);
+        let node = self.tree.get_mut(p).ok_or(ErrorCode::NoNode)?;
+        node.aversion = node.aversion.wrapping_add(1);
+        node.acl = acl;
+        Ok(node.stat())
+    }
+
+    /// check (multi sub-op only).
+    pub(super) fn txn_check(&self, ids: &[Id], p: &str, version: i32) -> OpResult<()> {
+        if !path::is_valid(p) {
+            return Err(ErrorCode::BadArguments);
+        }
+        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        if !acl::allowed(&node.acl, perms::READ, ids) {
+            return Err(ErrorCode::NoAuth);
+        }
+        check_version(version, node.version)
+    }
+
+    /// Applies a transaction's bookkeeping and fires its watch events, in op order.
+    pub(super) fn commit(&mut self, txn: Txn, out: &mut dyn Outbox) {
+        for (p, owner) in &txn.created {
+            match tree::kind_of(*owner) {
+                NodeKind::Ephemeral(sid) => {
+                    if let Some(s) = self.sessions.get_mut(sid) {
+                        s.ephemerals.insert(p.as_str().into());
+                    }
+                }
+                NodeKind::Container | NodeKind::Ttl(_) => {
+                    self.reapable.insert(p.as_str().into());
+                }
+                NodeKind::Persistent => {}
+            }
+        }
+        for (p, owner) in &txn.deleted {
+            match tree::kind_of(*owner) {
+                NodeKind::Ephemeral(sid) => {
+                    if let Some(s) = self.sessions.get_mut(sid) {
+                        s.ephemerals.remove(p.as_str());
+                    }
+                }
+                NodeKind::Container | NodeKind::Ttl(_) => {
+                    self.reapable.remove(p.as_str());
+                }
+                NodeKind::Persistent => {}
+            }
+        }
+        for (event, p) in &txn.events {
+            self.fire(out, *event, p, txn.zxid);
+        }
+    }
+
+    /// Undoes everything a failed multi changed.
+    pub(super) fn rollback(&mut self, txn: Txn) {
+        if let Some(saved) = txn.saved {
+            for (p, node) in saved {
+                self.tree.restore(&p, node);
+            }
+        }
+    }
+
+    /// Closes a session (explicit close or expiry): one zxid for all its ephemerals.
+    pub(super) fn kill_session(&mut self, sid: i64, now: i64, out: &mut dyn Outbox) -> i64 {
+        self.zxid += 1;
+        let mut txn = Txn::new(self.zxid, now, false);
+        if let Some(session) = self.sessions.remove(sid) {
+            for p in &session.ephemerals {
+                let owned = self.tree.get(p).is_some_and(|n| n.owner == sid);
+                if owned {
+                    let parent = path::canonical(path::parent(p).unwrap_or("")).to_string();
+                    self.delete_node(&mut txn, p, &parent);
+                }
+            }
+        }
+        let zxid = txn.zxid;
+        self.commit(txn, out);
+        zxid
+    }
+
+    /// Deletes empty containers that have had a child and expired empty TTL nodes.
+    pub(super) fn reap(&mut self, now: i64, out: &mut dyn Outbox) {
+        let due: Vec<String> = self
+            .reapable
+            .iter()
+            .filter(|p| {
+                self.tree.get(p).is_some_and(|n| {
+                    n.children.is_empty()
+                        && match n.kind() {
+                            NodeKind::Container => n.child_creates != 0,
+                            NodeKind::Ttl(ttl) => now - n.mtime > ttl,
+                            _ => false,
+                        }
+                })
+            })
+            .map(|p| p.to_string())
+            .collect();
+        for p in due {
+            self.zxid += 1;
+            let mut txn = Txn::new(self.zxid, now, false);
+            let parent = path::canonical(path::parent(&p).unwrap_or("")).to_string();
+            tracing::debug!(path = %p, "reaping");
+            self.delete_node(&mut txn, &p, &parent);
+            self.commit(txn, out);
+        }
+        self.reapable.retain(|p| self.tree.get(p).is_some());
+    }
+}

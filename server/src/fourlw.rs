@@ -1,0 +1,916 @@
+//! Four-letter words (PROTOCOL.md §3): the plain data they show ([`FourLetterView`], filled by
+//! the core; [`HostInfo`], gathered by the network layer) and pure functions that format it
+//! exactly like a standalone ZooKeeper 3.8 does.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::{IpAddr, SocketAddr};
+
+use crate::core::CoreConfig;
+
+/// The version every report shows. The `3.8.4` prefix is what clients and tools parse (kazoo's
+/// `server_version()` takes the digits before the first `-`).
+pub const VERSION: &str =
+    concat!("3.8.4-zkd-", env!("CARGO_PKG_VERSION"), ", built on 2025-01-01 00:00 UTC");
+
+/// ZooKeeper's default trace mask (`gtmk` on a fresh server).
+pub const DEFAULT_TRACE_MASK: i64 = 306;
+
+/// Connection expiry buckets are this wide, and a connection that has not completed its
+/// handshake is expired after this long (`zookeeper.nio.sessionlessCnxnTimeout`).
+pub const SESSIONLESS_CNXN_TIMEOUT_MS: i64 = 10_000;
+
+/// Everything the four-letter words report about the server, as plain data.
+#[derive(Clone, Debug, Default)]
+pub struct FourLetterView {
+    /// Last zxid applied.
+    pub last_zxid: i64,
+    /// The number of znodes, counting `/`, `/zookeeper`, `/zookeeper/quota` and
+    /// `/zookeeper/config` (4 on a fresh server). The reports add one, because ZooKeeper counts
+    /// the root twice (`Node count: 5` on a fresh server).
+    pub znode_count: u64,
+    /// Frames received from clients (all connections, since start or `srst`).
+    pub packets_received: u64,
+    /// Frames sent to clients (all connections, since start or `srst`).
+    pub packets_sent: u64,
+    /// Requests received but not answered yet (0 for a synchronous core).
+    pub outstanding_requests: u64,
+    /// Server-wide request latency in ms.
+    pub latency: Latency,
+    /// Every open connection, including the one asking (ZooKeeper lists it too).
+    pub connections: Vec<ConnectionInfo>,
+    /// Every live session.
+    pub sessions: Vec<SessionInfo>,
+    /// The data/exist-watch table (not child watches), grouped by watching connection.
+    pub data_watches: Vec<ConnWatches>,
+    /// Total number of watches, data and child tables together (`zk_watch_count`).
+    pub watch_count: u64,
+    /// Approximate bytes of data and paths held (`zk_approximate_data_size`).
+    pub approximate_data_size: u64,
+    /// Milliseconds since the server started.
+    pub uptime_ms: i64,
+    /// The configuration `conf` shows.
+    pub conf: ConfInfo,
+}
+
+/// Request latency statistics in ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Latency {
+    pub min: i64,
+    pub avg: f64,
+    pub max: i64,
+}
+
+/// One client connection.
+#[derive(Clone, Debug)]
+pub struct ConnectionInfo {
+    pub remote: SocketAddr,
+    /// Requests received and not answered yet.
+    pub queued: u64,
+    pub packets_received: u64,
+    pub packets_sent: u64,
+    /// When this connection last received a frame (epoch ms), or when it was opened. `dump`
+    /// derives the connection's idle-expiry bucket from it.
+    pub last_activity_ms: i64,
+    /// Present once the handshake established a session.
+    pub session: Option<ConnSession>,
+}
+
+/// Per-connection details shown by `cons` for a connection with a session.
+#[derive(Clone, Debug, Default)]
+pub struct ConnSession {
+    pub session_id: i64,
+    /// Negotiated session timeout in ms.
+    pub timeout_ms: i64,
+    /// Short name of the last operation (`OpCode::short_name`, `NA` before the first one).
+    pub last_op: &'static str,
+    /// When the session was established on this connection (epoch ms).
+    pub established_ms: i64,
+    /// Last client xid answered; not shown while negative.
+    pub last_cxid: i64,
+    /// zxid of the last reply.
+    pub last_zxid: i64,
+    /// When the last reply was sent (ms).
+    pub last_response_ms: i64,
+    pub last_latency_ms: i64,
+    pub min_latency_ms: i64,
+    pub avg_latency_ms: i64,
+    pub max_latency_ms: i64,
+}
+
+/// One live session.
+#[derive(Clone, Debug, Default)]
+pub struct SessionInfo {
+    pub id: i64,
+    pub timeout_ms: i64,
+    /// The expiry bucket the session currently sits in (epoch ms).
+    pub expires_at_ms: i64,
+    /// Paths of the ephemeral nodes it owns.
+    pub ephemerals: Vec<String>,
+}
+
+/// The data/exist watches one connection holds.
+#[derive(Clone, Debug, Default)]
+pub struct ConnWatches {
+    /// Session of the watching connection.
+    pub session_id: i64,
+    pub paths: Vec<String>,
+}
+
+/// Configuration values reported by `conf`.
+#[derive(Clone, Debug, Default)]
+pub struct ConfInfo {
+    pub client_port: u16,
+    pub tick_time_ms: i64,
+    pub max_client_cnxns: u32,
+    pub min_session_timeout_ms: i64,
+    pub max_session_timeout_ms: i64,
+    pub max_frame_len: usize,
+    pub ttl_enabled: bool,
+}
+
+impl From<&CoreConfig> for ConfInfo {
+    fn from(c: &CoreConfig) -> ConfInfo {
+        ConfInfo {
+            client_port: c.client_port,
+            tick_time_ms: c.tick_ms,
+            max_client_cnxns: c.max_client_cnxns,
+            min_session_timeout_ms: c.min_session_timeout_ms,
+            max_session_timeout_ms: c.max_session_timeout_ms,
+            max_frame_len: c.max_frame_len,
+            ttl_enabled: c.ttl_enabled,
+        }
+    }
+}
+
+/// Facts about the host and process (`envi`, `mntr`), gathered by the network layer.
+#[derive(Clone, Debug, Default)]
+pub struct HostInfo {
+    pub host_name: String,
+    pub os_name: String,
+    pub os_arch: String,
+    pub os_version: String,
+    pub user_name: String,
+    pub user_home: String,
+    pub user_dir: String,
+    pub tmp_dir: String,
+    /// Resident set size of the process, in MiB.
+    pub memory_used_mb: Option<u64>,
+    /// Physical memory of the host, in MiB.
+    pub memory_max_mb: Option<u64>,
+    pub open_fds: Option<u64>,
+    pub max_fds: Option<u64>,
+}
+
+/// Whether `word` needs a [`FourLetterView`] from the core (the others answer without it).
+pub fn needs_view(word: &str) -> bool {
+    matches!(
+        word,
+        "srvr" | "stat" | "cons" | "dump" | "wchs" | "wchc" | "wchp" | "conf" | "envi" | "mntr"
+    )
+}
+
+/// Whether `word` needs a [`HostInfo`].
+pub fn needs_host(word: &str) -> bool {
+    matches!(word, "envi" | "mntr")
+}
+
+/// The reply to a known four-letter word. `trace_mask` is the current mask (for `stmk`, the
+/// one just set). Unknown words give an empty string.
+pub fn render(word: &str, view: &FourLetterView, host: &HostInfo, trace_mask: i64) -> String {
+    match word {
+        "ruok" => ruok(),
+        "isro" => isro(),
+        "srvr" => srvr(view),
+        "stat" => stat(view),
+        "cons" => cons(view),
+        "crst" => crst(),
+        "srst" => srst(),
+        "dump" => dump(view),
+        "wchs" => wchs(view),
+        "wchc" => wchc(view),
+        "wchp" => wchp(view),
+        "conf" => conf(view),
+        "envi" => envi(view, host),
+        "dirs" => dirs(),
+        "mntr" => mntr(view, host),
+        "gtmk" | "stmk" => trace_mask.to_string(),
+        "hash" => hash(),
+        _ => String::new(),
+    }
+}
+
+/// The reply to a known word that is not whitelisted.
+pub fn not_whitelisted(word: &str) -> String {
+    format!("{word} is not executed because it is not in the whitelist.\n")
+}
+
+pub fn ruok() -> String {
+    "imok".to_string()
+}
+
+/// A single server is always read-write.
+pub fn isro() -> String {
+    "rw".to_string()
+}
+
+pub fn srvr(view: &FourLetterView) -> String {
+    let mut s = format!("Zookeeper version: {VERSION}\n");
+    server_stats(&mut s, view);
+    s
+}
+
+pub fn stat(view: &FourLetterView) -> String {
+    let mut s = format!("Zookeeper version: {VERSION}\nClients:\n");
+    for c in &view.connections {
+        connection_line(&mut s, c, true);
+        s.push('\n');
+    }
+    s.push('\n');
+    server_stats(&mut s, view);
+    s
+}
+
+pub fn cons(view: &FourLetterView) -> String {
+    let mut s = String::new();
+    for c in &view.connections {
+        connection_line(&mut s, c, false);
+        s.push('\n');
+    }
+    s.push('\n');
+    s
+}
+
+/// Per-connection counters are reset by the core before this is sent.
+pub fn crst() -> String {
+    "Connection stats reset.\n".to_string()
+}
+
+/// Server counters are reset by the core before this is sent.
+pub fn srst() -> String {
+    "Server stats reset.\n".to_string()
+}
+
+pub fn dump(view: &FourLetterView) -> String {
+    let mut s = String::from("SessionTracker dump:\n");
+
+    let mut buckets: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for session in &view.sessions {
+        buckets.entry(session.expires_at_ms).or_default().push(session.id);
+    }
+    let _ = writeln!(s, "Session Sets ({})/({}):", buckets.len(), view.sessions.len());
+    for (at, ids) in &mut buckets {
+        ids.sort_unstable();
+        let _ = writeln!(s, "{} expire at {}:", ids.len(), java_date(*at));
+        for id in ids.iter() {
+            let _ = writeln!(s, "\t0x{id:x}");
+        }
+    }
+
+    s.push_str("ephemeral nodes dump:\n");
+    let mut owners: Vec<&SessionInfo> =
+        view.sessions.iter().filter(|x| !x.ephemerals.is_empty()).collect();
+    owners.sort_by_key(|x| x.id);
+    let _ = writeln!(s, "Sessions with Ephemerals ({}):", owners.len());
+    for owner in owners {
+        let _ = writeln!(s, "0x{:x}:", owner.id);
+        let mut paths: Vec<&String> = owner.ephemerals.iter().collect();
+        paths.sort();
+        for p in paths {
+            let _ = writeln!(s, "\t{p}");
+        }
+    }
+
+    s.push_str("Connections dump:\n");
+    let mut cnxn_buckets: BTreeMap<i64, Vec<&ConnectionInfo>> = BTreeMap::new();
+    for c in &view.connections {
+        let timeout = c.session.as_ref().map_or(SESSIONLESS_CNXN_TIMEOUT_MS, |x| x.timeout_ms);
+        let at = round_up_to_interval(c.last_activity_ms + timeout, SESSIONLESS_CNXN_TIMEOUT_MS);
+        cnxn_buckets.entry(at).or_default().push(c);
+    }
+    let _ = writeln!(s, "Connections Sets ({})/({}):", cnxn_buckets.len(), view.connections.len());
+    for (at, conns) in &mut cnxn_buckets {
+        conns.sort_by_key(|c| c.remote);
+        let _ = writeln!(s, "{} expire at {}:", conns.len(), java_date(*at));
+        for c in conns.iter() {
+            let sid = c.session.as_ref().map_or(0, |x| x.session_id);
+            let _ = writeln!(s, "\tip: {} sessionId: 0x{sid:x}", java_socket_addr(&c.remote));
+        }
+    }
+    s
+}
+
+pub fn wchs(view: &FourLetterView) -> String {
+    let mut paths: Vec<&str> =
+        view.data_watches.iter().flat_map(|w| w.paths.iter().map(String::as_str)).collect();
+    let total = paths.len();
+    paths.sort_unstable();
+    paths.dedup();
+    let watchers = view.data_watches.iter().filter(|w| !w.paths.is_empty()).count();
+    format!("{watchers} connections watching {} paths\nTotal watches:{total}\n", paths.len())
+}
+
+pub fn wchc(view: &FourLetterView) -> String {
+    let mut s = String::new();
+    let mut watchers: Vec<&ConnWatches> =
+        view.data_watches.iter().filter(|w| !w.paths.is_empty()).collect();
+    watchers.sort_by_key(|w| w.session_id);
+    for w in watchers {
+        let _ = writeln!(s, "0x{:x}", w.session_id);
+        let mut paths: Vec<&String> = w.paths.iter().collect();
+        paths.sort();
+        for p in paths {
+            let _ = writeln!(s, "\t{p}");
+        }
+    }
+    s.push('\n');
+    s
+}
+
+pub fn wchp(view: &FourLetterView) -> String {
+    let mut by_path: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for w in &view.data_watches {
+        for p in &w.paths {
+            by_path.entry(p).or_default().push(w.session_id);
+        }
+    }
+    let mut s = String::new();
+    for (path, ids) in &mut by_path {
+        ids.sort_unstable();
+        let _ = writeln!(s, "{path}");
+        for id in ids.iter() {
+            let _ = writeln!(s, "\t0x{id:x}");
+        }
+    }
+    s.push('\n');
+    s
+}
+
+pub fn conf(view: &FourLetterView) -> String {
+    let c = &view.conf;
+    let mut s = String::new();
+    let _ = writeln!(s, "clientPort={}", c.client_port);
+    s.push_str("secureClientPort=-1\n");
+    s.push_str("dataDir=(in-memory)\n");
+    s.push_str("dataDirSize=0\n");
+    s.push_str("dataLogDir=(in-memory)\n");
+    s.push_str("dataLogSize=0\n");
+    let _ = writeln!(s, "tickTime={}", c.tick_time_ms);
+    let _ = writeln!(s, "maxClientCnxns={}", c.max_client_cnxns);
+    let _ = writeln!(s, "minSessionTimeout={}", c.min_session_timeout_ms);
+    let _ = writeln!(s, "maxSessionTimeout={}", c.max_session_timeout_ms);
+    s.push_str("clientPortListenBacklog=-1\n");
+    s.push_str("serverId=0\n");
+    s
+}
+
+pub fn envi(_view: &FourLetterView, host: &HostInfo) -> String {
+    let mb = |v: Option<u64>| v.map_or_else(|| "<NA>".to_string(), |v| format!("{v}MB"));
+    let used = host.memory_used_mb;
+    let free = match (host.memory_max_mb, used) {
+        (Some(max), Some(used)) => Some(max.saturating_sub(used)),
+        _ => None,
+    };
+    let mut s = String::from("Environment:\n");
+    let lines: [(&str, String); 18] = [
+        ("zookeeper.version", VERSION.to_string()),
+        ("host.name", host.host_name.clone()),
+        ("java.version", "<NA>".to_string()),
+        ("java.vendor", "<NA>".to_string()),
+        ("java.home", "<NA>".to_string()),
+        ("java.class.path", "<NA>".to_string()),
+        ("java.library.path", "<NA>".to_string()),
+        ("java.io.tmpdir", host.tmp_dir.clone()),
+        ("java.compiler", "<NA>".to_string()),
+        ("os.name", host.os_name.clone()),
+        ("os.arch", host.os_arch.clone()),
+        ("os.version", host.os_version.clone()),
+        ("user.name", host.user_name.clone()),
+        ("user.home", host.user_home.clone()),
+        ("user.dir", host.user_dir.clone()),
+        ("os.memory.free", mb(free)),
+        ("os.memory.max", mb(host.memory_max_mb)),
+        ("os.memory.total", mb(used)),
+    ];
+    for (k, v) in lines {
+        let _ = writeln!(s, "{k}={v}");
+    }
+    s
+}
+
+/// In memory there is nothing on disk.
+pub fn dirs() -> String {
+    "datadir_size: 0\nlogdir_size: 0\n".to_string()
+}
+
+pub fn mntr(view: &FourLetterView, host: &HostInfo) -> String {
+    let ephemerals: usize = view.sessions.iter().map(|x| x.ephemerals.len()).sum();
+    let mut lines: Vec<(&str, String)> = vec![
+        ("version", VERSION.to_string()),
+        ("server_state", "standalone".to_string()),
+        ("avg_latency", java_double(view.latency.avg)),
+        ("max_latency", view.latency.max.to_string()),
+        ("min_latency", view.latency.min.to_string()),
+        ("packets_received", view.packets_received.to_string()),
+        ("packets_sent", view.packets_sent.to_string()),
+        ("num_alive_connections", view.connections.len().to_string()),
+        ("outstanding_requests", view.outstanding_requests.to_string()),
+        ("uptime", view.uptime_ms.to_string()),
+        ("znode_count", (view.znode_count + 1).to_string()),
+        ("watch_count", view.watch_count.to_string()),
+        ("ephemerals_count", ephemerals.to_string()),
+        ("approximate_data_size", view.approximate_data_size.to_string()),
+    ];
+    if let Some(n) = host.open_fds {
+        lines.push(("open_file_descriptor_count", n.to_string()));
+    }
+    if let Some(n) = host.max_fds {
+        lines.push(("max_file_descriptor_count", n.to_string()));
+    }
+    lines.extend([
+        ("last_client_response_size", "-1".to_string()),
+        ("max_client_response_size", "-1".to_string()),
+        ("min_client_response_size", "-1".to_string()),
+        ("auth_failed_count", "0".to_string()),
+        ("non_mtls_remote_conn_count", "0".to_string()),
+        ("non_mtls_local_conn_count", "0".to_string()),
+        ("global_sessions", view.sessions.len().to_string()),
+        ("local_sessions", "0".to_string()),
+        ("connection_drop_probability", "0.0".to_string()),
+        ("outstanding_tls_handshake", "0".to_string()),
+    ]);
+    let mut s = String::new();
+    for (k, v) in lines {
+        let _ = writeln!(s, "zk_{k}\t{v}");
+    }
+    s
+}
+
+/// Digests are not kept, so the digest log is empty.
+pub fn hash() -> String {
+    String::new()
+}
+
+/// The block `srvr` and `stat` share (ServerStats plus the node count).
+fn server_stats(s: &mut String, view: &FourLetterView) {
+    let l = &view.latency;
+    let _ = writeln!(s, "Latency min/avg/max: {}/{}/{}", l.min, java_double(l.avg), l.max);
+    let _ = writeln!(s, "Received: {}", view.packets_received);
+    let _ = writeln!(s, "Sent: {}", view.packets_sent);
+    let _ = writeln!(s, "Connections: {}", view.connections.len());
+    let _ = writeln!(s, "Outstanding: {}", view.outstanding_requests);
+    let _ = writeln!(s, "Zxid: 0x{:x}", view.last_zxid);
+    s.push_str("Mode: standalone\n");
+    let _ = writeln!(s, "Node count: {}", view.znode_count + 1);
+}
+
+/// One connection as `stat` (brief) and `cons` (full) print it, without the newline.
+fn connection_line(s: &mut String, c: &ConnectionInfo, brief: bool) {
+    let interest = if c.session.is_some() { 1 } else { 0 };
+    let _ = write!(
+        s,
+        " {}[{interest}](queued={},recved={},sent={}",
+        java_socket_addr(&c.remote),
+        c.queued,
+        c.packets_received,
+        c.packets_sent
+    );
+    if let (false, Some(x)) = (brief, &c.session) {
+        let _ = write!(
+            s,
+            ",sid=0x{:x},lop={},est={},to={}",
+            x.session_id, x.last_op, x.established_ms, x.timeout_ms
+        );
+        if x.last_cxid >= 0 {
+            let _ = write!(s, ",lcxid=0x{:x}", x.last_cxid);
+        }
+        let _ = write!(
+            s,
+            ",lzxid=0x{:x},lresp={},llat={},minlat={},avglat={},maxlat={}",
+            x.last_zxid,
+            x.last_response_ms,
+            x.last_latency_ms,
+            x.min_latency_ms,
+            x.avg_latency_ms,
+            x.max_latency_ms
+        );
+    }
+    s.push(')');
+}
+
+/// `(t / interval + 1) * interval`: the next interval boundary strictly after `t`.
+fn round_up_to_interval(t: i64, interval: i64) -> i64 {
+    (t.div_euclid(interval) + 1) * interval
+}
+
+/// A socket address as Java's `InetSocketAddress.toString()` prints an unresolved peer:
+/// `/127.0.0.1:40868`, `/0:0:0:0:0:0:0:1:50356`.
+pub fn java_socket_addr(addr: &SocketAddr) -> String {
+    let ip = match addr.ip() {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let parts: Vec<String> = v6.segments().iter().map(|g| format!("{g:x}")).collect();
+                parts.join(":")
+            }
+        },
+        IpAddr::V4(v4) => v4.to_string(),
+    };
+    format!("/{ip}:{}", addr.port())
+}
+
+/// A double as Java's `Double.toString` prints it: `0.0`, `2.0`, `1.3333333333333333`,
+/// `1.0E7`.
+pub fn java_double(v: f64) -> String {
+    if !v.is_finite() {
+        return if v.is_nan() {
+            "NaN".to_string()
+        } else if v > 0.0 {
+            "Infinity".to_string()
+        } else {
+            "-Infinity".to_string()
+        };
+    }
+    let a = v.abs();
+    if a == 0.0 || (1e-3..1e7).contains(&a) {
+        let s = format!("{v}");
+        return if s.contains('.') { s } else { format!("{s}.0") };
+    }
+    let s = format!("{v:e}");
+    let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
+    if mantissa.contains('.') {
+        format!("{mantissa}E{exp}")
+    } else {
+        format!("{mantissa}.0E{exp}")
+    }
+}
+
+/// Epoch milliseconds as Java's `Date.toString()` prints them in UTC:
+/// `Sun Nov 22 06:39:20 UTC 2026`.
+pub fn java_date(epoch_ms: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let secs = epoch_ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    let weekday = DAYS[days.rem_euclid(7) as usize];
+    format!(
+        "{weekday} {} {day:02} {:02}:{:02}:{:02} UTC {year}",
+        MONTHS[(month - 1) as usize],
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month 1..=12, day 1..=31), proleptic Gregorian.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().expect("test address")
+    }
+
+    /// Two connections like the PROTOCOL.md §3.3 samples: a client with a session and the
+    /// connection asking.
+    fn sample() -> FourLetterView {
+        FourLetterView {
+            last_zxid: 6,
+            znode_count: 7,
+            packets_received: 15,
+            packets_sent: 14,
+            outstanding_requests: 0,
+            latency: Latency { min: 0, avg: 2.0, max: 7 },
+            connections: vec![
+                ConnectionInfo {
+                    remote: addr("127.0.0.1:40868"),
+                    queued: 0,
+                    packets_received: 10,
+                    packets_sent: 10,
+                    last_activity_ms: 1_795_329_556_000,
+                    session: Some(ConnSession {
+                        session_id: 0x100000772360001,
+                        timeout_ms: 10_000,
+                        last_op: "EXIS",
+                        established_ms: 1_795_329_548_768,
+                        last_cxid: 9,
+                        last_zxid: 6,
+                        last_response_ms: 582_198,
+                        last_latency_ms: 1,
+                        min_latency_ms: 0,
+                        avg_latency_ms: 1,
+                        max_latency_ms: 7,
+                    }),
+                },
+                ConnectionInfo {
+                    remote: addr("127.0.0.1:40900"),
+                    queued: 0,
+                    packets_received: 1,
+                    packets_sent: 0,
+                    last_activity_ms: 1_795_329_556_500,
+                    session: None,
+                },
+            ],
+            sessions: vec![SessionInfo {
+                id: 0x100000772360001,
+                timeout_ms: 10_000,
+                expires_at_ms: 1_795_329_560_000,
+                ephemerals: vec!["/app/e".to_string()],
+            }],
+            data_watches: vec![ConnWatches {
+                session_id: 0x100000772360001,
+                paths: vec!["/nope".to_string(), "/app".to_string()],
+            }],
+            watch_count: 3,
+            approximate_data_size: 62,
+            uptime_ms: 94_403,
+            conf: ConfInfo {
+                client_port: 2181,
+                tick_time_ms: 2000,
+                max_client_cnxns: 0,
+                min_session_timeout_ms: 4000,
+                max_session_timeout_ms: 40_000,
+                max_frame_len: 0xFFFFF,
+                ttl_enabled: true,
+            },
+        }
+    }
+
+    #[test]
+    fn version_parses_as_3_8_4() {
+        assert!(VERSION.starts_with("3.8.4-zkd-"));
+        assert!(VERSION.ends_with(" UTC"));
+        let digits: Vec<&str> = VERSION.split('-').next().unwrap_or("").split('.').collect();
+        assert_eq!(digits, ["3", "8", "4"]);
+    }
+
+    #[test]
+    fn simple_words() {
+        let v = FourLetterView::default();
+        let h = HostInfo::default();
+        assert_eq!(render("ruok", &v, &h, 306), "imok");
+        assert_eq!(render("isro", &v, &h, 306), "rw");
+        assert_eq!(render("gtmk", &v, &h, 306), "306");
+        assert_eq!(render("stmk", &v, &h, 42), "42");
+        assert_eq!(render("crst", &v, &h, 306), "Connection stats reset.\n");
+        assert_eq!(render("srst", &v, &h, 306), "Server stats reset.\n");
+        assert_eq!(render("dirs", &v, &h, 306), "datadir_size: 0\nlogdir_size: 0\n");
+        assert_eq!(render("hash", &v, &h, 306), "");
+        assert_eq!(
+            not_whitelisted("ruok"),
+            "ruok is not executed because it is not in the whitelist.\n"
+        );
+    }
+
+    #[test]
+    fn srvr_on_a_fresh_server() {
+        let v = FourLetterView {
+            znode_count: 4,
+            packets_received: 2,
+            packets_sent: 1,
+            connections: vec![ConnectionInfo {
+                remote: addr("127.0.0.1:1"),
+                queued: 0,
+                packets_received: 1,
+                packets_sent: 0,
+                last_activity_ms: 0,
+                session: None,
+            }],
+            ..FourLetterView::default()
+        };
+        assert_eq!(
+            srvr(&v),
+            format!(
+                "Zookeeper version: {VERSION}\nLatency min/avg/max: 0/0.0/0\nReceived: 2\n\
+                 Sent: 1\nConnections: 1\nOutstanding: 0\nZxid: 0x0\nMode: standalone\n\
+                 Node count: 5\n"
+            )
+        );
+    }
+
+    #[test]
+    fn stat_lists_clients_briefly() {
+        assert_eq!(
+            stat(&sample()),
+            format!(
+                "Zookeeper version: {VERSION}\nClients:\n \
+                 /127.0.0.1:40868[1](queued=0,recved=10,sent=10)\n \
+                 /127.0.0.1:40900[0](queued=0,recved=1,sent=0)\n\n\
+                 Latency min/avg/max: 0/2.0/7\nReceived: 15\nSent: 14\nConnections: 2\n\
+                 Outstanding: 0\nZxid: 0x6\nMode: standalone\nNode count: 8\n"
+            )
+        );
+    }
+
+    #[test]
+    fn cons_matches_the_sample() {
+        assert_eq!(
+            cons(&sample()),
+            " /127.0.0.1:40868[1](queued=0,recved=10,sent=10,sid=0x100000772360001,lop=EXIS,\
+             est=1795329548768,to=10000,lcxid=0x9,lzxid=0x6,lresp=582198,llat=1,minlat=0,\
+             avglat=1,maxlat=7)\n /127.0.0.1:40900[0](queued=0,recved=1,sent=0)\n\n"
+        );
+    }
+
+    #[test]
+    fn cons_hides_a_negative_cxid_and_prints_negative_zxids_like_java() {
+        let mut v = sample();
+        v.connections.truncate(1);
+        if let Some(x) = v.connections[0].session.as_mut() {
+            x.last_cxid = -1;
+            x.last_zxid = -1;
+        }
+        let out = cons(&v);
+        assert!(!out.contains("lcxid"), "{out}");
+        assert!(out.contains(",lzxid=0xffffffffffffffff,"), "{out}");
+    }
+
+    #[test]
+    fn dump_matches_the_sample() {
+        assert_eq!(
+            dump(&sample()),
+            "SessionTracker dump:\n\
+             Session Sets (1)/(1):\n\
+             1 expire at Sun Nov 22 06:39:20 UTC 2026:\n\
+             \t0x100000772360001\n\
+             ephemeral nodes dump:\n\
+             Sessions with Ephemerals (1):\n\
+             0x100000772360001:\n\
+             \t/app/e\n\
+             Connections dump:\n\
+             Connections Sets (1)/(2):\n\
+             2 expire at Sun Nov 22 06:39:30 UTC 2026:\n\
+             \tip: /127.0.0.1:40868 sessionId: 0x100000772360001\n\
+             \tip: /127.0.0.1:40900 sessionId: 0x0\n"
+        );
+    }
+
+    #[test]
+    fn dump_of_an_empty_server() {
+        assert_eq!(
+            dump(&FourLetterView::default()),
+            "SessionTracker dump:\nSession Sets (0)/(0):\nephemeral nodes dump:\n\
+             Sessions with Ephemerals (0):\nConnections dump:\nConnections Sets (0)/(0):\n"
+        );
+    }
+
+    #[test]
+    fn watch_reports() {
+        let v = sample();
+        assert_eq!(wchs(&v), "1 connections watching 2 paths\nTotal watches:2\n");
+        assert_eq!(wchc(&v), "0x100000772360001\n\t/app\n\t/nope\n\n");
+        assert_eq!(wchp(&v), "/app\n\t0x100000772360001\n/nope\n\t0x100000772360001\n\n");
+        let empty = FourLetterView::default();
+        assert_eq!(wchs(&empty), "0 connections watching 0 paths\nTotal watches:0\n");
+        assert_eq!(wchc(&empty), "\n");
+        assert_eq!(wchp(&empty), "\n");
+    }
+
+    #[test]
+    fn wchp_groups_sessions_by_path() {
+        let mut v = sample();
+        v.data_watches.push(ConnWatches { session_id: 0x2a, paths: vec!["/app".to_string()] });
+        assert_eq!(wchs(&v), "2 connections watching 2 paths\nTotal watches:3\n");
+        assert_eq!(wchp(&v), "/app\n\t0x2a\n\t0x100000772360001\n/nope\n\t0x100000772360001\n\n");
+        assert_eq!(wchc(&v), "0x2a\n\t/app\n0x100000772360001\n\t/app\n\t/nope\n\n");
+    }
+
+    #[test]
+    fn conf_lists_the_settings() {
+        assert_eq!(
+            conf(&sample()),
+            "clientPort=2181\nsecureClientPort=-1\ndataDir=(in-memory)\ndataDirSize=0\n\
+             dataLogDir=(in-memory)\ndataLogSize=0\ntickTime=2000\nmaxClientCnxns=0\n\
+             minSessionTimeout=4000\nmaxSessionTimeout=40000\nclientPortListenBacklog=-1\n\
+             serverId=0\n"
+        );
+    }
+
+    #[test]
+    fn envi_has_the_java_keys_in_order() {
+        let host = HostInfo {
+            host_name: "box".into(),
+            os_name: "Linux".into(),
+            os_arch: "amd64".into(),
+            os_version: "6.1.0".into(),
+            user_name: "zk".into(),
+            user_home: "/home/zk".into(),
+            user_dir: "/srv".into(),
+            tmp_dir: "/tmp".into(),
+            memory_used_mb: Some(12),
+            memory_max_mb: Some(2048),
+            open_fds: Some(20),
+            max_fds: Some(1024),
+        };
+        let out = envi(&sample(), &host);
+        let keys: Vec<&str> =
+            out.lines().skip(1).map(|l| l.split_once('=').map_or(l, |(k, _)| k)).collect();
+        assert_eq!(
+            keys,
+            [
+                "zookeeper.version",
+                "host.name",
+                "java.version",
+                "java.vendor",
+                "java.home",
+                "java.class.path",
+                "java.library.path",
+                "java.io.tmpdir",
+                "java.compiler",
+                "os.name",
+                "os.arch",
+                "os.version",
+                "user.name",
+                "user.home",
+                "user.dir",
+                "os.memory.free",
+                "os.memory.max",
+                "os.memory.total",
+            ]
+        );
+        assert!(out.starts_with(&format!("Environment:\nzookeeper.version={VERSION}\nhost.name=box\n")));
+        assert!(out.contains("\nos.memory.free=2036MB\nos.memory.max=2048MB\nos.memory.total=12MB\n"));
+    }
+
+    #[test]
+    fn mntr_has_the_keys_tools_read() {
+        let host = HostInfo { open_fds: Some(20), max_fds: Some(1024), ..HostInfo::default() };
+        let out = mntr(&sample(), &host);
+        let map: BTreeMap<&str, &str> = out.lines().filter_map(|l| l.split_once('\t')).collect();
+        assert_eq!(out.lines().count(), map.len(), "one tab per line, no duplicate keys");
+        let expect = [
+            ("zk_version", VERSION),
+            ("zk_server_state", "standalone"),
+            ("zk_avg_latency", "2.0"),
+            ("zk_max_latency", "7"),
+            ("zk_min_latency", "0"),
+            ("zk_packets_received", "15"),
+            ("zk_packets_sent", "14"),
+            ("zk_num_alive_connections", "2"),
+            ("zk_outstanding_requests", "0"),
+            ("zk_znode_count", "8"),
+            ("zk_watch_count", "3"),
+            ("zk_ephemerals_count", "1"),
+            ("zk_approximate_data_size", "62"),
+            ("zk_open_file_descriptor_count", "20"),
+            ("zk_max_file_descriptor_count", "1024"),
+            ("zk_global_sessions", "1"),
+            ("zk_local_sessions", "0"),
+            ("zk_uptime", "94403"),
+        ];
+        for (k, v) in expect {
+            assert_eq!(map.get(k).copied(), Some(v), "{k}");
+        }
+        assert!(out.ends_with('\n'));
+    }
+
+    #[test]
+    fn dates_like_java() {
+        assert_eq!(java_date(0), "Thu Jan 01 00:00:00 UTC 1970");
+        assert_eq!(java_date(1_795_329_560_000), "Sun Nov 22 06:39:20 UTC 2026");
+        assert_eq!(java_date(951_782_400_000), "Tue Feb 29 00:00:00 UTC 2000");
+        assert_eq!(java_date(-1000), "Wed Dec 31 23:59:59 UTC 1969");
+    }
+
+    #[test]
+    fn doubles_like_java() {
+        assert_eq!(java_double(0.0), "0.0");
+        assert_eq!(java_double(2.0), "2.0");
+        assert_eq!(java_double(1.0 / 3.0 + 1.0), "1.3333333333333333");
+        assert_eq!(java_double(1e7), "1.0E7");
+        assert_eq!(java_double(12_345_678.5), "1.23456785E7");
+        assert_eq!(java_double(0.0001), "1.0E-4");
+    }
+
+    #[test]
+    fn socket_addresses_like_java() {
+        assert_eq!(java_socket_addr(&addr("127.0.0.1:40868")), "/127.0.0.1:40868");
+        assert_eq!(java_socket_addr(&addr("[::1]:50356")), "/0:0:0:0:0:0:0:1:50356");
+        assert_eq!(java_socket_addr(&addr("[::ffff:10.0.0.1]:7")), "/10.0.0.1:7");
+        assert_eq!(java_socket_addr(&addr("[fe80::1:2]:7")), "/fe80:0:0:0:0:0:1:2:7");
+    }
+
+    #[test]
+    fn only_view_words_need_the_core() {
+        for w in zkd_protocol::FOUR_LETTER_WORDS {
+            let cheap = ["ruok", "isro", "gtmk", "stmk", "crst", "srst", "dirs", "hash"];
+            assert_eq!(needs_view(w), !cheap.contains(&w), "{w}");
+        }
+    }
+}
