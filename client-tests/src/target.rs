@@ -76,6 +76,14 @@ impl Target {
         self.kind
     }
 
+    /// The real ZooKeeper, when the harness started one.
+    pub fn oracle(&self) -> Option<&Oracle> {
+        match &self._guard {
+            Guard::Oracle(o) => Some(o),
+            _ => None,
+        }
+    }
+
     /// The embedded server, when the target is zkd.
     pub fn zkd(&self) -> Option<&zkd_server::Server> {
         match &self._guard {

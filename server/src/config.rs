@@ -1,7 +1,10 @@
 //! Server configuration: every knob the `zkd` binary exposes as a flag.
 
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::time::Duration;
+
+use crate::core::CoreConfig;
 
 /// Configuration for one server instance.
 #[derive(Clone, Debug)]
@@ -20,6 +23,17 @@ pub struct Config {
     pub max_client_cnxns: u32,
     /// Largest frame payload accepted (jute.maxbuffer).
     pub max_frame_len: usize,
+    /// `user:base64(sha1(user:password))` of the super user, if any.
+    pub super_digest: Option<String>,
+    /// Whether TTL nodes (opcode 21) can be created (default true).
+    pub ttl_enabled: bool,
+    /// How often containers and TTL nodes are checked for reaping (default 1 s).
+    pub reaper_interval: Duration,
+    /// Which four-letter words are answered (default all).
+    pub four_letter_whitelist: FourLetterWhitelist,
+    /// Bytes that may wait in one connection's outbound queue. A client that lets more pile
+    /// up (it does not read its socket) is disconnected. Default 64 MiB.
+    pub max_outbound_bytes: usize,
 }
 
 impl Default for Config {
@@ -32,6 +46,159 @@ impl Default for Config {
             max_session_timeout: None,
             max_client_cnxns: 60,
             max_frame_len: 0xFFFFF,
+            super_digest: None,
+            ttl_enabled: true,
+            reaper_interval: Duration::from_millis(1000),
+            four_letter_whitelist: FourLetterWhitelist::All,
+            max_outbound_bytes: 64 << 20,
         }
+    }
+}
+
+impl Config {
+    /// The effective minimum session timeout.
+    pub fn min_session_timeout(&self) -> Duration {
+        self.min_session_timeout.unwrap_or(self.tick_time * 2)
+    }
+
+    /// The effective maximum session timeout.
+    pub fn max_session_timeout(&self) -> Duration {
+        self.max_session_timeout.unwrap_or(self.tick_time * 20)
+    }
+
+    /// Checks the settings for contradictions; the message says what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.tick_time.as_millis() == 0 {
+            return Err("tick time must be at least 1 ms".into());
+        }
+        if self.min_session_timeout() > self.max_session_timeout() {
+            return Err(format!(
+                "minimum session timeout ({} ms) is larger than the maximum ({} ms)",
+                self.min_session_timeout().as_millis(),
+                self.max_session_timeout().as_millis()
+            ));
+        }
+        if self.max_frame_len == 0 || self.max_frame_len > i32::MAX as usize {
+            return Err(format!(
+                "max frame length {} is outside 1..=2147483647",
+                self.max_frame_len
+            ));
+        }
+        if self.reaper_interval.as_millis() == 0 {
+            return Err("reaper interval must be at least 1 ms".into());
+        }
+        if let Some(d) = &self.super_digest {
+            if !d.contains(':') {
+                return Err(format!("super digest {d:?} is not of the form user:hash"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The core's settings; `client_port` is the port actually bound.
+    pub(crate) fn core_config(&self, client_port: u16) -> CoreConfig {
+        CoreConfig {
+            tick_ms: millis(self.tick_time),
+            min_session_timeout_ms: millis(self.min_session_timeout()),
+            max_session_timeout_ms: millis(self.max_session_timeout()),
+            max_client_cnxns: self.max_client_cnxns,
+            super_digest: self.super_digest.clone(),
+            ttl_enabled: self.ttl_enabled,
+            reaper_interval_ms: millis(self.reaper_interval),
+            max_frame_len: self.max_frame_len,
+            client_port,
+        }
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The four-letter words a server answers (`4lw.commands.whitelist`). `srvr` is always
+/// answered, as in ZooKeeper; the others get "… is not in the whitelist".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum FourLetterWhitelist {
+    /// Every word (`*`).
+    #[default]
+    All,
+    /// Only these words (plus `srvr`).
+    Only(BTreeSet<String>),
+}
+
+impl FourLetterWhitelist {
+    /// Parses a comma-separated list; `*` anywhere in it means all words. Blank entries are
+    /// ignored.
+    pub fn parse(list: &str) -> FourLetterWhitelist {
+        let mut words = BTreeSet::new();
+        for w in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            if w == "*" {
+                return FourLetterWhitelist::All;
+            }
+            words.insert(w.to_string());
+        }
+        FourLetterWhitelist::Only(words)
+    }
+
+    /// Whether `word` is answered.
+    pub fn allows(&self, word: &str) -> bool {
+        match self {
+            FourLetterWhitelist::All => true,
+            FourLetterWhitelist::Only(words) => word == "srvr" || words.contains(word),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whitelist_parsing() {
+        assert_eq!(FourLetterWhitelist::parse("*"), FourLetterWhitelist::All);
+        assert_eq!(
+            FourLetterWhitelist::parse("ruok, *"),
+            FourLetterWhitelist::All
+        );
+        let w = FourLetterWhitelist::parse(" ruok , mntr,,");
+        assert!(w.allows("ruok") && w.allows("mntr") && w.allows("srvr"));
+        assert!(!w.allows("stat"));
+        let none = FourLetterWhitelist::parse("");
+        assert!(none.allows("srvr") && !none.allows("ruok"));
+    }
+
+    #[test]
+    fn timeouts_default_to_tick_multiples() {
+        let c = Config {
+            tick_time: Duration::from_millis(500),
+            ..Config::default()
+        };
+        let core = c.core_config(1234);
+        assert_eq!(core.tick_ms, 500);
+        assert_eq!(core.min_session_timeout_ms, 1000);
+        assert_eq!(core.max_session_timeout_ms, 10_000);
+        assert_eq!(core.client_port, 1234);
+        assert_eq!(core.reaper_interval_ms, 1000);
+        assert!(core.ttl_enabled);
+    }
+
+    #[test]
+    fn validation() {
+        assert!(Config::default().validate().is_ok());
+        let bad = Config {
+            min_session_timeout: Some(Duration::from_secs(50)),
+            ..Config::default()
+        };
+        assert!(bad.validate().is_err());
+        let bad = Config {
+            max_frame_len: 0,
+            ..Config::default()
+        };
+        assert!(bad.validate().is_err());
+        let bad = Config {
+            super_digest: Some("nocolon".into()),
+            ..Config::default()
+        };
+        assert!(bad.validate().is_err());
     }
 }

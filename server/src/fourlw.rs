@@ -10,8 +10,11 @@ use crate::core::CoreConfig;
 
 /// The version every report shows. The `3.8.4` prefix is what clients and tools parse (kazoo's
 /// `server_version()` takes the digits before the first `-`).
-pub const VERSION: &str =
-    concat!("3.8.4-zkd-", env!("CARGO_PKG_VERSION"), ", built on 2025-01-01 00:00 UTC");
+pub const VERSION: &str = concat!(
+    "3.8.4-zkd-",
+    env!("CARGO_PKG_VERSION"),
+    ", built on 2025-01-01 00:00 UTC"
+);
 
 /// ZooKeeper's default trace mask (`gtmk` on a fresh server).
 pub const DEFAULT_TRACE_MASK: i64 = 306;
@@ -162,6 +165,11 @@ pub struct HostInfo {
     pub max_fds: Option<u64>,
 }
 
+/// Whether `word` is one of the four-letter words (the telnet interrupt is not).
+pub fn is_word(word: &str) -> bool {
+    zkd_protocol::frame::FOUR_LETTER_WORDS.contains(&word)
+}
+
 /// Whether `word` needs a [`FourLetterView`] from the core (the others answer without it).
 pub fn needs_view(word: &str) -> bool {
     matches!(
@@ -241,12 +249,12 @@ pub fn cons(view: &FourLetterView) -> String {
     s
 }
 
-/// Per-connection counters are reset by the core before this is sent.
+/// The reply to `crst` (reset per-connection counters).
 pub fn crst() -> String {
     "Connection stats reset.\n".to_string()
 }
 
-/// Server counters are reset by the core before this is sent.
+/// The reply to `srst` (reset server counters).
 pub fn srst() -> String {
     "Server stats reset.\n".to_string()
 }
@@ -256,9 +264,17 @@ pub fn dump(view: &FourLetterView) -> String {
 
     let mut buckets: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
     for session in &view.sessions {
-        buckets.entry(session.expires_at_ms).or_default().push(session.id);
+        buckets
+            .entry(session.expires_at_ms)
+            .or_default()
+            .push(session.id);
     }
-    let _ = writeln!(s, "Session Sets ({})/({}):", buckets.len(), view.sessions.len());
+    let _ = writeln!(
+        s,
+        "Session Sets ({})/({}):",
+        buckets.len(),
+        view.sessions.len()
+    );
     for (at, ids) in &mut buckets {
         ids.sort_unstable();
         let _ = writeln!(s, "{} expire at {}:", ids.len(), java_date(*at));
@@ -268,8 +284,11 @@ pub fn dump(view: &FourLetterView) -> String {
     }
 
     s.push_str("ephemeral nodes dump:\n");
-    let mut owners: Vec<&SessionInfo> =
-        view.sessions.iter().filter(|x| !x.ephemerals.is_empty()).collect();
+    let mut owners: Vec<&SessionInfo> = view
+        .sessions
+        .iter()
+        .filter(|x| !x.ephemerals.is_empty())
+        .collect();
     owners.sort_by_key(|x| x.id);
     let _ = writeln!(s, "Sessions with Ephemerals ({}):", owners.len());
     for owner in owners {
@@ -284,36 +303,61 @@ pub fn dump(view: &FourLetterView) -> String {
     s.push_str("Connections dump:\n");
     let mut cnxn_buckets: BTreeMap<i64, Vec<&ConnectionInfo>> = BTreeMap::new();
     for c in &view.connections {
-        let timeout = c.session.as_ref().map_or(SESSIONLESS_CNXN_TIMEOUT_MS, |x| x.timeout_ms);
+        let timeout = c
+            .session
+            .as_ref()
+            .map_or(SESSIONLESS_CNXN_TIMEOUT_MS, |x| x.timeout_ms);
         let at = round_up_to_interval(c.last_activity_ms + timeout, SESSIONLESS_CNXN_TIMEOUT_MS);
         cnxn_buckets.entry(at).or_default().push(c);
     }
-    let _ = writeln!(s, "Connections Sets ({})/({}):", cnxn_buckets.len(), view.connections.len());
+    let _ = writeln!(
+        s,
+        "Connections Sets ({})/({}):",
+        cnxn_buckets.len(),
+        view.connections.len()
+    );
     for (at, conns) in &mut cnxn_buckets {
         conns.sort_by_key(|c| c.remote);
         let _ = writeln!(s, "{} expire at {}:", conns.len(), java_date(*at));
         for c in conns.iter() {
             let sid = c.session.as_ref().map_or(0, |x| x.session_id);
-            let _ = writeln!(s, "\tip: {} sessionId: 0x{sid:x}", java_socket_addr(&c.remote));
+            let _ = writeln!(
+                s,
+                "\tip: {} sessionId: 0x{sid:x}",
+                java_socket_addr(&c.remote)
+            );
         }
     }
     s
 }
 
 pub fn wchs(view: &FourLetterView) -> String {
-    let mut paths: Vec<&str> =
-        view.data_watches.iter().flat_map(|w| w.paths.iter().map(String::as_str)).collect();
+    let mut paths: Vec<&str> = view
+        .data_watches
+        .iter()
+        .flat_map(|w| w.paths.iter().map(String::as_str))
+        .collect();
     let total = paths.len();
     paths.sort_unstable();
     paths.dedup();
-    let watchers = view.data_watches.iter().filter(|w| !w.paths.is_empty()).count();
-    format!("{watchers} connections watching {} paths\nTotal watches:{total}\n", paths.len())
+    let watchers = view
+        .data_watches
+        .iter()
+        .filter(|w| !w.paths.is_empty())
+        .count();
+    format!(
+        "{watchers} connections watching {} paths\nTotal watches:{total}\n",
+        paths.len()
+    )
 }
 
 pub fn wchc(view: &FourLetterView) -> String {
     let mut s = String::new();
-    let mut watchers: Vec<&ConnWatches> =
-        view.data_watches.iter().filter(|w| !w.paths.is_empty()).collect();
+    let mut watchers: Vec<&ConnWatches> = view
+        .data_watches
+        .iter()
+        .filter(|w| !w.paths.is_empty())
+        .collect();
     watchers.sort_by_key(|w| w.session_id);
     for w in watchers {
         let _ = writeln!(s, "0x{:x}", w.session_id);
@@ -414,12 +458,18 @@ pub fn mntr(view: &FourLetterView, host: &HostInfo) -> String {
         ("packets_received", view.packets_received.to_string()),
         ("packets_sent", view.packets_sent.to_string()),
         ("num_alive_connections", view.connections.len().to_string()),
-        ("outstanding_requests", view.outstanding_requests.to_string()),
+        (
+            "outstanding_requests",
+            view.outstanding_requests.to_string(),
+        ),
         ("uptime", view.uptime_ms.to_string()),
         ("znode_count", (view.znode_count + 1).to_string()),
         ("watch_count", view.watch_count.to_string()),
         ("ephemerals_count", ephemerals.to_string()),
-        ("approximate_data_size", view.approximate_data_size.to_string()),
+        (
+            "approximate_data_size",
+            view.approximate_data_size.to_string(),
+        ),
     ];
     if let Some(n) = host.open_fds {
         lines.push(("open_file_descriptor_count", n.to_string()));
@@ -454,7 +504,13 @@ pub fn hash() -> String {
 /// The block `srvr` and `stat` share (ServerStats plus the node count).
 fn server_stats(s: &mut String, view: &FourLetterView) {
     let l = &view.latency;
-    let _ = writeln!(s, "Latency min/avg/max: {}/{}/{}", l.min, java_double(l.avg), l.max);
+    let _ = writeln!(
+        s,
+        "Latency min/avg/max: {}/{}/{}",
+        l.min,
+        java_double(l.avg),
+        l.max
+    );
     let _ = writeln!(s, "Received: {}", view.packets_received);
     let _ = writeln!(s, "Sent: {}", view.packets_sent);
     let _ = writeln!(s, "Connections: {}", view.connections.len());
@@ -549,8 +605,9 @@ pub fn java_double(v: f64) -> String {
 /// `Sun Nov 22 06:39:20 UTC 2026`.
 pub fn java_date(epoch_ms: i64) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] =
-        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
     let secs = epoch_ms.div_euclid(1000);
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
@@ -596,7 +653,11 @@ mod tests {
             packets_received: 15,
             packets_sent: 14,
             outstanding_requests: 0,
-            latency: Latency { min: 0, avg: 2.0, max: 7 },
+            latency: Latency {
+                min: 0,
+                avg: 2.0,
+                max: 7,
+            },
             connections: vec![
                 ConnectionInfo {
                     remote: addr("127.0.0.1:40868"),
@@ -670,7 +731,10 @@ mod tests {
         assert_eq!(render("stmk", &v, &h, 42), "42");
         assert_eq!(render("crst", &v, &h, 306), "Connection stats reset.\n");
         assert_eq!(render("srst", &v, &h, 306), "Server stats reset.\n");
-        assert_eq!(render("dirs", &v, &h, 306), "datadir_size: 0\nlogdir_size: 0\n");
+        assert_eq!(
+            render("dirs", &v, &h, 306),
+            "datadir_size: 0\nlogdir_size: 0\n"
+        );
         assert_eq!(render("hash", &v, &h, 306), "");
         assert_eq!(
             not_whitelisted("ruok"),
@@ -773,11 +837,20 @@ mod tests {
     #[test]
     fn watch_reports() {
         let v = sample();
-        assert_eq!(wchs(&v), "1 connections watching 2 paths\nTotal watches:2\n");
+        assert_eq!(
+            wchs(&v),
+            "1 connections watching 2 paths\nTotal watches:2\n"
+        );
         assert_eq!(wchc(&v), "0x100000772360001\n\t/app\n\t/nope\n\n");
-        assert_eq!(wchp(&v), "/app\n\t0x100000772360001\n/nope\n\t0x100000772360001\n\n");
+        assert_eq!(
+            wchp(&v),
+            "/app\n\t0x100000772360001\n/nope\n\t0x100000772360001\n\n"
+        );
         let empty = FourLetterView::default();
-        assert_eq!(wchs(&empty), "0 connections watching 0 paths\nTotal watches:0\n");
+        assert_eq!(
+            wchs(&empty),
+            "0 connections watching 0 paths\nTotal watches:0\n"
+        );
         assert_eq!(wchc(&empty), "\n");
         assert_eq!(wchp(&empty), "\n");
     }
@@ -785,10 +858,22 @@ mod tests {
     #[test]
     fn wchp_groups_sessions_by_path() {
         let mut v = sample();
-        v.data_watches.push(ConnWatches { session_id: 0x2a, paths: vec!["/app".to_string()] });
-        assert_eq!(wchs(&v), "2 connections watching 2 paths\nTotal watches:3\n");
-        assert_eq!(wchp(&v), "/app\n\t0x2a\n\t0x100000772360001\n/nope\n\t0x100000772360001\n\n");
-        assert_eq!(wchc(&v), "0x2a\n\t/app\n0x100000772360001\n\t/app\n\t/nope\n\n");
+        v.data_watches.push(ConnWatches {
+            session_id: 0x2a,
+            paths: vec!["/app".to_string()],
+        });
+        assert_eq!(
+            wchs(&v),
+            "2 connections watching 2 paths\nTotal watches:3\n"
+        );
+        assert_eq!(
+            wchp(&v),
+            "/app\n\t0x2a\n\t0x100000772360001\n/nope\n\t0x100000772360001\n\n"
+        );
+        assert_eq!(
+            wchc(&v),
+            "0x2a\n\t/app\n0x100000772360001\n\t/app\n\t/nope\n\n"
+        );
     }
 
     #[test]
@@ -819,8 +904,11 @@ mod tests {
             max_fds: Some(1024),
         };
         let out = envi(&sample(), &host);
-        let keys: Vec<&str> =
-            out.lines().skip(1).map(|l| l.split_once('=').map_or(l, |(k, _)| k)).collect();
+        let keys: Vec<&str> = out
+            .lines()
+            .skip(1)
+            .map(|l| l.split_once('=').map_or(l, |(k, _)| k))
+            .collect();
         assert_eq!(
             keys,
             [
@@ -844,16 +932,28 @@ mod tests {
                 "os.memory.total",
             ]
         );
-        assert!(out.starts_with(&format!("Environment:\nzookeeper.version={VERSION}\nhost.name=box\n")));
-        assert!(out.contains("\nos.memory.free=2036MB\nos.memory.max=2048MB\nos.memory.total=12MB\n"));
+        assert!(out.starts_with(&format!(
+            "Environment:\nzookeeper.version={VERSION}\nhost.name=box\n"
+        )));
+        assert!(
+            out.contains("\nos.memory.free=2036MB\nos.memory.max=2048MB\nos.memory.total=12MB\n")
+        );
     }
 
     #[test]
     fn mntr_has_the_keys_tools_read() {
-        let host = HostInfo { open_fds: Some(20), max_fds: Some(1024), ..HostInfo::default() };
+        let host = HostInfo {
+            open_fds: Some(20),
+            max_fds: Some(1024),
+            ..HostInfo::default()
+        };
         let out = mntr(&sample(), &host);
         let map: BTreeMap<&str, &str> = out.lines().filter_map(|l| l.split_once('\t')).collect();
-        assert_eq!(out.lines().count(), map.len(), "one tab per line, no duplicate keys");
+        assert_eq!(
+            out.lines().count(),
+            map.len(),
+            "one tab per line, no duplicate keys"
+        );
         let expect = [
             ("zk_version", VERSION),
             ("zk_server_state", "standalone"),
@@ -900,16 +1000,30 @@ mod tests {
 
     #[test]
     fn socket_addresses_like_java() {
-        assert_eq!(java_socket_addr(&addr("127.0.0.1:40868")), "/127.0.0.1:40868");
-        assert_eq!(java_socket_addr(&addr("[::1]:50356")), "/0:0:0:0:0:0:0:1:50356");
-        assert_eq!(java_socket_addr(&addr("[::ffff:10.0.0.1]:7")), "/10.0.0.1:7");
-        assert_eq!(java_socket_addr(&addr("[fe80::1:2]:7")), "/fe80:0:0:0:0:0:1:2:7");
+        assert_eq!(
+            java_socket_addr(&addr("127.0.0.1:40868")),
+            "/127.0.0.1:40868"
+        );
+        assert_eq!(
+            java_socket_addr(&addr("[::1]:50356")),
+            "/0:0:0:0:0:0:0:1:50356"
+        );
+        assert_eq!(
+            java_socket_addr(&addr("[::ffff:10.0.0.1]:7")),
+            "/10.0.0.1:7"
+        );
+        assert_eq!(
+            java_socket_addr(&addr("[fe80::1:2]:7")),
+            "/fe80:0:0:0:0:0:1:2:7"
+        );
     }
 
     #[test]
     fn only_view_words_need_the_core() {
-        for w in zkd_protocol::FOUR_LETTER_WORDS {
-            let cheap = ["ruok", "isro", "gtmk", "stmk", "crst", "srst", "dirs", "hash"];
+        for w in zkd_protocol::frame::FOUR_LETTER_WORDS {
+            let cheap = [
+                "ruok", "isro", "gtmk", "stmk", "crst", "srst", "dirs", "hash",
+            ];
             assert_eq!(needs_view(w), !cheap.contains(&w), "{w}");
         }
     }

@@ -1,20 +1,78 @@
-//! The embeddable server handle (placeholder until the network layer lands).
+//! The embeddable server handle.
 
+use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::Core;
+use crate::net::{self, now_ms, Shared};
 use crate::Config;
 
-/// A running server. Dropping it stops the server.
+/// A running server. Dropping it stops the server: the listener closes and every connection
+/// is dropped. Servers share no global state, so one process can run many.
 pub struct Server {
     addr: SocketAddr,
+    shutdown: CancellationToken,
+    acceptor: Option<JoinHandle<()>>,
+    ticker: Option<JoinHandle<()>>,
 }
 
 impl Server {
-    pub async fn start(config: Config) -> std::io::Result<Server> {
-        let _ = config;
-        Err(std::io::Error::other("zkd network layer not written yet"))
+    /// Binds the listener and starts serving. Must be called inside a tokio runtime; the
+    /// server's tasks run on that runtime.
+    pub async fn start(config: Config) -> io::Result<Server> {
+        config
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let listener = TcpListener::bind((config.bind, config.port)).await?;
+        let addr = listener.local_addr()?;
+        let core = Core::new(config.core_config(addr.port()), now_ms());
+        let shared = Arc::new(Shared::new(&config, core));
+        let shutdown = CancellationToken::new();
+        let acceptor = tokio::spawn(net::accept_loop(listener, shared.clone(), shutdown.clone()));
+        let ticker = tokio::spawn(net::ticker(shared));
+        tracing::info!(%addr, "zkd serving");
+        Ok(Server {
+            addr,
+            shutdown,
+            acceptor: Some(acceptor),
+            ticker: Some(ticker),
+        })
     }
+
+    /// The address the server listens on (with the real port when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Stops accepting, closes every connection and waits until all of it is done.
+    pub async fn shutdown(mut self) {
+        self.shutdown.cancel();
+        if let Some(ticker) = self.ticker.take() {
+            ticker.abort();
+            let _ = ticker.await;
+        }
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.await;
+        }
+        tracing::info!(addr = %self.addr, "zkd stopped");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        // Aborting the acceptor drops its listener and its set of connection tasks, which
+        // aborts those too.
+        if let Some(acceptor) = self.acceptor.take() {
+            acceptor.abort();
+        }
+        if let Some(ticker) = self.ticker.take() {
+            ticker.abort();
+        }
     }
 }

@@ -239,13 +239,3 @@ fn check_response(op: OpCode, resp: &Response) -> Result<(), TestCaseError> {
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
-
-fn unhex(s: &str) -> Bytes {
-    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    assert!(s.len() % 2 == 0, "odd hex length");
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex digit"))
-        .collect::<Vec<u8>>()
-        .into()
-}

@@ -2,6 +2,7 @@
 //! `cons` four-letter word shows.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use zkd_protocol::Id;
 
@@ -10,7 +11,7 @@ pub struct Conn {
     pub remote: SocketAddr,
     pub session: Option<i64>,
     /// Identities: `ip:<addr>` from accept, plus whatever addauth added.
-    pub ids: Vec<Id>,
+    pub ids: Arc<Vec<Id>>,
     /// Whether the client sent the readOnly byte (and so expects it back).
     pub read_only_byte: Option<bool>,
     pub established_ms: i64,
@@ -29,7 +30,7 @@ impl Conn {
         Conn {
             remote,
             session: None,
-            ids: vec![Id { scheme: "ip".into(), id: java_ip_text(remote.ip()) }],
+            ids: Arc::new(vec![Id { scheme: "ip".into(), id: java_ip_text(remote.ip()) }]),
             read_only_byte: None,
             established_ms: now_ms,
             received: 0,

@@ -64,7 +64,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use zkd_protocol::{event_type, keeper_state, perms, xid, Acl, Jute, ReplyHeader, WatcherEvent};
+use zkd_protocol::{keeper_state, perms, xid, Acl, Jute, ReplyHeader, WatcherEvent};
 
 use conn::Conn;
 use session::Sessions;
@@ -239,11 +239,3 @@ pub(crate) fn notification_frame(event: i32, path: &str, zxid: i64) -> Bytes {
             .write(out);
     })
 }
-
-#[allow(dead_code)]
-const _EVENT_TYPES_USED: [i32; 4] = [
-    event_type::NODE_CREATED,
-    event_type::NODE_DELETED,
-    event_type::NODE_DATA_CHANGED,
-    event_type::NODE_CHILDREN_CHANGED,
-];

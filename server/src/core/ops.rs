@@ -197,7 +197,7 @@ impl Core {
         now: i64,
         out: &mut dyn Outbox,
     ) -> Option<(i32, i64, Bytes)> {
-        let ids: Vec<Id> = self.conns.get(&conn).map(|c| c.ids.clone()).unwrap_or_default();
+        let ids = self.conns.get(&conn).map(|c| c.ids.clone()).unwrap_or_default();
         let mut reply = Reply::new();
         let is_write = matches!(
             req,
@@ -398,9 +398,10 @@ impl Core {
         match new_ids {
             Some(new_ids) => {
                 if let Some(c) = self.conns.get_mut(&conn) {
+                    let ids = std::sync::Arc::make_mut(&mut c.ids);
                     for id in new_ids {
-                        if !c.ids.contains(&id) {
-                            c.ids.push(id);
+                        if !ids.contains(&id) {
+                            ids.push(id);
                         }
                     }
                 }

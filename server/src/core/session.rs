@@ -89,10 +89,6 @@ impl Sessions {
         self.map.get_mut(&id)
     }
 
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
     pub fn iter(&self) -> impl Iterator<Item = &Session> {
         self.map.values()
     }
@@ -146,15 +142,6 @@ impl Sessions {
     /// The earliest bucket time, if any session exists.
     pub fn next_expiry(&self) -> Option<i64> {
         self.buckets.keys().next().copied()
-    }
-
-    /// Sessions grouped by expiry bucket, earliest first (for `dump`).
-    pub fn buckets(&self) -> impl Iterator<Item = (i64, Vec<i64>)> + '_ {
-        self.buckets.iter().map(|(t, ids)| {
-            let mut v: Vec<i64> = ids.iter().copied().collect();
-            v.sort_unstable();
-            (*t, v)
-        })
     }
 }
 

@@ -145,10 +145,6 @@ impl Tree {
         self.data_bytes
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
-        self.nodes.iter().map(|(k, v)| (&**k, v))
-    }
-
     /// Inserts `node` at `path` under its existing parent, bumping the parent's create counter
     /// and pzxid when `count` is set (always, except for the initial tree).
     pub fn insert(&mut self, path: &str, node: Node, zxid: i64, count: bool) {

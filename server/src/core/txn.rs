@@ -31,6 +31,12 @@ pub struct Created {
 
 type OpResult<T> = Result<T, ErrorCode>;
 
+/// Data kept in the tree gets its own allocation: a slice of the received frame would keep
+/// the connection's whole read buffer alive.
+fn owned(data: &Option<Bytes>) -> Option<Bytes> {
+    data.as_ref().map(|d| Bytes::copy_from_slice(d))
+}
+
 fn check_version(expected: i32, actual: i32) -> OpResult<()> {
     if expected != -1 && expected != actual {
         Err(ErrorCode::BadVersion)
@@ -134,7 +140,7 @@ impl Core {
         let parent_path = path::canonical(parent_path).to_string();
         txn.save(&self.tree, &parent_path);
         txn.save(&self.tree, &full);
-        let node = Node::new(c.data.clone(), self.intern_acl(acl), txn.zxid, txn.time, owner);
+        let node = Node::new(owned(&c.data), self.intern_acl(acl), txn.zxid, txn.time, owner);
         let stat = node.stat();
         self.tree.insert(&full, node, txn.zxid, true);
         txn.created.push((full.clone(), owner));
@@ -199,7 +205,7 @@ impl Core {
         }
         check_version(version, node.version)?;
         txn.save(&self.tree, p);
-        let node = self.tree.set_data(p, data.clone()).ok_or(ErrorCode::NoNode)?;
+        let node = self.tree.set_data(p, owned(data)).ok_or(ErrorCode::NoNode)?;
         node.version = node.version.wrapping_add(1);
         node.mzxid = txn.zxid;
         node.mtime = txn.time;

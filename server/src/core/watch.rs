@@ -222,6 +222,7 @@ impl Watches {
     }
 
     /// Number of connections holding any watch.
+    #[cfg(test)]
     pub fn watching_connections(&self) -> usize {
         self.by_conn.len()
     }

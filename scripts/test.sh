@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: installs what the end-to-end tests need (Debian's ZooKeeper,
+# Curator, the C client, kazoo), then runs every test of the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" = 0 ]; then
+  bash scripts/install-test-deps.sh
+elif command -v sudo >/dev/null 2>&1; then
+  sudo bash scripts/install-test-deps.sh
+else
+  echo "note: not root and no sudo; assuming the test dependencies are installed" >&2
+fi
+cargo test --workspace "$@"

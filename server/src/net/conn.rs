@@ -1,0 +1,482 @@
+//! One client connection: a four-letter word, or the handshake followed by a reader and a
+//! writer running side by side in the connection's task.
+//!
+//! Close semantics:
+//! * The core asks for a close ([`Out::Close`]): the writer writes everything queued before
+//!   it, then shuts down its side of the socket. The reader stops feeding the core as soon as
+//!   the close is requested and, once the writer is done, waits briefly for the client's EOF
+//!   (so unread input does not turn the close into a reset that could destroy the last
+//!   replies in flight).
+//! * The client closes, the socket fails, or the frame stream is corrupt (bad length,
+//!   payload shorter than a request header): the reader asks for a close the same way, so
+//!   replies already queued are still flushed, within [`LINGER`].
+//! * The outbound queue overflows: the connection is dropped without flushing.
+//! * In every case [`Shared::closed`] (and so `Core::connection_closed`) runs once, when the
+//!   task ends and the socket is dropped.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc::error::TryRecvError;
+use tokio::time::{timeout, timeout_at, Instant};
+use tokio_util::sync::CancellationToken;
+use zkd_protocol::{four_letter_word, FrameCodec};
+
+use super::{host, now_ms, ConnChannels, Out, Shared};
+use crate::core::{ConnId, Handshake};
+use crate::fourlw::{self, FourLetterView, HostInfo};
+
+/// Smallest valid payload after the handshake: a RequestHeader.
+const REQUEST_HEADER_LEN: usize = 8;
+/// Read buffer growth step.
+const READ_CHUNK: usize = 16 * 1024;
+/// Most buffers handed to one vectored write (Linux's IOV_MAX).
+const MAX_IOV: usize = 1024;
+/// Most frames / bytes taken off the queue for one round of writes.
+const MAX_BATCH_FRAMES: usize = 4096;
+const MAX_BATCH_BYTES: usize = 4 << 20;
+/// How long queued replies may take to drain after the client stopped sending.
+const LINGER: Duration = Duration::from_secs(5);
+/// After our side is shut down, how long to wait for the client's EOF.
+const DRAIN: Duration = Duration::from_secs(1);
+/// Time allowed for writing a four-letter word's reply.
+const FOUR_LETTER_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Tells the core the socket is gone when the task ends, however it ends.
+struct Registered {
+    shared: Arc<Shared>,
+    id: ConnId,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.shared.closed(self.id);
+    }
+}
+
+/// Serves one accepted, registered connection until it is closed.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    id: ConnId,
+    mut stream: TcpStream,
+    remote: SocketAddr,
+    channels: ConnChannels,
+) {
+    let _registered = Registered {
+        shared: shared.clone(),
+        id,
+    };
+    let deadline = Instant::now() + shared.cfg.handshake_timeout;
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+
+    // The first four bytes: a four-letter word, or the ConnectRequest's length.
+    match read_at_least(&mut stream, &mut buf, 4, deadline).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::debug!(conn = id, %remote, "client closed the connection before a handshake");
+            return;
+        }
+        Err(reason) => {
+            tracing::info!(conn = id, %remote, "closing connection: {reason}");
+            return;
+        }
+    }
+    if let Some(word) = four_letter_word([buf[0], buf[1], buf[2], buf[3]]) {
+        answer_four_letter_word(&shared, id, remote, stream, buf, word, deadline).await;
+        return;
+    }
+
+    let codec = FrameCodec {
+        max: shared.cfg.max_frame_len,
+    };
+    let connect = loop {
+        match codec.next_frame(&mut buf) {
+            Ok(Some(payload)) => break payload,
+            Ok(None) => {
+                let want = buf.len() + 1;
+                match read_at_least(&mut stream, &mut buf, want, deadline).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::info!(conn = id, %remote, "closing connection: EOF inside the connect request");
+                        return;
+                    }
+                    Err(reason) => {
+                        tracing::info!(conn = id, %remote, "closing connection: {reason}");
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::info!(conn = id, %remote, "closing connection: {e}");
+                return;
+            }
+        }
+    };
+
+    let established = shared.with_core(|core, out| {
+        match catch_unwind(AssertUnwindSafe(|| {
+            core.handshake(id, connect, now_ms(), out)
+        })) {
+            Ok(Handshake::Established) => true,
+            Ok(Handshake::Closed) => false,
+            Err(_) => {
+                tracing::error!(
+                    conn = id,
+                    "handshake handling panicked; closing the connection"
+                );
+                out.close(id);
+                false
+            }
+        }
+    });
+
+    let (rd, wr) = stream.into_split();
+    let reader_done = CancellationToken::new();
+    let writer_done = CancellationToken::new();
+    let reading = async {
+        read_requests(
+            &shared,
+            id,
+            remote,
+            rd,
+            buf,
+            codec,
+            established,
+            &writer_done,
+        )
+        .await;
+        reader_done.cancel();
+    };
+    let writing = async {
+        write_frames(id, wr, channels, &reader_done).await;
+        writer_done.cancel();
+    };
+    tokio::join!(reading, writing);
+}
+
+/// Reads until `buf` holds at least `n` bytes. Ok(false) = EOF first.
+async fn read_at_least(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    n: usize,
+    deadline: Instant,
+) -> Result<bool, String> {
+    while buf.len() < n {
+        reserve(buf);
+        match timeout_at(deadline, stream.read_buf(buf)).await {
+            Err(_) => return Err("no complete first frame within the handshake timeout".into()),
+            Ok(Ok(0)) => return Ok(false),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(format!("read failed: {e}")),
+        }
+    }
+    Ok(true)
+}
+
+fn reserve(buf: &mut BytesMut) {
+    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        buf.reserve(READ_CHUNK);
+    }
+}
+
+/// Writes a four-letter word's reply and closes.
+async fn answer_four_letter_word(
+    shared: &Shared,
+    id: ConnId,
+    remote: SocketAddr,
+    mut stream: TcpStream,
+    mut buf: BytesMut,
+    word: &str,
+    deadline: Instant,
+) {
+    if !fourlw::is_word(word) {
+        // The telnet interrupt sequence: just close.
+        return;
+    }
+    tracing::debug!(conn = id, %remote, word, "four-letter word");
+    let text = if !shared.cfg.whitelist.allows(word) {
+        fourlw::not_whitelisted(word)
+    } else {
+        if word == "stmk" {
+            // The new trace mask follows as a big-endian long.
+            if !matches!(
+                read_at_least(&mut stream, &mut buf, 12, deadline).await,
+                Ok(true)
+            ) {
+                return;
+            }
+            let mut mask = [0u8; 8];
+            mask.copy_from_slice(&buf[4..12]);
+            shared
+                .trace_mask
+                .store(i64::from_be_bytes(mask), Ordering::Relaxed);
+        }
+        if word == "crst" || word == "srst" {
+            let reset = shared.with_core(|core, _| {
+                catch_unwind(AssertUnwindSafe(|| {
+                    if word == "crst" {
+                        core.reset_connection_stats();
+                    } else {
+                        core.reset_server_stats();
+                    }
+                }))
+            });
+            if reset.is_err() {
+                tracing::error!(conn = id, word, "resetting statistics panicked");
+                return;
+            }
+        }
+        let view = if fourlw::needs_view(word) {
+            let view = shared.with_core(|core, _| {
+                catch_unwind(AssertUnwindSafe(|| core.four_letter_view(now_ms())))
+            });
+            match view {
+                Ok(view) => view,
+                Err(_) => {
+                    tracing::error!(conn = id, word, "building the four-letter view panicked");
+                    return;
+                }
+            }
+        } else {
+            FourLetterView::default()
+        };
+        let host = if fourlw::needs_host(word) {
+            host::gather()
+        } else {
+            HostInfo::default()
+        };
+        fourlw::render(
+            word,
+            &view,
+            &host,
+            shared.trace_mask.load(Ordering::Relaxed),
+        )
+    };
+    let written = timeout(FOUR_LETTER_WRITE_TIMEOUT, async {
+        stream.write_all(text.as_bytes()).await?;
+        stream.shutdown().await
+    })
+    .await;
+    if !matches!(written, Ok(Ok(()))) {
+        tracing::debug!(conn = id, %remote, word, "could not deliver the four-letter reply");
+        return;
+    }
+    let (rd, _wr) = stream.into_split();
+    drain(rd).await;
+}
+
+/// Feeds complete frames to the core until the connection closes, then drains the socket.
+#[allow(clippy::too_many_arguments)]
+async fn read_requests(
+    shared: &Shared,
+    id: ConnId,
+    remote: SocketAddr,
+    mut rd: OwnedReadHalf,
+    mut buf: BytesMut,
+    codec: FrameCodec,
+    mut feeding: bool,
+    writer_done: &CancellationToken,
+) {
+    loop {
+        if feeding {
+            let mut frames = Vec::new();
+            let mut bad = None;
+            loop {
+                match codec.next_frame(&mut buf) {
+                    Ok(Some(f)) if f.len() < REQUEST_HEADER_LEN => {
+                        bad = Some(format!(
+                            "{}-byte payload is shorter than a request header",
+                            f.len()
+                        ));
+                        break;
+                    }
+                    Ok(Some(f)) => frames.push(f),
+                    Ok(None) => break,
+                    Err(e) => {
+                        bad = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+            if !frames.is_empty() && !shared.requests(id, frames) {
+                feeding = false;
+            }
+            if let (true, Some(reason)) = (feeding, bad) {
+                tracing::info!(conn = id, %remote, "closing connection: {reason}");
+                shared.close(id);
+                feeding = false;
+            }
+        }
+        if !feeding {
+            buf.clear();
+        }
+        reserve(&mut buf);
+        tokio::select! {
+            biased;
+            _ = writer_done.cancelled() => break,
+            read = rd.read_buf(&mut buf) => match read {
+                Ok(0) => {
+                    tracing::debug!(conn = id, %remote, "client closed the connection");
+                    shared.close(id);
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(conn = id, %remote, error = %e, "read failed");
+                    shared.close(id);
+                    return;
+                }
+            },
+        }
+    }
+    drain(rd).await;
+}
+
+/// Reads and discards input until EOF, for at most [`DRAIN`].
+async fn drain(mut rd: OwnedReadHalf) {
+    let mut sink = [0u8; 4096];
+    let _ = timeout(DRAIN, async {
+        loop {
+            match rd.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+}
+
+/// Writes queued frames, many per syscall, until a close, an error or an overflow.
+async fn write_frames(
+    id: ConnId,
+    mut wr: OwnedWriteHalf,
+    channels: ConnChannels,
+    reader_done: &CancellationToken,
+) {
+    let ConnChannels {
+        mut rx,
+        queued,
+        kill,
+    } = channels;
+    let linger = async {
+        reader_done.cancelled().await;
+        tokio::time::sleep(LINGER).await;
+    };
+    tokio::pin!(linger);
+    let mut batch: VecDeque<Bytes> = VecDeque::new();
+    loop {
+        let first = tokio::select! {
+            biased;
+            _ = kill.cancelled() => return,
+            _ = &mut linger => return,
+            msg = rx.recv() => msg,
+        };
+        let mut closing = false;
+        let mut bytes = 0;
+        match first {
+            Some(Out::Frame(f)) => {
+                bytes += f.len();
+                batch.push_back(f);
+            }
+            Some(Out::Close) | None => closing = true,
+        }
+        while !closing && batch.len() < MAX_BATCH_FRAMES && bytes < MAX_BATCH_BYTES {
+            match rx.try_recv() {
+                Ok(Out::Frame(f)) => {
+                    bytes += f.len();
+                    batch.push_back(f);
+                }
+                Ok(Out::Close) | Err(TryRecvError::Disconnected) => closing = true,
+                Err(TryRecvError::Empty) => break,
+            }
+        }
+        if !batch.is_empty() {
+            tokio::select! {
+                biased;
+                _ = kill.cancelled() => return,
+                _ = &mut linger => return,
+                written = write_all_vectored(&mut wr, &mut batch) => {
+                    if let Err(e) = written {
+                        tracing::debug!(conn = id, error = %e, "write failed");
+                        return;
+                    }
+                }
+            }
+            queued.fetch_sub(bytes, Ordering::Relaxed);
+        }
+        if closing {
+            tokio::select! {
+                _ = &mut linger => {}
+                _ = wr.shutdown() => {}
+            }
+            return;
+        }
+    }
+}
+
+/// Writes all of `batch` with vectored writes, dropping what has been written.
+async fn write_all_vectored(
+    wr: &mut OwnedWriteHalf,
+    batch: &mut VecDeque<Bytes>,
+) -> io::Result<()> {
+    while !batch.is_empty() {
+        let n = {
+            let slices: Vec<IoSlice<'_>> = batch
+                .iter()
+                .take(MAX_IOV)
+                .map(|b| IoSlice::new(b))
+                .collect();
+            wr.write_vectored(&slices).await?
+        };
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        advance(batch, n);
+    }
+    Ok(())
+}
+
+/// Drops the first `n` bytes of `batch`.
+fn advance(batch: &mut VecDeque<Bytes>, mut n: usize) {
+    while n > 0 {
+        let Some(front) = batch.front_mut() else {
+            return;
+        };
+        if front.len() <= n {
+            n -= front.len();
+            batch.pop_front();
+        } else {
+            front.advance(n);
+            n = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advance_drops_whole_and_partial_frames() {
+        let mut b: VecDeque<Bytes> = [&b"abc"[..], b"de", b"fghij"]
+            .into_iter()
+            .map(Bytes::from_static)
+            .collect();
+        advance(&mut b, 4);
+        assert_eq!(b, [Bytes::from_static(b"e"), Bytes::from_static(b"fghij")]);
+        advance(&mut b, 3);
+        assert_eq!(b, [Bytes::from_static(b"hij")]);
+        advance(&mut b, 3);
+        assert!(b.is_empty());
+        advance(&mut b, 1);
+    }
+}
