@@ -171,7 +171,7 @@ send "create2 +e $P/e2"
 expect_lines create2_ephemeral_owner "[$P/e2]: rc = 0" "	name = $P/e2" "	ephemeralOwner = $SID" "	version=0	aversion=0"
 
 send "create +es $P/es-"
-# the sequence number is the parent's cversion: 4 children were created before
+# the sequence number counts the children ever created under the parent (4 so far)
 expect_lines create_ephemeral_sequential "	name = $P/es-0000000004"
 
 send "create $P/e/child"
@@ -225,7 +225,8 @@ send "create +t=600000 $P/ttl"
 expect_lines create_ttl "[$P/ttl]: rc = 0" "	name = $P/ttl"
 
 send "create +st=600000 $P/ttls-"
-expect_lines create_ttl_sequential "[$P/ttls-]: rc = 0" "	name = $P/ttls-0000000008"
+# 9 children created so far (deletes and failed creates do not advance the counter)
+expect_lines create_ttl_sequential "[$P/ttls-]: rc = 0" "	name = $P/ttls-0000000009"
 
 send "sync $P"
 expect_lines sync_path "[$P]: rc = 0"
@@ -247,7 +248,8 @@ if start_session; then
     if [ "$SID" != "$old_sid" ]; then pass new_session_id_differs; else fail new_session_id_differs "both $SID"; fi
 
     send "ls $P"
-    if [ "$(children)" = "cont kid s-0000000000 s-0000000001 ttl ttls-0000000008" ]; then
+    kids=$(children)
+    if [ "$kids" = "cont kid s-0000000000 s-0000000001 ttl ttls-0000000009" ]; then
         pass ephemerals_removed_on_close
     else
         fail ephemerals_removed_on_close "children '$(children)'; $(why)"
@@ -256,7 +258,7 @@ if start_session; then
     send "get $P/e"
     expect_lines ephemeral_gone "$P/e: rc = -101"
 
-    for c in cont kid s-0000000000 s-0000000001 ttl ttls-0000000008; do
+    for c in $kids; do
         send "delete $P/$c"
     done
     send "delete $P"

@@ -278,7 +278,10 @@ impl CreateMode {
     }
 
     pub fn is_ephemeral(self) -> bool {
-        matches!(self, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
+        matches!(
+            self,
+            CreateMode::Ephemeral | CreateMode::EphemeralSequential
+        )
     }
 
     pub fn is_sequential(self) -> bool {
@@ -291,6 +294,9 @@ impl CreateMode {
     }
 
     pub fn is_ttl(self) -> bool {
-        matches!(self, CreateMode::PersistentWithTtl | CreateMode::PersistentSequentialWithTtl)
+        matches!(
+            self,
+            CreateMode::PersistentWithTtl | CreateMode::PersistentSequentialWithTtl
+        )
     }
 }

@@ -50,7 +50,9 @@ pub struct FrameCodec {
 
 impl Default for FrameCodec {
     fn default() -> Self {
-        FrameCodec { max: DEFAULT_MAX_FRAME }
+        FrameCodec {
+            max: DEFAULT_MAX_FRAME,
+        }
     }
 }
 
@@ -95,8 +97,8 @@ impl tokio_util::codec::Encoder<Bytes> for FrameCodec {
 
 /// The four-letter words a fresh connection may send instead of a frame length (§3.1).
 pub const FOUR_LETTER_WORDS: [&str; 18] = [
-    "conf", "cons", "crst", "dirs", "dump", "envi", "gtmk", "ruok", "stmk", "srst", "srvr",
-    "stat", "wchc", "wchp", "wchs", "mntr", "isro", "hash",
+    "conf", "cons", "crst", "dirs", "dump", "envi", "gtmk", "ruok", "stmk", "srst", "srvr", "stat",
+    "wchc", "wchp", "wchs", "mntr", "isro", "hash",
 ];
 
 /// The telnet "interrupt" sequence, treated like a four-letter word that closes.
@@ -107,5 +109,7 @@ pub fn four_letter_word(first: [u8; 4]) -> Option<&'static str> {
     if first == TELNET_INTERRUPT {
         return Some("telnet-close");
     }
-    FOUR_LETTER_WORDS.into_iter().find(|w| w.as_bytes() == first)
+    FOUR_LETTER_WORDS
+        .into_iter()
+        .find(|w| w.as_bytes() == first)
 }

@@ -35,7 +35,10 @@ impl Reader {
 
     fn need(&self, n: usize) -> Result<(), DecodeError> {
         if self.buf.len() < n {
-            Err(DecodeError::Truncated { needed: n, remaining: self.buf.len() })
+            Err(DecodeError::Truncated {
+                needed: n,
+                remaining: self.buf.len(),
+            })
         } else {
             Ok(())
         }
@@ -71,7 +74,9 @@ impl Reader {
 
     /// A length-prefixed string, decoded leniently (invalid UTF-8 is replaced).
     pub fn ustring(&mut self) -> Result<Option<String>, DecodeError> {
-        Ok(self.buffer()?.map(|b| String::from_utf8_lossy(&b).into_owned()))
+        Ok(self
+            .buffer()?
+            .map(|b| String::from_utf8_lossy(&b).into_owned()))
     }
 
     /// A vector count: `None` for null (-1).

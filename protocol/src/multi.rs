@@ -62,7 +62,12 @@ pub fn read_ops(r: &mut Reader) -> Result<Vec<MultiOp>, DecodeError> {
 /// Writes sub-operations and the terminator.
 pub fn write_ops(ops: &[MultiOp], out: &mut BytesMut) {
     for op in ops {
-        MultiHeader { op: op.op() as i32, done: false, err: -1 }.write(out);
+        MultiHeader {
+            op: op.op() as i32,
+            done: false,
+            err: -1,
+        }
+        .write(out);
         match op {
             MultiOp::Create(c) => c.write(out),
             MultiOp::Delete(b) => b.write(out),
@@ -74,17 +79,27 @@ pub fn write_ops(ops: &[MultiOp], out: &mut BytesMut) {
     TERMINATOR.write(out);
 }
 
-const TERMINATOR: MultiHeader = MultiHeader { op: -1, done: true, err: -1 };
+const TERMINATOR: MultiHeader = MultiHeader {
+    op: -1,
+    done: true,
+    err: -1,
+};
 
 /// One result of a multi or multiRead reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MultiResult {
     /// Type 1 (path only) when `stat` is `None`, type 15 (path and Stat) otherwise.
-    Create { path: String, stat: Option<Stat> },
+    Create {
+        path: String,
+        stat: Option<Stat>,
+    },
     Delete,
     SetData(Stat),
     Check,
-    GetData { data: Option<Bytes>, stat: Stat },
+    GetData {
+        data: Option<Bytes>,
+        stat: Stat,
+    },
     GetChildren(Vec<String>),
     /// Type -1 with this error code (0 for ops before the failing one of a failed multi).
     Error(i32),
@@ -93,14 +108,22 @@ pub enum MultiResult {
 impl MultiResult {
     fn write(&self, out: &mut BytesMut) {
         let header = |op: OpCode, out: &mut BytesMut| {
-            MultiHeader { op: op as i32, done: false, err: 0 }.write(out)
+            MultiHeader {
+                op: op as i32,
+                done: false,
+                err: 0,
+            }
+            .write(out)
         };
         match self {
             MultiResult::Create { path, stat: None } => {
                 header(OpCode::Create, out);
                 path.write(out);
             }
-            MultiResult::Create { path, stat: Some(stat) } => {
+            MultiResult::Create {
+                path,
+                stat: Some(stat),
+            } => {
                 header(OpCode::Create2, out);
                 path.write(out);
                 stat.write(out);
@@ -121,7 +144,12 @@ impl MultiResult {
                 children.write(out);
             }
             MultiResult::Error(err) => {
-                MultiHeader { op: -1, done: false, err: *err }.write(out);
+                MultiHeader {
+                    op: -1,
+                    done: false,
+                    err: *err,
+                }
+                .write(out);
                 err.write(out);
             }
         }
@@ -129,12 +157,21 @@ impl MultiResult {
 
     fn read(h: &MultiHeader, r: &mut Reader) -> Result<MultiResult, DecodeError> {
         Ok(match h.op {
-            1 => MultiResult::Create { path: String::read(r)?, stat: None },
-            15 => MultiResult::Create { path: String::read(r)?, stat: Some(Stat::read(r)?) },
+            1 => MultiResult::Create {
+                path: String::read(r)?,
+                stat: None,
+            },
+            15 => MultiResult::Create {
+                path: String::read(r)?,
+                stat: Some(Stat::read(r)?),
+            },
             2 => MultiResult::Delete,
             5 => MultiResult::SetData(Stat::read(r)?),
             13 => MultiResult::Check,
-            4 => MultiResult::GetData { data: Jute::read(r)?, stat: Stat::read(r)? },
+            4 => MultiResult::GetData {
+                data: Jute::read(r)?,
+                stat: Stat::read(r)?,
+            },
             8 => MultiResult::GetChildren(Jute::read(r)?),
             -1 => MultiResult::Error(r.i32()?),
             other => return Err(DecodeError::BadMultiOp(other)),

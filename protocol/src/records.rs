@@ -17,7 +17,13 @@ record! {
 
 impl Acl {
     pub fn new(perms: i32, scheme: &str, id: &str) -> Acl {
-        Acl { perms, id: Id { scheme: scheme.into(), id: id.into() } }
+        Acl {
+            perms,
+            id: Id {
+                scheme: scheme.into(),
+                id: id.into(),
+            },
+        }
     }
 
     /// `world:anyone` with every permission.

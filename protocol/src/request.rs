@@ -25,8 +25,19 @@ impl Create {
         let data = Option::<bytes::Bytes>::read(r)?;
         let acl = Vec::<Acl>::read(r)?;
         let flags = r.i32()?;
-        let ttl = if op == OpCode::CreateTtl { r.i64()? } else { -1 };
-        Ok(Create { op, path, data, acl, flags, ttl })
+        let ttl = if op == OpCode::CreateTtl {
+            r.i64()?
+        } else {
+            -1
+        };
+        Ok(Create {
+            op,
+            path,
+            data,
+            acl,
+            flags,
+            ttl,
+        })
     }
 
     pub fn write(&self, out: &mut BytesMut) {
@@ -184,7 +195,11 @@ impl Request {
     /// A complete frame (length, header, body) for this request with the given xid.
     pub fn to_frame(&self, xid: i32) -> bytes::Bytes {
         crate::frame::encode_frame(|out| {
-            RequestHeader { xid, op: self.op() as i32 }.write(out);
+            RequestHeader {
+                xid,
+                op: self.op() as i32,
+            }
+            .write(out);
             self.write(out);
         })
     }

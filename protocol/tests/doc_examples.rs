@@ -27,7 +27,11 @@ fn read_request(frame: &[u8]) -> (RequestHeader, Request) {
     let header = RequestHeader::read(&mut r).unwrap();
     let op = OpCode::from_i32(header.op).expect("known opcode");
     let req = Request::read(op, &mut r).expect("a request").unwrap();
-    assert!(r.is_empty(), "request body has {} bytes left", r.remaining());
+    assert!(
+        r.is_empty(),
+        "request body has {} bytes left",
+        r.remaining()
+    );
     (header, req)
 }
 
@@ -95,7 +99,10 @@ fn handshake_without_read_only_byte() {
 
     let response = payload_of(&unhex(CONNECT_RESPONSE));
     let resp = ConnectResponse::read(&mut Reader::new(response.clone())).unwrap();
-    let old_resp = ConnectResponse { read_only: req.read_only, ..resp };
+    let old_resp = ConnectResponse {
+        read_only: req.read_only,
+        ..resp
+    };
     let old_response = to_bytes(&old_resp);
     assert_eq!(old_response.len(), 36);
     assert_eq!(hex(&old_response), hex(&response[..36]));
@@ -124,9 +131,19 @@ fn create_request() {
 fn create_reply() {
     let frame = unhex(CREATE_REPLY);
     let (header, body) = read_reply_frame(&frame, OpCode::Create);
-    assert_eq!(header, ReplyHeader { xid: 1, zxid: 0x2b, err: 0 });
+    assert_eq!(
+        header,
+        ReplyHeader {
+            xid: 1,
+            zxid: 0x2b,
+            err: 0
+        }
+    );
     let body = body.expect("a body");
-    assert_eq!(body, Response::Create(CreateResponse { path: "/hx".into() }));
+    assert_eq!(
+        body,
+        Response::Create(CreateResponse { path: "/hx".into() })
+    );
     assert_eq!(hex(&reply_to_frame(&header, Some(&body))), hex(&frame));
 }
 
@@ -137,7 +154,10 @@ fn get_data_request() {
     assert_eq!(header, RequestHeader { xid: 2, op: 4 });
     assert_eq!(
         req,
-        Request::GetData(PathWatchRequest { path: "/hx".into(), watch: true })
+        Request::GetData(PathWatchRequest {
+            path: "/hx".into(),
+            watch: true
+        })
     );
     assert_eq!(hex(&req.to_frame(header.xid)), hex(&frame));
 }
@@ -149,7 +169,14 @@ fn notification() {
     let header = ReplyHeader::read(&mut r).unwrap();
     let event = WatcherEvent::read(&mut r).unwrap();
     assert!(r.is_empty());
-    assert_eq!(header, ReplyHeader { xid: xid::NOTIFICATION, zxid: -1, err: 0 });
+    assert_eq!(
+        header,
+        ReplyHeader {
+            xid: xid::NOTIFICATION,
+            zxid: -1,
+            err: 0
+        }
+    );
     assert_eq!(
         event,
         WatcherEvent {
@@ -167,15 +194,31 @@ fn notification() {
 fn ping_and_reply() {
     let frame = unhex(PING);
     let (header, req) = read_request(&frame);
-    assert_eq!(header, RequestHeader { xid: xid::PING, op: 11 });
+    assert_eq!(
+        header,
+        RequestHeader {
+            xid: xid::PING,
+            op: 11
+        }
+    );
     assert_eq!(req, Request::Ping);
     assert_eq!(hex(&req.to_frame(xid::PING)), hex(&frame));
 
     let frame = unhex(PING_REPLY);
     let (header, body) = read_reply_frame(&frame, OpCode::Ping);
-    assert_eq!(header, ReplyHeader { xid: xid::PING, zxid: 0x2c, err: 0 });
+    assert_eq!(
+        header,
+        ReplyHeader {
+            xid: xid::PING,
+            zxid: 0x2c,
+            err: 0
+        }
+    );
     assert_eq!(body, Some(Response::Empty));
-    assert_eq!(hex(&reply_frame(header.xid, header.zxid, header.err, None)), hex(&frame));
+    assert_eq!(
+        hex(&reply_frame(header.xid, header.zxid, header.err, None)),
+        hex(&frame)
+    );
 }
 
 #[test]

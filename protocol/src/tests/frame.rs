@@ -153,7 +153,10 @@ fn default_max_is_jute_maxbuffer() {
     let codec = FrameCodec::default();
     let payload = vec![7u8; DEFAULT_MAX_FRAME];
     let mut buf = BytesMut::from(&frame_of(&payload)[..]);
-    assert_eq!(codec.next_frame(&mut buf).unwrap().unwrap().len(), DEFAULT_MAX_FRAME);
+    assert_eq!(
+        codec.next_frame(&mut buf).unwrap().unwrap().len(),
+        DEFAULT_MAX_FRAME
+    );
     let mut buf = length_prefix(DEFAULT_MAX_FRAME as i32 + 1, &[]);
     assert!(matches!(
         codec.next_frame(&mut buf),

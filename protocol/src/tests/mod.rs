@@ -149,9 +149,7 @@ fn response_for(op: OpCode) -> Option<BoxedStrategy<Response>> {
     use OpCode as O;
     Some(match op {
         O::Create => gen().prop_map(Response::Create).boxed(),
-        O::Create2 | O::CreateContainer | O::CreateTtl => {
-            gen().prop_map(Response::Create2).boxed()
-        }
+        O::Create2 | O::CreateContainer | O::CreateTtl => gen().prop_map(Response::Create2).boxed(),
         O::Exists | O::SetData | O::SetAcl => gen().prop_map(Response::Stat).boxed(),
         O::GetData | O::Reconfig => gen().prop_map(Response::GetData).boxed(),
         O::GetAcl => gen().prop_map(Response::GetAcl).boxed(),
@@ -224,15 +222,19 @@ fn check_jute<T: Jute + PartialEq + Debug>(v: &T) -> Result<(), TestCaseError> {
 
 fn check_request(req: &Request) -> Result<(), TestCaseError> {
     let op = req.op();
-    check_encoding(req, |v, out| v.write(out), |r| {
-        Request::read(op, r).expect("a request opcode")
-    })
+    check_encoding(
+        req,
+        |v, out| v.write(out),
+        |r| Request::read(op, r).expect("a request opcode"),
+    )
 }
 
 fn check_response(op: OpCode, resp: &Response) -> Result<(), TestCaseError> {
-    check_encoding(resp, |v, out| v.write(out), |r| {
-        Response::read(op, r).expect("a request opcode")
-    })
+    check_encoding(
+        resp,
+        |v, out| v.write(out),
+        |r| Response::read(op, r).expect("a request opcode"),
+    )
 }
 
 /// Hex of a byte string, for readable assertion messages.

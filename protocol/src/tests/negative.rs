@@ -18,7 +18,10 @@ fn null_values_decode_as_documented() {
     // Non-null field types read null as empty; nullable ones keep it.
     assert_eq!(String::read(&mut reader(&[&null])).unwrap(), "");
     assert_eq!(Bytes::read(&mut reader(&[&null])).unwrap(), Bytes::new());
-    assert_eq!(Vec::<String>::read(&mut reader(&[&null])).unwrap(), Vec::<String>::new());
+    assert_eq!(
+        Vec::<String>::read(&mut reader(&[&null])).unwrap(),
+        Vec::<String>::new()
+    );
     assert_eq!(Option::<String>::read(&mut reader(&[&null])).unwrap(), None);
     assert_eq!(Option::<Bytes>::read(&mut reader(&[&null])).unwrap(), None);
     // Null and empty data are different encodings.
@@ -27,7 +30,15 @@ fn null_values_decode_as_documented() {
     // A null ACL vector in a create is legal on the wire.
     let mut r = reader(&[&int(2), b"/a", &null, &null, &int(0)]);
     let c = CreateRequest::read(&mut r).unwrap();
-    assert_eq!(c, CreateRequest { path: "/a".into(), data: None, acl: vec![], flags: 0 });
+    assert_eq!(
+        c,
+        CreateRequest {
+            path: "/a".into(),
+            data: None,
+            acl: vec![],
+            flags: 0
+        }
+    );
     assert!(r.is_empty());
 }
 
@@ -117,7 +128,9 @@ fn multi_header(op: i32, done: bool, err: i32) -> Vec<u8> {
 #[test]
 fn unknown_multi_sub_op_known_opcodes() {
     // Real opcodes that are not multi sub-operations, including exists, setACL, multi itself.
-    for op in [0, 3, 6, 7, 9, 11, 12, 14, 16, 20, 22, 100, 101, 107, -1, -10, -11] {
+    for op in [
+        0, 3, 6, 7, 9, 11, 12, 14, 16, 20, 22, 100, 101, 107, -1, -10, -11,
+    ] {
         let body = [multi_header(op, false, -1), vec![0; 32]].concat();
         let res = read_ops(&mut Reader::new(body.clone().into()));
         assert_eq!(res, Err(DecodeError::BadMultiOp(op)), "{op}");
@@ -186,7 +199,10 @@ fn empty_multi() {
     write_ops(&[], &mut body);
     assert_eq!(hex(&body), "ffffffff01ffffffff");
     assert_eq!(read_ops(&mut Reader::new(body.freeze())), Ok(vec![]));
-    assert_eq!(hex(&crate::to_bytes(&MultiResponse::default())), "ffffffff01ffffffff");
+    assert_eq!(
+        hex(&crate::to_bytes(&MultiResponse::default())),
+        "ffffffff01ffffffff"
+    );
 }
 
 #[test]

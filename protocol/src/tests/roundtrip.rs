@@ -34,40 +34,40 @@ mod record {
     use super::*;
 
     record_roundtrips!(
-    Id,
-    Acl,
-    Stat,
-    ClientInfo,
-    RequestHeader,
-    ReplyHeader,
-    MultiHeader,
-    AuthPacket,
-    WatcherEvent,
-    ErrorResponse,
-    CreateRequest,
-    CreateTtlRequest,
-    CreateResponse,
-    Create2Response,
-    DeleteRequest,
-    PathWatchRequest,
-    PathRequest,
-    SyncRequest,
-    StatResponse,
-    GetDataResponse,
-    SetDataRequest,
-    GetAclResponse,
-    SetAclRequest,
-    ChildrenResponse,
-    Children2Response,
-    CheckVersionRequest,
-    SetWatches,
-    SetWatches2,
-    AddWatchRequest,
-    WatchTypeRequest,
-    AllChildrenNumberResponse,
-    WhoAmIResponse,
-    ReconfigRequest,
-    SaslToken,
+        Id,
+        Acl,
+        Stat,
+        ClientInfo,
+        RequestHeader,
+        ReplyHeader,
+        MultiHeader,
+        AuthPacket,
+        WatcherEvent,
+        ErrorResponse,
+        CreateRequest,
+        CreateTtlRequest,
+        CreateResponse,
+        Create2Response,
+        DeleteRequest,
+        PathWatchRequest,
+        PathRequest,
+        SyncRequest,
+        StatResponse,
+        GetDataResponse,
+        SetDataRequest,
+        GetAclResponse,
+        SetAclRequest,
+        ChildrenResponse,
+        Children2Response,
+        CheckVersionRequest,
+        SetWatches,
+        SetWatches2,
+        AddWatchRequest,
+        WatchTypeRequest,
+        AllChildrenNumberResponse,
+        WhoAmIResponse,
+        ReconfigRequest,
+        SaslToken,
     );
 }
 
@@ -86,7 +86,11 @@ fn every_record_type_is_tested() {
         })
         .collect();
     let mut tested: BTreeSet<&str> = record::RECORDS_TESTED.iter().copied().collect();
-    assert_eq!(tested.len(), record::RECORDS_TESTED.len(), "a record is listed twice");
+    assert_eq!(
+        tested.len(),
+        record::RECORDS_TESTED.len(),
+        "a record is listed twice"
+    );
     tested.insert("ConnectRequest");
     tested.insert("ConnectResponse");
     assert_eq!(declared, tested);
@@ -130,7 +134,11 @@ fn request_opcode_partition() {
                 assert!(Request::read(op, &mut empty()).is_none(), "{op:?}");
             }
         }
-        assert_eq!(request_for(op).is_some(), response_for(op).is_some(), "{op:?}");
+        assert_eq!(
+            request_for(op).is_some(),
+            response_for(op).is_some(),
+            "{op:?}"
+        );
     }
     assert_eq!(all_opcodes().len(), 33);
 }
@@ -370,12 +378,20 @@ where
     let mut r = Reader::new(bytes.clone());
     prop_assert_eq!(&T::read(&mut r).unwrap(), v);
     prop_assert_eq!(r.remaining(), 0);
-    prop_assert_eq!(crate::to_bytes(&T::read(&mut Reader::new(bytes.clone())).unwrap()), bytes.clone());
+    prop_assert_eq!(
+        crate::to_bytes(&T::read(&mut Reader::new(bytes.clone())).unwrap()),
+        bytes.clone()
+    );
 
     let mandatory = bytes.len() - usize::from(has_read_only);
     for cut in 0..mandatory {
         let res = T::read(&mut Reader::new(bytes.slice(..cut)));
-        prop_assert!(matches!(res, Err(DecodeError::Truncated { .. })), "cut {}: {:?}", cut, res);
+        prop_assert!(
+            matches!(res, Err(DecodeError::Truncated { .. })),
+            "cut {}: {:?}",
+            cut,
+            res
+        );
     }
     let old = T::read(&mut Reader::new(bytes.slice(..mandatory))).unwrap();
     prop_assert_eq!(old, v.clone().with_read_only(None));
@@ -384,7 +400,10 @@ where
     let mut extra = BytesMut::from(&bytes[..mandatory]);
     extra.extend_from_slice(&[2, 9, 9]);
     let mut r = Reader::new(extra.freeze());
-    prop_assert_eq!(T::read(&mut r).unwrap(), v.clone().with_read_only(Some(true)));
+    prop_assert_eq!(
+        T::read(&mut r).unwrap(),
+        v.clone().with_read_only(Some(true))
+    );
     prop_assert_eq!(r.remaining(), 2);
     Ok(())
 }

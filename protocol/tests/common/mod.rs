@@ -11,9 +11,12 @@ pub fn unhex(s: &str) -> Bytes {
         .bytes()
         .filter(|c| !c.is_ascii_whitespace() && *c != b'|')
         .collect();
-    assert!(digits.len() % 2 == 0, "odd number of hex digits in {s:?}");
-    digits
-        .chunks(2)
+    let pairs = digits.chunks_exact(2);
+    assert!(
+        pairs.remainder().is_empty(),
+        "odd number of hex digits in {s:?}"
+    );
+    pairs
         .map(|pair| {
             let pair = std::str::from_utf8(pair).expect("ascii");
             u8::from_str_radix(pair, 16).unwrap_or_else(|_| panic!("bad hex {pair:?} in {s:?}"))

@@ -58,7 +58,25 @@ mod view;
 mod watch;
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod tests;
+
+/// The configuration the core's own tests run with.
+#[cfg(test)]
+fn tests_config() -> CoreConfig {
+    CoreConfig {
+        tick_ms: 2000,
+        min_session_timeout_ms: 4000,
+        max_session_timeout_ms: 40000,
+        max_client_cnxns: 0,
+        super_digest: Some("super:lK75jTNcA+U9vtVEw5vB51mj/w4=".into()),
+        ttl_enabled: true,
+        reaper_interval_ms: 1000,
+        max_frame_len: 0xFFFFF,
+        client_port: 2181,
+    }
+}
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;

@@ -57,17 +57,7 @@ struct Harness {
 }
 
 fn config() -> CoreConfig {
-    CoreConfig {
-        tick_ms: 2000,
-        min_session_timeout_ms: 4000,
-        max_session_timeout_ms: 40000,
-        max_client_cnxns: 0,
-        super_digest: Some("super:lK75jTNcA+U9vtVEw5vB51mj/w4=".into()),
-        ttl_enabled: true,
-        reaper_interval_ms: 1000,
-        max_frame_len: 0xFFFFF,
-        client_port: 2181,
-    }
+    super::tests_config()
 }
 
 const T0: i64 = 1_700_000_000_000;

@@ -197,6 +197,12 @@ impl Tree {
         }
     }
 
+    /// Every path, for invariant checks in tests.
+    #[cfg(test)]
+    pub fn nodes_for_tests(&self) -> impl Iterator<Item = &str> {
+        self.nodes.keys().map(|k| &**k)
+    }
+
     /// Number of nodes strictly below `path`.
     pub fn descendants(&self, path: &str) -> i32 {
         let Some(node) = self.get(path) else { return 0 };
