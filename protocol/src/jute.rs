@@ -222,6 +222,14 @@ pub fn from_bytes<T: Jute>(b: Bytes) -> Result<T, DecodeError> {
 }
 
 /// Declares a Jute record: a struct whose fields are encoded in declaration order.
+///
+/// ```
+/// zkd_protocol::record! {
+///     pub struct Pair { pub n: i32, pub name: String }
+/// }
+/// let bytes = zkd_protocol::to_bytes(&Pair { n: 1, name: "ab".into() });
+/// assert_eq!(&bytes[..], &[0, 0, 0, 1, 0, 0, 0, 2, b'a', b'b']);
+/// ```
 #[macro_export]
 macro_rules! record {
     ($(#[$meta:meta])* pub struct $name:ident { $($(#[$fmeta:meta])* pub $field:ident : $ty:ty),* $(,)? }) => {

@@ -33,15 +33,20 @@ pub async fn connect(target: &Target) -> zk::Client {
 /// Opens a session with a custom connector (session timeout, detached, ...).
 pub async fn connect_with(target: &Target, connector: zk::Connector) -> zk::Client {
     let addr = target.connect_string();
-    within("session establishment", connector.with_fail_eagerly().connect(&addr))
-        .await
-        .unwrap_or_else(|e| panic!("connecting to {addr}: {e}"))
+    within(
+        "session establishment",
+        connector.with_fail_eagerly().connect(&addr),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("connecting to {addr}: {e}"))
 }
 
 /// Opens a session with [`SHORT_SESSION`] that is *not* closed when its last handle is dropped:
 /// dropping it only closes the TCP connection, so the server has to expire the session.
 pub async fn connect_detached(target: &Target) -> zk::Client {
-    let connector = zk::Client::connector().with_session_timeout(SHORT_SESSION).with_detached();
+    let connector = zk::Client::connector()
+        .with_session_timeout(SHORT_SESSION)
+        .with_detached();
     connect_with(target, connector).await
 }
 
@@ -74,7 +79,10 @@ impl Ns {
     /// Creates `/rust-client-<name>-<unique>` as a persistent node.
     pub async fn create(client: &zk::Client, name: &str) -> Ns {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
         let unique = format!(
             "{}-{:x}-{}",
             std::process::id(),
@@ -82,9 +90,12 @@ impl Ns {
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
         let root = format!("/rust-client-{name}-{unique}");
-        within("namespace creation", client.create(&root, b"", &persistent()))
-            .await
-            .unwrap_or_else(|e| panic!("creating {root}: {e}"));
+        within(
+            "namespace creation",
+            client.create(&root, b"", &persistent()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("creating {root}: {e}"));
         Ns { root }
     }
 
@@ -96,7 +107,9 @@ impl Ns {
 
 /// Receives the next message, failing the test on timeout or a closed channel.
 pub async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>, what: &str) -> T {
-    within(what, rx.recv()).await.unwrap_or_else(|| panic!("channel closed while waiting for {what}"))
+    within(what, rx.recv())
+        .await
+        .unwrap_or_else(|| panic!("channel closed while waiting for {what}"))
 }
 
 /// Asserts that nothing arrives on `rx` for [`QUIET`].

@@ -1,6 +1,6 @@
 //! The `zkd` binary: command-line flags over the zkd library.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::net::IpAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -96,6 +96,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 
     let config = args.config();

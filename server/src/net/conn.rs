@@ -11,8 +11,9 @@
 //!   payload shorter than a request header): the reader asks for a close the same way, so
 //!   replies already queued are still flushed, within [`LINGER`].
 //! * The outbound queue overflows: the connection is dropped without flushing.
-//! * In every case [`Shared::closed`] (and so `Core::connection_closed`) runs once, when the
-//!   task ends and the socket is dropped.
+//! * In every case [`Shared::closed`] (and so `Core::connection_closed`) runs once our side
+//!   of the socket is shut down and nothing more will be read or written (before the
+//!   courtesy wait for the client's EOF), or when the task ends, however it ends.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
@@ -37,8 +38,12 @@ use crate::fourlw::{self, FourLetterView, HostInfo};
 
 /// Smallest valid payload after the handshake: a RequestHeader.
 const REQUEST_HEADER_LEN: usize = 8;
+/// Initial read buffer size, and the spare room below which it grows by [`READ_CHUNK`].
+/// Small, so that thousands of mostly idle connections stay cheap; a frame larger than the
+/// buffer makes it grow to the frame's size.
+const READ_MIN: usize = 1024;
 /// Read buffer growth step.
-const READ_CHUNK: usize = 16 * 1024;
+const READ_CHUNK: usize = 8 * 1024;
 /// Most buffers handed to one vectored write (Linux's IOV_MAX).
 const MAX_IOV: usize = 1024;
 /// Most frames / bytes taken off the queue for one round of writes.
@@ -51,15 +56,26 @@ const DRAIN: Duration = Duration::from_secs(1);
 /// Time allowed for writing a four-letter word's reply.
 const FOUR_LETTER_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Tells the core the socket is gone when the task ends, however it ends.
+/// Tells the core the connection is gone: explicitly once the socket is shut down, or when
+/// the task ends, however it ends.
 struct Registered {
     shared: Arc<Shared>,
     id: ConnId,
+    done: bool,
+}
+
+impl Registered {
+    fn finish(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.shared.closed(self.id);
+        }
+    }
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        self.shared.closed(self.id);
+        self.finish();
     }
 }
 
@@ -71,12 +87,13 @@ pub(crate) async fn run(
     remote: SocketAddr,
     channels: ConnChannels,
 ) {
-    let _registered = Registered {
+    let mut registered = Registered {
         shared: shared.clone(),
         id,
+        done: false,
     };
     let deadline = Instant::now() + shared.cfg.handshake_timeout;
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut buf = BytesMut::with_capacity(READ_MIN);
 
     // The first four bytes: a four-letter word, or the ConnectRequest's length.
     match read_at_least(&mut stream, &mut buf, 4, deadline).await {
@@ -91,7 +108,11 @@ pub(crate) async fn run(
         }
     }
     if let Some(word) = four_letter_word([buf[0], buf[1], buf[2], buf[3]]) {
-        answer_four_letter_word(&shared, id, remote, stream, buf, word, deadline).await;
+        let rd = answer_four_letter_word(&shared, id, remote, stream, buf, word, deadline).await;
+        registered.finish();
+        if let Some(rd) = rd {
+            drain(rd).await;
+        }
         return;
     }
 
@@ -143,7 +164,7 @@ pub(crate) async fn run(
     let reader_done = CancellationToken::new();
     let writer_done = CancellationToken::new();
     let reading = async {
-        read_requests(
+        let rd = read_requests(
             &shared,
             id,
             remote,
@@ -155,12 +176,17 @@ pub(crate) async fn run(
         )
         .await;
         reader_done.cancel();
+        rd
     };
     let writing = async {
         write_frames(id, wr, channels, &reader_done).await;
         writer_done.cancel();
     };
-    tokio::join!(reading, writing);
+    let (rd, ()) = tokio::join!(reading, writing);
+    registered.finish();
+    if let Some(rd) = rd {
+        drain(rd).await;
+    }
 }
 
 /// Reads until `buf` holds at least `n` bytes. Ok(false) = EOF first.
@@ -183,12 +209,13 @@ async fn read_at_least(
 }
 
 fn reserve(buf: &mut BytesMut) {
-    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+    if buf.capacity() - buf.len() < READ_MIN {
         buf.reserve(READ_CHUNK);
     }
 }
 
-/// Writes a four-letter word's reply and closes.
+/// Writes a four-letter word's reply and shuts down the sending side. Returns the reading
+/// side to drain, if the reply went out.
 async fn answer_four_letter_word(
     shared: &Shared,
     id: ConnId,
@@ -197,10 +224,10 @@ async fn answer_four_letter_word(
     mut buf: BytesMut,
     word: &str,
     deadline: Instant,
-) {
+) -> Option<OwnedReadHalf> {
     if !fourlw::is_word(word) {
         // The telnet interrupt sequence: just close.
-        return;
+        return None;
     }
     tracing::debug!(conn = id, %remote, word, "four-letter word");
     let text = if !shared.cfg.whitelist.allows(word) {
@@ -212,7 +239,7 @@ async fn answer_four_letter_word(
                 read_at_least(&mut stream, &mut buf, 12, deadline).await,
                 Ok(true)
             ) {
-                return;
+                return None;
             }
             let mut mask = [0u8; 8];
             mask.copy_from_slice(&buf[4..12]);
@@ -232,7 +259,7 @@ async fn answer_four_letter_word(
             });
             if reset.is_err() {
                 tracing::error!(conn = id, word, "resetting statistics panicked");
-                return;
+                return None;
             }
         }
         let view = if fourlw::needs_view(word) {
@@ -243,7 +270,7 @@ async fn answer_four_letter_word(
                 Ok(view) => view,
                 Err(_) => {
                     tracing::error!(conn = id, word, "building the four-letter view panicked");
-                    return;
+                    return None;
                 }
             }
         } else {
@@ -268,13 +295,14 @@ async fn answer_four_letter_word(
     .await;
     if !matches!(written, Ok(Ok(()))) {
         tracing::debug!(conn = id, %remote, word, "could not deliver the four-letter reply");
-        return;
+        return None;
     }
     let (rd, _wr) = stream.into_split();
-    drain(rd).await;
+    Some(rd)
 }
 
-/// Feeds complete frames to the core until the connection closes, then drains the socket.
+/// Feeds complete frames to the core until the connection closes. Returns the reading side
+/// to drain when the close came from our side (the client has not sent EOF yet).
 #[allow(clippy::too_many_arguments)]
 async fn read_requests(
     shared: &Shared,
@@ -285,7 +313,7 @@ async fn read_requests(
     codec: FrameCodec,
     mut feeding: bool,
     writer_done: &CancellationToken,
-) {
+) -> Option<OwnedReadHalf> {
     loop {
         if feeding {
             let mut frames = Vec::new();
@@ -327,18 +355,18 @@ async fn read_requests(
                 Ok(0) => {
                     tracing::debug!(conn = id, %remote, "client closed the connection");
                     shared.close(id);
-                    return;
+                    return None;
                 }
                 Ok(_) => {}
                 Err(e) => {
                     tracing::debug!(conn = id, %remote, error = %e, "read failed");
                     shared.close(id);
-                    return;
+                    return None;
                 }
             },
         }
     }
-    drain(rd).await;
+    Some(rd)
 }
 
 /// Reads and discards input until EOF, for at most [`DRAIN`].

@@ -17,7 +17,11 @@ pub(crate) fn gather() -> HostInfo {
         os_name: java_os_name(std::env::consts::OS),
         os_arch: java_arch(std::env::consts::ARCH),
         os_version: read("/proc/sys/kernel/osrelease").unwrap_or_default(),
-        user_name: env("USER"),
+        user_name: std::env::var("USER")
+            .or_else(|_| std::env::var("LOGNAME"))
+            .ok()
+            .or_else(user_from_passwd)
+            .unwrap_or_default(),
         user_home: env("HOME"),
         user_dir: std::env::current_dir()
             .map(|d| d.display().to_string())
@@ -34,6 +38,22 @@ pub(crate) fn gather() -> HostInfo {
             .map(|d| d.count() as u64),
         max_fds: read("/proc/self/limits").and_then(|s| max_open_files(&s)),
     }
+}
+
+/// The name of the process's real user, from `/proc/self/status` and `/etc/passwd`.
+fn user_from_passwd() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let uid = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))?
+        .split_whitespace()
+        .nth(1)?;
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        (f.nth(1)? == uid).then(|| name.to_string())
+    })
 }
 
 /// The value of a `Key:   1234 kB` line.

@@ -1,0 +1,130 @@
+//! What the kernel knows about a process: CPU time, resident memory, file-descriptor limits.
+
+use std::io;
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of utime/stime.
+pub fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// User plus system CPU time of a process (all its threads), in seconds.
+pub fn cpu_seconds(pid: u32) -> io::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let ticks = parse_stat_cpu_ticks(&stat)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable /proc/PID/stat"))?;
+    Ok(ticks as f64 / clock_ticks_per_sec() as f64)
+}
+
+/// utime + stime (fields 14 and 15) of a `/proc/PID/stat` line. The command name in
+/// parentheses may contain spaces, so fields are counted after the last `)`.
+pub fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After ')': field 3 (state) is the first.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(14 - 3)?.parse().ok()?;
+    let stime: u64 = fields.get(15 - 3)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Resident set size (`VmRSS`) of a process, in bytes.
+pub fn rss_bytes(pid: u32) -> io::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    parse_status_kb(&status, "VmRSS:")
+        .map(|kb| kb * 1024)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no VmRSS in /proc/PID/status"))
+}
+
+/// A `kB` value from `/proc/PID/status`.
+pub fn parse_status_kb(status: &str, key: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    line[key.len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// The "Max open files" soft limit of another process, from `/proc/PID/limits`.
+pub fn process_nofile_limit(pid: u32) -> Option<u64> {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// File-descriptor limits of this process, before and after raising the soft limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FdLimits {
+    pub soft_before: u64,
+    pub hard: u64,
+    pub soft: u64,
+}
+
+/// Raises this process's RLIMIT_NOFILE soft limit to the hard limit (servers spawned later
+/// inherit it).
+pub fn raise_nofile_limit() -> FdLimits {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit to fill in.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return FdLimits {
+            soft_before: 0,
+            hard: 0,
+            soft: 0,
+        };
+    }
+    let before = lim.rlim_cur;
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: a valid rlimit; raising the soft limit up to the hard one needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim.rlim_cur = lim.rlim_max;
+        }
+    }
+    FdLimits {
+        soft_before: before as u64,
+        hard: lim.rlim_max as u64,
+        soft: lim.rlim_cur as u64,
+    }
+}
+
+/// Number of file descriptors this process has open.
+pub fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_line_with_spaces_in_name() {
+        let stat = "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 500 0 0 0 77 23 0 0 20 0 4 0 100 0";
+        assert_eq!(parse_stat_cpu_ticks(stat), Some(100));
+    }
+
+    #[test]
+    fn status_value() {
+        let s = "Name:\tzkd\nVmPeak:\t  10000 kB\nVmRSS:\t    4321 kB\n";
+        assert_eq!(parse_status_kb(s, "VmRSS:"), Some(4321));
+        assert_eq!(parse_status_kb(s, "VmHWM:"), None);
+    }
+
+    #[test]
+    fn own_process_is_readable() {
+        let pid = std::process::id();
+        assert!(rss_bytes(pid).unwrap() > 0);
+        assert!(cpu_seconds(pid).unwrap() >= 0.0);
+        assert!(process_nofile_limit(pid).unwrap() > 0);
+    }
+}

@@ -1,0 +1,367 @@
+//! The servers a benchmark talks to: a running one given by address (and optionally pid), or
+//! one the bench spawns itself — the zkd release binary or Apache ZooKeeper 3.8 in a JVM —
+//! as a separate process whose pid is known, so its CPU time and memory can be read.
+
+use std::io::ErrorKind;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use zkd_client_tests::raw::RawClient;
+use zkd_protocol::Request;
+
+/// Where a benchmark sends its requests.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// Short name for tables and progress lines (`zkd`, `zookeeper`, `external`).
+    pub label: String,
+    pub addr: SocketAddr,
+    /// Process to read CPU time and RSS from; `None` = skip those figures.
+    pub pid: Option<u32>,
+}
+
+/// Which implementation a spawned server is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Zkd,
+    ZooKeeper,
+}
+
+impl Kind {
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Zkd => "zkd",
+            Kind::ZooKeeper => "zookeeper",
+        }
+    }
+}
+
+/// How to start a server process.
+#[derive(Debug, Clone)]
+pub enum ServerSpec {
+    /// The zkd binary with extra flags (the bench adds `--port`).
+    Zkd { bin: PathBuf, args: Vec<String> },
+    /// `java <jvm_opts> -cp <jars> ZooKeeperServerMain zoo.cfg`.
+    ZooKeeper {
+        java: PathBuf,
+        jar_dir: PathBuf,
+        jvm_opts: Vec<String>,
+    },
+}
+
+/// Jars on ZooKeeper's class path; `zookeeper.jar`'s manifest pulls in the rest.
+const ZK_JARS: &[&str] = &[
+    "zookeeper.jar",
+    "zookeeper-jute.jar",
+    "slf4j-api.jar",
+    "slf4j-simple.jar",
+];
+const ZK_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
+
+/// Flags zkd is started with besides `--port`: quiet logs, no per-address connection cap
+/// (all bench sessions come from 127.0.0.1; ZooKeeper runs with `maxClientCnxns=0` too).
+pub fn default_zkd_args() -> Vec<String> {
+    ["--log", "warn", "--max-client-cnxns", "0"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// JVM flags for ZooKeeper: the 1000 MiB heap cap of ZooKeeper's own `zkEnv.sh`
+/// (`ZK_SERVER_HEAP`), everything else the JVM's defaults (G1, tiered JIT), as
+/// `zkServer.sh start` would run it.
+pub fn default_jvm_opts(heap_mb: u32) -> Vec<String> {
+    vec![format!("-Xmx{heap_mb}m")]
+}
+
+/// The zkd release binary next to this executable (`target/release/zkd`), else `zkd` on PATH.
+pub fn default_zkd_bin() -> PathBuf {
+    if let Ok(me) = std::env::current_exe() {
+        for dir in me.ancestors().skip(1).take(3) {
+            let candidate = dir.join("zkd");
+            if candidate.is_file() {
+                return candidate;
+            }
+        }
+    }
+    PathBuf::from("zkd")
+}
+
+/// `$JAVA_HOME/bin/java`, else `java` on PATH.
+pub fn default_java() -> PathBuf {
+    if let Some(home) = std::env::var_os("JAVA_HOME").filter(|h| !h.is_empty()) {
+        let java = Path::new(&home).join("bin").join("java");
+        if java.is_file() {
+            return java;
+        }
+    }
+    PathBuf::from("java")
+}
+
+impl ServerSpec {
+    pub fn zkd(bin: PathBuf) -> ServerSpec {
+        ServerSpec::Zkd {
+            bin,
+            args: default_zkd_args(),
+        }
+    }
+
+    pub fn zookeeper(heap_mb: u32) -> ServerSpec {
+        ServerSpec::ZooKeeper {
+            java: default_java(),
+            jar_dir: std::env::var_os("ZKD_ZOOKEEPER_JARS")
+                .filter(|d| !d.is_empty())
+                .map_or_else(|| PathBuf::from("/usr/share/java"), PathBuf::from),
+            jvm_opts: default_jvm_opts(heap_mb),
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self {
+            ServerSpec::Zkd { .. } => Kind::Zkd,
+            ServerSpec::ZooKeeper { .. } => Kind::ZooKeeper,
+        }
+    }
+
+    /// The command line, for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            ServerSpec::Zkd { bin, args } => {
+                format!("{} --port <free> {}", bin.display(), args.join(" "))
+            }
+            ServerSpec::ZooKeeper {
+                java,
+                jvm_opts,
+                ..
+            } => format!(
+                "{} {} -cp <{}> {ZK_MAIN} zoo.cfg",
+                java.display(),
+                jvm_opts.join(" "),
+                ZK_JARS.join(":")
+            ),
+        }
+    }
+
+    /// Starts the server on a free loopback port and waits until a session handshake
+    /// succeeds; the time from spawning to that handshake is the start-up time.
+    pub async fn start(&self, timeout: Duration) -> Result<ServerProcess, String> {
+        let mut last = String::new();
+        for _ in 0..3 {
+            match self.try_start(timeout).await {
+                Ok(p) => return Ok(p),
+                Err((retry, e)) if retry => last = e,
+                Err((_, e)) => return Err(e),
+            }
+        }
+        Err(format!("{}: could not start after 3 attempts: {last}", self.kind().label()))
+    }
+
+    async fn try_start(&self, timeout: Duration) -> Result<ServerProcess, (bool, String)> {
+        let fatal = |e: String| (false, e);
+        let port = free_port().map_err(|e| fatal(format!("no free port: {e}")))?;
+        let dir = temp_dir().map_err(|e| fatal(format!("no temporary directory: {e}")))?;
+        let log_path = dir.join("server.log");
+        let log = std::fs::File::create(&log_path).map_err(|e| fatal(e.to_string()))?;
+        let log2 = log.try_clone().map_err(|e| fatal(e.to_string()))?;
+        let mut cmd = match self {
+            ServerSpec::Zkd { bin, args } => {
+                let mut c = Command::new(bin);
+                c.arg("--port").arg(port.to_string()).args(args);
+                c
+            }
+            ServerSpec::ZooKeeper {
+                java,
+                jar_dir,
+                jvm_opts,
+            } => {
+                let data = dir.join("data");
+                let cfg = dir.join("zoo.cfg");
+                let setup = std::fs::create_dir(&data)
+                    .and_then(|()| std::fs::write(&cfg, zoo_cfg(port, &data)));
+                if let Err(e) = setup {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(fatal(format!("writing zoo.cfg: {e}")));
+                }
+                let mut cp = Vec::new();
+                for jar in ZK_JARS {
+                    let p = jar_dir.join(jar);
+                    if !p.is_file() {
+                        let _ = std::fs::remove_dir_all(&dir);
+                        return Err(fatal(format!(
+                            "Apache ZooKeeper is not installed (missing {}): run scripts/install-test-deps.sh",
+                            p.display()
+                        )));
+                    }
+                    cp.push(p);
+                }
+                let cp = std::env::join_paths(cp).map_err(|e| fatal(e.to_string()))?;
+                let mut c = Command::new(java);
+                c.args(jvm_opts)
+                    .arg("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
+                    .arg(format!(
+                        "-Dorg.slf4j.simpleLogger.logFile={}",
+                        dir.join("zookeeper.log").display()
+                    ))
+                    .arg("-cp")
+                    .arg(cp)
+                    .arg(ZK_MAIN)
+                    .arg(&cfg);
+                c
+            }
+        };
+        cmd.current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2);
+        kill_with_parent(&mut cmd);
+        let started = Instant::now();
+        let child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(fatal(format!("cannot run {}: {e}", self.describe())));
+            }
+        };
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let mut proc = ServerProcess {
+            kind: self.kind(),
+            child,
+            addr,
+            dir,
+            startup: Duration::ZERO,
+        };
+        let deadline = started + timeout;
+        loop {
+            if let Ok(Some(status)) = proc.child.try_wait() {
+                let log = proc.log_tail(20);
+                let collision = log.contains("Address already in use") || log.contains("BindException");
+                return Err((
+                    collision,
+                    format!("{} exited during start-up ({status}):\n{log}", self.kind().label()),
+                ));
+            }
+            let attempt =
+                tokio::time::timeout(Duration::from_secs(2), RawClient::connect(addr, 30_000)).await;
+            if let Ok(Ok(client)) = attempt {
+                proc.startup = started.elapsed();
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    client.call(&Request::CloseSession),
+                )
+                .await;
+                return Ok(proc);
+            }
+            if Instant::now() >= deadline {
+                let log = proc.log_tail(20);
+                return Err((
+                    false,
+                    format!(
+                        "{} accepted no session within {:?}:\n{log}",
+                        self.kind().label(),
+                        timeout
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+/// A server process started by the bench; dropping it kills the process and removes its
+/// temporary directory.
+pub struct ServerProcess {
+    pub kind: Kind,
+    child: Child,
+    addr: SocketAddr,
+    dir: PathBuf,
+    startup: Duration,
+}
+
+impl ServerProcess {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// From spawn to the first successful session handshake.
+    pub fn startup(&self) -> Duration {
+        self.startup
+    }
+
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            label: self.kind.label().to_string(),
+            addr: self.addr,
+            pid: Some(self.pid()),
+        }
+    }
+
+    /// The last lines of the server's output and log, for error messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let mut text = String::new();
+        for name in ["server.log", "zookeeper.log"] {
+            text.push_str(&std::fs::read_to_string(self.dir.join(name)).unwrap_or_default());
+        }
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn zoo_cfg(port: u16, data: &Path) -> String {
+    format!(
+        "dataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\ntickTime=2000\n\
+         maxClientCnxns=0\nforceSync=no\nadmin.enableServer=false\n4lw.commands.whitelist=*\n",
+        data.display()
+    )
+}
+
+/// The child gets SIGKILL when the bench dies, so no server outlives an interrupted run.
+fn kill_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+fn free_port() -> std::io::Result<u16> {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    Ok(l.local_addr()?.port())
+}
+
+fn temp_dir() -> std::io::Result<PathBuf> {
+    static N: AtomicU32 = AtomicU32::new(0);
+    loop {
+        let dir = std::env::temp_dir().join(format!(
+            "zkd-bench-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
