@@ -28,19 +28,27 @@ pub async fn connect_many(
     concurrency: usize,
     progress: &Progress,
 ) -> Result<Vec<Arc<RawClient>>, (Vec<Arc<RawClient>>, ClientError)> {
+    connect_many_within(addr, n, concurrency, Duration::from_secs(20), progress).await
+}
+
+/// [`connect_many`] with a bound on each handshake.
+pub async fn connect_many_within(
+    addr: SocketAddr,
+    n: usize,
+    concurrency: usize,
+    handshake: Duration,
+    progress: &Progress,
+) -> Result<Vec<Arc<RawClient>>, (Vec<Arc<RawClient>>, ClientError)> {
     let mut out = Vec::with_capacity(n);
     let mut results = stream::iter(0..n)
         .map(|_| async move {
-            match tokio::time::timeout(
-                Duration::from_secs(20),
-                RawClient::connect(addr, SESSION_TIMEOUT_MS),
-            )
-            .await
+            match tokio::time::timeout(handshake, RawClient::connect(addr, SESSION_TIMEOUT_MS))
+                .await
             {
                 Ok(r) => r,
                 Err(_) => Err(ClientError::Io(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    "handshake timed out after 20 s",
+                    format!("handshake timed out after {handshake:?}"),
                 ))),
             }
         })

@@ -103,6 +103,11 @@ pub fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
 }
 
+/// Number of file descriptors another process has open.
+pub fn open_fds_of(pid: u32) -> Option<usize> {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).ok().map(|d| d.count())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

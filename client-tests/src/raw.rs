@@ -103,11 +103,18 @@ impl RawClient {
             passwd,
             read_only: Some(false),
         };
-        stream.write_all(&zkd_protocol::frame::record_frame(&req)).await?;
+        stream
+            .write_all(&zkd_protocol::frame::record_frame(&req))
+            .await?;
         let mut buf = BytesMut::with_capacity(4096);
-        let codec = FrameCodec { max: usize::MAX >> 1 };
+        let codec = FrameCodec {
+            max: usize::MAX >> 1,
+        };
         let payload = loop {
-            if let Some(f) = codec.next_frame(&mut buf).map_err(|_| ClientError::Closed)? {
+            if let Some(f) = codec
+                .next_frame(&mut buf)
+                .map_err(|_| ClientError::Closed)?
+            {
                 break f;
             }
             if stream.read_buf(&mut buf).await? == 0 {
@@ -152,13 +159,20 @@ impl RawClient {
             }
         };
         self.push_pending(tx);
-        self.shared.counters.requests_sent.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .counters
+            .requests_sent
+            .fetch_add(1, Ordering::Relaxed);
         w.0.write_all(&req.to_frame(xid)).await?;
         Ok(rx)
     }
 
     /// Writes raw bytes (for malformed-input tests); a reply, if any, is expected in order.
-    pub async fn send_raw(&self, frame: &[u8], expect_reply: bool) -> Result<Option<oneshot::Receiver<Reply>>, ClientError> {
+    pub async fn send_raw(
+        &self,
+        frame: &[u8],
+        expect_reply: bool,
+    ) -> Result<Option<oneshot::Receiver<Reply>>, ClientError> {
         let mut w = self.shared.writer.lock().await;
         let rx = expect_reply.then(|| {
             let (tx, rx) = oneshot::channel();
@@ -221,14 +235,19 @@ async fn read_loop(
     shared: Arc<Shared>,
     events: mpsc::UnboundedSender<Event>,
 ) {
-    let codec = FrameCodec { max: usize::MAX >> 1 };
+    let codec = FrameCodec {
+        max: usize::MAX >> 1,
+    };
     loop {
         while let Ok(Some(frame)) = codec.next_frame(&mut buf) {
             let c = &shared.counters;
-            c.bytes_received.fetch_add(frame.len() as u64 + 4, Ordering::Relaxed);
+            c.bytes_received
+                .fetch_add(frame.len() as u64 + 4, Ordering::Relaxed);
             c.frames_received.fetch_add(1, Ordering::Relaxed);
             let mut r = Reader::new(frame);
-            let Ok(h) = ReplyHeader::read(&mut r) else { return };
+            let Ok(h) = ReplyHeader::read(&mut r) else {
+                return;
+            };
             if h.zxid > 0 {
                 shared.last_zxid.fetch_max(h.zxid, Ordering::Relaxed);
             }
@@ -246,7 +265,12 @@ async fn read_loop(
             }
             let waiter = shared.pending.lock().ok().and_then(|mut p| p.pop_front());
             if let Some(w) = waiter {
-                let _ = w.send(Reply { xid: h.xid, zxid: h.zxid, err: h.err, body: r.rest() });
+                let _ = w.send(Reply {
+                    xid: h.xid,
+                    zxid: h.zxid,
+                    err: h.err,
+                    body: r.rest(),
+                });
             }
         }
         match read.read_buf(&mut buf).await {

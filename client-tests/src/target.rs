@@ -34,7 +34,11 @@ impl Target {
             let addr = addr
                 .parse()
                 .unwrap_or_else(|e| panic!("ZKD_TEST_ADDR={addr:?} is not host:port: {e}"));
-            return Target { addr, kind: TargetKind::External, _guard: Guard::None };
+            return Target {
+                addr,
+                kind: TargetKind::External,
+                _guard: Guard::None,
+            };
         }
         match std::env::var("ZKD_TEST_TARGET").as_deref() {
             Ok("zookeeper") => Self::start_zookeeper().await,
@@ -54,13 +58,21 @@ impl Target {
         let server = zkd_server::Server::start(config)
             .await
             .unwrap_or_else(|e| panic!("embedded zkd failed to start: {e}"));
-        Target { addr: server.local_addr(), kind: TargetKind::Zkd, _guard: Guard::Zkd(server) }
+        Target {
+            addr: server.local_addr(),
+            kind: TargetKind::Zkd,
+            _guard: Guard::Zkd(server),
+        }
     }
 
     /// Starts a real Apache ZooKeeper (Debian's package) on a free loopback port.
     pub async fn start_zookeeper() -> Target {
         let oracle = Oracle::start().unwrap_or_else(|e| panic!("{e}"));
-        Target { addr: oracle.addr(), kind: TargetKind::ZooKeeper, _guard: Guard::Oracle(oracle) }
+        Target {
+            addr: oracle.addr(),
+            kind: TargetKind::ZooKeeper,
+            _guard: Guard::Oracle(oracle),
+        }
     }
 
     pub fn addr(&self) -> SocketAddr {

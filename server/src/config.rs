@@ -96,7 +96,7 @@ impl Config {
     }
 
     /// The core's settings; `client_port` is the port actually bound.
-    pub(crate) fn core_config(&self, client_port: u16) -> CoreConfig {
+    pub fn core_config(&self, client_port: u16) -> CoreConfig {
         CoreConfig {
             tick_ms: millis(self.tick_time),
             min_session_timeout_ms: millis(self.min_session_timeout()),

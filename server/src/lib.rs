@@ -1,8 +1,8 @@
 //! zkd: an in-memory, ZooKeeper-wire-compatible coordination server, as a library first.
 
+mod config;
 pub mod core;
 pub mod fourlw;
-mod config;
 mod net;
 mod server;
 

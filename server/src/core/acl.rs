@@ -10,7 +10,10 @@ use zkd_protocol::{perms, Acl, Id};
 pub fn digest_id(credential: &str) -> String {
     let user = credential.split(':').next().unwrap_or("");
     let hash = Sha1::digest(credential.as_bytes());
-    format!("{user}:{}", base64::engine::general_purpose::STANDARD.encode(hash))
+    format!(
+        "{user}:{}",
+        base64::engine::general_purpose::STANDARD.encode(hash)
+    )
 }
 
 /// Why an ACL list was refused.
@@ -36,7 +39,13 @@ pub fn fixup(acl: &[Acl], ids: &[Id]) -> Result<Vec<Acl>, InvalidAcl> {
                 let mut any = false;
                 for id in ids.iter().filter(|id| is_authenticated_scheme(&id.scheme)) {
                     any = true;
-                    push(Acl { perms: entry.perms, id: id.clone() }, &mut out);
+                    push(
+                        Acl {
+                            perms: entry.perms,
+                            id: id.clone(),
+                        },
+                        &mut out,
+                    );
                 }
                 if !any {
                     return Err(InvalidAcl);
@@ -84,7 +93,11 @@ fn ip_matches(acl_id: &str, remote: &str) -> bool {
     let (Some((net, bits)), Ok(IpAddr::V4(addr))) = (parse_ip_acl(acl_id), remote.parse()) else {
         return false;
     };
-    let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+    let mask = if bits == 0 {
+        0
+    } else {
+        u32::MAX << (32 - bits)
+    };
     (u32::from(addr) & mask) == (net & mask)
 }
 
@@ -127,13 +140,19 @@ mod tests {
     use super::*;
 
     fn id(s: &str, i: &str) -> Id {
-        Id { scheme: s.into(), id: i.into() }
+        Id {
+            scheme: s.into(),
+            id: i.into(),
+        }
     }
 
     #[test]
     fn digest_vectors_from_the_reference() {
         assert_eq!(digest_id("user:pass"), "user:smGaoVKd/cQkjm7b88GyorAUz20=");
-        assert_eq!(digest_id("super:secret"), "super:lK75jTNcA+U9vtVEw5vB51mj/w4=");
+        assert_eq!(
+            digest_id("super:secret"),
+            "super:lK75jTNcA+U9vtVEw5vB51mj/w4="
+        );
         assert_eq!(digest_id("nocolon"), "nocolon:Ra+cHr2ZoHvBjtNArFGNGlVie4g=");
     }
 
@@ -142,24 +161,39 @@ mod tests {
         let ip = id("ip", "127.0.0.1");
         let dg = id("digest", "user:smGaoVKd/cQkjm7b88GyorAUz20=");
         let open = Acl::new(31, "world", "anyone");
-        assert_eq!(fixup(&[open.clone(), open.clone()], &[]), Ok(vec![open.clone()]));
+        assert_eq!(
+            fixup(&[open.clone(), open.clone()], &[]),
+            Ok(vec![open.clone()])
+        );
         assert_eq!(fixup(&[], &[]), Err(InvalidAcl));
         assert_eq!(fixup(&[Acl::new(31, "world", "x")], &[]), Err(InvalidAcl));
-        assert_eq!(fixup(&[Acl::new(31, "auth", "")], &[ip.clone()]), Err(InvalidAcl));
+        assert_eq!(
+            fixup(&[Acl::new(31, "auth", "")], std::slice::from_ref(&ip)),
+            Err(InvalidAcl)
+        );
         assert_eq!(
             fixup(&[Acl::new(31, "auth", "")], &[ip.clone(), dg.clone()]),
-            Ok(vec![Acl { perms: 31, id: dg.clone() }])
+            Ok(vec![Acl {
+                perms: 31,
+                id: dg.clone()
+            }])
         );
         assert_eq!(fixup(&[Acl::new(1, "ip", "::1")], &[]), Err(InvalidAcl));
         assert!(fixup(&[Acl::new(1, "ip", "10.0.0.0/8")], &[]).is_ok());
         assert_eq!(fixup(&[Acl::new(1, "super", "")], &[]), Err(InvalidAcl));
-        assert_eq!(fixup(&[Acl::new(1, "digest", "nocolon")], &[]), Err(InvalidAcl));
+        assert_eq!(
+            fixup(&[Acl::new(1, "digest", "nocolon")], &[]),
+            Err(InvalidAcl)
+        );
         assert!(fixup(&[Acl::new(0xff, "digest", "u:h")], &[]).is_ok());
     }
 
     #[test]
     fn permission_checks() {
-        let acl = vec![Acl::new(perms::READ, "ip", "10.1.0.0/16"), Acl::new(31, "digest", "u:h")];
+        let acl = vec![
+            Acl::new(perms::READ, "ip", "10.1.0.0/16"),
+            Acl::new(31, "digest", "u:h"),
+        ];
         assert!(allowed(&acl, perms::READ, &[id("ip", "10.1.2.3")]));
         assert!(!allowed(&acl, perms::WRITE, &[id("ip", "10.1.2.3")]));
         assert!(!allowed(&acl, perms::READ, &[id("ip", "10.2.2.3")]));

@@ -30,7 +30,10 @@ impl Conn {
         Conn {
             remote,
             session: None,
-            ids: Arc::new(vec![Id { scheme: "ip".into(), id: java_ip_text(remote.ip()) }]),
+            ids: Arc::new(vec![Id {
+                scheme: "ip".into(),
+                id: java_ip_text(remote.ip()),
+            }]),
             read_only_byte: None,
             established_ms: now_ms,
             received: 0,
@@ -50,7 +53,12 @@ pub fn java_ip_text(ip: IpAddr) -> String {
         IpAddr::V4(v4) => v4.to_string(),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => v4.to_string(),
-            None => v6.segments().iter().map(|s| format!("{s:x}")).collect::<Vec<_>>().join(":"),
+            None => v6
+                .segments()
+                .iter()
+                .map(|s| format!("{s:x}"))
+                .collect::<Vec<_>>()
+                .join(":"),
         },
     }
 }

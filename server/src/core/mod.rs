@@ -163,7 +163,9 @@ impl Core {
 
     /// The socket of `conn` is gone. Its watches go with it; its session lives on.
     pub fn connection_closed(&mut self, conn: ConnId) {
-        let Some(c) = self.conns.remove(&conn) else { return };
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
         if let Some(sid) = c.session {
             if let Some(s) = self.sessions.get_mut(sid) {
                 if s.conn == Some(conn) {
@@ -252,8 +254,17 @@ impl Core {
 /// A complete notification frame (xid -1), encoded once and shared by every recipient.
 pub(crate) fn notification_frame(event: i32, path: &str, zxid: i64) -> Bytes {
     zkd_protocol::encode_frame(|out| {
-        ReplyHeader { xid: xid::NOTIFICATION, zxid, err: 0 }.write(out);
-        WatcherEvent { event_type: event, state: keeper_state::SYNC_CONNECTED, path: path.into() }
-            .write(out);
+        ReplyHeader {
+            xid: xid::NOTIFICATION,
+            zxid,
+            err: 0,
+        }
+        .write(out);
+        WatcherEvent {
+            event_type: event,
+            state: keeper_state::SYNC_CONNECTED,
+            path: path.into(),
+        }
+        .write(out);
     })
 }

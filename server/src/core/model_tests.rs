@@ -33,12 +33,34 @@ struct MNode {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Create { s: usize, path: usize, mode: i32, data: Option<Vec<u8>> },
-    Delete { s: usize, path: usize, version: Option<i32> },
-    SetData { s: usize, path: usize, version: Option<i32>, data: Option<Vec<u8>> },
-    Exists { s: usize, path: usize },
-    Children { s: usize, path: usize },
-    Close { s: usize },
+    Create {
+        s: usize,
+        path: usize,
+        mode: i32,
+        data: Option<Vec<u8>>,
+    },
+    Delete {
+        s: usize,
+        path: usize,
+        version: Option<i32>,
+    },
+    SetData {
+        s: usize,
+        path: usize,
+        version: Option<i32>,
+        data: Option<Vec<u8>>,
+    },
+    Exists {
+        s: usize,
+        path: usize,
+    },
+    Children {
+        s: usize,
+        path: usize,
+    },
+    Close {
+        s: usize,
+    },
 }
 
 const PATHS: [&str; 6] = ["/a", "/a/b", "/a/c", "/b", "/a/b/d", "/a/"];
@@ -61,7 +83,11 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn parent(p: &str) -> String {
     let i = p.rfind('/').unwrap_or(0);
-    if i == 0 { "/".into() } else { p[..i].to_string() }
+    if i == 0 {
+        "/".into()
+    } else {
+        p[..i].to_string()
+    }
 }
 
 struct World {
@@ -79,13 +105,31 @@ impl World {
         for i in 0..SESSIONS {
             let addr: SocketAddr = format!("127.0.0.1:{}", 4000 + i).parse().unwrap();
             let c = core.open_connection(addr, 1_000).unwrap();
-            let req = ConnectRequest { timeout: 30000, passwd: Bytes::from_static(&[0; 16]), ..Default::default() };
+            let req = ConnectRequest {
+                timeout: 30000,
+                passwd: Bytes::from_static(&[0; 16]),
+                ..Default::default()
+            };
             core.handshake(c, jute::to_bytes(&req), 1_000, &mut sink);
             conns.push(Some(c));
         }
         let mut model = BTreeMap::new();
-        model.insert("/".to_string(), MNode { data: Some(vec![]), version: 0, creates: 0, owner: None, children: 1 });
-        World { core, conns, model, zxid: SESSIONS as i64 }
+        model.insert(
+            "/".to_string(),
+            MNode {
+                data: Some(vec![]),
+                version: 0,
+                creates: 0,
+                owner: None,
+                children: 1,
+            },
+        );
+        World {
+            core,
+            conns,
+            model,
+            zxid: SESSIONS as i64,
+        }
     }
 
     fn call(&mut self, s: usize, req: Request) -> Option<(i64, i32, Bytes)> {
@@ -102,18 +146,40 @@ impl World {
     /// Applies `op` to both the core and the model and compares the outcome.
     fn step(&mut self, op: &Op) -> Result<(), TestCaseError> {
         match op.clone() {
-            Op::Create { s, path, mode, data } => {
-                let req = Request::Create(Create { op: OpCode::Create, path: PATHS[path].into(), data: data.clone().map(Bytes::from), acl: Acl::open_unsafe(), flags: mode, ttl: -1 });
-                let Some((zxid, err, body)) = self.call(s, req) else { return Ok(()) };
+            Op::Create {
+                s,
+                path,
+                mode,
+                data,
+            } => {
+                let req = Request::Create(Create {
+                    op: OpCode::Create,
+                    path: PATHS[path].into(),
+                    data: data.clone().map(Bytes::from),
+                    acl: Acl::open_unsafe(),
+                    flags: mode,
+                    ttl: -1,
+                });
+                let Some((zxid, err, body)) = self.call(s, req) else {
+                    return Ok(());
+                };
                 self.zxid += 1;
-                prop_assert_eq!(zxid, self.zxid, "writes take the next zxid even when they fail");
+                prop_assert_eq!(
+                    zxid,
+                    self.zxid,
+                    "writes take the next zxid even when they fail"
+                );
                 let raw = PATHS[path];
                 let par = parent(raw);
                 let expected = match self.model.get(&par) {
                     None => Err(ErrorCode::NoNode),
                     Some(_) if raw.ends_with('/') && mode & 2 == 0 => Err(ErrorCode::BadArguments),
                     Some(pn) => {
-                        let full = if mode & 2 != 0 { format!("{raw}{:010}", pn.creates) } else { raw.to_string() };
+                        let full = if mode & 2 != 0 {
+                            format!("{raw}{:010}", pn.creates)
+                        } else {
+                            raw.to_string()
+                        };
                         if self.model.contains_key(&full) {
                             Err(ErrorCode::NodeExists)
                         } else if pn.owner.is_some() {
@@ -133,18 +199,37 @@ impl World {
                         pn.creates += 1;
                         pn.children += 1;
                         let owner = (mode & 1 != 0).then_some(s);
-                        self.model.insert(full, MNode { data, version: 0, creates: 0, owner, children: 0 });
+                        self.model.insert(
+                            full,
+                            MNode {
+                                data,
+                                version: 0,
+                                creates: 0,
+                                owner,
+                                children: 0,
+                            },
+                        );
                     }
                 }
             }
             Op::Delete { s, path, version } => {
                 let p = PATHS[path];
-                let Some((_, err, _)) = self.call(s, Request::Delete(DeleteRequest { path: p.into(), version: version.unwrap_or(-1) })) else { return Ok(()) };
+                let Some((_, err, _)) = self.call(
+                    s,
+                    Request::Delete(DeleteRequest {
+                        path: p.into(),
+                        version: version.unwrap_or(-1),
+                    }),
+                ) else {
+                    return Ok(());
+                };
                 self.zxid += 1;
                 let expected = match self.model.get(p) {
                     _ if !self.model.contains_key(&parent(p)) => Err(ErrorCode::NoNode),
                     None => Err(ErrorCode::NoNode),
-                    Some(n) if version.is_some_and(|v| v != -1 && v != n.version) => Err(ErrorCode::BadVersion),
+                    Some(n) if version.is_some_and(|v| v != -1 && v != n.version) => {
+                        Err(ErrorCode::BadVersion)
+                    }
                     Some(n) if n.children > 0 => Err(ErrorCode::NotEmpty),
                     Some(_) => Ok(()),
                 };
@@ -157,15 +242,28 @@ impl World {
                     }
                 }
             }
-            Op::SetData { s, path, version, data } => {
+            Op::SetData {
+                s,
+                path,
+                version,
+                data,
+            } => {
                 let p = PATHS[path];
-                let req = Request::SetData(SetDataRequest { path: p.into(), data: data.clone().map(Bytes::from), version: version.unwrap_or(-1) });
-                let Some((_, err, body)) = self.call(s, req) else { return Ok(()) };
+                let req = Request::SetData(SetDataRequest {
+                    path: p.into(),
+                    data: data.clone().map(Bytes::from),
+                    version: version.unwrap_or(-1),
+                });
+                let Some((_, err, body)) = self.call(s, req) else {
+                    return Ok(());
+                };
                 self.zxid += 1;
                 let expected = match self.model.get(p) {
                     _ if p.ends_with('/') => Err(ErrorCode::BadArguments),
                     None => Err(ErrorCode::NoNode),
-                    Some(n) if version.is_some_and(|v| v != -1 && v != n.version) => Err(ErrorCode::BadVersion),
+                    Some(n) if version.is_some_and(|v| v != -1 && v != n.version) => {
+                        Err(ErrorCode::BadVersion)
+                    }
                     Some(_) => Ok(()),
                 };
                 match expected {
@@ -185,11 +283,19 @@ impl World {
                 let p = PATHS[path];
                 let children = matches!(op, Op::Children { .. });
                 let req = if children {
-                    Request::GetChildren2(PathWatchRequest { path: p.into(), watch: true })
+                    Request::GetChildren2(PathWatchRequest {
+                        path: p.into(),
+                        watch: true,
+                    })
                 } else {
-                    Request::GetData(PathWatchRequest { path: p.into(), watch: true })
+                    Request::GetData(PathWatchRequest {
+                        path: p.into(),
+                        watch: true,
+                    })
                 };
-                let Some((zxid, err, body)) = self.call(s, req) else { return Ok(()) };
+                let Some((zxid, err, body)) = self.call(s, req) else {
+                    return Ok(());
+                };
                 prop_assert_eq!(zxid, self.zxid, "reads carry the last zxid");
                 match self.model.get(p) {
                     None => prop_assert_eq!(err, ErrorCode::NoNode.code()),
@@ -216,7 +322,12 @@ impl World {
                 }
                 self.zxid += 1;
                 self.conns[s] = None;
-                let gone: Vec<String> = self.model.iter().filter(|(_, n)| n.owner == Some(s)).map(|(p, _)| p.clone()).collect();
+                let gone: Vec<String> = self
+                    .model
+                    .iter()
+                    .filter(|(_, n)| n.owner == Some(s))
+                    .map(|(p, _)| p.clone())
+                    .collect();
                 for p in gone {
                     self.model.remove(&p);
                     self.model.get_mut(&parent(&p)).unwrap().children -= 1;

@@ -3,11 +3,11 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use zkd_protocol::{
-    add_watch_mode, event_type, perms, xid, AllChildrenNumberResponse,
-    ChildrenResponse, ClientInfo, ConnectRequest, ConnectResponse, Create2Response,
-    CreateMode, CreateResponse, ErrorCode, ErrorResponse, GetAclResponse, GetDataResponse, Id,
-    Jute, MultiOp, MultiResponse, MultiResult, OpCode, Reader, Request, RequestHeader,
-    SaslToken, SetWatches2, StatResponse, WhoAmIResponse,
+    add_watch_mode, event_type, perms, xid, AllChildrenNumberResponse, ChildrenResponse,
+    ClientInfo, ConnectRequest, ConnectResponse, Create2Response, CreateMode, CreateResponse,
+    ErrorCode, ErrorResponse, GetAclResponse, GetDataResponse, Id, Jute, MultiOp, MultiResponse,
+    MultiResult, OpCode, Reader, Request, RequestHeader, SaslToken, SetWatches2, StatResponse,
+    WhoAmIResponse,
 };
 
 use super::txn::Txn;
@@ -131,7 +131,9 @@ impl Core {
 
     /// Every frame after the handshake.
     pub fn request(&mut self, conn: ConnId, payload: Bytes, now_ms: i64, out: &mut dyn Outbox) {
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         if c.closing {
             return;
         }
@@ -159,24 +161,37 @@ impl Core {
         let (_xid, zxid, frame) = match op.map(|op| (op, Request::read(op, &mut r))) {
             None | Some((_, None)) if op != Some(OpCode::CreateSession) => {
                 tracing::info!(conn, opcode = header.op, "unknown opcode; closing");
-                self.send(out, conn, header_only(header.xid, -1, ErrorCode::Unimplemented.code()));
+                self.send(
+                    out,
+                    conn,
+                    header_only(header.xid, -1, ErrorCode::Unimplemented.code()),
+                );
                 self.finish_connection(conn, out);
                 return;
             }
             None | Some((_, None)) => {
                 let zxid = self.zxid;
-                (header.xid, zxid, header_only(header.xid, zxid, ErrorCode::MarshallingError.code()))
+                (
+                    header.xid,
+                    zxid,
+                    header_only(header.xid, zxid, ErrorCode::MarshallingError.code()),
+                )
             }
             Some((op, Some(Err(e)))) => {
                 tracing::debug!(conn, ?op, error = %e, "undecodable request body");
                 let zxid = self.zxid;
-                (header.xid, zxid, header_only(header.xid, zxid, ErrorCode::MarshallingError.code()))
+                (
+                    header.xid,
+                    zxid,
+                    header_only(header.xid, zxid, ErrorCode::MarshallingError.code()),
+                )
             }
-            Some((_, Some(Ok(req)))) => match self.dispatch(conn, sid, header.xid, req, now_ms, out)
-            {
-                Some(done) => done,
-                None => return,
-            },
+            Some((_, Some(Ok(req)))) => {
+                match self.dispatch(conn, sid, header.xid, req, now_ms, out) {
+                    Some(done) => done,
+                    None => return,
+                }
+            }
         };
         if let Some(c) = self.conns.get_mut(&conn) {
             c.last_op = op.map_or("NA", OpCode::short_name);
@@ -197,7 +212,11 @@ impl Core {
         now: i64,
         out: &mut dyn Outbox,
     ) -> Option<(i32, i64, Bytes)> {
-        let ids = self.conns.get(&conn).map(|c| c.ids.clone()).unwrap_or_default();
+        let ids = self
+            .conns
+            .get(&conn)
+            .map(|c| c.ids.clone())
+            .unwrap_or_default();
         let mut reply = Reply::new();
         let is_write = matches!(
             req,
@@ -228,7 +247,11 @@ impl Core {
                 return None;
             }
             Request::Check(_) => {
-                self.send(out, conn, header_only(xid, -1, ErrorCode::Unimplemented.code()));
+                self.send(
+                    out,
+                    conn,
+                    header_only(xid, -1, ErrorCode::Unimplemented.code()),
+                );
                 self.finish_connection(conn, out);
                 return None;
             }
@@ -240,8 +263,11 @@ impl Core {
                         if c.op == OpCode::Create {
                             CreateResponse { path: created.path }.write(reply.body());
                         } else {
-                            Create2Response { path: created.path, stat: created.stat }
-                                .write(reply.body());
+                            Create2Response {
+                                path: created.path,
+                                stat: created.stat,
+                            }
+                            .write(reply.body());
                         }
                         Ok(())
                     }
@@ -286,20 +312,16 @@ impl Core {
                 s.write(reply.body());
                 Ok(())
             }
-            Request::CheckWatches(w) => {
-                match self.watches.check(conn, &w.path, w.watcher_type) {
-                    None => Err(ErrorCode::MarshallingError),
-                    Some(false) => Err(ErrorCode::NoWatcher),
-                    Some(true) => Ok(()),
-                }
-            }
-            Request::RemoveWatches(w) => {
-                match self.watches.remove(conn, &w.path, w.watcher_type) {
-                    None => Err(ErrorCode::MarshallingError),
-                    Some(false) => Err(ErrorCode::NoWatcher),
-                    Some(true) => Ok(()),
-                }
-            }
+            Request::CheckWatches(w) => match self.watches.check(conn, &w.path, w.watcher_type) {
+                None => Err(ErrorCode::MarshallingError),
+                Some(false) => Err(ErrorCode::NoWatcher),
+                Some(true) => Ok(()),
+            },
+            Request::RemoveWatches(w) => match self.watches.remove(conn, &w.path, w.watcher_type) {
+                None => Err(ErrorCode::MarshallingError),
+                Some(false) => Err(ErrorCode::NoWatcher),
+                Some(true) => Ok(()),
+            },
             Request::SetWatches(w) => {
                 self.set_watches(conn, w.into(), out);
                 Ok(())
@@ -386,9 +408,15 @@ impl Core {
         let new_ids: Option<Vec<Id>> = match scheme {
             "digest" => {
                 let id = acl::digest_id(&String::from_utf8_lossy(auth));
-                let mut v = vec![Id { scheme: "digest".into(), id: id.clone() }];
+                let mut v = vec![Id {
+                    scheme: "digest".into(),
+                    id: id.clone(),
+                }];
                 if self.cfg.super_digest.as_deref() == Some(id.as_str()) {
-                    v.push(Id { scheme: "super".into(), id: String::new() });
+                    v.push(Id {
+                        scheme: "super".into(),
+                        id: String::new(),
+                    });
                 }
                 Some(v)
             }
@@ -426,7 +454,14 @@ impl Core {
         }
     }
 
-    fn exists(&mut self, conn: ConnId, ids: &[Id], p: &str, watch: bool, body: &mut BytesMut) -> OpResult {
+    fn exists(
+        &mut self,
+        conn: ConnId,
+        ids: &[Id],
+        p: &str,
+        watch: bool,
+        body: &mut BytesMut,
+    ) -> OpResult {
         if p.contains('\0') {
             return Err(ErrorCode::BadArguments);
         }
@@ -445,10 +480,21 @@ impl Core {
         Ok(())
     }
 
-    fn get_data(&mut self, conn: ConnId, ids: &[Id], p: &str, watch: bool, body: &mut BytesMut) -> OpResult {
+    fn get_data(
+        &mut self,
+        conn: ConnId,
+        ids: &[Id],
+        p: &str,
+        watch: bool,
+        body: &mut BytesMut,
+    ) -> OpResult {
         self.readable(ids, p)?;
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
-        GetDataResponse { data: node.data.clone(), stat: node.stat() }.write(body);
+        GetDataResponse {
+            data: node.data.clone(),
+            stat: node.stat(),
+        }
+        .write(body);
         if watch {
             self.watches.add(conn, super::path::canonical(p), DATA);
         }
@@ -484,7 +530,11 @@ impl Core {
         if !acl::allowed(&node.acl, perms::READ | perms::ADMIN, ids) {
             return Err(ErrorCode::NoAuth);
         }
-        GetAclResponse { acl: acl::masked(&node.acl, ids), stat: node.stat() }.write(body);
+        GetAclResponse {
+            acl: acl::masked(&node.acl, ids),
+            stat: node.stat(),
+        }
+        .write(body);
         Ok(())
     }
 
@@ -513,25 +563,23 @@ impl Core {
         let mut failed = None;
         for (i, op) in ops.iter().enumerate() {
             let r = match op {
-                MultiOp::Create(c) => {
-                    self.txn_create(&mut txn, sid, ids, c, true).map(|created| {
-                        let stat =
-                            (created.extended || c.op != OpCode::Create).then_some(created.stat);
-                        MultiResult::Create { path: created.path, stat }
-                    })
-                }
-                MultiOp::Delete(d) => {
-                    self.txn_delete(&mut txn, ids, &d.path, d.version).map(|()| MultiResult::Delete)
-                }
+                MultiOp::Create(c) => self.txn_create(&mut txn, sid, ids, c, true).map(|created| {
+                    let stat = (created.extended || c.op != OpCode::Create).then_some(created.stat);
+                    MultiResult::Create {
+                        path: created.path,
+                        stat,
+                    }
+                }),
+                MultiOp::Delete(d) => self
+                    .txn_delete(&mut txn, ids, &d.path, d.version)
+                    .map(|()| MultiResult::Delete),
                 MultiOp::SetData(s) => self
                     .txn_set_data(&mut txn, ids, &s.path, &s.data, s.version)
                     .map(MultiResult::SetData),
-                MultiOp::Check(c) => {
-                    self.txn_check(ids, &c.path, c.version).map(|()| MultiResult::Check)
-                }
-                MultiOp::GetData(_) | MultiOp::GetChildren(_) => {
-                    Err(ErrorCode::MarshallingError)
-                }
+                MultiOp::Check(c) => self
+                    .txn_check(ids, &c.path, c.version)
+                    .map(|()| MultiResult::Check),
+                MultiOp::GetData(_) | MultiOp::GetChildren(_) => Err(ErrorCode::MarshallingError),
             };
             match r {
                 Ok(result) => results.push(result),
@@ -575,9 +623,10 @@ impl Core {
                 };
                 match (self.readable(ids, &r.path), self.tree.get(&r.path)) {
                     (Ok(()), Some(node)) => match op {
-                        MultiOp::GetData(_) => {
-                            MultiResult::GetData { data: node.data.clone(), stat: node.stat() }
-                        }
+                        MultiOp::GetData(_) => MultiResult::GetData {
+                            data: node.data.clone(),
+                            stat: node.stat(),
+                        },
                         _ => MultiResult::GetChildren(
                             node.children.iter().map(|c| c.to_string()).collect(),
                         ),

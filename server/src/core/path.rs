@@ -78,7 +78,10 @@ pub fn with_ancestors(path: &str) -> impl Iterator<Item = &str> {
 
 /// Paths that may never be deleted.
 pub fn is_system(path: &str) -> bool {
-    matches!(path, "/" | "/zookeeper" | "/zookeeper/quota" | "/zookeeper/config")
+    matches!(
+        path,
+        "/" | "/zookeeper" | "/zookeeper/quota" | "/zookeeper/config"
+    )
 }
 
 #[cfg(test)]
@@ -87,10 +90,33 @@ mod tests {
 
     #[test]
     fn validation_matches_the_reference_examples() {
-        for ok in ["/", "/a", "/a/b", "/a/...", "/a/.x", "/a-b_c", "/ü", "/\u{e000}x".replace('\u{e000}', "z").as_str()] {
+        for ok in [
+            "/",
+            "/a",
+            "/a/b",
+            "/a/...",
+            "/a/.x",
+            "/a-b_c",
+            "/ü",
+            "/\u{e000}x".replace('\u{e000}', "z").as_str(),
+        ] {
             assert!(is_valid(ok), "{ok:?} should be valid");
         }
-        for bad in ["", "a", "/a/", "//", "/a//b", "/a/.", "/a/..", "/a\u{1}", "/a\0", "/\u{1F600}", "/\u{e000}", "/\u{fffd}", "/\u{7f}"] {
+        for bad in [
+            "",
+            "a",
+            "/a/",
+            "//",
+            "/a//b",
+            "/a/.",
+            "/a/..",
+            "/a\u{1}",
+            "/a\0",
+            "/\u{1F600}",
+            "/\u{e000}",
+            "/\u{fffd}",
+            "/\u{7f}",
+        ] {
             assert!(!is_valid(bad), "{bad:?} should be invalid");
         }
     }

@@ -95,9 +95,13 @@ impl Sessions {
 
     /// Records activity: moves the session to the bucket for `now + timeout`.
     pub fn touch(&mut self, id: i64, now: i64) {
-        let Some(timeout) = self.map.get(&id).map(|s| s.timeout_ms) else { return };
+        let Some(timeout) = self.map.get(&id).map(|s| s.timeout_ms) else {
+            return;
+        };
         let new = self.bucket(now, timeout);
-        let Some(s) = self.map.get_mut(&id) else { return };
+        let Some(s) = self.map.get_mut(&id) else {
+            return;
+        };
         let old = s.expires_at;
         if old == new {
             return;
@@ -133,8 +137,11 @@ impl Sessions {
 
     /// Ids of sessions whose bucket time is at or before `now`.
     pub fn expired(&self, now: i64) -> Vec<i64> {
-        let mut ids: Vec<i64> =
-            self.buckets.range(..=now).flat_map(|(_, ids)| ids.iter().copied()).collect();
+        let mut ids: Vec<i64> = self
+            .buckets
+            .range(..=now)
+            .flat_map(|(_, ids)| ids.iter().copied())
+            .collect();
         ids.sort_unstable();
         ids
     }

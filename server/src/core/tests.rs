@@ -36,7 +36,12 @@ impl Frame {
     fn parse(frame: &Bytes) -> Frame {
         let mut r = Reader::new(frame.slice(4..));
         let h = ReplyHeader::read(&mut r).expect("reply header");
-        Frame { xid: h.xid, zxid: h.zxid, err: h.err, body: r.rest() }
+        Frame {
+            xid: h.xid,
+            zxid: h.zxid,
+            err: h.err,
+            body: r.rest(),
+        }
     }
     fn decode<T: Jute>(&self) -> T {
         from_bytes(self.body.clone()).expect("reply body")
@@ -64,7 +69,12 @@ const T0: i64 = 1_700_000_000_000;
 
 impl Harness {
     fn new() -> Harness {
-        Harness { core: Core::new(config(), T0), now: T0, out: Recorder::default(), xid: 0 }
+        Harness {
+            core: Core::new(config(), T0),
+            now: T0,
+            out: Recorder::default(),
+            xid: 0,
+        }
     }
 
     fn open(&mut self) -> ConnId {
@@ -75,15 +85,26 @@ impl Harness {
     /// A new connection with a new session; returns (conn, session id, password).
     fn session(&mut self, timeout: i32) -> (ConnId, i64, Bytes) {
         let conn = self.open();
-        let req = ConnectRequest { timeout, passwd: Bytes::from_static(&[0; 16]), read_only: Some(false), ..Default::default() };
-        assert_eq!(self.core.handshake(conn, jute::to_bytes(&req), self.now, &mut self.out), Handshake::Established);
+        let req = ConnectRequest {
+            timeout,
+            passwd: Bytes::from_static(&[0; 16]),
+            read_only: Some(false),
+            ..Default::default()
+        };
+        assert_eq!(
+            self.core
+                .handshake(conn, jute::to_bytes(&req), self.now, &mut self.out),
+            Handshake::Established
+        );
         let frames = self.take(conn);
         let resp: ConnectResponse = from_bytes(frames[0].slice(4..)).unwrap();
         (conn, resp.session_id, resp.passwd)
     }
 
     fn take(&mut self, conn: ConnId) -> Vec<Bytes> {
-        let (mine, rest) = std::mem::take(&mut self.out.frames).into_iter().partition(|(c, _)| *c == conn);
+        let (mine, rest) = std::mem::take(&mut self.out.frames)
+            .into_iter()
+            .partition(|(c, _)| *c == conn);
         self.out.frames = rest;
         mine.into_iter().map(|(_, f)| f).collect()
     }
@@ -92,7 +113,8 @@ impl Harness {
     fn call(&mut self, conn: ConnId, req: &Request) -> Vec<Frame> {
         self.xid += 1;
         let frame = req.to_frame(self.xid);
-        self.core.request(conn, frame.slice(4..), self.now, &mut self.out);
+        self.core
+            .request(conn, frame.slice(4..), self.now, &mut self.out);
         self.take(conn).iter().map(Frame::parse).collect()
     }
 
@@ -107,32 +129,58 @@ impl Harness {
     }
 
     fn events(&mut self, conn: ConnId) -> Vec<(i32, String)> {
-        self.take(conn).iter().map(|f| Frame::parse(f).event()).collect()
+        self.take(conn)
+            .iter()
+            .map(|f| Frame::parse(f).event())
+            .collect()
     }
 }
 
 fn create_req(op: OpCode, path: &str, flags: i32) -> Request {
-    Request::Create(Create { op, path: path.into(), data: Some(Bytes::from_static(b"v")), acl: Acl::open_unsafe(), flags, ttl: -1 })
+    Request::Create(Create {
+        op,
+        path: path.into(),
+        data: Some(Bytes::from_static(b"v")),
+        acl: Acl::open_unsafe(),
+        flags,
+        ttl: -1,
+    })
 }
 
 fn get_data(path: &str, watch: bool) -> Request {
-    Request::GetData(PathWatchRequest { path: path.into(), watch })
+    Request::GetData(PathWatchRequest {
+        path: path.into(),
+        watch,
+    })
 }
 
 fn exists(path: &str, watch: bool) -> Request {
-    Request::Exists(PathWatchRequest { path: path.into(), watch })
+    Request::Exists(PathWatchRequest {
+        path: path.into(),
+        watch,
+    })
 }
 
 fn children(path: &str, watch: bool) -> Request {
-    Request::GetChildren2(PathWatchRequest { path: path.into(), watch })
+    Request::GetChildren2(PathWatchRequest {
+        path: path.into(),
+        watch,
+    })
 }
 
 fn delete(path: &str, version: i32) -> Request {
-    Request::Delete(DeleteRequest { path: path.into(), version })
+    Request::Delete(DeleteRequest {
+        path: path.into(),
+        version,
+    })
 }
 
 fn set_data(path: &str, version: i32) -> Request {
-    Request::SetData(SetDataRequest { path: path.into(), data: Some(Bytes::from_static(b"w")), version })
+    Request::SetData(SetDataRequest {
+        path: path.into(),
+        data: Some(Bytes::from_static(b"w")),
+        version,
+    })
 }
 
 fn stat_of(h: &mut Harness, conn: ConnId, path: &str) -> Stat {
@@ -151,7 +199,18 @@ fn fresh_server_zxids_and_duplicate_create() {
     let r: Create2Response = f.decode();
     assert_eq!(r.path, "/a");
     let s = r.stat;
-    assert_eq!((s.czxid, s.mzxid, s.pzxid, s.version, s.cversion, s.aversion, s.num_children), (2, 2, 2, 0, 0, 0, 0));
+    assert_eq!(
+        (
+            s.czxid,
+            s.mzxid,
+            s.pzxid,
+            s.version,
+            s.cversion,
+            s.aversion,
+            s.num_children
+        ),
+        (2, 2, 2, 0, 0, 0, 0)
+    );
     assert_eq!(s.data_length, 1);
     let f = h.create(c, "/a", 0);
     assert_eq!((f.err, f.zxid), (ErrorCode::NodeExists.code(), 3));
@@ -167,10 +226,20 @@ fn initial_tree_stats() {
     assert_eq!(stat_of(&mut h, c, "/zookeeper").cversion, -2);
     assert_eq!(stat_of(&mut h, c, "/zookeeper/config").aversion, -1);
     for p in ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
-        assert_eq!(h.reply(c, &delete(p, -1)).err, ErrorCode::BadArguments.code(), "{p}");
+        assert_eq!(
+            h.reply(c, &delete(p, -1)).err,
+            ErrorCode::BadArguments.code(),
+            "{p}"
+        );
     }
-    assert_eq!(h.reply(c, &set_data("/zookeeper/config", -1)).err, ErrorCode::NoAuth.code());
-    let f = h.reply(c, &Request::GetAllChildrenNumber(PathRequest { path: "/".into() }));
+    assert_eq!(
+        h.reply(c, &set_data("/zookeeper/config", -1)).err,
+        ErrorCode::NoAuth.code()
+    );
+    let f = h.reply(
+        c,
+        &Request::GetAllChildrenNumber(PathRequest { path: "/".into() }),
+    );
     assert_eq!(f.decode::<AllChildrenNumberResponse>().total, 3);
 }
 
@@ -184,11 +253,19 @@ fn cversion_and_sequence_numbers() {
     assert_eq!(f.err, 0);
     let s = stat_of(&mut h, c, "/a");
     assert_eq!((s.cversion, s.num_children, s.pzxid), (2, 0, f.zxid));
-    let names: Vec<String> = (0..2).map(|_| h.create(c, "/a/s-", 2).decode::<Create2Response>().path).collect();
+    let names: Vec<String> = (0..2)
+        .map(|_| h.create(c, "/a/s-", 2).decode::<Create2Response>().path)
+        .collect();
     assert_eq!(names, ["/a/s-0000000001", "/a/s-0000000002"]);
     h.reply(c, &delete("/a/s-0000000002", -1));
-    assert_eq!(h.create(c, "/a/s-", 2).decode::<Create2Response>().path, "/a/s-0000000003");
-    assert_eq!(h.create(c, "/a/", 2).decode::<Create2Response>().path, "/a/0000000004");
+    assert_eq!(
+        h.create(c, "/a/s-", 2).decode::<Create2Response>().path,
+        "/a/s-0000000003"
+    );
+    assert_eq!(
+        h.create(c, "/a/", 2).decode::<Create2Response>().path,
+        "/a/0000000004"
+    );
 }
 
 #[test]
@@ -219,8 +296,14 @@ fn create_error_precedence() {
     }
     assert_eq!(h.reply(c, &bad_acl).err, ErrorCode::InvalidAcl.code());
     h.create(c, "/e", 1);
-    assert_eq!(h.create(c, "/e/x", 0).err, ErrorCode::NoChildrenForEphemerals.code());
-    assert_eq!(h.create(c, "/e/x", 3).err, ErrorCode::NoChildrenForEphemerals.code());
+    assert_eq!(
+        h.create(c, "/e/x", 0).err,
+        ErrorCode::NoChildrenForEphemerals.code()
+    );
+    assert_eq!(
+        h.create(c, "/e/x", 3).err,
+        ErrorCode::NoChildrenForEphemerals.code()
+    );
     assert_eq!(h.create(c, "/a", 9).err, ErrorCode::BadArguments.code());
     assert_eq!(h.create(c, "/t", 5).err, ErrorCode::BadArguments.code());
 }
@@ -231,13 +314,29 @@ fn delete_and_set_data_checks() {
     let (c, _, _) = h.session(30000);
     h.create(c, "/a", 0);
     h.create(c, "/a/b", 0);
-    assert_eq!(h.reply(c, &delete("/a", 5)).err, ErrorCode::BadVersion.code(), "BADVERSION beats NOTEMPTY");
-    assert_eq!(h.reply(c, &delete("/a", -1)).err, ErrorCode::NotEmpty.code());
-    assert_eq!(h.reply(c, &delete("/q/r", -1)).err, ErrorCode::NoNode.code());
+    assert_eq!(
+        h.reply(c, &delete("/a", 5)).err,
+        ErrorCode::BadVersion.code(),
+        "BADVERSION beats NOTEMPTY"
+    );
+    assert_eq!(
+        h.reply(c, &delete("/a", -1)).err,
+        ErrorCode::NotEmpty.code()
+    );
+    assert_eq!(
+        h.reply(c, &delete("/q/r", -1)).err,
+        ErrorCode::NoNode.code()
+    );
     let f = h.reply(c, &set_data("/a", 0));
     assert_eq!(f.decode::<StatResponse>().stat.version, 1);
-    assert_eq!(h.reply(c, &set_data("/a", 0)).err, ErrorCode::BadVersion.code());
-    assert_eq!(h.reply(c, &set_data("/zz", -1)).err, ErrorCode::NoNode.code());
+    assert_eq!(
+        h.reply(c, &set_data("/a", 0)).err,
+        ErrorCode::BadVersion.code()
+    );
+    assert_eq!(
+        h.reply(c, &set_data("/zz", -1)).err,
+        ErrorCode::NoNode.code()
+    );
 }
 
 #[test]
@@ -250,7 +349,10 @@ fn exists_watch_on_missing_node_fires_node_created() {
     assert_eq!(f.err, ErrorCode::NoNode.code());
     let frames = h.call(b, &create_req(OpCode::Create, "/w/a", 0));
     assert_eq!(frames.len(), 1);
-    assert_eq!(h.events(a), [(event_type::NODE_CREATED, "/w/a".to_string())]);
+    assert_eq!(
+        h.events(a),
+        [(event_type::NODE_CREATED, "/w/a".to_string())]
+    );
 }
 
 #[test]
@@ -267,7 +369,10 @@ fn delete_with_every_watch_gives_one_event_each() {
     h.reply(b, &delete("/w/a", -1));
     assert_eq!(
         h.events(a),
-        [(event_type::NODE_DELETED, "/w/a".to_string()), (event_type::NODE_CHILDREN_CHANGED, "/w".to_string())]
+        [
+            (event_type::NODE_DELETED, "/w/a".to_string()),
+            (event_type::NODE_CHILDREN_CHANGED, "/w".to_string())
+        ]
     );
 }
 
@@ -279,8 +384,14 @@ fn event_precedes_the_reply_on_the_writing_connection() {
     h.reply(a, &get_data("/n", true));
     let frames = h.call(a, &set_data("/n", -1));
     assert_eq!(frames.len(), 2);
-    assert_eq!(frames[0].event(), (event_type::NODE_DATA_CHANGED, "/n".to_string()));
-    assert_eq!(frames[0].zxid, frames[1].zxid, "notifications carry the triggering zxid");
+    assert_eq!(
+        frames[0].event(),
+        (event_type::NODE_DATA_CHANGED, "/n".to_string())
+    );
+    assert_eq!(
+        frames[0].zxid, frames[1].zxid,
+        "notifications carry the triggering zxid"
+    );
     assert_eq!(frames[1].xid, h.xid);
 }
 
@@ -291,22 +402,73 @@ fn persistent_and_recursive_watches() {
     let (b, _, _) = h.session(30000);
     let (w, _, _) = h.session(30000);
     h.create(w, "/q", 0);
-    let f = h.reply(a, &Request::AddWatch(AddWatchRequest { path: "/q".into(), mode: 1 }));
-    assert_eq!((f.err, f.body.len()), (0, 4), "addWatch replies with an ErrorResponse body");
-    h.reply(b, &Request::AddWatch(AddWatchRequest { path: "/q".into(), mode: 0 }));
+    let f = h.reply(
+        a,
+        &Request::AddWatch(AddWatchRequest {
+            path: "/q".into(),
+            mode: 1,
+        }),
+    );
+    assert_eq!(
+        (f.err, f.body.len()),
+        (0, 4),
+        "addWatch replies with an ErrorResponse body"
+    );
+    h.reply(
+        b,
+        &Request::AddWatch(AddWatchRequest {
+            path: "/q".into(),
+            mode: 0,
+        }),
+    );
     h.create(w, "/q/b", 0);
-    assert_eq!(h.events(a), [(event_type::NODE_CREATED, "/q/b".to_string())]);
-    assert_eq!(h.events(b), [(event_type::NODE_CHILDREN_CHANGED, "/q".to_string())]);
+    assert_eq!(
+        h.events(a),
+        [(event_type::NODE_CREATED, "/q/b".to_string())]
+    );
+    assert_eq!(
+        h.events(b),
+        [(event_type::NODE_CHILDREN_CHANGED, "/q".to_string())]
+    );
     h.reply(w, &delete("/q/b", -1));
     h.reply(w, &delete("/q", -1));
     h.create(w, "/q", 0);
-    assert_eq!(h.events(a).len(), 3, "recursive: deleted /q/b, deleted /q, created /q");
-    assert_eq!(h.events(b).len(), 3, "persistent: children changed, deleted, created");
-    assert_eq!(h.reply(a, &Request::AddWatch(AddWatchRequest { path: "/q".into(), mode: 7 })).err, ErrorCode::MarshallingError.code());
-    let rm = |t| Request::RemoveWatches(WatchTypeRequest { path: "/q".into(), watcher_type: t });
-    assert_eq!(h.reply(a, &rm(watcher_type::DATA)).err, ErrorCode::NoWatcher.code());
+    assert_eq!(
+        h.events(a).len(),
+        3,
+        "recursive: deleted /q/b, deleted /q, created /q"
+    );
+    assert_eq!(
+        h.events(b).len(),
+        3,
+        "persistent: children changed, deleted, created"
+    );
+    assert_eq!(
+        h.reply(
+            a,
+            &Request::AddWatch(AddWatchRequest {
+                path: "/q".into(),
+                mode: 7
+            })
+        )
+        .err,
+        ErrorCode::MarshallingError.code()
+    );
+    let rm = |t| {
+        Request::RemoveWatches(WatchTypeRequest {
+            path: "/q".into(),
+            watcher_type: t,
+        })
+    };
+    assert_eq!(
+        h.reply(a, &rm(watcher_type::DATA)).err,
+        ErrorCode::NoWatcher.code()
+    );
     assert_eq!(h.reply(a, &rm(watcher_type::ANY)).err, 0);
-    assert_eq!(h.reply(a, &rm(watcher_type::ANY)).err, ErrorCode::NoWatcher.code());
+    assert_eq!(
+        h.reply(a, &rm(watcher_type::ANY)).err,
+        ErrorCode::NoWatcher.code()
+    );
     assert_eq!(h.reply(a, &rm(42)).err, ErrorCode::MarshallingError.code());
 }
 
@@ -328,14 +490,26 @@ fn set_watches_fires_what_changed() {
     let frames = h.call(a, &req);
     let reply = frames.last().unwrap();
     assert_eq!((reply.xid, reply.err), (-8, 0));
-    let events: Vec<_> = frames[..frames.len() - 1].iter().map(|f| { assert_eq!(f.zxid, -1); f.event() }).collect();
-    assert_eq!(events, [
-        (event_type::NODE_DATA_CHANGED, "/sw/d".to_string()),
-        (event_type::NODE_DELETED, "/gone".to_string()),
-        (event_type::NODE_CREATED, "/sw".to_string()),
-    ]);
+    let events: Vec<_> = frames[..frames.len() - 1]
+        .iter()
+        .map(|f| {
+            assert_eq!(f.zxid, -1);
+            f.event()
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            (event_type::NODE_DATA_CHANGED, "/sw/d".to_string()),
+            (event_type::NODE_DELETED, "/gone".to_string()),
+            (event_type::NODE_CREATED, "/sw".to_string()),
+        ]
+    );
     let frames = h.call(a, &create_req(OpCode::Create, "/later", 0));
-    assert_eq!(frames[0].event(), (event_type::NODE_CREATED, "/later".to_string()));
+    assert_eq!(
+        frames[0].event(),
+        (event_type::NODE_CREATED, "/later".to_string())
+    );
 }
 
 #[test]
@@ -346,36 +520,88 @@ fn failed_multi_results_and_rollback() {
     h.create(c, "/m", 0);
     h.reply(w, &children("/m", true));
     let before = stat_of(&mut h, c, "/m");
-    let Request::Create(mk) = create_req(OpCode::Create, "/m/x", 0) else { unreachable!() };
+    let Request::Create(mk) = create_req(OpCode::Create, "/m/x", 0) else {
+        unreachable!()
+    };
     let ops = vec![
         MultiOp::Create(mk.clone()),
-        MultiOp::SetData(SetDataRequest { path: "/m".into(), data: None, version: 7 }),
-        MultiOp::Check(CheckVersionRequest { path: "/m".into(), version: 0 }),
-        MultiOp::Delete(DeleteRequest { path: "/m/y".into(), version: -1 }),
-        MultiOp::Create(Create { path: "/m/z".into(), ..mk.clone() }),
+        MultiOp::SetData(SetDataRequest {
+            path: "/m".into(),
+            data: None,
+            version: 7,
+        }),
+        MultiOp::Check(CheckVersionRequest {
+            path: "/m".into(),
+            version: 0,
+        }),
+        MultiOp::Delete(DeleteRequest {
+            path: "/m/y".into(),
+            version: -1,
+        }),
+        MultiOp::Create(Create {
+            path: "/m/z".into(),
+            ..mk.clone()
+        }),
     ];
     let zxid = h.core.last_zxid();
     let f = h.reply(c, &Request::Multi(ops));
     assert_eq!((f.err, f.zxid), (0, zxid + 1));
     let r: MultiResponse = f.decode();
-    let codes: Vec<i32> = r.0.iter().map(|r| match r { MultiResult::Error(e) => *e, _ => 99 }).collect();
+    let codes: Vec<i32> =
+        r.0.iter()
+            .map(|r| match r {
+                MultiResult::Error(e) => *e,
+                _ => 99,
+            })
+            .collect();
     assert_eq!(codes, [0, -103, -2, -2, -2]);
-    assert_eq!(h.reply(c, &exists("/m/x", false)).err, ErrorCode::NoNode.code());
+    assert_eq!(
+        h.reply(c, &exists("/m/x", false)).err,
+        ErrorCode::NoNode.code()
+    );
     assert_eq!(stat_of(&mut h, c, "/m"), before, "nothing applied");
     assert!(h.take(w).is_empty(), "no events from a failed multi");
     // Success: sequential creates in one multi see each other's counter.
-    let seq = Create { path: "/m/s-".into(), flags: 2, ..mk.clone() };
-    let f = h.reply(c, &Request::Multi(vec![MultiOp::Create(seq.clone()), MultiOp::Create(seq)]));
+    let seq = Create {
+        path: "/m/s-".into(),
+        flags: 2,
+        ..mk.clone()
+    };
+    let f = h.reply(
+        c,
+        &Request::Multi(vec![MultiOp::Create(seq.clone()), MultiOp::Create(seq)]),
+    );
     let r: MultiResponse = f.decode();
-    assert_eq!(r.0[0], MultiResult::Create { path: "/m/s-0000000000".into(), stat: None });
-    assert_eq!(r.0[1], MultiResult::Create { path: "/m/s-0000000001".into(), stat: None });
-    assert_eq!(h.events(w), [(event_type::NODE_CHILDREN_CHANGED, "/m".to_string())]);
+    assert_eq!(
+        r.0[0],
+        MultiResult::Create {
+            path: "/m/s-0000000000".into(),
+            stat: None
+        }
+    );
+    assert_eq!(
+        r.0[1],
+        MultiResult::Create {
+            path: "/m/s-0000000001".into(),
+            stat: None
+        }
+    );
+    assert_eq!(
+        h.events(w),
+        [(event_type::NODE_CHILDREN_CHANGED, "/m".to_string())]
+    );
     // Empty multi consumes a zxid and returns just the terminator.
     let zxid = h.core.last_zxid();
     let f = h.reply(c, &Request::Multi(vec![]));
     assert_eq!((f.zxid, f.decode::<MultiResponse>().0.len()), (zxid + 1, 0));
     // A read in a write multi is malformed.
-    let f = h.reply(c, &Request::Multi(vec![MultiOp::GetData(PathWatchRequest { path: "/m".into(), watch: false })]));
+    let f = h.reply(
+        c,
+        &Request::Multi(vec![MultiOp::GetData(PathWatchRequest {
+            path: "/m".into(),
+            watch: false,
+        })]),
+    );
     assert_eq!(f.err, ErrorCode::MarshallingError.code());
 }
 
@@ -385,13 +611,19 @@ fn multi_read_is_independent() {
     let (c, _, _) = h.session(30000);
     h.create(c, "/r", 0);
     let zxid = h.core.last_zxid();
-    let pw = |p: &str| PathWatchRequest { path: p.into(), watch: true };
-    let f = h.reply(c, &Request::MultiRead(vec![
-        MultiOp::GetData(pw("/r")),
-        MultiOp::GetChildren(pw("/")),
-        MultiOp::GetData(pw("/none")),
-        MultiOp::GetChildren(pw("/none")),
-    ]));
+    let pw = |p: &str| PathWatchRequest {
+        path: p.into(),
+        watch: true,
+    };
+    let f = h.reply(
+        c,
+        &Request::MultiRead(vec![
+            MultiOp::GetData(pw("/r")),
+            MultiOp::GetChildren(pw("/")),
+            MultiOp::GetData(pw("/none")),
+            MultiOp::GetChildren(pw("/none")),
+        ]),
+    );
     assert_eq!(f.zxid, zxid);
     let r: MultiResponse = f.decode();
     assert!(matches!(r.0[0], MultiResult::GetData { .. }));
@@ -414,7 +646,10 @@ fn session_close_deletes_ephemerals_under_one_zxid() {
     assert_eq!(h.out.closed, [a]);
     let zxid = frames[0].zxid;
     assert_eq!(zxid, h.core.last_zxid());
-    assert_eq!(h.events(w), [(event_type::NODE_CHILDREN_CHANGED, "/app".to_string())]);
+    assert_eq!(
+        h.events(w),
+        [(event_type::NODE_CHILDREN_CHANGED, "/app".to_string())]
+    );
     let s = stat_of(&mut h, w, "/app");
     assert_eq!((s.num_children, s.pzxid), (0, zxid));
 }
@@ -428,28 +663,55 @@ fn expiry_on_tick_boundary_and_reconnect_rules() {
     h.reply(w, &exists("/eph", true));
     // Reconnect with a wrong password: invalid response, then close.
     let c2 = h.open();
-    let bad = ConnectRequest { session_id: sid, timeout: 4000, passwd: Bytes::from_static(&[1; 16]), read_only: Some(false), ..Default::default() };
-    assert_eq!(h.core.handshake(c2, jute::to_bytes(&bad), h.now, &mut h.out), Handshake::Closed);
+    let bad = ConnectRequest {
+        session_id: sid,
+        timeout: 4000,
+        passwd: Bytes::from_static(&[1; 16]),
+        read_only: Some(false),
+        ..Default::default()
+    };
+    assert_eq!(
+        h.core
+            .handshake(c2, jute::to_bytes(&bad), h.now, &mut h.out),
+        Handshake::Closed
+    );
     let resp: ConnectResponse = from_bytes(h.take(c2)[0].slice(4..)).unwrap();
     assert_eq!(resp, ConnectResponse::invalid(Some(false)));
     // Valid reconnect moves the session and closes the old connection.
     let c3 = h.open();
-    let good = ConnectRequest { passwd: pw.clone(), ..bad.clone() };
-    assert_eq!(h.core.handshake(c3, jute::to_bytes(&good), h.now, &mut h.out), Handshake::Established);
+    let good = ConnectRequest {
+        passwd: pw.clone(),
+        ..bad.clone()
+    };
+    assert_eq!(
+        h.core
+            .handshake(c3, jute::to_bytes(&good), h.now, &mut h.out),
+        Handshake::Established
+    );
     assert!(h.out.closed.contains(&a));
     h.take(c3);
     // Expiry: between timeout and timeout + tick after the last request.
     let deadline = h.core.next_deadline().unwrap();
-    assert!(deadline > h.now + 4000 && deadline <= h.now + 6000, "{deadline}");
+    assert!(
+        deadline > h.now + 4000 && deadline <= h.now + 6000,
+        "{deadline}"
+    );
     h.core.tick(deadline - 1, &mut h.out);
     assert_eq!(h.reply(w, &exists("/eph", false)).err, 0);
     h.core.tick(deadline, &mut h.out);
     assert!(h.out.closed.contains(&c3));
     assert!(h.take(c3).is_empty(), "expiry sends nothing");
-    assert_eq!(h.events(w), [(event_type::NODE_DELETED, "/eph".to_string())]);
+    assert_eq!(
+        h.events(w),
+        [(event_type::NODE_DELETED, "/eph".to_string())]
+    );
     // The expired session can no longer be resumed.
     let c4 = h.open();
-    assert_eq!(h.core.handshake(c4, jute::to_bytes(&good), h.now, &mut h.out), Handshake::Closed);
+    assert_eq!(
+        h.core
+            .handshake(c4, jute::to_bytes(&good), h.now, &mut h.out),
+        Handshake::Closed
+    );
 }
 
 #[test]
@@ -458,30 +720,83 @@ fn acl_enforcement_and_auth() {
     let (owner, _, _) = h.session(30000);
     let (other, _, _) = h.session(30000);
     h.xid = -5;
-    let auth = Request::Auth(AuthPacket { auth_type: 0, scheme: "digest".into(), auth: Bytes::from_static(b"user:pass") });
+    let auth = Request::Auth(AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: Bytes::from_static(b"user:pass"),
+    });
     let f = h.reply(owner, &auth);
     assert_eq!((f.xid, f.zxid, f.err), (-4, 0, 0));
-    let req = Request::Create(Create { op: OpCode::Create, path: "/sec".into(), data: None, acl: vec![Acl::new(31, "auth", "")], flags: 0, ttl: -1 });
-    assert_eq!(h.reply(other, &req).err, ErrorCode::InvalidAcl.code(), "auth scheme with no identity");
+    let req = Request::Create(Create {
+        op: OpCode::Create,
+        path: "/sec".into(),
+        data: None,
+        acl: vec![Acl::new(31, "auth", "")],
+        flags: 0,
+        ttl: -1,
+    });
+    assert_eq!(
+        h.reply(other, &req).err,
+        ErrorCode::InvalidAcl.code(),
+        "auth scheme with no identity"
+    );
     assert_eq!(h.reply(owner, &req).err, 0);
-    assert_eq!(h.reply(other, &get_data("/sec", false)).err, ErrorCode::NoAuth.code());
+    assert_eq!(
+        h.reply(other, &get_data("/sec", false)).err,
+        ErrorCode::NoAuth.code()
+    );
     let f = h.reply(owner, &get_data("/sec", false));
-    assert_eq!(f.decode::<GetDataResponse>().data, None, "null data round-trips");
-    let acl: GetAclResponse = h.reply(owner, &Request::GetAcl(PathRequest { path: "/sec".into() })).decode();
-    assert_eq!(acl.acl, vec![Acl::new(31, "digest", "user:smGaoVKd/cQkjm7b88GyorAUz20=")]);
-    assert_eq!(h.reply(other, &set_data("/sec", 9)).err, ErrorCode::NoAuth.code(), "NOAUTH beats BADVERSION");
+    assert_eq!(
+        f.decode::<GetDataResponse>().data,
+        None,
+        "null data round-trips"
+    );
+    let acl: GetAclResponse = h
+        .reply(
+            owner,
+            &Request::GetAcl(PathRequest {
+                path: "/sec".into(),
+            }),
+        )
+        .decode();
+    assert_eq!(
+        acl.acl,
+        vec![Acl::new(31, "digest", "user:smGaoVKd/cQkjm7b88GyorAUz20=")]
+    );
+    assert_eq!(
+        h.reply(other, &set_data("/sec", 9)).err,
+        ErrorCode::NoAuth.code(),
+        "NOAUTH beats BADVERSION"
+    );
     // Super user bypasses ACLs.
     let (sup, _, _) = h.session(30000);
-    let su = Request::Auth(AuthPacket { auth_type: 0, scheme: "digest".into(), auth: Bytes::from_static(b"super:secret") });
+    let su = Request::Auth(AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: Bytes::from_static(b"super:secret"),
+    });
     h.reply(sup, &su);
     assert_eq!(h.reply(sup, &get_data("/sec", false)).err, 0);
     let who: WhoAmIResponse = h.reply(owner, &Request::WhoAmI).decode();
-    assert_eq!(who.client_info, vec![
-        ClientInfo { auth_scheme: "ip".into(), user: "127.0.0.1".into() },
-        ClientInfo { auth_scheme: "digest".into(), user: "user".into() },
-    ]);
+    assert_eq!(
+        who.client_info,
+        vec![
+            ClientInfo {
+                auth_scheme: "ip".into(),
+                user: "127.0.0.1".into()
+            },
+            ClientInfo {
+                auth_scheme: "digest".into(),
+                user: "user".into()
+            },
+        ]
+    );
     // Unknown scheme: AUTHFAILED and close.
-    let bad = Request::Auth(AuthPacket { auth_type: 0, scheme: "kerberos".into(), auth: Bytes::new() });
+    let bad = Request::Auth(AuthPacket {
+        auth_type: 0,
+        scheme: "kerberos".into(),
+        auth: Bytes::new(),
+    });
     let f = h.reply(other, &bad);
     assert_eq!(f.err, ErrorCode::AuthFailed.code());
     assert!(h.out.closed.contains(&other));
@@ -494,21 +809,51 @@ fn containers_and_ttl_nodes_are_reaped() {
     let f = h.reply(c, &create_req(OpCode::CreateContainer, "/box", 0));
     assert_eq!(f.decode::<Create2Response>().stat.ephemeral_owner, 0);
     h.create(c, "/box/item", 0);
-    let ttl = Request::Create(Create { op: OpCode::CreateTtl, path: "/ttl".into(), data: None, acl: Acl::open_unsafe(), flags: 5, ttl: 500 });
+    let ttl = Request::Create(Create {
+        op: OpCode::CreateTtl,
+        path: "/ttl".into(),
+        data: None,
+        acl: Acl::open_unsafe(),
+        flags: 5,
+        ttl: 500,
+    });
     assert_eq!(h.reply(c, &ttl).err, 0);
-    let bad_ttl = Request::Create(Create { op: OpCode::CreateTtl, path: "/ttl2".into(), data: None, acl: Acl::open_unsafe(), flags: 5, ttl: 1 << 40 });
+    let bad_ttl = Request::Create(Create {
+        op: OpCode::CreateTtl,
+        path: "/ttl2".into(),
+        data: None,
+        acl: Acl::open_unsafe(),
+        flags: 5,
+        ttl: 1 << 40,
+    });
     assert_eq!(h.reply(c, &bad_ttl).err, ErrorCode::BadArguments.code());
     let never_used = create_req(OpCode::CreateContainer, "/fresh", 0);
     h.reply(c, &never_used);
     h.now += 1000;
     h.core.tick(h.now, &mut h.out);
-    assert_eq!(h.reply(c, &exists("/box", false)).err, 0, "container still has a child");
-    assert_eq!(h.reply(c, &exists("/ttl", false)).err, ErrorCode::NoNode.code(), "ttl expired");
+    assert_eq!(
+        h.reply(c, &exists("/box", false)).err,
+        0,
+        "container still has a child"
+    );
+    assert_eq!(
+        h.reply(c, &exists("/ttl", false)).err,
+        ErrorCode::NoNode.code(),
+        "ttl expired"
+    );
     h.reply(c, &delete("/box/item", -1));
     h.now += 1000;
     h.core.tick(h.now, &mut h.out);
-    assert_eq!(h.reply(c, &exists("/box", false)).err, ErrorCode::NoNode.code(), "empty used container reaped");
-    assert_eq!(h.reply(c, &exists("/fresh", false)).err, 0, "never-used container stays");
+    assert_eq!(
+        h.reply(c, &exists("/box", false)).err,
+        ErrorCode::NoNode.code(),
+        "empty used container reaped"
+    );
+    assert_eq!(
+        h.reply(c, &exists("/fresh", false)).err,
+        0,
+        "never-used container stays"
+    );
 }
 
 #[test]
@@ -517,7 +862,8 @@ fn unknown_opcode_and_bad_bodies() {
     let (c, _, _) = h.session(30000);
     // Truncated getData body: MARSHALLINGERROR, connection stays usable.
     let frame = get_data("/zookeeper", false).to_frame(7);
-    h.core.request(c, frame.slice(4..frame.len() - 3), h.now, &mut h.out);
+    h.core
+        .request(c, frame.slice(4..frame.len() - 3), h.now, &mut h.out);
     let f = Frame::parse(&h.take(c)[0]);
     assert_eq!((f.xid, f.err), (7, ErrorCode::MarshallingError.code()));
     assert!(h.out.closed.is_empty());
@@ -535,14 +881,27 @@ fn unknown_opcode_and_bad_bodies() {
 fn handshake_shapes_and_zxid_guard() {
     let mut h = Harness::new();
     let conn = h.open();
-    let old = ConnectRequest { timeout: 100000, passwd: Bytes::from_static(&[0; 16]), read_only: None, ..Default::default() };
-    h.core.handshake(conn, jute::to_bytes(&old), h.now, &mut h.out);
+    let old = ConnectRequest {
+        timeout: 100000,
+        passwd: Bytes::from_static(&[0; 16]),
+        read_only: None,
+        ..Default::default()
+    };
+    h.core
+        .handshake(conn, jute::to_bytes(&old), h.now, &mut h.out);
     let frame = h.take(conn).remove(0);
     assert_eq!(frame.len(), 4 + 36, "no readOnly byte for old clients");
     let resp: ConnectResponse = from_bytes(frame.slice(4..)).unwrap();
     assert_eq!(resp.timeout, 40000);
     let conn = h.open();
-    let ahead = ConnectRequest { last_zxid_seen: 1000, ..old };
-    assert_eq!(h.core.handshake(conn, jute::to_bytes(&ahead), h.now, &mut h.out), Handshake::Closed);
+    let ahead = ConnectRequest {
+        last_zxid_seen: 1000,
+        ..old
+    };
+    assert_eq!(
+        h.core
+            .handshake(conn, jute::to_bytes(&ahead), h.now, &mut h.out),
+        Handshake::Closed
+    );
     assert!(h.take(conn).is_empty());
 }

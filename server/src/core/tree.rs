@@ -89,7 +89,10 @@ impl Node {
             ctime: self.ctime,
             mtime: self.mtime,
             version: self.version,
-            cversion: self.child_creates.wrapping_mul(2).wrapping_sub(num_children),
+            cversion: self
+                .child_creates
+                .wrapping_mul(2)
+                .wrapping_sub(num_children),
             aversion: self.aversion,
             ephemeral_owner: match self.kind() {
                 NodeKind::Ephemeral(s) => s,
@@ -112,9 +115,13 @@ pub struct Tree {
 impl Tree {
     /// The initial tree of a fresh server (§6.6).
     pub fn new(open: AclList, read_only: AclList) -> Tree {
-        let mut tree = Tree { nodes: HashMap::new(), data_bytes: 0 };
+        let mut tree = Tree {
+            nodes: HashMap::new(),
+            data_bytes: 0,
+        };
         let empty = || Some(Bytes::new());
-        tree.nodes.insert("/".into(), Node::new(empty(), open.clone(), 0, 0, 0));
+        tree.nodes
+            .insert("/".into(), Node::new(empty(), open.clone(), 0, 0, 0));
         for (path, acl) in [
             ("/zookeeper", open.clone()),
             ("/zookeeper/quota", open),
@@ -207,8 +214,11 @@ impl Tree {
     pub fn descendants(&self, path: &str) -> i32 {
         let Some(node) = self.get(path) else { return 0 };
         let mut count = 0i32;
-        let mut stack: Vec<String> =
-            node.children.iter().map(|c| path::join(path::canonical(path), c)).collect();
+        let mut stack: Vec<String> = node
+            .children
+            .iter()
+            .map(|c| path::join(path::canonical(path), c))
+            .collect();
         while let Some(p) = stack.pop() {
             count = count.saturating_add(1);
             if let Some(n) = self.nodes.get(p.as_str()) {

@@ -140,13 +140,24 @@ impl Core {
         let parent_path = path::canonical(parent_path).to_string();
         txn.save(&self.tree, &parent_path);
         txn.save(&self.tree, &full);
-        let node = Node::new(owned(&c.data), self.intern_acl(acl), txn.zxid, txn.time, owner);
+        let node = Node::new(
+            owned(&c.data),
+            self.intern_acl(acl),
+            txn.zxid,
+            txn.time,
+            owner,
+        );
         let stat = node.stat();
         self.tree.insert(&full, node, txn.zxid, true);
         txn.created.push((full.clone(), owner));
         txn.events.push((event_type::NODE_CREATED, full.clone()));
-        txn.events.push((event_type::NODE_CHILDREN_CHANGED, parent_path));
-        Ok(Created { path: full, stat, extended: container || c.op == OpCode::CreateTtl })
+        txn.events
+            .push((event_type::NODE_CHILDREN_CHANGED, parent_path));
+        Ok(Created {
+            path: full,
+            stat,
+            extended: container || c.op == OpCode::CreateTtl,
+        })
     }
 
     /// delete (also as a multi sub-op).
@@ -183,7 +194,8 @@ impl Core {
         if let Some(node) = self.tree.remove(p, txn.zxid) {
             txn.deleted.push((p.to_string(), node.owner));
             txn.events.push((event_type::NODE_DELETED, p.to_string()));
-            txn.events.push((event_type::NODE_CHILDREN_CHANGED, parent_path.to_string()));
+            txn.events
+                .push((event_type::NODE_CHILDREN_CHANGED, parent_path.to_string()));
         }
     }
 
@@ -205,12 +217,16 @@ impl Core {
         }
         check_version(version, node.version)?;
         txn.save(&self.tree, p);
-        let node = self.tree.set_data(p, owned(data)).ok_or(ErrorCode::NoNode)?;
+        let node = self
+            .tree
+            .set_data(p, owned(data))
+            .ok_or(ErrorCode::NoNode)?;
         node.version = node.version.wrapping_add(1);
         node.mzxid = txn.zxid;
         node.mtime = txn.time;
         let stat = node.stat();
-        txn.events.push((event_type::NODE_DATA_CHANGED, p.to_string()));
+        txn.events
+            .push((event_type::NODE_DATA_CHANGED, p.to_string()));
         Ok(stat)
     }
 

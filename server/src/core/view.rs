@@ -2,7 +2,9 @@
 
 use std::collections::HashMap;
 
-use crate::fourlw::{ConfInfo, ConnSession, ConnWatches, ConnectionInfo, FourLetterView, SessionInfo};
+use crate::fourlw::{
+    ConfInfo, ConnSession, ConnWatches, ConnectionInfo, FourLetterView, SessionInfo,
+};
 
 use super::Core;
 
@@ -43,8 +45,11 @@ impl Core {
             })
             .collect();
         sessions.sort_by_key(|s| s.id);
-        let session_of: HashMap<u64, i64> =
-            self.conns.iter().map(|(id, c)| (*id, c.session.unwrap_or(0))).collect();
+        let session_of: HashMap<u64, i64> = self
+            .conns
+            .iter()
+            .map(|(id, c)| (*id, c.session.unwrap_or(0)))
+            .collect();
         let mut by_session: HashMap<i64, Vec<String>> = HashMap::new();
         for (path, conns) in self.watches.data_table() {
             for conn in conns {

@@ -55,7 +55,12 @@ pub struct Watches {
 impl Watches {
     /// Registers a watch; registering the same (connection, path, kind) twice is a no-op.
     pub fn add(&mut self, conn: ConnId, path: &str, kind: u8) {
-        let mask = self.by_conn.entry(conn).or_default().entry(path.into()).or_insert(0);
+        let mask = self
+            .by_conn
+            .entry(conn)
+            .or_default()
+            .entry(path.into())
+            .or_insert(0);
         if *mask & kind != 0 {
             return;
         }
@@ -65,7 +70,12 @@ impl Watches {
         }
         match self.paths.get_mut(path) {
             Some(pw) => pw.set(kind).insert(conn),
-            None => self.paths.entry(path.into()).or_default().set(kind).insert(conn),
+            None => self
+                .paths
+                .entry(path.into())
+                .or_default()
+                .set(kind)
+                .insert(conn),
         };
     }
 
@@ -108,12 +118,18 @@ impl Watches {
     }
 
     fn mask(&self, conn: ConnId, path: &str) -> u8 {
-        self.by_conn.get(&conn).and_then(|p| p.get(path)).copied().unwrap_or(0)
+        self.by_conn
+            .get(&conn)
+            .and_then(|p| p.get(path))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Drops every watch of a connection (its socket closed).
     pub fn remove_conn(&mut self, conn: ConnId) {
-        let Some(paths) = self.by_conn.remove(&conn) else { return };
+        let Some(paths) = self.by_conn.remove(&conn) else {
+            return;
+        };
         for (path, mask) in paths {
             if let Some(pw) = self.paths.get_mut(&*path) {
                 for kind in [DATA, CHILD, PERSISTENT, RECURSIVE] {
@@ -202,8 +218,13 @@ impl Watches {
             .paths
             .iter()
             .filter_map(|(p, pw)| {
-                let mut conns: Vec<ConnId> =
-                    pw.data.iter().chain(&pw.persistent).chain(&pw.recursive).copied().collect();
+                let mut conns: Vec<ConnId> = pw
+                    .data
+                    .iter()
+                    .chain(&pw.persistent)
+                    .chain(&pw.recursive)
+                    .copied()
+                    .collect();
                 conns.sort_unstable();
                 conns.dedup();
                 (!conns.is_empty()).then(|| (p.to_string(), conns))
@@ -279,7 +300,10 @@ mod tests {
         w.add(1, "/a", RECURSIVE);
         assert_eq!(w.remove(1, "/a", watcher_type::DATA), Some(false));
         assert_eq!(w.remove(1, "/a", 9), None);
-        assert_eq!(w.remove(1, "/a", watcher_type::PERSISTENT_RECURSIVE), Some(true));
+        assert_eq!(
+            w.remove(1, "/a", watcher_type::PERSISTENT_RECURSIVE),
+            Some(true)
+        );
         w.remove_conn(1);
         w.trigger(NODE_DELETED, "/a", &mut out);
         assert!(out.is_empty());

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Runs one external client suite against a server.
+#
+#   usage: client-tests/run-suite.sh NAME HOST:PORT
+#
+#   NAME   java    Java client + Curator recipes   (client-tests/java/, compiled here with javac)
+#          python  kazoo and its recipes            (client-tests/python/)
+#          c       the C client's cli_mt shell      (client-tests/c/)
+#          cli     zkCli.sh, ZooKeeper's shell      (client-tests/cli/)
+#
+# Suites print `PASS name` / `FAIL name: reason` lines and end with `N passed, M failed`; the
+# exit status is the suite's (0 = all passed). A missing tool or library prints
+# `missing dependency: <what>; run scripts/install-test-deps.sh` and exits 3.
+#
+# Environment:
+#   SUITE_TIMEOUT   overall limit in seconds (default 300)
+#   ZK_JAVA_LIB     directory holding zookeeper.jar, curator-*.jar, ... (default /usr/share/java)
+#   ZKCLI           zkCli.sh (default: /usr/share/zookeeper/bin/zkCli.sh, else from PATH)
+#   CLI_MT          the C client's cli_mt (default: from PATH, else /usr/lib/zookeeper/bin/cli_mt)
+#   PYTHON          Python interpreter with kazoo installed (default python3)
+
+set -u
+
+usage() {
+    echo "usage: $0 {java|python|c|cli} HOST:PORT" >&2
+    exit 2
+}
+
+[ $# -eq 2 ] || usage
+NAME=$1
+ADDR=$2
+case "$ADDR" in
+    *:[0-9]*) ;;
+    *) echo "address must be HOST:PORT, got '$ADDR'" >&2; exit 2 ;;
+esac
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SUITE_TIMEOUT=${SUITE_TIMEOUT:-300}
+LIB=${ZK_JAVA_LIB:-/usr/share/java}
+
+missing() {
+    echo "missing dependency: $1; run scripts/install-test-deps.sh"
+    exit 3
+}
+
+need_cmd() {
+    command -v "$1" >/dev/null 2>&1 || missing "$1 (${2:-command not found})"
+}
+
+need_cmd timeout "coreutils"
+
+# run CMD...: runs the suite under the overall time limit and reports a limit overrun.
+run() {
+    timeout -k 10 "$SUITE_TIMEOUT" "$@"
+    local rc=$?
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        echo "FAIL run-suite: the $NAME suite did not finish within ${SUITE_TIMEOUT}s"
+    fi
+    return "$rc"
+}
+
+case "$NAME" in
+java)
+    need_cmd java "a Java runtime (JDK 11+)"
+    need_cmd javac "a JDK (javac)"
+    jars=()
+    for j in zookeeper zookeeper-jute curator-client curator-framework curator-recipes guava slf4j-api; do
+        [ -f "$LIB/$j.jar" ] || missing "$LIB/$j.jar"
+        jars+=("$LIB/$j.jar")
+    done
+    # optional: silence logging (otherwise SLF4J prints a one-time notice and uses its no-op logger)
+    [ -f "$LIB/slf4j-nop.jar" ] && jars+=("$LIB/slf4j-nop.jar")
+    CP=$(IFS=:; echo "${jars[*]}")
+    BUILD=$(mktemp -d "${TMPDIR:-/tmp}/zk-java-suite.XXXXXX")
+    trap 'rm -rf "$BUILD"' EXIT
+    if ! timeout 120 javac -nowarn -d "$BUILD" -cp "$CP" "$HERE"/java/*.java; then
+        echo "FAIL compile: javac failed for $HERE/java"
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+    run java -XX:+UseSerialGC -cp "$BUILD:$CP" JavaClientSuite "$ADDR"
+    ;;
+python)
+    PY=${PYTHON:-python3}
+    need_cmd "$PY" "Python 3"
+    "$PY" -c 'import kazoo' >/dev/null 2>&1 || missing "the kazoo Python package (pip install kazoo)"
+    run "$PY" "$HERE/python/kazoo_suite.py" "$ADDR"
+    ;;
+c)
+    if [ -z "${CLI_MT:-}" ]; then
+        CLI_MT=$(command -v cli_mt || command -v zookeeper_cli_mt || true)
+        [ -z "$CLI_MT" ] && [ -x /usr/lib/zookeeper/bin/cli_mt ] && CLI_MT=/usr/lib/zookeeper/bin/cli_mt
+    fi
+    [ -n "${CLI_MT:-}" ] && [ -x "$CLI_MT" ] || missing "cli_mt (the ZooKeeper C client shell, Debian package zookeeper-bin)"
+    export CLI_MT
+    run bash "$HERE/c/cli-mt-suite.sh" "$ADDR"
+    ;;
+cli)
+    need_cmd java "a Java runtime (needed by zkCli.sh)"
+    if [ -z "${ZKCLI:-}" ]; then
+        if [ -x /usr/share/zookeeper/bin/zkCli.sh ]; then
+            ZKCLI=/usr/share/zookeeper/bin/zkCli.sh
+        else
+            ZKCLI=$(command -v zkCli.sh || true)
+        fi
+    fi
+    [ -n "${ZKCLI:-}" ] && [ -x "$ZKCLI" ] || missing "zkCli.sh (Debian package zookeeper)"
+    export ZKCLI
+    run bash "$HERE/cli/zkcli-suite.sh" "$ADDR"
+    ;;
+*)
+    usage
+    ;;
+esac
