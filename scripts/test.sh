@@ -11,3 +11,7 @@ else
   echo "note: not root and no sudo; assuming the test dependencies are installed" >&2
 fi
 cargo test --workspace "$@"
+# The same end-to-end scenarios against Apache ZooKeeper: a test that passes on zkd must
+# pass there too, so this checks the expectations themselves.
+ZKD_TEST_TARGET=zookeeper cargo test -p zkd-client-tests \
+  --test rust_client --test acl_auth --test hostile "$@"

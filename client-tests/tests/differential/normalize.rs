@@ -12,7 +12,7 @@ use std::fmt;
 use bytes::Bytes;
 use zkd_client_tests::raw::{Event, Reply};
 use zkd_protocol::{
-    from_bytes, Acl, ErrorCode, MultiResponse, MultiResult, OpCode, Reader, Response, Stat,
+    Acl, ErrorCode, MultiResponse, MultiResult, OpCode, Reader, Response, Stat,
 };
 
 use super::program::perm_string;
@@ -405,12 +405,4 @@ fn show_data(d: &Option<Bytes>) -> String {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|c| format!("{c:02x}")).collect()
-}
-
-/// Decodes `T` from a reply body, for the harness's own bookkeeping.
-pub fn decode<T: zkd_protocol::Jute>(r: &Reply) -> Option<T> {
-    if r.err != 0 {
-        return None;
-    }
-    from_bytes(r.body.clone()).ok()
 }
