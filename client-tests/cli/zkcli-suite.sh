@@ -27,10 +27,21 @@ fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
 # zk ARGS...   (stdin is passed through for batches)
 # Runs one zkCli invocation. Sets RC (exit status; 124 = timed out) and OUT (stdout+stderr with
 # the JVM/logging/connection chatter removed, one line per printed line).
+TIMEOUTS=0
 zk() {
     local raw
+    if [ "$TIMEOUTS" -ge 2 ]; then
+        # the server stopped answering; fail the remaining checks quickly
+        RC=124
+        OUT=
+        return
+    fi
     raw=$(timeout -k 5 "$CMD_TIMEOUT" "$ZKCLI" -server "$ADDR" "$@" 2>&1; echo "__rc=$?")
     RC=${raw##*__rc=}
+    if [ "$RC" = 124 ] || [ "$RC" = 137 ]; then
+        RC=124
+        TIMEOUTS=$((TIMEOUTS + 1))
+    fi
     OUT=$(printf '%s\n' "${raw%__rc=*}" | grep -v \
         -e '^SLF4J:' \
         -e '^Connecting to ' \
@@ -78,7 +89,7 @@ expect_fields() {
         k=${kv%%=*}
         v=${kv#*=}
         got=$(field "$k")
-        if [ "$got" != "$v" ]; then
+        if [ -z "$v" ] || [ "$got" != "$v" ]; then
             fail "$name" "expected $k = $v, got '$got'; $(why)"
             return
         fi
@@ -331,7 +342,11 @@ n=$(printf '%s\n' "$OUT" | grep -cFx "WatchedEvent state:SyncConnected type:Node
 if [ "$n" = 1 ]; then pass no_events_after_removewatches; else fail no_events_after_removewatches "saw $n NodeDataChanged events, expected 1"; fi
 
 zk removewatches "$P/w" -a
-if [ "$RC" != 0 ]; then pass removewatches_without_watch_fails; else fail removewatches_without_watch_fails "$(why)"; fi
+if [ "$RC" != 0 ] && [ "$RC" != 124 ] && has "KeeperErrorCode = No such watcher for $P/w"; then
+    pass removewatches_without_watch_fails
+else
+    fail removewatches_without_watch_fails "$(why)"
+fi
 
 # --- misc -------------------------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
@@ -66,7 +65,6 @@ import org.apache.zookeeper.WatchedEvent;
 import org.apache.zookeeper.Watcher;
 import org.apache.zookeeper.Watcher.Event.EventType;
 import org.apache.zookeeper.Watcher.Event.KeeperState;
-import org.apache.zookeeper.ZooDefs;
 import org.apache.zookeeper.ZooDefs.Ids;
 import org.apache.zookeeper.ZooDefs.Perms;
 import org.apache.zookeeper.ZooKeeper;
@@ -100,6 +98,8 @@ public final class JavaClientSuite {
     // --- small assertion helpers -------------------------------------------------------------
 
     static final class CheckFailed extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
         CheckFailed(String message) {
             super(message);
         }
@@ -161,7 +161,11 @@ public final class JavaClientSuite {
     }
 
     static void expectEvent(BlockingQueue<WatchedEvent> q, EventType type, String path) throws InterruptedException {
-        WatchedEvent e = nextEvent(q, type + " " + path);
+        expectEvent(q, type, path, "");
+    }
+
+    static void expectEvent(BlockingQueue<WatchedEvent> q, EventType type, String path, String when) throws InterruptedException {
+        WatchedEvent e = nextEvent(q, type + " " + path + when);
         eq(type + " " + path, e.getType() + " " + e.getPath(), "event");
         eq(KeeperState.SyncConnected, e.getState(), "event state");
     }
@@ -442,7 +446,7 @@ public final class JavaClientSuite {
             Stat parent = zk.exists(p, false);
             eq("1 1", parent.getCversion() + " " + parent.getNumChildren(), "cversion numChildren after child create");
             eq(child.getCzxid(), parent.getPzxid(), "pzxid = child czxid");
-            eq(set2.getMzxid() + 1, child.getCzxid(), "zxid increments by one per write");
+            check(child.getCzxid() > set2.getMzxid(), "zxids increase: child czxid " + child.getCzxid() + " after mzxid " + set2.getMzxid());
             zk.delete(p + "/a", 0);
             parent = zk.exists(p, false);
             eq("2 0", parent.getCversion() + " " + parent.getNumChildren(), "cversion numChildren after child delete");
@@ -776,7 +780,6 @@ public final class JavaClientSuite {
             expectThrows(KeeperException.NoAuthException.class,
                     () -> anon.create(p + "/c", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT));
             expectThrows(KeeperException.NoAuthException.class, () -> wrong.getData(p, false, null));
-            check(anon.exists(p, false) != null, "exists needs no permission");
             eq("classified", s(friend.getData(p, false, null)), "authenticated read");
             friend.setData(p, b("updated"), -1);
 
@@ -831,6 +834,115 @@ public final class JavaClientSuite {
             }
             check(expired, "cut-off client was not told its session expired");
         }
+    }
+
+    /** Cuts the relayed client off, runs changes while it is disconnected, then lets it back. */
+    static void whileDisconnected(Relay relay, Zk victim, Body changes) throws Exception {
+        victim.sessionEvents.clear();
+        relay.block();
+        WatchedEvent e = nextEvent(victim.sessionEvents, "Disconnected");
+        eq(KeeperState.Disconnected, e.getState(), "state after the cut");
+        changes.run();
+        relay.unblock();
+        e = nextEvent(victim.sessionEvents, "SyncConnected after reconnect");
+        eq(KeeperState.SyncConnected, e.getState(), "state after reconnect (session must survive)");
+        // SyncConnected comes with the connect response; the re-registration of watches
+        // (setWatches) is still in flight. One round trip on the same connection orders it.
+        victim.zk.exists("/", false);
+    }
+
+    static void watchesSurviveReconnect() throws Exception {
+        try (Resources r = new Resources()) {
+            ZooKeeper other = zk(r);
+            Relay relay = r.add(new Relay(addr));
+            Zk victim = r.add(new Zk(relay.connectString(), SESSION_MS));
+            ZooKeeper zk = victim.zk;
+            long sid = zk.getSessionId();
+            String p = base + "/rewatch";
+            zk.create(p, null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            zk.create(p + "/data", b("1"), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            zk.create(p + "/kids", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            zk.create(p + "/quiet", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            zk.create(p + "/gone", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            zk.create(p + "/eph", null, Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
+            BlockingQueue<WatchedEvent> q = new LinkedBlockingQueue<>();
+            BlockingQueue<WatchedEvent> quiet = new LinkedBlockingQueue<>();
+            // the client also hands connection-state events to every watcher; keep node events
+            Watcher w = nodeEventsTo(q);
+            zk.getData(p + "/data", w, null);
+            eq(null, zk.exists(p + "/born", w), "exists on missing node");
+            zk.getChildren(p + "/kids", w);
+            zk.getData(p + "/gone", w, null);
+            zk.getData(p + "/quiet", nodeEventsTo(quiet), null);
+            whileDisconnected(relay, victim, () -> {
+                other.setData(p + "/data", b("2"), -1);
+                other.create(p + "/born", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+                other.create(p + "/kids/k", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+                other.delete(p + "/gone", -1);
+            });
+            eq(sid, zk.getSessionId(), "session id after reconnect");
+            // changes missed while disconnected are reported right after setWatches
+            Set<String> got = new TreeSet<>();
+            for (int i = 0; i < 4; i++) {
+                WatchedEvent e = nextEvent(q, "catch-up event " + (i + 1) + " of 4 (have " + got + ")");
+                got.add(e.getType() + " " + e.getPath());
+            }
+            eq(new TreeSet<>(Arrays.asList(
+                    "NodeDataChanged " + p + "/data",
+                    "NodeCreated " + p + "/born",
+                    "NodeChildrenChanged " + p + "/kids",
+                    "NodeDeleted " + p + "/gone")), got, "catch-up events");
+            // an untouched node's watch is re-registered, not fired
+            expectNoEvent(quiet, 300);
+            other.setData(p + "/quiet", b("now"), -1);
+            expectEvent(quiet, EventType.NodeDataChanged, p + "/quiet");
+            check(other.exists(p + "/eph", false) != null, "ephemeral survives a reconnect");
+        }
+    }
+
+    static void persistentWatchSurvivesReconnect() throws Exception {
+        try (Resources r = new Resources()) {
+            ZooKeeper other = zk(r);
+            Relay relay = r.add(new Relay(addr));
+            Zk victim = r.add(new Zk(relay.connectString(), SESSION_MS));
+            String p = base + "/repersist";
+            String rp = base + "/repersist-recursive";
+            other.create(p, null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            other.create(rp, null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            BlockingQueue<WatchedEvent> q = new LinkedBlockingQueue<>();
+            BlockingQueue<WatchedEvent> rq = new LinkedBlockingQueue<>();
+            BlockingQueue<WatchedEvent> plain = new LinkedBlockingQueue<>();
+            victim.zk.addWatch(p, nodeEventsTo(q), AddWatchMode.PERSISTENT);
+            victim.zk.addWatch(rp, nodeEventsTo(rq), AddWatchMode.PERSISTENT_RECURSIVE);
+            // a standard watch too: all three kinds go into one re-registration (setWatches2)
+            victim.zk.getData(base, nodeEventsTo(plain), null);
+            other.create(p + "/before", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            expectEvent(q, EventType.NodeChildrenChanged, p, " (before the disconnect)");
+            other.create(rp + "/before", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            expectEvent(rq, EventType.NodeCreated, rp + "/before", " (before the disconnect)");
+            // nothing the watches cover changes while the client is away
+            whileDisconnected(relay, victim, () -> other.create(base + "/repersist-unrelated", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT));
+            other.create(p + "/after", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            expectEvent(q, EventType.NodeChildrenChanged, p, " (after the reconnect)");
+            other.setData(p, b("x"), -1);
+            expectEvent(q, EventType.NodeDataChanged, p, " (after the reconnect)");
+            other.create(rp + "/after", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            expectEvent(rq, EventType.NodeCreated, rp + "/after", " (after the reconnect)");
+            other.create(rp + "/after/deep", b("1"), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            expectEvent(rq, EventType.NodeCreated, rp + "/after/deep", " (after the reconnect)");
+            other.setData(base, b("base"), -1);
+            expectEvent(plain, EventType.NodeDataChanged, base, " (after the reconnect)");
+            expectNoEvent(q, 100);
+            expectNoEvent(rq, 100);
+        }
+    }
+
+    static Watcher nodeEventsTo(BlockingQueue<WatchedEvent> q) {
+        return e -> {
+            if (e.getType() != EventType.None) {
+                q.add(e);
+            }
+        };
     }
 
     // --- Curator recipes ------------------------------------------------------------------------
@@ -1012,44 +1124,27 @@ public final class JavaClientSuite {
     static void readWriteLock() throws Exception {
         try (Resources r = new Resources()) {
             String p = base + "/rwlock";
+            // three lock objects on three clients: each one is an independent participant
             InterProcessReadWriteLock l1 = new InterProcessReadWriteLock(curator(r), p);
             InterProcessReadWriteLock l2 = new InterProcessReadWriteLock(curator(r), p);
             InterProcessReadWriteLock l3 = new InterProcessReadWriteLock(curator(r), p);
             check(l1.readLock().acquire(WAIT_MS, TimeUnit.MILLISECONDS), "reader 1");
             check(l2.readLock().acquire(WAIT_MS, TimeUnit.MILLISECONDS), "reader 2 alongside reader 1");
-            check(!inThread(() -> l3.writeLock().acquire(300, TimeUnit.MILLISECONDS)), "writer must wait for readers");
+            check(!l3.writeLock().acquire(300, TimeUnit.MILLISECONDS), "writer must wait for readers");
             l1.readLock().release();
+            check(!l3.writeLock().acquire(300, TimeUnit.MILLISECONDS), "writer must wait for the last reader");
             l2.readLock().release();
-            check(inThread(() -> {
-                boolean ok = l3.writeLock().acquire(WAIT_MS, TimeUnit.MILLISECONDS);
-                return ok;
-            }), "writer after readers left");
-            // the lock is held by the helper thread's acquisition; readers from other clients wait
-            check(!inThread(() -> l1.readLock().acquire(300, TimeUnit.MILLISECONDS)), "reader must wait for writer");
-            check(l3.writeLock().isAcquiredInThisProcess(), "writer holds");
+            check(l3.writeLock().acquire(WAIT_MS, TimeUnit.MILLISECONDS), "writer after readers left");
+            check(!l1.readLock().acquire(300, TimeUnit.MILLISECONDS), "reader must wait for writer");
+            check(!l2.writeLock().acquire(300, TimeUnit.MILLISECONDS), "second writer must wait");
+            // the writer may also take the read lock (downgrade)
+            check(l3.readLock().acquire(WAIT_MS, TimeUnit.MILLISECONDS), "writer takes the read lock");
+            l3.writeLock().release();
+            check(l1.readLock().acquire(WAIT_MS, TimeUnit.MILLISECONDS), "reader after the writer released");
+            l1.readLock().release();
+            l3.readLock().release();
+            eq(Collections.emptyList(), curator(r).getChildren().forPath(p), "lock nodes left behind");
         }
-    }
-
-    interface BoolBody {
-        boolean run() throws Exception;
-    }
-
-    /** Runs body on a fresh thread (locks are per thread in Curator) and returns its result. */
-    static boolean inThread(BoolBody body) throws Exception {
-        AtomicReference<Object> out = new AtomicReference<>();
-        Thread t = new Thread(() -> {
-            try {
-                out.set(body.run());
-            } catch (Exception e) {
-                out.set(e);
-            }
-        });
-        t.start();
-        join(Collections.singletonList(t), "helper");
-        if (out.get() instanceof Exception) {
-            throw (Exception) out.get();
-        }
-        return (Boolean) out.get();
     }
 
     static void semaphores() throws Exception {
@@ -1443,6 +1538,8 @@ public final class JavaClientSuite {
                 new Check("remove_watches", JavaClientSuite::removeWatches),
                 new Check("digest_acls", JavaClientSuite::digestAcls),
                 new Check("session_expiry", JavaClientSuite::sessionExpiry),
+                new Check("watches_survive_reconnect", JavaClientSuite::watchesSurviveReconnect),
+                new Check("persistent_watch_survives_reconnect", JavaClientSuite::persistentWatchSurvivesReconnect),
                 new Check("curator_leader_latch", JavaClientSuite::leaderLatch),
                 new Check("curator_leader_latch_failover_on_expiry", JavaClientSuite::leaderLatchFailoverOnSessionExpiry),
                 new Check("curator_leader_selector", JavaClientSuite::leaderSelector),
@@ -1468,8 +1565,13 @@ public final class JavaClientSuite {
             Runtime.getRuntime().halt(1);
         }
 
+        // JAVA_SUITE_ONLY=regex runs a subset (for debugging)
+        String only = System.getenv("JAVA_SUITE_ONLY");
         ExecutorService exec = Executors.newSingleThreadExecutor(daemonFactory());
         for (Check c : checks) {
+            if (only != null && !c.name.matches(only)) {
+                continue;
+            }
             long started = System.nanoTime();
             Future<?> f = exec.submit(() -> {
                 c.body.run();

@@ -1,0 +1,162 @@
+//! Unmodified third-party clients against the server under test: the Java client with Curator
+//! recipes, kazoo (Python), the C client's `cli_mt`, and ZooKeeper's own `zkCli.sh`.
+//!
+//! Each test starts a target (see `zkd_client_tests::target`: embedded zkd by default,
+//! `ZKD_TEST_TARGET=zookeeper` for a real ZooKeeper, `ZKD_TEST_ADDR=host:port` for a running
+//! server) and runs `client-tests/run-suite.sh NAME ADDR`, which prints one `PASS`/`FAIL` line per
+//! check. A missing client or library (exit status 3) fails the test: install them with
+//! `scripts/install-test-deps.sh`.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use zkd_client_tests::target::Target;
+
+/// Upper bound for one suite, including the Java compile; run-suite.sh has its own, shorter limit.
+const SUITE_LIMIT: Duration = Duration::from_secs(420);
+
+struct SuiteRun {
+    status: Option<i32>,
+    stdout: String,
+    stderr: String,
+    timed_out: bool,
+    elapsed: Duration,
+}
+
+/// Runs the suite script to completion (or the time limit) on a blocking thread.
+fn run_suite_blocking(name: &str, addr: &str) -> SuiteRun {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("run-suite.sh");
+    let started = Instant::now();
+    let mut child = Command::new("bash")
+        .arg(&script)
+        .arg(name)
+        .arg(addr)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status.code(),
+            Ok(None) if started.elapsed() > SUITE_LIMIT => {
+                timed_out = true;
+                let _ = child.kill();
+                break child.wait().ok().and_then(|s| s.code());
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("waiting for the {name} suite: {e}"),
+        }
+    };
+    // The readers end when every holder of the pipes has exited; a killed suite can leave
+    // grandchildren holding them, so do not wait for the readers forever.
+    let join = |h: std::thread::JoinHandle<String>| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !h.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if h.is_finished() {
+            h.join().unwrap_or_default()
+        } else {
+            String::from("<output unavailable: pipe still held open>")
+        }
+    };
+    SuiteRun {
+        status,
+        stdout: join(out_reader),
+        stderr: join(err_reader),
+        timed_out,
+        elapsed: started.elapsed(),
+    }
+}
+
+async fn run_suite(name: &'static str) {
+    let target = Target::start().await;
+    let addr = target.connect_string();
+    eprintln!(
+        "running the {name} suite against {:?} at {addr}",
+        target.kind()
+    );
+
+    // The suite runs on a blocking thread so the embedded server keeps serving on the runtime.
+    let run = {
+        let addr = addr.clone();
+        tokio::task::spawn_blocking(move || run_suite_blocking(name, &addr))
+            .await
+            .expect("suite runner thread panicked")
+    };
+
+    println!("{}", run.stdout);
+    if !run.stderr.trim().is_empty() {
+        println!("--- stderr of the {name} suite ---\n{}", run.stderr);
+    }
+    println!("{name} suite finished in {:.1}s", run.elapsed.as_secs_f64());
+
+    if run.timed_out {
+        panic!("the {name} suite did not finish within {SUITE_LIMIT:?}");
+    }
+    if run.status == Some(3) {
+        // run-suite.sh prints `missing dependency: <what>; run scripts/install-test-deps.sh`
+        let line = run
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("missing dependency:"))
+            .unwrap_or("missing dependency; run scripts/install-test-deps.sh");
+        panic!("the {name} suite cannot run: {line}");
+    }
+    let summary = run
+        .stdout
+        .lines()
+        .rev()
+        .find(|l| l.ends_with(" failed") && l.contains(" passed, "))
+        .unwrap_or("<no summary line>");
+    let failures: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL "))
+        .collect();
+    assert!(
+        run.status == Some(0) && failures.is_empty() && summary.ends_with(" 0 failed"),
+        "the {name} suite against {addr} failed (exit status {:?}, {summary}):\n{}",
+        run.status,
+        failures.join("\n")
+    );
+    drop(target);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn java_client_and_curator_suite() {
+    run_suite("java").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kazoo_suite() {
+    run_suite("python").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn c_client_cli_mt_suite() {
+    run_suite("c").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn zkcli_suite() {
+    run_suite("cli").await;
+}
