@@ -208,9 +208,15 @@ async fn read_at_least(
     Ok(true)
 }
 
+/// Makes room for the next read. An idle connection keeps a small buffer; one whose last
+/// read filled what it had grows in `READ_CHUNK` steps (and a partly read large frame has
+/// already reserved its full length in the frame decoder).
 fn reserve(buf: &mut BytesMut) {
-    if buf.capacity() - buf.len() < READ_MIN {
+    let free = buf.capacity() - buf.len();
+    if free == 0 && buf.capacity() >= READ_MIN {
         buf.reserve(READ_CHUNK);
+    } else if free < READ_MIN / 4 {
+        buf.reserve(READ_MIN);
     }
 }
 
