@@ -17,16 +17,18 @@ use zkd_client_tests::raw::{ClientError, Event, RawClient, Reply};
 use zkd_protocol::{
     event_type, AddWatchRequest, AuthPacket, CheckVersionRequest, ChildrenResponse, Create,
     DeleteRequest, MultiOp, OpCode, PathRequest, PathWatchRequest, Request, SetAclRequest,
-    SetDataRequest, SetWatches2, StatResponse, SyncRequest, WatchTypeRequest,
+    SetDataRequest, SetWatches, SetWatches2, StatResponse, SyncRequest, WatchTypeRequest,
 };
 
-use super::normalize::{Ctx, NEvent, NReply};
-use super::program::{Op, Prefix, Program, RelPath, Step, SubOp, Ver};
+use super::normalize::{Body, Ctx, NEvent, NReply};
+use super::program::{AuthUser, Op, Prefix, Program, RelPath, Step, SubOp, SysAction, Ver};
 
 /// Session timeout the program's sessions ask for (both servers grant it: 2 s tick, 40 s max).
 const SESSION_TIMEOUT_MS: i32 = 30_000;
 /// Longest wait for one reply before the harness gives up on it.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the harness waits for a connection the server should close to be closed.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// Credentials of the super user both servers are configured with (digest of `super:secret`).
 pub const SUPER_CREDENTIALS: &str = "super:secret";
 pub const SUPER_DIGEST: &str = "super:lK75jTNcA+U9vtVEw5vB51mj/w4=";
@@ -66,7 +68,11 @@ impl Side {
             }
             *admin = None;
         }
-        Err(format!("{}: admin request {:?} failed: {last}", self.name, req.op()))
+        Err(format!(
+            "{}: admin request {:?} failed: {last}",
+            self.name,
+            req.op()
+        ))
     }
 
     /// Current version (or aversion) of a node, 0 if it is missing.
@@ -108,7 +114,10 @@ impl Side {
             }))
             .await?;
         if r.err != 0 && r.err != -101 {
-            return Err(format!("{}: cleanup delete {path}: error {}", self.name, r.err));
+            return Err(format!(
+                "{}: cleanup delete {path}: error {}",
+                self.name, r.err
+            ));
         }
         Ok(())
     }
@@ -202,12 +211,14 @@ impl Watches {
 struct Sess {
     client: Option<RawClient>,
     events: Option<UnboundedReceiver<Event>>,
+    /// Events taken off `events` early, not yet drained.
+    stash: Vec<Event>,
     id: i64,
     passwd: Bytes,
     /// Largest zxid seen in a reply (pings excluded), sent as lastZxidSeen and relativeZxid.
     last_zxid: i64,
     closed: bool,
-    auths: Vec<&'static str>,
+    auths: Vec<AuthUser>,
     watches: Watches,
 }
 
@@ -218,10 +229,30 @@ impl Sess {
     }
 
     fn drain(&mut self, out: &mut Vec<Event>) {
+        for e in self.stash.drain(..) {
+            self.watches.on_event(&e);
+            out.push(e);
+        }
         if let Some(rx) = self.events.as_mut() {
             while let Ok(e) = rx.try_recv() {
                 self.watches.on_event(&e);
                 out.push(e);
+            }
+        }
+    }
+
+    /// Waits up to `limit` for the server to close the connection (the client's reader ends
+    /// and drops its event sender). Events arriving meanwhile are kept for `drain`.
+    async fn wait_closed(&mut self, limit: Duration) -> bool {
+        let Some(rx) = self.events.as_mut() else {
+            return true;
+        };
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(e)) => self.stash.push(e),
+                Ok(None) => return true,
+                Err(_) => return false,
             }
         }
     }
@@ -242,6 +273,9 @@ pub struct Outcome {
     /// Notifications that arrived after the last reply (until the ping round trips), per
     /// session.
     pub events: Vec<Vec<NEvent>>,
+    /// The replies to those pings (xid -2, zxid = last zxid), per session; `None` where no
+    /// connection was open or the ping got no reply.
+    pub pings: Vec<Option<NReply>>,
 }
 
 impl fmt::Display for Outcome {
@@ -270,14 +304,19 @@ impl fmt::Display for Outcome {
 /// A program's state on one server.
 struct Run<'a> {
     side: &'a Side,
+    /// The program's area (`/p<N>`), removed at the end.
+    area: String,
+    /// The program's root (`/p<N>/r`), `~` in scripts.
     root: String,
     baseline: i64,
     sess: Vec<Sess>,
 }
 
 impl<'a> Run<'a> {
-    /// Opens the sessions (in order), then creates the root; its zxid is the baseline.
-    async fn start(side: &'a Side, root: &str, sessions: usize) -> Result<Run<'a>, String> {
+    /// Opens the sessions (in order), then creates `area` and the root `area/r` in it (so
+    /// that a sequential create of the root's own path stays inside `area`); the root's zxid
+    /// is the baseline.
+    async fn start(side: &'a Side, area: &str, sessions: usize) -> Result<Run<'a>, String> {
         let mut sess = Vec::new();
         for i in 0..sessions {
             let client = timeout(
@@ -290,6 +329,7 @@ impl<'a> Run<'a> {
             let mut s = Sess {
                 client: None,
                 events: None,
+                stash: Vec::new(),
                 id: client.session_id,
                 passwd: client.passwd.clone(),
                 last_zxid: 0,
@@ -300,28 +340,34 @@ impl<'a> Run<'a> {
             s.attach(client);
             sess.push(s);
         }
-        let r = side
-            .admin_call(&Request::Create(Create {
-                op: OpCode::Create,
-                path: root.to_string(),
-                data: Some(Bytes::new()),
-                acl: zkd_protocol::Acl::open_unsafe(),
-                flags: 0,
-                ttl: -1,
-            }))
-            .await?;
-        if r.err != 0 {
-            return Err(format!("{}: create root {root}: error {}", side.name, r.err));
+        let root = format!("{area}/r");
+        let mut baseline = 0;
+        for path in [area, &root] {
+            let r = side
+                .admin_call(&Request::Create(Create {
+                    op: OpCode::Create,
+                    path: path.to_string(),
+                    data: Some(Bytes::new()),
+                    acl: zkd_protocol::Acl::open_unsafe(),
+                    flags: 0,
+                    ttl: -1,
+                }))
+                .await?;
+            if r.err != 0 {
+                return Err(format!("{}: create {path}: error {}", side.name, r.err));
+            }
+            baseline = r.zxid;
         }
         Ok(Run {
             side,
-            root: root.to_string(),
-            baseline: r.zxid,
+            area: area.to_string(),
+            root,
+            baseline,
             sess,
         })
     }
 
-    /// Closes every session still open and removes the root.
+    /// Closes every session still open and removes the program's area.
     async fn finish(mut self) -> Result<(), String> {
         for s in &mut self.sess {
             if s.closed {
@@ -347,7 +393,7 @@ impl<'a> Run<'a> {
                 let _ = timeout(CALL_TIMEOUT, c.close()).await;
             }
         }
-        self.side.remove_tree(&self.root).await
+        self.side.remove_tree(&self.area).await
     }
 
     fn ctx(&self) -> (Vec<i64>, &str, i64) {
@@ -503,13 +549,47 @@ impl<'a> Run<'a> {
                 path: self.full(path),
                 watcher_type: *watcher_type,
             }),
-            Op::RemoveWatches { path, watcher_type } => {
-                Request::RemoveWatches(WatchTypeRequest {
-                    path: self.full(path),
-                    watcher_type: *watcher_type,
-                })
+            Op::RemoveWatches { path, watcher_type } => Request::RemoveWatches(WatchTypeRequest {
+                path: self.full(path),
+                watcher_type: *watcher_type,
+            }),
+            Op::AddAuth { user } => Request::Auth(AuthPacket {
+                auth_type: 0,
+                scheme: user.scheme().to_string(),
+                auth: Bytes::copy_from_slice(user.credentials().as_bytes()),
+            }),
+            Op::SyncOdd { null } => Request::Sync(SyncRequest {
+                path: (!null).then(String::new),
+            }),
+            Op::WhoAmI => Request::WhoAmI,
+            Op::System { path, action } => {
+                let path = path.to_string();
+                match action {
+                    SysAction::Exists => Request::Exists(PathWatchRequest { path, watch: false }),
+                    SysAction::GetData => Request::GetData(PathWatchRequest { path, watch: false }),
+                    SysAction::GetChildren2 => {
+                        Request::GetChildren2(PathWatchRequest { path, watch: false })
+                    }
+                    SysAction::GetAcl => Request::GetAcl(PathRequest { path }),
+                    SysAction::GetAllChildrenNumber => {
+                        Request::GetAllChildrenNumber(PathRequest { path })
+                    }
+                    SysAction::Delete => Request::Delete(DeleteRequest { path, version: -1 }),
+                    SysAction::SetConfig => Request::SetData(SetDataRequest {
+                        path: "/zookeeper/config".to_string(),
+                        data: Some(Bytes::from_static(b"x")),
+                        version: -1,
+                    }),
+                    SysAction::CreateUnderConfig => Request::Create(Create {
+                        op: OpCode::Create,
+                        path: "/zookeeper/config/x".to_string(),
+                        data: Some(Bytes::from_static(b"x")),
+                        acl: zkd_protocol::Acl::open_unsafe(),
+                        flags: 0,
+                        ttl: -1,
+                    }),
+                }
             }
-            Op::AddAuth { user } => auth_request(user.credentials()),
             Op::Close | Op::Disconnect | Op::Reconnect { .. } => {
                 unreachable!("not a single request")
             }
@@ -566,9 +646,20 @@ impl<'a> Run<'a> {
     async fn step(&mut self, step: &Step) -> Result<Outcome, String> {
         let s = step.session;
         let mut replies = Vec::new();
+        let mut auth_failed = false;
         if self.sess[s].closed {
-            replies.push((Vec::new(), NReply::Skipped("session closed")));
+            if let Op::Reconnect { .. } = step.op {
+                // Resuming a closed session must be refused.
+                replies.push((Vec::new(), self.resume_closed(s).await));
+            } else {
+                replies.push((Vec::new(), NReply::Skipped("session closed")));
+            }
         } else {
+            let reconnects = matches!(step.op, Op::Reconnect { .. } | Op::Disconnect);
+            if self.sess[s].client.is_none() && !reconnects {
+                // A disconnected session reconnects before its next request.
+                self.reconnect(s, false, &mut replies).await;
+            }
             match &step.op {
                 Op::Close => {
                     if self.sess[s].client.is_none() {
@@ -599,6 +690,7 @@ impl<'a> Run<'a> {
                     let req = self.request(op).await?;
                     match self.call(s, &req).await {
                         Ok(r) => {
+                            auth_failed = matches!(op, Op::AddAuth { .. }) && r.err == -115;
                             let before = self.take_events(s);
                             self.track(s, op, &r);
                             let flags = create2_flags(op);
@@ -614,18 +706,63 @@ impl<'a> Run<'a> {
         }
         // Every notification the step caused precedes the reply to a later request on the
         // same connection: one ping per connected session flushes them all.
+        let mut pings = Vec::new();
         for i in 0..self.sess.len() {
+            let mut ping = None;
+            // After AUTHFAILED the server closes the connection. (A request sent after the
+            // client saw the close would never be answered: wait for the close instead.)
+            if i == s && auth_failed && self.sess[i].wait_closed(CLOSE_WAIT).await {
+                if let Some(c) = self.sess[i].client.take() {
+                    c.abort().await;
+                }
+            }
             if let Some(c) = self.sess[i].client.as_ref() {
-                let ok = matches!(timeout(CALL_TIMEOUT, c.call(&Request::Ping)).await, Ok(Ok(_)));
-                if !ok {
-                    if let Some(c) = self.sess[i].client.take() {
-                        c.abort().await;
+                match timeout(CALL_TIMEOUT, c.call(&Request::Ping)).await {
+                    Ok(Ok(r)) => ping = Some(self.normalise(OpCode::Ping, &r, &[])),
+                    _ => {
+                        // The server closed the connection (e.g. after AUTHFAILED).
+                        if let Some(c) = self.sess[i].client.take() {
+                            c.abort().await;
+                        }
                     }
                 }
             }
+            pings.push(ping);
         }
         let events = (0..self.sess.len()).map(|i| self.take_events(i)).collect();
-        Ok(Outcome { replies, events })
+        Ok(Outcome {
+            replies,
+            events,
+            pings,
+        })
+    }
+
+    /// Tries to resume a closed session; an accepted connection is dropped again at once.
+    async fn resume_closed(&self, s: usize) -> NReply {
+        let sess = &self.sess[s];
+        let resumed = timeout(
+            CALL_TIMEOUT,
+            RawClient::resume(
+                self.side.addr,
+                sess.id,
+                sess.passwd.clone(),
+                SESSION_TIMEOUT_MS,
+                sess.last_zxid,
+            ),
+        )
+        .await;
+        match resumed {
+            Ok(Ok(c)) => {
+                let negotiated = c.timeout_ms;
+                c.abort().await;
+                NReply::Connected {
+                    timeout: negotiated,
+                }
+            }
+            Ok(Err(ClientError::Rejected)) => NReply::ConnectFailed("session rejected".into()),
+            Ok(Err(e)) => NReply::ConnectFailed(e.to_string()),
+            Err(_) => NReply::NoReply,
+        }
     }
 
     async fn reconnect(&mut self, s: usize, stale: bool, replies: &mut Vec<(Vec<NEvent>, NReply)>) {
@@ -668,8 +805,8 @@ impl<'a> Run<'a> {
             },
         ));
         self.sess[s].attach(client);
-        for cred in self.sess[s].auths.clone() {
-            let r = self.call(s, &auth_request(cred)).await;
+        for user in self.sess[s].auths.clone() {
+            let r = self.call(s, &auth_request(user.credentials())).await;
             let before = self.take_events(s);
             replies.push((
                 before,
@@ -681,13 +818,25 @@ impl<'a> Run<'a> {
         }
         if self.sess[s].client.is_some() && !self.sess[s].watches.is_empty() {
             let rel = if stale { 0 } else { self.sess[s].last_zxid };
-            let req = Request::SetWatches2(self.sess[s].watches.set_watches(rel));
+            let w = self.sess[s].watches.set_watches(rel);
+            // Like the Java client: setWatches (101) unless persistent watches are held.
+            let req =
+                if w.persistent_watches.is_empty() && w.persistent_recursive_watches.is_empty() {
+                    Request::SetWatches(SetWatches {
+                        relative_zxid: w.relative_zxid,
+                        data_watches: w.data_watches,
+                        exist_watches: w.exist_watches,
+                        child_watches: w.child_watches,
+                    })
+                } else {
+                    Request::SetWatches2(w)
+                };
             let r = self.call(s, &req).await;
             let before = self.take_events(s);
             replies.push((
                 before,
                 match r {
-                    Ok(r) => self.normalise(OpCode::SetWatches2, &r, &[]),
+                    Ok(r) => self.normalise(req.op(), &r, &[]),
                     Err(n) => n,
                 },
             ));
@@ -736,10 +885,37 @@ impl<'a> Run<'a> {
                 }
             }
             Op::AddAuth { user } if r.err == 0 => {
-                self.sess[s].auths.push(user.credentials());
+                self.sess[s].auths.push(*user);
             }
             _ => {}
         }
+    }
+
+    /// Whether another connected session holds a watch at the path of a checkWatches step
+    /// in the table its WatcherType looks at, as ZooKeeper 3.8.0 keeps them (addWatch puts
+    /// both persistent modes into both tables).
+    fn other_connection_watches(&self, step: &Step) -> bool {
+        let Op::CheckWatches { path, watcher_type } = &step.op else {
+            return false;
+        };
+        let p = self.full(path);
+        self.sess.iter().enumerate().any(|(i, sess)| {
+            let w = &sess.watches;
+            let data = w.data.contains(&p)
+                || w.exist.contains(&p)
+                || w.persistent.contains(&p)
+                || w.recursive.contains(&p);
+            let child =
+                w.child.contains(&p) || w.persistent.contains(&p) || w.recursive.contains(&p);
+            i != step.session
+                && !sess.closed
+                && sess.client.is_some()
+                && match watcher_type {
+                    1 => child,
+                    2 => data,
+                    _ => data || child,
+                }
+        })
     }
 
     /// Whether the step would hit a behaviour where ZooKeeper 3.8.0 and zkd differ on
@@ -747,7 +923,7 @@ impl<'a> Run<'a> {
     /// path, or check/removeWatches on a path with a persistent watch.
     fn known_difference_ahead(&self, step: &Step) -> Option<&'static str> {
         let sess = &self.sess[step.session];
-        if sess.closed || sess.client.is_none() {
+        if sess.closed {
             return None;
         }
         let w = &sess.watches;
@@ -828,8 +1004,9 @@ impl Report {
     /// The program as a script with each step's outcome (both when they differ).
     pub fn script(&self, program: &Program) -> String {
         let mut out = format!(
-            "# {} sessions; ~ is the program's root; zxids are offsets from the root's creation\n",
-            program.sessions
+            "# {} sessions{}; ~ is the program's root; zxids are offsets from the root's creation\n",
+            program.sessions,
+            if program.acl_variety { ", ACL variety (no watches)" } else { "" }
         );
         for (i, step) in program.steps.iter().enumerate() {
             out.push_str(&format!("{:>3}. {step}\n", i + 1));
@@ -877,6 +1054,19 @@ impl Report {
                 out.push_str(&format!("    {:<9} {}\n", self.names[1], show_reply(b)));
             }
         }
+        for i in 0..rec.a.pings.len().max(rec.b.pings.len()) {
+            let a = rec.a.pings.get(i);
+            let b = rec.b.pings.get(i);
+            if a != b {
+                let show = |p: Option<&Option<NReply>>| match p {
+                    Some(Some(r)) => r.to_string(),
+                    _ => "-".to_string(),
+                };
+                out.push_str(&format!("  ping of s{} after the step:\n", i + 1));
+                out.push_str(&format!("    {:<9} {}\n", self.names[0], show(a)));
+                out.push_str(&format!("    {:<9} {}\n", self.names[1], show(b)));
+            }
+        }
         for i in 0..rec.a.events.len().max(rec.b.events.len()) {
             let a = rec.a.events.get(i);
             let b = rec.b.events.get(i);
@@ -884,7 +1074,10 @@ impl Report {
                 let show = |e: Option<&Vec<NEvent>>| match e {
                     Some(e) => format!(
                         "[{}]",
-                        e.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+                        e.iter()
+                            .map(|e| e.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                     None => "-".to_string(),
                 };
@@ -911,31 +1104,79 @@ fn show_reply(r: Option<&(Vec<NEvent>, NReply)>) -> String {
     }
 }
 
-/// The known difference a step outcome pair shows after the fact: ZooKeeper 3.8.0's exists
-/// does not check READ, zkd's does (3.8.4+). Returns whether the program can go on (no watch
-/// state diverged).
-fn exists_read_check(step: &Step, a: &Outcome, b: &Outcome, zkd_is_a: bool) -> Option<bool> {
-    let Op::Exists { watch, .. } = step.op else {
+/// Known differences a pair of outcomes shows after the fact. Returns why, and whether the
+/// program can go on (false when the servers' watch state now differs).
+fn accepted_difference(
+    step: &Step,
+    a: &Outcome,
+    b: &Outcome,
+    zkd_is_a: bool,
+    other_connection_watches: bool,
+) -> Option<(&'static str, bool)> {
+    if !zkd_is_a {
         return None;
-    };
-    let (zkd, zk) = if zkd_is_a { (a, b) } else { (b, a) };
-    let err = |o: &Outcome| match o.replies.first() {
+    }
+    let (zkd, zk) = (a, b);
+    // The step's own request is answered last (an implicit reconnect may come first).
+    let own_err = |o: &Outcome| match o.replies.last() {
         Some((_, NReply::Reply { err, .. })) => Some(*err),
         _ => None,
     };
-    (err(zkd) == Some(-102) && err(zk) == Some(0)).then_some(!watch)
+    // exists: zkd checks READ (3.8.4+), 3.8.0 does not.
+    if let Op::Exists { watch, .. } = step.op {
+        if own_err(zkd) == Some(-102) && own_err(zk) == Some(0) {
+            return Some(("exists checks READ in zkd (3.8.4+), not in 3.8.0", !watch));
+        }
+    }
+    // checkWatches: 3.8.0 answers OK when any connection has a watch in the table at the
+    // path (its containsWatcher does not look at the caller); zkd only looks at the caller's.
+    if matches!(step.op, Op::CheckWatches { .. })
+        && other_connection_watches
+        && own_err(zkd) == Some(-121)
+        && own_err(zk) == Some(0)
+    {
+        let mut zk = zk.clone();
+        if let Some((_, NReply::Reply { err, .. })) = zk.replies.last_mut() {
+            *err = -121;
+        }
+        if zk == *zkd {
+            return Some(("3.8.0 checkWatches sees other connections' watches", true));
+        }
+    }
+    // A multi/multiRead refused with MARSHALLINGERROR: 3.8.0 appends an empty multi body
+    // (just the terminator) to the error header; zkd sends the header only.
+    if matches!(step.op, Op::Multi(_) | Op::MultiRead(_)) && own_err(zk) == Some(-5) {
+        let mut zk = zk.clone();
+        if let Some((_, NReply::Reply { body, .. })) = zk.replies.last_mut() {
+            if *body == Body::Surplus(Bytes::from_static(&MULTI_TERMINATOR)) {
+                *body = Body::None;
+            }
+        }
+        if zk == *zkd {
+            return Some((
+                "3.8.0 appends an empty multi body to MARSHALLINGERROR",
+                true,
+            ));
+        }
+    }
+    None
 }
 
-/// Runs `program` under root `root` on both servers. `Err` is a harness failure (a server
+/// The terminating MultiHeader `{type -1, done true, err -1}`.
+const MULTI_TERMINATOR: [u8; 9] = [0xff, 0xff, 0xff, 0xff, 1, 0xff, 0xff, 0xff, 0xff];
+
+/// Runs `program` in area `area` (a fresh top-level path) on both servers (past the first difference if
+/// `keep_going`). `Err` is a harness failure (a server
 /// could not be reached at all), not a difference.
 pub async fn run_program(
     sides: [&Side; 2],
     zkd_is_a: bool,
     program: &Program,
-    root: &str,
+    area: &str,
+    keep_going: bool,
 ) -> Result<Report, String> {
-    let mut a = Run::start(sides[0], root, program.sessions).await?;
-    let mut b = Run::start(sides[1], root, program.sessions).await?;
+    let mut a = Run::start(sides[0], area, program.sessions).await?;
+    let mut b = Run::start(sides[1], area, program.sessions).await?;
     let mut records = Vec::new();
     let mut verdict = Verdict::Agreed;
     for (index, step) in program.steps.iter().enumerate() {
@@ -943,6 +1184,7 @@ pub async fn run_program(
             verdict = Verdict::Stopped { index, why };
             break;
         }
+        let other_watches = a.other_connection_watches(step);
         let oa = a.step(step).await?;
         let ob = b.step(step).await?;
         if oa == ob {
@@ -953,9 +1195,8 @@ pub async fn run_program(
             });
             continue;
         }
-        match exists_read_check(step, &oa, &ob, zkd_is_a) {
-            Some(go_on) => {
-                let why = "exists checks READ in zkd (3.8.4+), not in 3.8.0";
+        match accepted_difference(step, &oa, &ob, zkd_is_a, other_watches) {
+            Some((why, go_on)) => {
                 records.push(StepRecord {
                     a: oa,
                     b: ob,
@@ -975,8 +1216,12 @@ pub async fn run_program(
                     b: ob,
                     note: None,
                 });
-                verdict = Verdict::Differs { index };
-                break;
+                if !matches!(verdict, Verdict::Differs { .. }) {
+                    verdict = Verdict::Differs { index };
+                }
+                if !keep_going {
+                    break;
+                }
             }
         }
     }

@@ -11,15 +11,13 @@ use std::fmt;
 
 use bytes::Bytes;
 use zkd_client_tests::raw::{Event, Reply};
-use zkd_protocol::{
-    Acl, ErrorCode, MultiResponse, MultiResult, OpCode, Reader, Response, Stat,
-};
+use zkd_protocol::{Acl, ErrorCode, MultiResponse, MultiResult, OpCode, Reader, Response, Stat};
 
 use super::program::perm_string;
 
 /// What a server-specific value becomes.
 pub struct Ctx<'a> {
-    /// The program root, e.g. `/p17`.
+    /// The program root, e.g. `/p17/r`.
     pub root: &'a str,
     /// zxid of the root's creation on this server.
     pub baseline: i64,
@@ -40,11 +38,12 @@ impl Ctx<'_> {
         }
     }
 
+    /// `~` for the root; sequential siblings of the root (`<root>0000000001`) keep their
+    /// suffix.
     pub fn path(&self, p: &str) -> String {
         match p.strip_prefix(self.root) {
-            Some("") => "~".to_string(),
-            Some(rest) if rest.starts_with('/') => format!("~{rest}"),
-            _ => p.to_string(),
+            Some(rest) => format!("~{rest}"),
+            None => p.to_string(),
         }
     }
 
@@ -138,7 +137,16 @@ impl Ctx<'_> {
                     .collect(),
             ),
             Response::AllChildrenNumber(n) => Body::Number(n.total),
-            Response::AddWatch(e) => Body::ErrorBody(e.err),
+            Response::AddWatch(e) => Body::ErrCode(e.err),
+            Response::WhoAmI(w) => {
+                let mut ids: Vec<(String, String)> = w
+                    .client_info
+                    .into_iter()
+                    .map(|c| (c.auth_scheme, c.user))
+                    .collect();
+                ids.sort();
+                Body::WhoAmI(ids)
+            }
             other => Body::Other(format!("{other:?}")),
         }
     }
@@ -280,7 +288,9 @@ pub enum Body {
     Sync(Option<String>),
     Multi(Vec<NMulti>),
     Number(i32),
-    ErrorBody(i32),
+    ErrCode(i32),
+    /// whoAmI identities (scheme, user), sorted.
+    WhoAmI(Vec<(String, String)>),
     /// Bytes after a reply that has no body (or after an error header).
     Surplus(Bytes),
     Undecodable(Bytes),
@@ -310,7 +320,11 @@ impl fmt::Display for Body {
                 write!(f, " [{}]", parts.join("; "))
             }
             Body::Number(n) => write!(f, " {n}"),
-            Body::ErrorBody(e) => write!(f, " body=ErrorResponse({e})"),
+            Body::ErrCode(e) => write!(f, " body=ErrorResponse({e})"),
+            Body::WhoAmI(ids) => {
+                let parts: Vec<String> = ids.iter().map(|(s, u)| format!("{s}:{u}")).collect();
+                write!(f, " [{}]", parts.join(", "))
+            }
             Body::Surplus(b) => write!(f, " surplus={}", hex(b)),
             Body::Undecodable(b) => write!(f, " undecodable={}", hex(b)),
             Body::Other(s) => write!(f, " {s}"),
@@ -328,9 +342,7 @@ pub enum NReply {
         body: Body,
     },
     /// A reconnect's ConnectResponse: accepted with this negotiated timeout.
-    Connected {
-        timeout: i32,
-    },
+    Connected { timeout: i32 },
     /// A reconnect was refused (invalid session) or the connection closed before a response.
     ConnectFailed(String),
     /// The connection closed before the reply.

@@ -19,6 +19,31 @@ const HEADER_LEN: usize = 20;
 
 type OpResult = Result<(), ErrorCode>;
 
+/// Inside a multi the flags, not the sub-op header, decide the kind of node, as ZooKeeper
+/// does: header 19 with flag 0-3 makes that ordinary kind, header 21 with a non-TTL flag
+/// ignores its ttl, and flag 4 makes a container under any header. `None` for a TTL flag
+/// under a header that has no ttl field.
+fn multi_create(c: &zkd_protocol::Create) -> Option<zkd_protocol::Create> {
+    let op = match CreateMode::from_flags(c.flags) {
+        None => c.op,
+        Some(CreateMode::Container) => OpCode::CreateContainer,
+        Some(m) if m.is_ttl() => match c.op {
+            OpCode::CreateTtl => OpCode::CreateTtl,
+            _ => return None,
+        },
+        Some(_) => match c.op {
+            OpCode::CreateContainer | OpCode::CreateTtl => OpCode::Create,
+            other => other,
+        },
+    };
+    let ttl = if op == OpCode::CreateTtl { c.ttl } else { -1 };
+    Some(zkd_protocol::Create {
+        op,
+        ttl,
+        ..c.clone()
+    })
+}
+
 /// A reply under construction.
 struct Reply {
     buf: BytesMut,
@@ -548,14 +573,7 @@ impl Core {
         now: i64,
         out: &mut dyn Outbox,
     ) -> Result<MultiResponse, ErrorCode> {
-        let malformed = ops.iter().any(|op| match op {
-            MultiOp::Create(c) => {
-                c.op != OpCode::CreateTtl
-                    && CreateMode::from_flags(c.flags).is_some_and(CreateMode::is_ttl)
-            }
-            other => other.is_read(),
-        });
-        if malformed {
+        if ops.iter().any(MultiOp::is_read) {
             return Err(ErrorCode::MarshallingError);
         }
         let mut txn = Txn::new(zxid, now, true);
@@ -563,13 +581,23 @@ impl Core {
         let mut failed = None;
         for (i, op) in ops.iter().enumerate() {
             let r = match op {
-                MultiOp::Create(c) => self.txn_create(&mut txn, sid, ids, c, true).map(|created| {
-                    let stat = (created.extended || c.op != OpCode::Create).then_some(created.stat);
-                    MultiResult::Create {
-                        path: created.path,
-                        stat,
-                    }
-                }),
+                MultiOp::Create(c) => {
+                    let Some(c) = multi_create(c) else {
+                        // A TTL flag under a header without a ttl: the whole multi is
+                        // malformed, found when execution reaches this sub-op.
+                        self.rollback(txn);
+                        return Err(ErrorCode::MarshallingError);
+                    };
+                    self.txn_create(&mut txn, sid, ids, &c, true)
+                        .map(|created| {
+                            let stat = (created.extended || c.op != OpCode::Create)
+                                .then_some(created.stat);
+                            MultiResult::Create {
+                                path: created.path,
+                                stat,
+                            }
+                        })
+                }
                 MultiOp::Delete(d) => self
                     .txn_delete(&mut txn, ids, &d.path, d.version)
                     .map(|()| MultiResult::Delete),

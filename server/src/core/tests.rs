@@ -905,3 +905,69 @@ fn handshake_shapes_and_zxid_guard() {
     );
     assert!(h.take(conn).is_empty());
 }
+
+#[test]
+fn multi_create_kind_follows_the_flags() {
+    let mut h = Harness::new();
+    let (c, sid, _) = h.session(30000);
+    let sub = |op, path: &str, flags, ttl| {
+        MultiOp::Create(Create {
+            op,
+            path: path.into(),
+            data: None,
+            acl: Acl::open_unsafe(),
+            flags,
+            ttl,
+        })
+    };
+    // Header 19 with an ordinary flag makes that kind; header 21 with a non-TTL flag ignores
+    // its ttl; flag 4 makes a container under any header.
+    let f = h.reply(
+        c,
+        &Request::Multi(vec![
+            sub(OpCode::CreateContainer, "/p", 0, -1),
+            sub(OpCode::CreateContainer, "/e", 1, -1),
+            sub(OpCode::CreateTtl, "/q", 0, 0),
+            sub(OpCode::Create, "/box", 4, -1),
+        ]),
+    );
+    let r: MultiResponse = f.decode();
+    assert_eq!(
+        r.0[0],
+        MultiResult::Create {
+            path: "/p".into(),
+            stat: None
+        }
+    );
+    assert!(
+        matches!(&r.0[3], MultiResult::Create { stat: Some(_), .. }),
+        "{:?}",
+        r.0[3]
+    );
+    assert_eq!(stat_of(&mut h, c, "/e").ephemeral_owner, sid);
+    assert_eq!(stat_of(&mut h, c, "/p").ephemeral_owner, 0);
+    // A TTL flag under header 1 fails the whole multi when reached...
+    let f = h.reply(
+        c,
+        &Request::Multi(vec![
+            sub(OpCode::Create, "/x", 0, -1),
+            sub(OpCode::Create, "/t", 5, -1),
+        ]),
+    );
+    assert_eq!(f.err, ErrorCode::MarshallingError.code());
+    assert_eq!(
+        h.reply(c, &exists("/x", false)).err,
+        ErrorCode::NoNode.code(),
+        "rolled back"
+    );
+    // ...but an earlier failing sub-op gives the usual per-op results.
+    let f = h.reply(
+        c,
+        &Request::Multi(vec![
+            sub(OpCode::Create, "/no/x", 0, -1),
+            sub(OpCode::Create, "/t", 5, -1),
+        ]),
+    );
+    let r: MultiResponse = f.decode();
+    assert_eq!(r.0, vec![MultiResult::Error(-101), MultiResult::Error(-2)]);
+}
