@@ -53,7 +53,8 @@ pub struct Counters {
 
 struct Shared {
     writer: tokio::sync::Mutex<(OwnedWriteHalf, i32)>,
-    pending: Mutex<VecDeque<oneshot::Sender<Reply>>>,
+    /// Waiting callers in request order; `None` once the connection is closed.
+    pending: Mutex<Option<VecDeque<oneshot::Sender<Reply>>>>,
     last_zxid: AtomicI64,
     counters: Counters,
 }
@@ -128,7 +129,7 @@ impl RawClient {
         let (read, write) = stream.into_split();
         let shared = Arc::new(Shared {
             writer: tokio::sync::Mutex::new((write, 0)),
-            pending: Mutex::new(VecDeque::new()),
+            pending: Mutex::new(Some(VecDeque::new())),
             last_zxid: AtomicI64::new(last_zxid),
             counters: Counters::default(),
         });
@@ -183,9 +184,12 @@ impl RawClient {
         Ok(rx)
     }
 
+    /// Queues a waiter; a closed connection drops it, so the caller sees `Closed` at once.
     fn push_pending(&self, tx: oneshot::Sender<Reply>) {
         if let Ok(mut p) = self.shared.pending.lock() {
-            p.push_back(tx);
+            if let Some(queue) = p.as_mut() {
+                queue.push_back(tx);
+            }
         }
     }
 
@@ -246,6 +250,9 @@ async fn read_loop(
             c.frames_received.fetch_add(1, Ordering::Relaxed);
             let mut r = Reader::new(frame);
             let Ok(h) = ReplyHeader::read(&mut r) else {
+                if let Ok(mut p) = shared.pending.lock() {
+                    *p = None;
+                }
                 return;
             };
             if h.zxid > 0 {
@@ -263,7 +270,11 @@ async fn read_loop(
                 }
                 continue;
             }
-            let waiter = shared.pending.lock().ok().and_then(|mut p| p.pop_front());
+            let waiter = shared
+                .pending
+                .lock()
+                .ok()
+                .and_then(|mut p| p.as_mut()?.pop_front());
             if let Some(w) = waiter {
                 let _ = w.send(Reply {
                     xid: h.xid,
@@ -276,7 +287,7 @@ async fn read_loop(
         match read.read_buf(&mut buf).await {
             Ok(0) | Err(_) => {
                 if let Ok(mut p) = shared.pending.lock() {
-                    p.clear();
+                    *p = None;
                 }
                 return;
             }
