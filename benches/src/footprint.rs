@@ -93,7 +93,11 @@ fn rss(pid: Option<u32>) -> BenchResult<Option<u64>> {
 }
 
 /// Times `samples` start-ups of `spec` (spawn until the first successful handshake).
-pub async fn startup(spec: &ServerSpec, samples: usize, progress: &Progress) -> BenchResult<Vec<Duration>> {
+pub async fn startup(
+    spec: &ServerSpec,
+    samples: usize,
+    progress: &Progress,
+) -> BenchResult<Vec<Duration>> {
     let mut out = Vec::new();
     for i in 0..samples {
         let server = spec.start(Duration::from_secs(60)).await?;
@@ -130,7 +134,13 @@ pub async fn znodes(
         .await
         .map_err(|e| format!("connecting to {addr}: {e}"))?;
     let parent = unique("znodes");
-    call_ok(&admin, &create(&parent, None, 0), limit, "creating the parent").await?;
+    call_ok(
+        &admin,
+        &create(&parent, None, 0),
+        limit,
+        "creating the parent",
+    )
+    .await?;
     let before = rss(pid)?;
     let data = Bytes::from(vec![b'z'; size]);
     let t0 = Instant::now();
@@ -163,9 +173,8 @@ pub async fn znodes(
         per(before, after, count).map_or(String::new(), |b| format!(", {b:.0} B RSS each"))
     ));
     if cleanup {
-        let dels = paths.map(|path| {
-            Request::Delete(zkd_protocol::DeleteRequest { path, version: -1 })
-        });
+        let dels =
+            paths.map(|path| Request::Delete(zkd_protocol::DeleteRequest { path, version: -1 }));
         pipeline(&admin, dels, 1000, limit, "delete", progress).await?;
         let _ = call_ok(
             &admin,
@@ -214,7 +223,12 @@ async fn pipeline(
             let rx = inflight.pop_front().expect("window is not empty");
             check(tokio::time::timeout(limit, rx).await)?;
         }
-        inflight.push_back(client.send(&req).await.map_err(|e| format!("{what}: {e}"))?);
+        inflight.push_back(
+            client
+                .send(&req)
+                .await
+                .map_err(|e| format!("{what}: {e}"))?,
+        );
     }
     while let Some(rx) = inflight.pop_front() {
         check(tokio::time::timeout(limit, rx).await)?;
@@ -355,13 +369,20 @@ pub async fn run_external(
 
 /// Everything against fresh servers of `spec`: one per measurement, so that one step's
 /// leftovers do not skew the next.
-pub async fn run_spawned(spec: &ServerSpec, p: &Params, progress: &Progress) -> BenchResult<Outcome> {
+pub async fn run_spawned(
+    spec: &ServerSpec,
+    p: &Params,
+    progress: &Progress,
+) -> BenchResult<Outcome> {
     let limit = Duration::from_secs(60);
     let startup = startup(spec, p.startups, progress).await?;
 
     let server = spec.start(limit).await?;
     let idle = idle_rss(server.pid(), p.settle).await?;
-    progress.say(format!("idle RSS {:.1} MiB", idle as f64 / (1 << 20) as f64));
+    progress.say(format!(
+        "idle RSS {:.1} MiB",
+        idle as f64 / (1 << 20) as f64
+    ));
     let znodes = znodes(
         server.addr(),
         Some(server.pid()),
@@ -376,11 +397,19 @@ pub async fn run_spawned(spec: &ServerSpec, p: &Params, progress: &Progress) -> 
 
     let server = spec.start(limit).await?;
     tokio::time::sleep(p.settle).await;
-    let sessions = idle_sessions(server.addr(), Some(server.pid()), p.sessions, p.settle, progress).await?;
+    let sessions = idle_sessions(
+        server.addr(),
+        Some(server.pid()),
+        p.sessions,
+        p.settle,
+        progress,
+    )
+    .await?;
     drop(server);
 
     let server = spec.start(limit).await?;
-    let max_sessions = max_sessions(server.addr(), Some(server.pid()), p.max_sessions, progress).await?;
+    let max_sessions =
+        max_sessions(server.addr(), Some(server.pid()), p.max_sessions, progress).await?;
     drop(server);
     Ok(Outcome {
         startup,

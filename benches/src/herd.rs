@@ -68,6 +68,8 @@ pub struct Params {
     pub settle: Duration,
     /// Longest wait for one failure (or the set-up) to quiet down.
     pub timeout: Duration,
+    /// Server process, for CPU time per failure.
+    pub pid: Option<u32>,
 }
 
 /// What one leader failure cost.
@@ -83,6 +85,9 @@ pub struct FailureStats {
     pub requests: u64,
     /// Bytes the server sent (frames with their length prefix).
     pub bytes: u64,
+    /// Server CPU time (user + system) from the failure until quiet (the settle time
+    /// after it is not counted).
+    pub server_cpu: Option<Duration>,
 }
 
 /// The result of a run.
@@ -147,7 +152,7 @@ pub struct View {
 /// sequence number is the 10-digit suffix of each name.
 pub fn scan_children(body: &[u8], own: u64) -> Option<View> {
     let mut pos = 0;
-    let mut int = |pos: &mut usize| -> Option<i32> {
+    let int = |pos: &mut usize| -> Option<i32> {
         let b = body.get(*pos..*pos + 4)?;
         *pos += 4;
         Some(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
@@ -214,11 +219,18 @@ pub async fn run(addr: SocketAddr, p: &Params, progress: &Progress) -> BenchResu
             .map_err(|e| format!("connecting to {addr}: {e}"))?,
     );
     let parent = unique("herd");
-    call_ok(&admin, &create(&parent, None, 0), p.timeout, "creating the election node").await?;
+    call_ok(
+        &admin,
+        &create(&parent, None, 0),
+        p.timeout,
+        "creating the election node",
+    )
+    .await?;
     let keepalive = Keepalive::start();
-    keepalive.add(&[admin.clone()]);
+    keepalive.add(std::slice::from_ref(&admin));
     let mut run = Run {
         clients: Vec::new(),
+        closed: 0,
         stops: Vec::new(),
         tasks: Vec::new(),
     };
@@ -227,7 +239,8 @@ pub async fn run(addr: SocketAddr, p: &Params, progress: &Progress) -> BenchResu
     for t in &run.tasks {
         t.abort();
     }
-    pool::close_all(&run.clients, Duration::from_secs(30)).await;
+    // Sessions the leaders closed themselves are gone: a request on them would get no reply.
+    pool::close_all(&run.clients[run.closed..], Duration::from_secs(30)).await;
     let _ = tokio::time::timeout(
         Duration::from_secs(10),
         admin.call(&Request::Delete(DeleteRequest {
@@ -243,11 +256,15 @@ pub async fn run(addr: SocketAddr, p: &Params, progress: &Progress) -> BenchResu
 struct Run {
     /// By rank.
     clients: Vec<Arc<RawClient>>,
+    /// Ranks below this closed their sessions.
+    closed: usize,
     stops: Vec<Option<oneshot::Sender<()>>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl Run {
+    // Failure k concerns rank k in several parallel vectors.
+    #[allow(clippy::needless_range_loop)]
     async fn go(
         &mut self,
         addr: SocketAddr,
@@ -346,7 +363,9 @@ impl Run {
             wait_quiet(&shared, &self.clients, p.n, 0, base.events, 0, p, progress).await?;
             let extra = Totals::of(&self.clients).events - base.events;
             if extra != 0 {
-                return Err(format!("{extra} notifications during set-up, none expected"));
+                return Err(format!(
+                    "{extra} notifications during set-up, none expected"
+                ));
             }
         }
         let claims = take_claims(&shared);
@@ -360,10 +379,15 @@ impl Run {
         progress.say(format!("set-up took {:.2} s", setup.as_secs_f64()));
 
         let mut failures = Vec::new();
+        let mut last_sweep: Option<Instant> = None;
         for k in 0..p.failures {
             let _pause = keepalive.pause().await;
-            // Every live session has just been heard from: none can expire in the window.
-            pool::ping_all(&self.clients[k..], Duration::from_secs(30)).await;
+            // Every live session has been heard from recently: none can expire in the window.
+            // (Between failures the keepalive task pings too.)
+            if last_sweep.is_none_or(|t| t.elapsed() > pool::KEEPALIVE_EVERY) {
+                pool::ping_all(&self.clients[k..], Duration::from_secs(30)).await;
+                last_sweep = Some(Instant::now());
+            }
 
             // The leader stops acting as a candidate, then fails.
             if let Some(stop) = self.stops[k].take() {
@@ -380,6 +404,7 @@ impl Run {
                 .map(|h| h.load(Ordering::SeqCst))
                 .collect();
             shared.handled.store(0, Ordering::SeqCst);
+            let cpu0 = p.pid.and_then(|pid| crate::proc::CpuSample::take(pid).ok());
             let t0 = shared.now();
             shared.last_activity.store(t0, Ordering::SeqCst);
             let leader = &self.clients[k];
@@ -394,12 +419,15 @@ impl Run {
                 .send(&req)
                 .await
                 .map_err(|e| format!("failure request: {e}"))?;
+            if p.failure == Failure::Close {
+                self.closed = k + 1;
+            }
 
             let (due_handled, due_delivered) = match p.mode {
                 Mode::Herd => (alive as u64, alive as u64),
                 Mode::Predecessor => (1, 1),
             };
-            wait_quiet(
+            let cpu1 = wait_quiet(
                 &shared,
                 survivors,
                 alive,
@@ -468,6 +496,9 @@ impl Run {
                 notifications: delta.events,
                 requests: delta.requests,
                 bytes: delta.bytes,
+                server_cpu: cpu0
+                    .zip(cpu1)
+                    .map(|(a, b)| Duration::from_secs_f64(a.until(&b))),
             };
             progress.say(format!(
                 "failure {}/{}: leader known {:.3} ms, quiet {:.3} ms, {} notifications, {} requests, {} bytes",
@@ -516,7 +547,7 @@ async fn wait_quiet(
     due_delivered: u64,
     p: &Params,
     progress: &Progress,
-) -> BenchResult<()> {
+) -> BenchResult<Option<crate::proc::CpuSample>> {
     let start = Instant::now();
     let delivered = || Totals::of(clients).events - events_before;
     loop {
@@ -526,7 +557,13 @@ async fn wait_quiet(
         let waiting = shared.waiting.load(Ordering::SeqCst);
         let handled = shared.handled.load(Ordering::SeqCst);
         if waiting == alive && handled >= due_handled && delivered() >= due_delivered {
-            let seen = (shared.last_activity.load(Ordering::SeqCst), handled, delivered());
+            // The server's CPU time as of quiet, before the settle time is waited out.
+            let cpu = p.pid.and_then(|pid| crate::proc::CpuSample::take(pid).ok());
+            let seen = (
+                shared.last_activity.load(Ordering::SeqCst),
+                handled,
+                delivered(),
+            );
             tokio::time::sleep(p.settle).await;
             let now = (
                 shared.last_activity.load(Ordering::SeqCst),
@@ -540,7 +577,7 @@ async fn wait_quiet(
                         now.2
                     ));
                 }
-                return Ok(());
+                return Ok(cpu);
             }
             continue;
         }
@@ -552,7 +589,9 @@ async fn wait_quiet(
             ));
         }
         progress.tick(|| {
-            format!("waiting: {waiting}/{alive} idle, {handled}/{due_handled} notifications handled")
+            format!(
+                "waiting: {waiting}/{alive} idle, {handled}/{due_handled} notifications handled"
+            )
         });
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -596,7 +635,9 @@ async fn candidate(
             path: parent.to_string(),
             watch: mode == Mode::Herd,
         });
-        let Some(reply) = call(list).await else { return };
+        let Some(reply) = call(list).await else {
+            return;
+        };
         if reply.err != 0 {
             sh.error(format!("candidate {rank}: getChildren error {}", reply.err));
             return;
@@ -606,7 +647,9 @@ async fn candidate(
             return;
         };
         if !view.has_own {
-            sh.error(format!("candidate {rank}: its own node is missing from the children"));
+            sh.error(format!(
+                "candidate {rank}: its own node is missing from the children"
+            ));
             return;
         }
         sh.seen_children[rank].store(view.count, Ordering::SeqCst);
@@ -617,13 +660,16 @@ async fn candidate(
             if let Ok(mut c) = sh.claims.lock() {
                 c.push((rank, at));
             }
+            sh.touch();
         }
         let expect = match mode {
             Mode::Herd => Some((event_type::NODE_CHILDREN_CHANGED, parent.to_string())),
             Mode::Predecessor if leads => None,
             Mode::Predecessor => {
                 let Some(pred) = view.pred else {
-                    sh.error(format!("candidate {rank}: no predecessor but not the lowest"));
+                    sh.error(format!(
+                        "candidate {rank}: no predecessor but not the lowest"
+                    ));
                     return;
                 };
                 let pred_path = format!("{parent}/c-{pred:010}");
@@ -631,7 +677,9 @@ async fn candidate(
                     path: pred_path.clone(),
                     watch: true,
                 });
-                let Some(reply) = call(exists).await else { return };
+                let Some(reply) = call(exists).await else {
+                    return;
+                };
                 if reply.err == ErrorCode::NoNode.code() {
                     // Gone between the two reads: look again.
                     continue;

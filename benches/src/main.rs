@@ -1,1 +1,506 @@
-fn main() {}
+//! `zkd-bench`: herd effect, throughput, fan-out and footprint of ZooKeeper-protocol servers,
+//! and `compare`, which runs all of them on zkd and on Apache ZooKeeper 3.8 side by side.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use zkd_bench::compare::{self, Group};
+use zkd_bench::herd::{Failure, Mode};
+use zkd_bench::progress::Progress;
+use zkd_bench::servers::{self, Endpoint, ServerProcess, ServerSpec};
+use zkd_bench::throughput::Workload;
+use zkd_bench::util::BenchResult;
+use zkd_bench::{footprint, proc, Figure, Settings};
+
+/// Benchmarks for ZooKeeper-protocol servers: zkd and Apache ZooKeeper side by side.
+#[derive(Parser, Debug)]
+#[command(name = "zkd-bench", version, about)]
+struct Cli {
+    /// Small sizes and short windows: a smoke run of every code path in seconds.
+    #[arg(long, global = true)]
+    quick: bool,
+
+    /// No progress lines on stderr.
+    #[arg(long, global = true)]
+    quiet: bool,
+
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Leader election under repeated leader failure: everyone watching the children (herd)
+    /// vs each watching its predecessor.
+    Herd {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Candidate counts [default: 10,100,1000,5000,10000; quick: 10,40].
+        #[arg(long, value_delimiter = ',')]
+        n: Vec<usize>,
+        /// Watch modes [default: herd,predecessor].
+        #[arg(long, value_enum, value_delimiter = ',')]
+        mode: Vec<Mode>,
+        /// Leader failures per run [default: 4; quick: 3].
+        #[arg(long)]
+        failures: Option<usize>,
+        /// How the leader fails.
+        #[arg(long, value_enum, default_value = "delete")]
+        fail: Failure,
+    },
+    /// Pipelined throughput: sessions x requests in flight, per workload.
+    Throughput {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Workloads [default: all].
+        #[arg(long, value_enum, value_delimiter = ',')]
+        workload: Vec<Workload>,
+        /// Sessions [default: 64; quick: 4].
+        #[arg(long)]
+        sessions: Option<usize>,
+        /// Requests in flight per session [default: 8; quick: 4].
+        #[arg(long)]
+        inflight: Option<usize>,
+        /// Warm-up seconds [default: 3].
+        #[arg(long)]
+        warmup: Option<f64>,
+        /// Measured seconds [default: 8].
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Load generator.
+        #[arg(long, value_enum, default_value = "lean")]
+        driver: zkd_bench::throughput::Driver,
+    },
+    /// Notification fan-out: W watchers on one node, one write.
+    Fanout {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Watcher counts [default: 1000,10000; quick: 50].
+        #[arg(long, value_delimiter = ',')]
+        watchers: Vec<usize>,
+        /// Writes per run [default: 5; quick: 2].
+        #[arg(long)]
+        writes: Option<usize>,
+    },
+    /// Start-up time, idle RSS, RSS per znode and per idle session, max concurrent sessions.
+    Footprint {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Znodes to create [default: 100000].
+        #[arg(long)]
+        znodes: Option<usize>,
+        /// Idle sessions to open [default: 10000].
+        #[arg(long)]
+        sessions: Option<usize>,
+        /// Bound of the concurrent-sessions probe [default: 20000].
+        #[arg(long)]
+        max_sessions: Option<usize>,
+    },
+    /// Redraws the plots and the tables of a comparison from its compare.csv.
+    Replot {
+        /// compare.csv written by `compare`.
+        #[arg(long, default_value = "bench-results/compare.csv")]
+        csv: PathBuf,
+        /// Where the plots and tables go [default: the csv's directory].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Runs everything on zkd and on Apache ZooKeeper 3.8, alternately, and writes the
+    /// table and plots.
+    Compare {
+        #[command(flatten)]
+        spawn: SpawnArgs,
+        /// Rounds [default: 3; quick: 1].
+        #[arg(long)]
+        rounds: Option<usize>,
+        /// Groups to run [default: all].
+        #[arg(long, value_enum, value_delimiter = ',')]
+        only: Vec<Group>,
+        /// Herd candidate counts [default: 10,100,1000,5000,10000].
+        #[arg(long, value_delimiter = ',')]
+        herd_n: Vec<usize>,
+        /// Fan-out watcher counts [default: 1000,10000].
+        #[arg(long, value_delimiter = ',')]
+        watchers: Vec<usize>,
+        /// Where the results go.
+        #[arg(long, default_value = "bench-results")]
+        out: PathBuf,
+        /// Start no new item after this many minutes.
+        #[arg(long, default_value_t = 90)]
+        budget_minutes: u64,
+    },
+}
+
+/// Which server a single command measures.
+#[derive(Args, Debug)]
+struct TargetArgs {
+    /// A running server to measure instead of spawning one.
+    #[arg(long)]
+    addr: Option<SocketAddr>,
+    /// Process id of the server at --addr, for CPU and RSS figures.
+    #[arg(long, requires = "addr")]
+    pid: Option<u32>,
+    /// Server to spawn when no --addr is given.
+    #[arg(long, value_enum, default_value = "zkd")]
+    server: ServerChoice,
+    #[command(flatten)]
+    spawn: SpawnArgs,
+}
+
+#[derive(Args, Debug)]
+struct SpawnArgs {
+    /// zkd binary [default: `zkd` next to this executable, i.e. target/release/zkd].
+    #[arg(long)]
+    zkd_bin: Option<PathBuf>,
+    /// ZooKeeper's maximum heap in MiB (-Xmx), as ZK_SERVER_HEAP in zkEnv.sh.
+    #[arg(long, default_value_t = 1000)]
+    zk_heap_mb: u32,
+    /// Extra JVM flag for ZooKeeper (repeatable), e.g. --zk-jvm-opt=-XX:+UseParallelGC.
+    #[arg(long = "zk-jvm-opt", allow_hyphen_values = true)]
+    zk_jvm_opts: Vec<String>,
+}
+
+impl SpawnArgs {
+    fn zkd(&self) -> ServerSpec {
+        ServerSpec::zkd(
+            self.zkd_bin
+                .clone()
+                .unwrap_or_else(servers::default_zkd_bin),
+        )
+    }
+
+    fn zookeeper(&self) -> ServerSpec {
+        let mut spec = ServerSpec::zookeeper(self.zk_heap_mb);
+        if let ServerSpec::ZooKeeper { jvm_opts, .. } = &mut spec {
+            jvm_opts.extend(self.zk_jvm_opts.iter().cloned());
+        }
+        spec
+    }
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ServerChoice {
+    Zkd,
+    Zookeeper,
+}
+
+/// The server of a single command; a spawned one lives as long as this value.
+struct Target {
+    endpoint: Endpoint,
+    _process: Option<ServerProcess>,
+}
+
+impl TargetArgs {
+    fn spec(&self) -> ServerSpec {
+        match self.server {
+            ServerChoice::Zkd => self.spawn.zkd(),
+            ServerChoice::Zookeeper => self.spawn.zookeeper(),
+        }
+    }
+
+    async fn resolve(&self, progress: &Progress) -> BenchResult<Target> {
+        if let Some(addr) = self.addr {
+            return Ok(Target {
+                endpoint: Endpoint {
+                    label: "external".into(),
+                    addr,
+                    pid: self.pid,
+                },
+                _process: None,
+            });
+        }
+        let spec = self.spec();
+        progress.say(format!("starting {}", spec.describe()));
+        let p = spec.start(Duration::from_secs(60)).await?;
+        progress.say(format!(
+            "{} pid {} on {} (first handshake after {:.1} ms)",
+            p.kind.label(),
+            p.pid(),
+            p.addr(),
+            p.startup().as_secs_f64() * 1e3
+        ));
+        Ok(Target {
+            endpoint: p.endpoint(),
+            _process: Some(p),
+        })
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let fd = proc::raise_nofile_limit();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("zkd-bench: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli, fd)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("zkd-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
+    let mut s = if cli.quick {
+        Settings::quick()
+    } else {
+        Settings::full()
+    };
+    let progress = Progress::new("zkd-bench", !cli.quiet);
+    let mut figs: Vec<Figure> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    match cli.cmd {
+        Cmd::Herd {
+            target,
+            n,
+            mode,
+            failures,
+            fail,
+        } => {
+            if !n.is_empty() {
+                s.herd_n = n;
+            }
+            if !mode.is_empty() {
+                s.herd_modes = mode;
+            }
+            if let Some(f) = failures {
+                s.herd_failures = f;
+            }
+            s.herd_failure = fail;
+            let t = target.resolve(&progress).await?;
+            for &n in &s.herd_n {
+                for &m in &s.herd_modes {
+                    let p = progress.sub(zkd_bench::herd_item(m, n));
+                    figs.extend(
+                        zkd_bench::herd_figures(t.endpoint.addr, t.endpoint.pid, m, n, &s, &p)
+                            .await?
+                            .figures,
+                    );
+                }
+            }
+        }
+        Cmd::Throughput {
+            target,
+            workload,
+            sessions,
+            inflight,
+            warmup,
+            duration,
+            driver,
+        } => {
+            s.tp_driver = driver;
+            if !workload.is_empty() {
+                s.tp_workloads = workload;
+            }
+            s.tp_sessions = sessions.unwrap_or(s.tp_sessions);
+            s.tp_inflight = inflight.unwrap_or(s.tp_inflight);
+            if let Some(w) = warmup {
+                s.tp_warmup = Duration::from_secs_f64(w);
+            }
+            if let Some(d) = duration {
+                s.tp_duration = Duration::from_secs_f64(d);
+            }
+            let t = target.resolve(&progress).await?;
+            for &w in &s.tp_workloads {
+                let p = progress.sub(zkd_bench::throughput_item(w, &s));
+                figs.extend(
+                    zkd_bench::throughput_figures(t.endpoint.addr, t.endpoint.pid, w, &s, &p)
+                        .await?
+                        .figures,
+                );
+            }
+        }
+        Cmd::Fanout {
+            target,
+            watchers,
+            writes,
+        } => {
+            if !watchers.is_empty() {
+                s.fan_watchers = watchers;
+            }
+            s.fan_writes = writes.unwrap_or(s.fan_writes);
+            let t = target.resolve(&progress).await?;
+            for &w in &s.fan_watchers {
+                let p = progress.sub(zkd_bench::fanout_item(w));
+                figs.extend(
+                    zkd_bench::fanout_figures(t.endpoint.addr, t.endpoint.pid, w, &s, &p)
+                        .await?
+                        .figures,
+                );
+            }
+        }
+        Cmd::Footprint {
+            target,
+            znodes,
+            sessions,
+            max_sessions,
+        } => {
+            let fp = &mut s.footprint;
+            fp.znodes = znodes.unwrap_or(fp.znodes);
+            fp.sessions = sessions.unwrap_or(fp.sessions);
+            fp.max_sessions = max_sessions.unwrap_or(fp.max_sessions);
+            let p = progress.sub("footprint");
+            let out = if let Some(addr) = target.addr {
+                footprint::run_external(addr, target.pid, &s.footprint, &p).await?
+            } else {
+                let spec = target.spec();
+                p.say(format!("spawning fresh servers: {}", spec.describe()));
+                footprint::run_spawned(&spec, &s.footprint, &p).await?
+            };
+            let f = zkd_bench::footprint_figures(&out, &s);
+            figs.extend(f.figures);
+            notes.extend(f.notes);
+        }
+        Cmd::Replot { csv, out } => {
+            let text = std::fs::read_to_string(&csv)
+                .map_err(|e| format!("reading {}: {e}", csv.display()))?;
+            let mut c = compare::from_csv(&text)?;
+            c.fd_soft_limit = fd.soft;
+            let dir = out.unwrap_or_else(|| {
+                csv.parent()
+                    .map_or_else(|| PathBuf::from("."), PathBuf::from)
+            });
+            let mut ns: Vec<usize> = c
+                .rows
+                .iter()
+                .filter(|r| r.item.starts_with("herd "))
+                .filter_map(|r| r.x.map(|x| x as usize))
+                .collect();
+            ns.sort_unstable();
+            ns.dedup();
+            if !ns.is_empty() {
+                s.herd_n = ns;
+            }
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            for w in zkd_bench::plot::write_plots(&c, &dir)? {
+                eprintln!("wrote {}", w.display());
+            }
+            print!(
+                "{}\n{}",
+                c.table().render(),
+                compare::targets_table(&compare::targets(&c, &s)).render()
+            );
+            return Ok(());
+        }
+        Cmd::Compare {
+            spawn,
+            rounds,
+            only,
+            herd_n,
+            watchers,
+            out,
+            budget_minutes,
+        } => {
+            if let Some(r) = rounds {
+                s.rounds = r.max(1);
+            }
+            if !herd_n.is_empty() {
+                s.herd_n = herd_n;
+            }
+            if !watchers.is_empty() {
+                s.fan_watchers = watchers;
+            }
+            let groups = if only.is_empty() {
+                vec![
+                    Group::Footprint,
+                    Group::Throughput,
+                    Group::Fanout,
+                    Group::Herd,
+                ]
+            } else {
+                only
+            };
+            let opts = compare::Options {
+                zkd: spawn.zkd(),
+                zookeeper: spawn.zookeeper(),
+                settings: s.clone(),
+                groups,
+                out_dir: out.clone(),
+                budget: Duration::from_secs(budget_minutes * 60),
+                progress: !cli.quiet,
+            };
+            let load_before = loadavg();
+            let c = compare::run(&opts).await;
+            let machine = format!(
+                "{}\n  load average at the start: {load_before}",
+                machine_description(&fd)
+            );
+            let written = compare::write_outputs(&c, &s, &machine, &out)?;
+            print!("{}", compare::render_text(&c, &s, &machine));
+            for w in written {
+                eprintln!("wrote {}", w.display());
+            }
+            if !c.errors.is_empty() {
+                return Err(format!(
+                    "{} item(s) failed (see ERRORS above)",
+                    c.errors.len()
+                ));
+            }
+            return Ok(());
+        }
+    }
+    print!("{}", zkd_bench::figures_table(&figs).render());
+    for n in notes {
+        println!("note: {n}");
+    }
+    Ok(())
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// nproc, CPU model, memory, kernel, JVM version and descriptor limits, for the report.
+fn machine_description(fd: &proc::FdLimits) -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or("unknown".to_string(), |s| s.trim().to_string());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_gib =
+        proc::parse_status_kb(&meminfo, "MemTotal:").map_or(0.0, |kb| kb as f64 / (1 << 20) as f64);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let load = loadavg();
+    let java = std::process::Command::new(servers::default_java())
+        .arg("-version")
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_else(|e| format!("unavailable: {e}"));
+    format!(
+        "  nproc: {}\n  CPU: {model}\n  memory: {mem_gib:.1} GiB\n  kernel: {kernel}\n  JVM: {java}\n  load average at the end: {}\n  RLIMIT_NOFILE: soft {} (raised from {}), hard {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load,
+        fd.soft,
+        fd.soft_before,
+        fd.hard
+    )
+}

@@ -17,8 +17,9 @@ use crate::progress::Progress;
 pub const SESSION_TIMEOUT_MS: i32 = 40_000;
 /// How often idle sessions are pinged.
 pub const KEEPALIVE_EVERY: Duration = Duration::from_secs(8);
-/// Concurrent handshakes while opening many sessions.
-pub const CONNECT_CONCURRENCY: usize = 128;
+/// Concurrent handshakes while opening many sessions (below the JVM's default listen
+/// backlog of 50, so that no SYN is dropped and retried a second later).
+pub const CONNECT_CONCURRENCY: usize = 32;
 
 /// Opens `n` sessions, `concurrency` handshakes at a time. Stops at the first failure and
 /// returns what was opened with the error.

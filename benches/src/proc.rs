@@ -21,6 +21,66 @@ pub fn cpu_seconds(pid: u32) -> io::Result<f64> {
     Ok(ticks as f64 / clock_ticks_per_sec() as f64)
 }
 
+/// A reading of a process's CPU time: the kernel's per-process total in clock ticks (which
+/// also counts threads that have exited) and the sum of its live threads' on-CPU
+/// nanoseconds from `schedstat` (precise, but blind to threads that exit).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuSample {
+    pub coarse: f64,
+    pub precise: Option<f64>,
+    pub threads: usize,
+}
+
+impl CpuSample {
+    pub fn take(pid: u32) -> io::Result<CpuSample> {
+        let coarse = cpu_seconds(pid)?;
+        let mut precise = 0u64;
+        let mut threads = 0;
+        let mut ok = true;
+        match std::fs::read_dir(format!("/proc/{pid}/task")) {
+            Ok(dir) => {
+                for t in dir.flatten() {
+                    let path = t.path().join("schedstat");
+                    match std::fs::read_to_string(path)
+                        .ok()
+                        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                    {
+                        Some(ns) => {
+                            precise += ns;
+                            threads += 1;
+                        }
+                        None => ok = false,
+                    }
+                }
+            }
+            Err(_) => ok = false,
+        }
+        Ok(CpuSample {
+            coarse,
+            precise: ok.then_some(precise as f64 / 1e9),
+            threads,
+        })
+    }
+
+    /// CPU seconds from `self` to `later`: the precise figure when the same threads were
+    /// there at both ends and it agrees with the coarse one, else the coarse one.
+    pub fn until(&self, later: &CpuSample) -> f64 {
+        let coarse = (later.coarse - self.coarse).max(0.0);
+        match (self.precise, later.precise) {
+            (Some(a), Some(b)) if self.threads == later.threads && b >= a => {
+                let precise = b - a;
+                let tick = 1.0 / clock_ticks_per_sec() as f64;
+                if (precise - coarse).abs() <= 2.0 * tick + 0.1 * coarse {
+                    precise
+                } else {
+                    coarse
+                }
+            }
+            _ => coarse,
+        }
+    }
+}
+
 /// utime + stime (fields 14 and 15) of a `/proc/PID/stat` line. The command name in
 /// parentheses may contain spaces, so fields are counted after the last `)`.
 pub fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
@@ -92,9 +152,9 @@ pub fn raise_nofile_limit() -> FdLimits {
         }
     }
     FdLimits {
-        soft_before: before as u64,
-        hard: lim.rlim_max as u64,
-        soft: lim.rlim_cur as u64,
+        soft_before: before,
+        hard: lim.rlim_max,
+        soft: lim.rlim_cur,
     }
 }
 
@@ -105,7 +165,9 @@ pub fn open_fds() -> usize {
 
 /// Number of file descriptors another process has open.
 pub fn open_fds_of(pid: u32) -> Option<usize> {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).ok().map(|d| d.count())
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()
+        .map(|d| d.count())
 }
 
 #[cfg(test)]
@@ -114,7 +176,8 @@ mod tests {
 
     #[test]
     fn stat_line_with_spaces_in_name() {
-        let stat = "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 500 0 0 0 77 23 0 0 20 0 4 0 100 0";
+        let stat =
+            "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 500 0 0 0 77 23 0 0 20 0 4 0 100 0";
         assert_eq!(parse_stat_cpu_ticks(stat), Some(100));
     }
 
@@ -123,6 +186,26 @@ mod tests {
         let s = "Name:\tzkd\nVmPeak:\t  10000 kB\nVmRSS:\t    4321 kB\n";
         assert_eq!(parse_status_kb(s, "VmRSS:"), Some(4321));
         assert_eq!(parse_status_kb(s, "VmHWM:"), None);
+    }
+
+    #[test]
+    fn cpu_samples_agree() {
+        let pid = std::process::id();
+        let a = CpuSample::take(pid).unwrap();
+        // Burn 60 ms of CPU: enough for the coarse clock too (other test threads may come
+        // and go meanwhile, which makes `until` fall back to it).
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < std::time::Duration::from_millis(60) {
+            for i in 0..10_000u64 {
+                x = x.wrapping_mul(31).wrapping_add(i);
+            }
+        }
+        assert!(x != 1);
+        let b = CpuSample::take(pid).unwrap();
+        let d = a.until(&b);
+        assert!(d > 0.02 && d < 10.0, "{d}");
+        assert!(a.precise.is_some());
     }
 
     #[test]

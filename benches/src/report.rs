@@ -72,13 +72,23 @@ impl Table {
     /// The same table as Markdown.
     pub fn markdown(&self) -> String {
         let esc = |s: &str| s.replace('|', "\\|");
+        // Right-align the columns whose cells are all numbers (or n/a).
+        let numeric = |i: usize| {
+            !self.rows.is_empty()
+                && self
+                    .rows
+                    .iter()
+                    .all(|r| r.get(i).is_some_and(|c| looks_numeric(c) || c == "n/a"))
+        };
         let mut out = format!(
             "| {} |\n|{}\n",
-            self.header.iter().map(|h| esc(h)).collect::<Vec<_>>().join(" | "),
             self.header
                 .iter()
-                .enumerate()
-                .map(|(i, _)| if i == 0 { "---|" } else { "---:|" })
+                .map(|h| esc(h))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            (0..self.header.len())
+                .map(|i| if numeric(i) { "---:|" } else { "---|" })
                 .collect::<String>()
         );
         for r in &self.rows {
@@ -94,7 +104,9 @@ impl Table {
 fn looks_numeric(s: &str) -> bool {
     let s = s.trim();
     !s.is_empty()
-        && s.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '-' || c == '.')
+        && s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit() || c == '-' || c == '.')
         && s.chars().any(|c| c.is_ascii_digit())
 }
 

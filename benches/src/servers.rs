@@ -131,11 +131,7 @@ impl ServerSpec {
             ServerSpec::Zkd { bin, args } => {
                 format!("{} --port <free> {}", bin.display(), args.join(" "))
             }
-            ServerSpec::ZooKeeper {
-                java,
-                jvm_opts,
-                ..
-            } => format!(
+            ServerSpec::ZooKeeper { java, jvm_opts, .. } => format!(
                 "{} {} -cp <{}> {ZK_MAIN} zoo.cfg",
                 java.display(),
                 jvm_opts.join(" "),
@@ -155,7 +151,10 @@ impl ServerSpec {
                 Err((_, e)) => return Err(e),
             }
         }
-        Err(format!("{}: could not start after 3 attempts: {last}", self.kind().label()))
+        Err(format!(
+            "{}: could not start after 3 attempts: {last}",
+            self.kind().label()
+        ))
     }
 
     async fn try_start(&self, timeout: Duration) -> Result<ServerProcess, (bool, String)> {
@@ -236,14 +235,19 @@ impl ServerSpec {
         loop {
             if let Ok(Some(status)) = proc.child.try_wait() {
                 let log = proc.log_tail(20);
-                let collision = log.contains("Address already in use") || log.contains("BindException");
+                let collision =
+                    log.contains("Address already in use") || log.contains("BindException");
                 return Err((
                     collision,
-                    format!("{} exited during start-up ({status}):\n{log}", self.kind().label()),
+                    format!(
+                        "{} exited during start-up ({status}):\n{log}",
+                        self.kind().label()
+                    ),
                 ));
             }
             let attempt =
-                tokio::time::timeout(Duration::from_secs(2), RawClient::connect(addr, 30_000)).await;
+                tokio::time::timeout(Duration::from_secs(2), RawClient::connect(addr, 30_000))
+                    .await;
             if let Ok(Ok(client)) = attempt {
                 proc.startup = started.elapsed();
                 let _ = tokio::time::timeout(

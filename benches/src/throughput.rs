@@ -1,16 +1,29 @@
 //! Closed-loop throughput: C sessions, each keeping W requests in flight (pipelined), for a
 //! fixed time after a warm-up. Reports operations per second, latency percentiles and — when
 //! the server's pid is known — server CPU time per operation from /proc/PID/stat.
+//!
+//! Two load generators:
+//! * `lean` (default): one task per session owns its socket; it reads whatever replies have
+//!   arrived, issues the next request of each finished slot, and writes all of them in one
+//!   write — the way a pipelining client batches its outgoing queue. The bench shares the
+//!   machine with the server, so a cheap client leaves the server the CPU it is measured on.
+//! * `raw`: W tasks per session sharing one `RawClient` (a write per request, a oneshot per
+//!   reply); several times more client CPU per operation.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use zkd_client_tests::raw::RawClient;
 use zkd_protocol::{
-    CreateMode, CreateResponse, DeleteRequest, PathWatchRequest, Request, SetDataRequest,
+    from_bytes, ConnectRequest, ConnectResponse, CreateMode, CreateResponse, DeleteRequest,
+    FrameCodec, Jute, PathWatchRequest, Reader, ReplyHeader, Request, RequestHeader,
+    SetDataRequest,
 };
 
 use crate::pool;
@@ -58,9 +71,19 @@ impl Workload {
     ];
 }
 
+/// Which load generator drives the requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Driver {
+    /// One task per session, replies read and requests written in batches.
+    Lean,
+    /// W tasks per session over `RawClient`.
+    Raw,
+}
+
 /// One throughput run.
 #[derive(Debug, Clone)]
 pub struct Params {
+    pub driver: Driver,
     pub sessions: usize,
     pub inflight: usize,
     pub workload: Workload,
@@ -116,7 +139,13 @@ pub async fn run(
         .map_err(|e| format!("connecting to {addr}: {e}"))?;
     let parent = unique(&format!("tp-{}", p.workload.key()));
     let value = Bytes::from(vec![b'v'; p.value_size]);
-    call_ok(&admin, &create(&parent, None, 0), limit, "creating the parent").await?;
+    call_ok(
+        &admin,
+        &create(&parent, None, 0),
+        limit,
+        "creating the parent",
+    )
+    .await?;
     let nodes: Vec<String> = (0..p.sessions).map(|i| format!("{parent}/n-{i}")).collect();
     let mut rxs = Vec::new();
     for n in &nodes {
@@ -128,28 +157,59 @@ pub async fn run(
         );
     }
     for rx in rxs {
-        let r = rx.await.map_err(|_| "create: connection closed".to_string())?;
+        let r = rx
+            .await
+            .map_err(|_| "create: connection closed".to_string())?;
         if r.err != 0 {
             return Err(format!("creating the data nodes: error {}", r.err));
         }
     }
-    let clients = pool::connect_many(addr, p.sessions, pool::CONNECT_CONCURRENCY, progress)
-        .await
-        .map_err(|(_, e)| format!("opening {} sessions: {e}", p.sessions))?;
-
     let phase = Arc::new(AtomicU8::new(IDLE));
     let mut tasks = Vec::new();
-    for (i, c) in clients.iter().enumerate() {
-        for w in 0..p.inflight {
-            tasks.push(tokio::spawn(worker(
-                c.clone(),
-                nodes[i].clone(),
-                parent.clone(),
-                value.clone(),
-                p.workload,
-                (i * p.inflight + w) as u64,
-                phase.clone(),
-            )));
+    let mut clients = Vec::new();
+    match p.driver {
+        Driver::Raw => {
+            clients = pool::connect_many(addr, p.sessions, pool::CONNECT_CONCURRENCY, progress)
+                .await
+                .map_err(|(_, e)| format!("opening {} sessions: {e}", p.sessions))?;
+            for (i, c) in clients.iter().enumerate() {
+                for w in 0..p.inflight {
+                    tasks.push(tokio::spawn(worker(
+                        c.clone(),
+                        nodes[i].clone(),
+                        parent.clone(),
+                        value.clone(),
+                        p.workload,
+                        (i * p.inflight + w) as u64,
+                        phase.clone(),
+                    )));
+                }
+            }
+        }
+        Driver::Lean => {
+            let mut streams = Vec::new();
+            for _ in 0..p.sessions {
+                streams.push(
+                    handshake(addr)
+                        .await
+                        .map_err(|e| format!("handshake: {e}"))?,
+                );
+            }
+            for (i, stream) in streams.into_iter().enumerate() {
+                let slot = Slot {
+                    node: nodes[i].clone(),
+                    parent: parent.clone(),
+                    value: value.clone(),
+                    workload: p.workload,
+                };
+                tasks.push(tokio::spawn(lean_session(
+                    stream,
+                    slot,
+                    p.inflight,
+                    i as u64 + 1,
+                    phase.clone(),
+                )));
+            }
         }
     }
     progress.say(format!(
@@ -161,15 +221,21 @@ pub async fn run(
         p.duration
     ));
     tokio::time::sleep(p.warmup).await;
-    let cpu0 = pid.map(proc::cpu_seconds).transpose().map_err(|e| e.to_string())?;
-    let me0 = proc::cpu_seconds(std::process::id()).unwrap_or(0.0);
+    let cpu0 = pid
+        .map(proc::CpuSample::take)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let me0 = proc::CpuSample::take(std::process::id()).ok();
     let t0 = Instant::now();
     phase.store(MEASURING, Ordering::SeqCst);
     tokio::time::sleep(p.duration).await;
     phase.store(STOP, Ordering::SeqCst);
     let secs = t0.elapsed().as_secs_f64();
-    let cpu1 = pid.map(proc::cpu_seconds).transpose().map_err(|e| e.to_string())?;
-    let me1 = proc::cpu_seconds(std::process::id()).unwrap_or(0.0);
+    let cpu1 = pid
+        .map(proc::CpuSample::take)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let me1 = proc::CpuSample::take(std::process::id()).ok();
 
     let mut lat: Vec<u32> = Vec::new();
     let mut errors = 0;
@@ -226,7 +292,7 @@ pub async fn run(
     let ops = lat.len() as u64;
     let mut sorted: Vec<f64> = lat.iter().map(|&v| f64::from(v)).collect();
     sorted.sort_by(f64::total_cmp);
-    let server_cpu = cpu0.zip(cpu1).map(|(a, b)| b - a);
+    let server_cpu = cpu0.zip(cpu1).map(|(a, b)| a.until(&b));
     let out = Outcome {
         workload: p.workload,
         sessions: p.sessions,
@@ -240,7 +306,7 @@ pub async fn run(
         max_us: sorted.last().copied().unwrap_or(0.0),
         server_cpu_us_per_op: server_cpu.map(|c| c * 1e6 / ops.max(1) as f64),
         server_cores: server_cpu.map(|c| c / secs),
-        client_cores: (me1 - me0) / secs,
+        client_cores: me0.zip(me1).map_or(f64::NAN, |(a, b)| a.until(&b)) / secs,
     };
     progress.say(format!(
         "{}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us, server CPU {} us/op",
@@ -253,6 +319,238 @@ pub async fn run(
             .map_or("n/a".to_string(), |c| format!("{c:.1}"))
     ));
     Ok(out)
+}
+
+/// Opens a session on a socket of our own (for the lean driver).
+pub async fn handshake(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let mut stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let req = ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        timeout: pool::SESSION_TIMEOUT_MS,
+        session_id: 0,
+        passwd: Bytes::from_static(&[0; 16]),
+        read_only: Some(false),
+    };
+    stream
+        .write_all(&zkd_protocol::frame::record_frame(&req))
+        .await?;
+    let codec = FrameCodec { max: 1 << 20 };
+    let mut buf = BytesMut::with_capacity(64);
+    let frame = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match codec.next_frame(&mut buf) {
+                Ok(Some(f)) => return Ok(f),
+                Ok(None) => {}
+                Err(e) => return Err(std::io::Error::other(e.to_string())),
+            }
+            if stream.read_buf(&mut buf).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+    })
+    .await
+    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+    let resp: ConnectResponse =
+        from_bytes(frame).map_err(|e| std::io::Error::other(e.to_string()))?;
+    if resp.session_id == 0 {
+        return Err(std::io::Error::other("session rejected"));
+    }
+    Ok(stream)
+}
+
+/// What one lean session works on.
+struct Slot {
+    node: String,
+    parent: String,
+    value: Bytes,
+    workload: Workload,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Get,
+    Set,
+    Create,
+    Delete,
+    Close,
+}
+
+/// Appends one request frame to `out`.
+fn encode(out: &mut BytesMut, xid: i32, req: &Request) {
+    let start = out.len();
+    out.put_i32(0);
+    RequestHeader {
+        xid,
+        op: req.op() as i32,
+    }
+    .write(out);
+    req.write(out);
+    let len = (out.len() - start - 4) as i32;
+    out[start..start + 4].copy_from_slice(&len.to_be_bytes());
+}
+
+/// One session of the lean driver: keeps `inflight` requests outstanding; per batch of
+/// replies read, one write of the follow-up requests.
+async fn lean_session(
+    mut stream: TcpStream,
+    slot: Slot,
+    inflight: usize,
+    seed: u64,
+    phase: Arc<AtomicU8>,
+) -> WorkerResult {
+    let mut res = WorkerResult {
+        latencies_us: Vec::with_capacity(64 * 1024),
+        errors: 0,
+        first_error: None,
+    };
+    let get = Request::GetData(PathWatchRequest {
+        path: slot.node.clone(),
+        watch: false,
+    });
+    let set = Request::SetData(SetDataRequest {
+        path: slot.node.clone(),
+        data: Some(slot.value.clone()),
+        version: -1,
+    });
+    let eph = create(
+        &format!("{}/e-", slot.parent),
+        None,
+        CreateMode::EphemeralSequential.flags(),
+    );
+    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut xid = 0i32;
+    let mut out = BytesMut::with_capacity(16 * 1024);
+    let mut inbuf = BytesMut::with_capacity(64 * 1024);
+    let mut pending: VecDeque<(Instant, Op)> = VecDeque::with_capacity(inflight + 1);
+    let mut issue = |out: &mut BytesMut, op: Op, path: Option<String>| {
+        xid += 1;
+        match op {
+            Op::Get => encode(out, xid, &get),
+            Op::Set => encode(out, xid, &set),
+            Op::Create => encode(out, xid, &eph),
+            Op::Delete => encode(
+                out,
+                xid,
+                &Request::Delete(DeleteRequest {
+                    path: path.unwrap_or_default(),
+                    version: -1,
+                }),
+            ),
+            Op::Close => encode(out, xid, &Request::CloseSession),
+        }
+    };
+    let mut next = || match slot.workload {
+        Workload::Get => Op::Get,
+        Workload::Set => Op::Set,
+        Workload::CreateDelete => Op::Create,
+        Workload::Mixed => {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            if rng.is_multiple_of(10) {
+                Op::Set
+            } else {
+                Op::Get
+            }
+        }
+    };
+    let now = Instant::now();
+    for _ in 0..inflight {
+        let op = next();
+        issue(&mut out, op, None);
+        pending.push_back((now, op));
+    }
+    let codec = FrameCodec { max: 1 << 24 };
+    let mut closing = false;
+    let fail = |res: &mut WorkerResult, e: String| {
+        res.errors += 1;
+        res.first_error.get_or_insert(e);
+    };
+    loop {
+        if !out.is_empty() {
+            if let Err(e) = stream.write_all(&out).await {
+                fail(&mut res, format!("write: {e}"));
+                return res;
+            }
+            out.clear();
+        }
+        if pending.is_empty() {
+            return res;
+        }
+        match tokio::time::timeout(Duration::from_secs(30), stream.read_buf(&mut inbuf)).await {
+            Ok(Ok(0)) if closing => return res,
+            Ok(Ok(0)) => {
+                fail(&mut res, "connection closed".into());
+                return res;
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                fail(&mut res, format!("read: {e}"));
+                return res;
+            }
+            Err(_) => {
+                fail(&mut res, "no reply within 30 s".into());
+                return res;
+            }
+        }
+        let now = Instant::now();
+        let measuring = phase.load(Ordering::Relaxed);
+        loop {
+            let frame = match codec.next_frame(&mut inbuf) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    fail(&mut res, e.to_string());
+                    return res;
+                }
+            };
+            let mut r = Reader::new(frame);
+            let Ok(h) = ReplyHeader::read(&mut r) else {
+                fail(&mut res, "undecodable reply header".into());
+                return res;
+            };
+            if h.xid == -1 {
+                continue;
+            }
+            let Some((sent, op)) = pending.pop_front() else {
+                fail(&mut res, format!("unexpected reply xid {}", h.xid));
+                return res;
+            };
+            if op == Op::Close {
+                continue;
+            }
+            if measuring == MEASURING {
+                let us = (now - sent).as_micros().min(u128::from(u32::MAX)) as u32;
+                res.latencies_us.push(us);
+            }
+            if h.err != 0 {
+                fail(&mut res, format!("error {} on a request", h.err));
+            }
+            if measuring == STOP {
+                // Let the slot drain; close the session once the last reply is in.
+                if pending.is_empty() && !closing {
+                    closing = true;
+                    issue(&mut out, Op::Close, None);
+                    pending.push_back((now, Op::Close));
+                }
+                continue;
+            }
+            let (op, path) = match op {
+                Op::Create if h.err == 0 => match CreateResponse::read(&mut r) {
+                    Ok(c) => (Op::Delete, Some(c.path)),
+                    Err(e) => {
+                        fail(&mut res, format!("create reply: {e}"));
+                        return res;
+                    }
+                },
+                _ => (next(), None),
+            };
+            issue(&mut out, op, path);
+            pending.push_back((now, op));
+        }
+    }
 }
 
 /// One pipelined slot: issues the workload's requests back to back; records latencies that
@@ -300,7 +598,7 @@ async fn worker(
                 rng ^= rng << 13;
                 rng ^= rng >> 7;
                 rng ^= rng << 17;
-                if rng % 10 == 0 {
+                if rng.is_multiple_of(10) {
                     &set
                 } else {
                     &get
@@ -313,7 +611,8 @@ async fn worker(
         if workload == Workload::CreateDelete && reply.err == 0 {
             let Ok(created) = reply.decode::<CreateResponse>() else {
                 res.errors += 1;
-                res.first_error.get_or_insert("undecodable create reply".into());
+                res.first_error
+                    .get_or_insert("undecodable create reply".into());
                 return res;
             };
             let del = Request::Delete(DeleteRequest {

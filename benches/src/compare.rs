@@ -1,0 +1,637 @@
+//! zkd and Apache ZooKeeper side by side: every item runs on both servers, alternating
+//! which goes first, for several rounds; the table shows the medians and their ratio, and
+//! the targets say whether zkd is as far ahead as it should be.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::herd::Mode;
+use crate::progress::Progress;
+use crate::report::{num, Table};
+use crate::servers::{ServerProcess, ServerSpec};
+use crate::throughput::Workload;
+use crate::util::{median, BenchResult};
+use crate::{footprint, Better, Figures, Settings};
+
+/// Which groups of items to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Group {
+    Footprint,
+    Throughput,
+    Fanout,
+    Herd,
+}
+
+pub struct Options {
+    pub zkd: ServerSpec,
+    pub zookeeper: ServerSpec,
+    pub settings: Settings,
+    pub groups: Vec<Group>,
+    pub out_dir: PathBuf,
+    /// Stop starting new items after this long.
+    pub budget: Duration,
+    pub progress: bool,
+}
+
+/// One figure's values on both servers, one per round.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub item: String,
+    pub name: String,
+    pub unit: String,
+    pub better: Better,
+    pub series: Option<String>,
+    pub x: Option<f64>,
+    pub zkd: Vec<f64>,
+    pub zookeeper: Vec<f64>,
+}
+
+impl Row {
+    pub fn zkd_median(&self) -> f64 {
+        median(&self.zkd)
+    }
+    pub fn zk_median(&self) -> f64 {
+        median(&self.zookeeper)
+    }
+    /// zkd / ZooKeeper of the medians.
+    pub fn ratio(&self) -> f64 {
+        self.zkd_median() / self.zk_median()
+    }
+}
+
+/// Everything a comparison produced.
+#[derive(Debug, Clone, Default)]
+pub struct Comparison {
+    pub rows: Vec<Row>,
+    pub notes: Vec<String>,
+    pub errors: Vec<String>,
+    pub zkd_cmd: String,
+    pub zk_cmd: String,
+    pub rounds: usize,
+    pub elapsed: Duration,
+    /// This process's RLIMIT_NOFILE soft limit (servers spawned by it inherit it).
+    pub fd_soft_limit: u64,
+}
+
+impl Comparison {
+    fn add(&mut self, server: usize, figs: &Figures, round: usize) {
+        for f in &figs.figures {
+            let row = match self
+                .rows
+                .iter_mut()
+                .position(|r| r.item == f.item && r.name == f.name)
+            {
+                Some(i) => &mut self.rows[i],
+                None => {
+                    self.rows.push(Row {
+                        item: f.item.clone(),
+                        name: f.name.clone(),
+                        unit: f.unit.to_string(),
+                        better: f.better,
+                        series: f.series.clone(),
+                        x: f.x,
+                        zkd: Vec::new(),
+                        zookeeper: Vec::new(),
+                    });
+                    self.rows.last_mut().expect("just pushed")
+                }
+            };
+            if server == 0 {
+                row.zkd.push(f.value);
+            } else {
+                row.zookeeper.push(f.value);
+            }
+        }
+        for n in &figs.notes {
+            self.notes.push(format!(
+                "round {} {}: {n}",
+                round + 1,
+                ["zkd", "zookeeper"][server]
+            ));
+        }
+    }
+
+    pub fn find(&self, item: &str, name: &str) -> Option<&Row> {
+        self.rows
+            .iter()
+            .find(|r| r.item == item && r.name.starts_with(name))
+    }
+
+    /// The side-by-side table.
+    pub fn table(&self) -> Table {
+        let mut t = Table::new(&[
+            "item",
+            "figure",
+            "unit",
+            "zkd",
+            "ZooKeeper",
+            "zkd/ZK",
+            "runs",
+        ]);
+        for r in &self.rows {
+            t.row(vec![
+                r.item.clone(),
+                r.name.clone(),
+                r.unit.clone(),
+                num(r.zkd_median()),
+                num(r.zk_median()),
+                num(r.ratio()),
+                format!("{}/{}", r.zkd.len(), r.zookeeper.len()),
+            ]);
+        }
+        t
+    }
+}
+
+/// A target: a ratio bound on one figure.
+#[derive(Debug, Clone)]
+pub struct TargetCheck {
+    pub target: String,
+    pub bound: String,
+    pub measured: Option<f64>,
+    pub met: Option<bool>,
+}
+
+/// Evaluates the targets from the task description against the measured ratios.
+pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
+    let mut out = Vec::new();
+    let mut le = |target: String, row: Option<&Row>, bound: f64| {
+        let measured = row.map(Row::ratio).filter(|v| v.is_finite());
+        out.push(TargetCheck {
+            target,
+            bound: format!("<= {}", num(bound)),
+            measured,
+            met: measured.map(|m| m <= bound),
+        });
+    };
+    let fp = crate::FOOTPRINT;
+    le(
+        "start-up to first handshake".into(),
+        c.find(fp, "start-up"),
+        1.0 / 40.0,
+    );
+    le("idle RSS".into(), c.find(fp, "idle RSS"), 1.0 / 10.0);
+    le(
+        "RSS per znode".into(),
+        c.find(fp, "RSS per znode"),
+        1.0 / 10.0,
+    );
+    le(
+        "RSS per idle session".into(),
+        c.find(fp, "RSS per idle session"),
+        1.0 / 5.0,
+    );
+    for w in [Workload::Get, Workload::Set] {
+        let item = crate::throughput_item(w, s);
+        le(
+            format!("server CPU per op, {item}"),
+            c.find(&item, "server CPU per op"),
+            1.0 / 5.0,
+        );
+    }
+    for w in &s.tp_workloads {
+        let item = crate::throughput_item(*w, s);
+        let row = c.find(&item, "ops/s");
+        let measured = row.map(Row::ratio).filter(|v| v.is_finite());
+        out.push(TargetCheck {
+            target: format!("ops/s, {item}"),
+            bound: ">= 3".into(),
+            measured,
+            met: measured.map(|m| m >= 3.0),
+        });
+    }
+    let mut le = |target: String, row: Option<&Row>, bound: f64| {
+        let measured = row.map(Row::ratio).filter(|v| v.is_finite());
+        out.push(TargetCheck {
+            target,
+            bound: format!("<= {}", num(bound)),
+            measured,
+            met: measured.map(|m| m <= bound),
+        });
+    };
+    let w = s.fan_watchers.iter().copied().max().unwrap_or(0);
+    let fan = crate::fanout_item(w);
+    le(
+        format!("fan-out to {w} watchers (last notified)"),
+        c.find(&fan, "time until last"),
+        1.0 / 10.0,
+    );
+    let herd_n = if s.herd_n.contains(&5000) {
+        5000
+    } else {
+        s.herd_n.iter().copied().max().unwrap_or(0)
+    };
+    let item = crate::herd_item(Mode::Herd, herd_n);
+    le(
+        format!("{item}: time until all quiet"),
+        c.find(&item, "time until all quiet"),
+        1.0 / 5.0,
+    );
+    for n in &s.herd_n {
+        let item = crate::herd_item(Mode::Predecessor, *n);
+        le(
+            format!("{item}: time until next leader knows"),
+            c.find(&item, "time until next leader knows"),
+            1.0 / 2.0,
+        );
+    }
+    // Sessions: the descriptor limit, not the server, must be the cap.
+    if let Some(row) = c.find(fp, "max concurrent sessions") {
+        let opened = row.zkd.iter().copied().fold(f64::INFINITY, f64::min);
+        let fd = c.fd_soft_limit as f64;
+        let cap = fd.min(s.footprint.max_sessions as f64);
+        let reached = opened.is_finite() && opened >= cap - 64.0;
+        out.push(TargetCheck {
+            target: "sessions accepted (zkd): capped by the fd limit".into(),
+            bound: format!(">= fd cap {} - 64", num(cap)),
+            measured: opened.is_finite().then_some(opened),
+            met: opened.is_finite().then_some(reached),
+        });
+    }
+    out
+}
+
+pub fn targets_table(checks: &[TargetCheck]) -> Table {
+    let mut t = Table::new(&["target", "bound (zkd/ZK)", "measured", "met"]);
+    for c in checks {
+        t.row(vec![
+            c.target.clone(),
+            c.bound.clone(),
+            c.measured.map_or("n/a".into(), num),
+            match c.met {
+                Some(true) => "yes".into(),
+                Some(false) => "NO".into(),
+                None => "not measured".into(),
+            },
+        ]);
+    }
+    t
+}
+
+enum Item {
+    Throughput(Workload),
+    Fanout(usize),
+    Herd(Mode, usize),
+}
+
+/// Runs the comparison and writes the table, the raw values and the plots to `out_dir`.
+pub async fn run(o: &Options) -> Comparison {
+    let started = Instant::now();
+    let s = &o.settings;
+    let prog = Progress::new("compare", o.progress);
+    let mut c = Comparison {
+        zkd_cmd: o.zkd.describe(),
+        zk_cmd: o.zookeeper.describe(),
+        rounds: s.rounds,
+        fd_soft_limit: crate::proc::raise_nofile_limit().soft,
+        ..Comparison::default()
+    };
+    let specs = [&o.zkd, &o.zookeeper];
+    let names = ["zkd", "zookeeper"];
+    let over_budget = |c: &mut Comparison, what: &str| {
+        let over = started.elapsed() > o.budget;
+        if over {
+            c.errors.push(format!(
+                "time budget {:?} used up; skipped {what}",
+                o.budget
+            ));
+        }
+        over
+    };
+
+    if o.groups.contains(&Group::Footprint) {
+        for round in 0..s.rounds {
+            for &k in order(round, 0).iter() {
+                if over_budget(&mut c, "footprint") {
+                    break;
+                }
+                let p = prog.sub(format!(
+                    "round {}/{} footprint {}",
+                    round + 1,
+                    s.rounds,
+                    names[k]
+                ));
+                match footprint::run_spawned(specs[k], &s.footprint, &p).await {
+                    Ok(out) => {
+                        let figs = crate::footprint_figures(&out, s);
+                        c.add(k, &figs, round);
+                    }
+                    Err(e) => {
+                        c.errors
+                            .push(format!("round {} footprint {}: {e}", round + 1, names[k]))
+                    }
+                }
+            }
+        }
+    }
+
+    let mut items = Vec::new();
+    if o.groups.contains(&Group::Throughput) {
+        items.extend(s.tp_workloads.iter().map(|w| Item::Throughput(*w)));
+    }
+    if o.groups.contains(&Group::Fanout) {
+        items.extend(s.fan_watchers.iter().map(|w| Item::Fanout(*w)));
+    }
+    if o.groups.contains(&Group::Herd) {
+        for n in &s.herd_n {
+            for m in &s.herd_modes {
+                items.push(Item::Herd(*m, *n));
+            }
+        }
+    }
+    if !items.is_empty() {
+        let mut servers: [Option<ServerProcess>; 2] = [None, None];
+        'rounds: for round in 0..s.rounds {
+            for (i, item) in items.iter().enumerate() {
+                for &k in order(round, i).iter() {
+                    if over_budget(&mut c, "the remaining items") {
+                        break 'rounds;
+                    }
+                    // A long-lived server per implementation; restarted if it died.
+                    if !servers[k].as_mut().is_some_and(|p| p.alive()) {
+                        if let Some(dead) = servers[k].take() {
+                            c.errors.push(format!(
+                                "{} died; restarting. Log tail:\n{}",
+                                names[k],
+                                dead.log_tail(20)
+                            ));
+                        }
+                        match specs[k].start(Duration::from_secs(60)).await {
+                            Ok(p) => servers[k] = Some(p),
+                            Err(e) => {
+                                c.errors.push(format!("starting {}: {e}", names[k]));
+                                continue;
+                            }
+                        }
+                    }
+                    let Some(server) = servers[k].as_ref() else {
+                        continue;
+                    };
+                    let (addr, pid) = (server.addr(), Some(server.pid()));
+                    let (label, result) = match item {
+                        Item::Throughput(w) => {
+                            let label = crate::throughput_item(*w, s);
+                            let p = prog.sub(format!(
+                                "round {}/{} {label} {}",
+                                round + 1,
+                                s.rounds,
+                                names[k]
+                            ));
+                            (label, crate::throughput_figures(addr, pid, *w, s, &p).await)
+                        }
+                        Item::Fanout(w) => {
+                            let label = crate::fanout_item(*w);
+                            let p = prog.sub(format!(
+                                "round {}/{} {label} {}",
+                                round + 1,
+                                s.rounds,
+                                names[k]
+                            ));
+                            (label, crate::fanout_figures(addr, pid, *w, s, &p).await)
+                        }
+                        Item::Herd(m, n) => {
+                            let label = crate::herd_item(*m, *n);
+                            let p = prog.sub(format!(
+                                "round {}/{} {label} {}",
+                                round + 1,
+                                s.rounds,
+                                names[k]
+                            ));
+                            (label, crate::herd_figures(addr, pid, *m, *n, s, &p).await)
+                        }
+                    };
+                    match result {
+                        Ok(figs) => c.add(k, &figs, round),
+                        Err(e) => {
+                            c.errors
+                                .push(format!("round {} {label} {}: {e}", round + 1, names[k]))
+                        }
+                    }
+                }
+            }
+        }
+    }
+    c.elapsed = started.elapsed();
+    c
+}
+
+/// Which server goes first: alternates with the round and the item.
+fn order(round: usize, item: usize) -> [usize; 2] {
+    if (round + item).is_multiple_of(2) {
+        [0, 1]
+    } else {
+        [1, 0]
+    }
+}
+
+/// Writes `compare.txt`, `compare.csv` and the SVG plots into `dir`.
+pub fn write_outputs(
+    c: &Comparison,
+    s: &Settings,
+    machine: &str,
+    dir: &Path,
+) -> BenchResult<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let mut written = Vec::new();
+    let txt = dir.join("compare.txt");
+    std::fs::write(&txt, render_text(c, s, machine))
+        .map_err(|e| format!("{}: {e}", txt.display()))?;
+    written.push(txt);
+
+    let mut csv = String::from("item,figure,unit,server,round,value\n");
+    for r in &c.rows {
+        for (server, vals) in [("zkd", &r.zkd), ("zookeeper", &r.zookeeper)] {
+            for (i, v) in vals.iter().enumerate() {
+                let _ = writeln!(
+                    csv,
+                    "{},{},{},{server},{},{v}",
+                    csv_field(&r.item),
+                    csv_field(&r.name),
+                    csv_field(&r.unit),
+                    i + 1
+                );
+            }
+        }
+    }
+    let path = dir.join("compare.csv");
+    std::fs::write(&path, csv).map_err(|e| format!("{}: {e}", path.display()))?;
+    written.push(path);
+
+    let md = format!(
+        "{}\n{}",
+        c.table().markdown(),
+        targets_table(&targets(c, s)).markdown()
+    );
+    let path = dir.join("compare.md");
+    std::fs::write(&path, md).map_err(|e| format!("{}: {e}", path.display()))?;
+    written.push(path);
+    written.extend(crate::plot::write_plots(c, dir)?);
+    Ok(written)
+}
+
+/// The full text report.
+pub fn render_text(c: &Comparison, s: &Settings, machine: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "zkd vs Apache ZooKeeper 3.8 — medians over {} round(s); ratio = zkd / ZooKeeper",
+        c.rounds
+    );
+    let _ = writeln!(out, "elapsed: {:.0} s", c.elapsed.as_secs_f64());
+    let _ = writeln!(out, "\nmachine:\n{machine}");
+    let _ = writeln!(out, "zkd:       {}", c.zkd_cmd);
+    let _ = writeln!(out, "ZooKeeper: {}", c.zk_cmd);
+    let _ = writeln!(out, "\n{}", c.table().render());
+    let _ = writeln!(out, "targets:\n{}", targets_table(&targets(c, s)).render());
+    if !c.notes.is_empty() {
+        let _ = writeln!(out, "notes:");
+        for n in &c.notes {
+            let _ = writeln!(out, "  {n}");
+        }
+    }
+    if !c.errors.is_empty() {
+        let _ = writeln!(out, "\nERRORS:");
+        for e in &c.errors {
+            let _ = writeln!(out, "  {e}");
+        }
+    }
+    out
+}
+
+/// Rows grouped for plots: series → [(x, zkd, zk)].
+pub fn series(c: &Comparison, name: &str) -> BTreeMap<String, Vec<(f64, f64, f64)>> {
+    let mut m: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
+    for r in c.rows.iter().filter(|r| r.name == name) {
+        if let (Some(s), Some(x)) = (&r.series, r.x) {
+            m.entry(s.clone())
+                .or_default()
+                .push((x, r.zkd_median(), r.zk_median()));
+        }
+    }
+    for v in m.values_mut() {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    m
+}
+
+/// Values of one figure for a named series without x (throughput bars).
+pub fn bars(c: &Comparison, name: &str) -> Vec<(String, f64, f64)> {
+    c.rows
+        .iter()
+        .filter(|r| r.name == name && r.x.is_none())
+        .map(|r| {
+            (
+                r.series.clone().unwrap_or_else(|| r.item.clone()),
+                r.zkd_median(),
+                r.zk_median(),
+            )
+        })
+        .collect()
+}
+
+/// Reads the raw values `write_outputs` stored in `compare.csv` back (to redraw the plots
+/// and tables without measuring again).
+pub fn from_csv(text: &str) -> BenchResult<Comparison> {
+    let mut c = Comparison::default();
+    for (i, line) in text.lines().enumerate().skip(1) {
+        let f = split_csv(line);
+        let f: Vec<&str> = f.iter().map(String::as_str).collect();
+        let [item, name, unit, server, round, value] = f[..] else {
+            return Err(format!("line {}: expected 6 fields: {line:?}", i + 1));
+        };
+        let value: f64 = value.parse().map_err(|e| format!("line {}: {e}", i + 1))?;
+        let round: usize = round.parse().map_err(|e| format!("line {}: {e}", i + 1))?;
+        c.rounds = c.rounds.max(round);
+        let (series, x) = series_of(item);
+        let idx = match c.rows.iter().position(|r| r.item == item && r.name == name) {
+            Some(i) => i,
+            None => {
+                c.rows.push(Row {
+                    item: item.to_string(),
+                    name: name.to_string(),
+                    unit: unit.to_string(),
+                    better: Better::Neither,
+                    series,
+                    x,
+                    zkd: Vec::new(),
+                    zookeeper: Vec::new(),
+                });
+                c.rows.len() - 1
+            }
+        };
+        match server {
+            "zkd" => c.rows[idx].zkd.push(value),
+            _ => c.rows[idx].zookeeper.push(value),
+        }
+    }
+    Ok(c)
+}
+
+/// A CSV field, quoted when it holds a comma or a quote.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Splits one CSV line, honouring quotes.
+fn split_csv(line: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                chars.next();
+                out.last_mut().expect("never empty").push('"');
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(String::new()),
+            c => out.last_mut().expect("never empty").push(c),
+        }
+    }
+    out
+}
+
+/// Plot series and x of an item name as the benchmarks build them.
+fn series_of(item: &str) -> (Option<String>, Option<f64>) {
+    let words: Vec<&str> = item.split(' ').collect();
+    match words[..] {
+        ["herd", n, mode] => (
+            Some(mode.to_string()),
+            n.strip_prefix("N=").and_then(|v| v.parse().ok()),
+        ),
+        ["fanout", w] => (
+            Some("fanout".into()),
+            w.strip_prefix("W=").and_then(|v| v.parse().ok()),
+        ),
+        ["throughput", w, _] => (Some(w.to_string()), None),
+        _ => (None, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_round_trip() {
+        let fields = ["a, b", "plain", "say \"hi\"", ""];
+        let line = fields.map(csv_field).join(",");
+        assert_eq!(split_csv(&line), fields);
+    }
+
+    #[test]
+    fn series_from_items() {
+        assert_eq!(
+            series_of("herd N=5000 predecessor"),
+            (Some("predecessor".into()), Some(5000.0))
+        );
+        assert_eq!(series_of("throughput get 64x8"), (Some("get".into()), None));
+        assert_eq!(series_of("footprint"), (None, None));
+    }
+}

@@ -1,0 +1,481 @@
+//! zkd-bench: herd effect, throughput, fan-out and footprint of a ZooKeeper-protocol server,
+//! zkd and Apache ZooKeeper side by side.
+//!
+//! Every benchmark talks the wire protocol through `zkd_client_tests::raw::RawClient` to an
+//! address, so it runs against any server; CPU time and memory come from `/proc/<pid>` when
+//! the server's process id is known. Each benchmark checks what it measures (the right
+//! leader, no lost or duplicate notification, every request answered without error) and
+//! fails instead of reporting numbers from a broken run.
+
+pub mod compare;
+pub mod fanout;
+pub mod footprint;
+pub mod herd;
+pub mod plot;
+pub mod pool;
+pub mod proc;
+pub mod progress;
+pub mod report;
+pub mod servers;
+pub mod throughput;
+pub mod util;
+pub mod watchers;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::herd::{Failure, Mode};
+use crate::progress::Progress;
+use crate::throughput::Workload;
+use crate::util::{median, BenchResult};
+
+/// Sizes, counts and durations of every benchmark.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub herd_n: Vec<usize>,
+    pub herd_modes: Vec<Mode>,
+    pub herd_failures: usize,
+    pub herd_failure: Failure,
+    pub herd_settle: Duration,
+    pub herd_timeout: Duration,
+    pub tp_driver: throughput::Driver,
+    pub tp_workloads: Vec<Workload>,
+    pub tp_sessions: usize,
+    pub tp_inflight: usize,
+    pub tp_value_size: usize,
+    pub tp_warmup: Duration,
+    pub tp_duration: Duration,
+    pub fan_watchers: Vec<usize>,
+    pub fan_writes: usize,
+    pub fan_settle: Duration,
+    pub fan_timeout: Duration,
+    pub footprint: footprint::Params,
+    /// Rounds of `compare` (each item runs once per round on each server).
+    pub rounds: usize,
+}
+
+impl Settings {
+    /// The full benchmark (tens of minutes for `compare`).
+    pub fn full() -> Settings {
+        Settings {
+            herd_n: vec![10, 100, 1000, 5000, 10000],
+            herd_modes: vec![Mode::Herd, Mode::Predecessor],
+            herd_failures: 4,
+            herd_failure: Failure::Delete,
+            herd_settle: Duration::from_millis(100),
+            herd_timeout: Duration::from_secs(180),
+            tp_driver: throughput::Driver::Lean,
+            tp_workloads: Workload::ALL.to_vec(),
+            tp_sessions: 64,
+            tp_inflight: 8,
+            tp_value_size: 1024,
+            tp_warmup: Duration::from_secs(3),
+            tp_duration: Duration::from_secs(8),
+            fan_watchers: vec![1000, 10000],
+            fan_writes: 5,
+            fan_settle: Duration::from_millis(100),
+            fan_timeout: Duration::from_secs(60),
+            footprint: footprint::Params {
+                startups: 5,
+                znodes: 100_000,
+                znode_size: 100,
+                sessions: 10_000,
+                max_sessions: 20_000,
+                settle: Duration::from_secs(1),
+            },
+            rounds: 3,
+        }
+    }
+
+    /// A smoke run: every code path, small sizes, seconds.
+    pub fn quick() -> Settings {
+        Settings {
+            herd_n: vec![10, 40],
+            herd_failures: 3,
+            herd_settle: Duration::from_millis(20),
+            herd_timeout: Duration::from_secs(20),
+            tp_sessions: 4,
+            tp_inflight: 4,
+            tp_warmup: Duration::from_millis(100),
+            tp_duration: Duration::from_millis(400),
+            fan_watchers: vec![50],
+            fan_writes: 2,
+            fan_settle: Duration::from_millis(20),
+            fan_timeout: Duration::from_secs(20),
+            footprint: footprint::Params {
+                startups: 2,
+                znodes: 2000,
+                znode_size: 100,
+                sessions: 100,
+                max_sessions: 300,
+                settle: Duration::from_millis(100),
+            },
+            rounds: 1,
+            ..Settings::full()
+        }
+    }
+}
+
+/// Whether a smaller or a larger value of a figure is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Better {
+    Lower,
+    Higher,
+    /// Informational (counts that should be equal, etc.).
+    Neither,
+}
+
+/// One measured number.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    /// What was run, e.g. `herd N=1000 predecessor`, `throughput get 64x8`.
+    pub item: String,
+    /// What was measured, e.g. `time to quiet`.
+    pub name: String,
+    pub unit: &'static str,
+    pub value: f64,
+    pub better: Better,
+    /// For plots: the series (`herd`, `predecessor`, a workload) and x value (N).
+    pub series: Option<String>,
+    pub x: Option<f64>,
+}
+
+impl Figure {
+    pub fn new(item: &str, name: &str, unit: &'static str, value: f64, better: Better) -> Figure {
+        Figure {
+            item: item.to_string(),
+            name: name.to_string(),
+            unit,
+            value,
+            better,
+            series: None,
+            x: None,
+        }
+    }
+
+    fn at(mut self, series: &str, x: Option<f64>) -> Figure {
+        self.series = Some(series.to_string());
+        self.x = x;
+        self
+    }
+}
+
+/// Figures of one item plus remarks that are not numbers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Figures {
+    pub figures: Vec<Figure>,
+    pub notes: Vec<String>,
+}
+
+pub fn herd_item(mode: Mode, n: usize) -> String {
+    format!("herd N={n} {}", mode.label())
+}
+
+/// One herd run as figures (medians over the failures).
+pub async fn herd_figures(
+    addr: SocketAddr,
+    pid: Option<u32>,
+    mode: Mode,
+    n: usize,
+    s: &Settings,
+    progress: &Progress,
+) -> BenchResult<Figures> {
+    let p = herd::Params {
+        n,
+        mode,
+        failures: s.herd_failures.min(n - 1),
+        failure: s.herd_failure,
+        settle: s.herd_settle,
+        timeout: s.herd_timeout,
+        pid,
+    };
+    let out = herd::run(addr, &p, progress).await?;
+    let item = herd_item(mode, n);
+    let med = |f: &dyn Fn(&herd::FailureStats) -> f64| {
+        median(&out.failures.iter().map(f).collect::<Vec<_>>())
+    };
+    let x = Some(n as f64);
+    let l = mode.label();
+    let mut figs = Figures {
+        figures: vec![
+            Figure::new(
+                &item,
+                "time until next leader knows",
+                "ms",
+                med(&|f| util::ms(f.leader_known)),
+                Better::Lower,
+            )
+            .at(l, x),
+            Figure::new(
+                &item,
+                "time until all quiet",
+                "ms",
+                med(&|f| util::ms(f.quiet)),
+                Better::Lower,
+            )
+            .at(l, x),
+            Figure::new(
+                &item,
+                "notifications per failure",
+                "",
+                med(&|f| f.notifications as f64),
+                Better::Neither,
+            )
+            .at(l, x),
+            Figure::new(
+                &item,
+                "requests per failure",
+                "",
+                med(&|f| f.requests as f64),
+                Better::Neither,
+            )
+            .at(l, x),
+            Figure::new(
+                &item,
+                "server bytes per failure",
+                "B",
+                med(&|f| f.bytes as f64),
+                Better::Lower,
+            )
+            .at(l, x),
+            Figure::new(
+                &item,
+                "set-up time",
+                "s",
+                out.setup.as_secs_f64(),
+                Better::Lower,
+            )
+            .at(l, x),
+        ],
+        notes: Vec::new(),
+    };
+    if out.failures.iter().all(|f| f.server_cpu.is_some()) {
+        figs.figures.push(
+            Figure::new(
+                &item,
+                "server CPU per failure",
+                "ms",
+                med(&|f| f.server_cpu.map_or(f64::NAN, util::ms)),
+                Better::Lower,
+            )
+            .at(l, x),
+        );
+    }
+    Ok(figs)
+}
+
+pub fn throughput_item(w: Workload, s: &Settings) -> String {
+    format!("throughput {} {}x{}", w.key(), s.tp_sessions, s.tp_inflight)
+}
+
+/// One throughput run as figures.
+pub async fn throughput_figures(
+    addr: SocketAddr,
+    pid: Option<u32>,
+    w: Workload,
+    s: &Settings,
+    progress: &Progress,
+) -> BenchResult<Figures> {
+    let p = throughput::Params {
+        driver: s.tp_driver,
+        sessions: s.tp_sessions,
+        inflight: s.tp_inflight,
+        workload: w,
+        value_size: s.tp_value_size,
+        warmup: s.tp_warmup,
+        duration: s.tp_duration,
+    };
+    let o = throughput::run(addr, pid, &p, progress).await?;
+    let item = throughput_item(w, s);
+    let k = w.key();
+    let mut figures = vec![
+        Figure::new(&item, "ops/s", "ops/s", o.ops_per_sec, Better::Higher).at(k, None),
+        Figure::new(&item, "latency p50", "us", o.p50_us, Better::Lower).at(k, None),
+        Figure::new(&item, "latency p99", "us", o.p99_us, Better::Lower).at(k, None),
+        Figure::new(&item, "latency p99.9", "us", o.p999_us, Better::Lower).at(k, None),
+    ];
+    if let Some(c) = o.server_cpu_us_per_op {
+        figures.push(Figure::new(&item, "server CPU per op", "us", c, Better::Lower).at(k, None));
+    }
+    if let Some(c) = o.server_cores {
+        figures.push(Figure::new(&item, "server CPU (cores)", "", c, Better::Neither).at(k, None));
+    }
+    figures.push(
+        Figure::new(
+            &item,
+            "bench client CPU (cores)",
+            "",
+            o.client_cores,
+            Better::Neither,
+        )
+        .at(k, None),
+    );
+    Ok(Figures {
+        figures,
+        notes: Vec::new(),
+    })
+}
+
+pub fn fanout_item(w: usize) -> String {
+    format!("fanout W={w}")
+}
+
+/// One fan-out run as figures (medians over the writes).
+pub async fn fanout_figures(
+    addr: SocketAddr,
+    pid: Option<u32>,
+    watchers: usize,
+    s: &Settings,
+    progress: &Progress,
+) -> BenchResult<Figures> {
+    let p = fanout::Params {
+        watchers,
+        writes: s.fan_writes,
+        settle: s.fan_settle,
+        timeout: s.fan_timeout,
+        pid,
+    };
+    let o = fanout::run(addr, &p, progress).await?;
+    let item = fanout_item(watchers);
+    let med =
+        |f: &dyn Fn(&fanout::Sample) -> f64| median(&o.samples.iter().map(f).collect::<Vec<_>>());
+    let x = Some(watchers as f64);
+    let mut figs = Figures {
+        figures: vec![
+            Figure::new(
+                &item,
+                "time until last watcher notified",
+                "ms",
+                med(&|s| util::ms(s.last)),
+                Better::Lower,
+            )
+            .at("fanout", x),
+            Figure::new(
+                &item,
+                "time until half notified",
+                "ms",
+                med(&|s| util::ms(s.median)),
+                Better::Lower,
+            )
+            .at("fanout", x),
+            Figure::new(
+                &item,
+                "time until first notified",
+                "ms",
+                med(&|s| util::ms(s.first)),
+                Better::Lower,
+            )
+            .at("fanout", x),
+        ],
+        notes: Vec::new(),
+    };
+    if o.samples.iter().all(|s| s.server_cpu.is_some()) {
+        figs.figures.push(
+            Figure::new(
+                &item,
+                "server CPU per write",
+                "ms",
+                med(&|s| s.server_cpu.map_or(f64::NAN, util::ms)),
+                Better::Lower,
+            )
+            .at("fanout", x),
+        );
+    }
+    Ok(figs)
+}
+
+pub const FOOTPRINT: &str = "footprint";
+
+/// Footprint figures; start-up and RSS only where known.
+pub fn footprint_figures(o: &footprint::Outcome, s: &Settings) -> Figures {
+    let mut f = Vec::new();
+    let it = FOOTPRINT;
+    if !o.startup.is_empty() {
+        let v: Vec<f64> = o.startup.iter().map(|d| util::ms(*d)).collect();
+        f.push(Figure::new(
+            it,
+            "start-up to first handshake",
+            "ms",
+            median(&v),
+            Better::Lower,
+        ));
+    }
+    if let Some(r) = o.idle_rss {
+        f.push(Figure::new(
+            it,
+            "idle RSS",
+            "MiB",
+            r as f64 / (1 << 20) as f64,
+            Better::Lower,
+        ));
+    }
+    if let Some(b) = o.znodes.per_znode() {
+        f.push(Figure::new(
+            it,
+            &format!("RSS per znode ({} B data)", s.footprint.znode_size),
+            "B",
+            b,
+            Better::Lower,
+        ));
+    }
+    f.push(Figure::new(
+        it,
+        &format!(
+            "create {} znodes (1 session, 1000 in flight)",
+            o.znodes.count
+        ),
+        "s",
+        o.znodes.create_secs,
+        Better::Lower,
+    ));
+    if let Some(b) = o.sessions.per_session() {
+        f.push(Figure::new(
+            it,
+            "RSS per idle session",
+            "B",
+            b,
+            Better::Lower,
+        ));
+    }
+    f.push(Figure::new(
+        it,
+        &format!("open {} sessions", o.sessions.count),
+        "s",
+        o.sessions.open_secs,
+        Better::Lower,
+    ));
+    f.push(Figure::new(
+        it,
+        "max concurrent sessions",
+        "",
+        o.max_sessions.opened as f64,
+        Better::Higher,
+    ));
+    let m = &o.max_sessions;
+    let notes = vec![format!(
+        "max sessions: {} open (bound {}), stopped by: {}; bench fd limit soft {} (raised from {}) hard {}; server fd limit {}, server fds open at the peak {}",
+        m.opened,
+        m.bound,
+        m.stopped_by,
+        m.fd.soft,
+        m.fd.soft_before,
+        m.fd.hard,
+        m.server_fd_limit.map_or("n/a".into(), |v| v.to_string()),
+        m.server_fds_open.map_or("n/a".into(), |v| v.to_string()),
+    )];
+    Figures { figures: f, notes }
+}
+
+/// Renders figures of one server as a table.
+pub fn figures_table(figs: &[Figure]) -> report::Table {
+    let mut t = report::Table::new(&["item", "figure", "value", "unit"]);
+    for f in figs {
+        t.row(vec![
+            f.item.clone(),
+            f.name.clone(),
+            report::num(f.value),
+            f.unit.to_string(),
+        ]);
+    }
+    t
+}

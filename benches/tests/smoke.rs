@@ -1,0 +1,119 @@
+//! Quick runs of every benchmark against an embedded zkd: the numbers are not looked at,
+//! the checks the benchmarks make are (right leader after each failure, no lost or duplicate
+//! notification, every request answered without error).
+
+use std::time::{Duration, Instant};
+
+use zkd_bench::herd::{self, Failure, Mode};
+use zkd_bench::progress::Progress;
+use zkd_bench::throughput::Workload;
+use zkd_bench::{fanout, footprint, Settings};
+use zkd_client_tests::target::Target;
+
+/// An embedded zkd without the per-address connection cap (every bench session comes from
+/// 127.0.0.1).
+async fn zkd() -> Target {
+    Target::start_zkd_with(zkd_server::Config {
+        max_client_cnxns: 0,
+        ..zkd_server::Config::default()
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quick_runs_of_every_benchmark_check_out() {
+    let started = Instant::now();
+    let target = zkd().await;
+    let addr = target.addr();
+    let s = Settings::quick();
+    let quiet = Progress::silent();
+
+    for mode in [Mode::Herd, Mode::Predecessor] {
+        for failure in [Failure::Delete, Failure::Close] {
+            let p = herd::Params {
+                n: 30,
+                mode,
+                failures: 4,
+                failure,
+                settle: Duration::from_millis(20),
+                timeout: Duration::from_secs(10),
+                pid: None,
+            };
+            let out = herd::run(addr, &p, &quiet)
+                .await
+                .unwrap_or_else(|e| panic!("herd {mode:?} {failure:?}: {e}"));
+            assert_eq!(out.failures.len(), 4);
+            for (k, f) in out.failures.iter().enumerate() {
+                let survivors = (30 - k - 1) as u64;
+                // In herd mode the failing leader's own child watch fires too (ZooKeeper does
+                // the same, also when the session is closed).
+                let due = match mode {
+                    Mode::Predecessor => 1,
+                    Mode::Herd => survivors + 1,
+                };
+                assert_eq!(f.notifications, due, "{mode:?} {failure:?} failure {k}");
+                assert!(f.quiet >= f.leader_known);
+                assert!(f.bytes > 0);
+            }
+        }
+    }
+
+    for w in Workload::ALL {
+        let figs = zkd_bench::throughput_figures(addr, None, w, &s, &quiet)
+            .await
+            .unwrap_or_else(|e| panic!("throughput {w:?}: {e}"));
+        let ops = figs.figures.iter().find(|f| f.name == "ops/s").unwrap();
+        assert!(ops.value > 0.0, "{w:?}: no operations completed");
+    }
+
+    let out = fanout::run(
+        addr,
+        &fanout::Params {
+            watchers: 100,
+            writes: 3,
+            settle: Duration::from_millis(20),
+            timeout: Duration::from_secs(10),
+            pid: None,
+        },
+        &quiet,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("fanout: {e}"));
+    assert_eq!(out.samples.len(), 3);
+    assert!(out
+        .samples
+        .iter()
+        .all(|s| s.first <= s.median && s.median <= s.last));
+
+    // Embedded: no process of its own, so no start-up or RSS figures.
+    let fp = footprint::run_external(addr, None, &s.footprint, &quiet)
+        .await
+        .unwrap_or_else(|e| panic!("footprint: {e}"));
+    assert_eq!(fp.znodes.count, s.footprint.znodes);
+    assert_eq!(fp.sessions.count, s.footprint.sessions);
+    assert_eq!(fp.max_sessions.opened, s.footprint.max_sessions);
+    assert!(fp.znodes.per_znode().is_none());
+
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "smoke run took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn herd_rejects_impossible_parameters() {
+    let target = zkd().await;
+    let p = herd::Params {
+        n: 3,
+        mode: Mode::Herd,
+        failures: 3,
+        failure: Failure::Delete,
+        settle: Duration::from_millis(10),
+        timeout: Duration::from_secs(5),
+        pid: None,
+    };
+    assert!(herd::run(target.addr(), &p, &Progress::silent())
+        .await
+        .is_err());
+}
