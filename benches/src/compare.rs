@@ -32,6 +32,10 @@ pub struct Options {
     pub out_dir: PathBuf,
     /// Stop starting new items after this long.
     pub budget: Duration,
+    /// A measurement during which other processes kept more cores than this busy (user
+    /// mode, on average) is repeated, up to `attempts` runs in all.
+    pub max_bystander_cores: f64,
+    pub attempts: usize,
     pub progress: bool,
 }
 
@@ -313,15 +317,16 @@ pub async fn run(o: &Options) -> Comparison {
                     s.rounds,
                     names[k]
                 ));
-                match footprint::run_spawned(specs[k], &s.footprint, &p).await {
-                    Ok(out) => {
-                        let figs = crate::footprint_figures(&out, s);
-                        c.add(k, &figs, round);
-                    }
-                    Err(e) => {
-                        c.errors
-                            .push(format!("round {} footprint {}: {e}", round + 1, names[k]))
-                    }
+                let what = format!("round {} footprint {}", round + 1, names[k]);
+                let result = undisturbed(o, &mut c, &p, &what, &[], || async {
+                    footprint::run_spawned(specs[k], &s.footprint, &p)
+                        .await
+                        .map(|out| crate::footprint_figures(&out, s))
+                })
+                .await;
+                match result {
+                    Ok(figs) => c.add(k, &figs, round),
+                    Err(e) => c.errors.push(format!("{what}: {e}")),
                 }
             }
         }
@@ -370,44 +375,32 @@ pub async fn run(o: &Options) -> Comparison {
                         continue;
                     };
                     let (addr, pid) = (server.addr(), Some(server.pid()));
-                    let (label, result) = match item {
-                        Item::Throughput(w) => {
-                            let label = crate::throughput_item(*w, s);
-                            let p = prog.sub(format!(
-                                "round {}/{} {label} {}",
-                                round + 1,
-                                s.rounds,
-                                names[k]
-                            ));
-                            (label, crate::throughput_figures(addr, pid, *w, s, &p).await)
-                        }
-                        Item::Fanout(w) => {
-                            let label = crate::fanout_item(*w);
-                            let p = prog.sub(format!(
-                                "round {}/{} {label} {}",
-                                round + 1,
-                                s.rounds,
-                                names[k]
-                            ));
-                            (label, crate::fanout_figures(addr, pid, *w, s, &p).await)
-                        }
-                        Item::Herd(m, n) => {
-                            let label = crate::herd_item(*m, *n);
-                            let p = prog.sub(format!(
-                                "round {}/{} {label} {}",
-                                round + 1,
-                                s.rounds,
-                                names[k]
-                            ));
-                            (label, crate::herd_figures(addr, pid, *m, *n, s, &p).await)
-                        }
+                    let ours: Vec<u32> = servers.iter().flatten().map(|p| p.pid()).collect();
+                    let label = match item {
+                        Item::Throughput(w) => crate::throughput_item(*w, s),
+                        Item::Fanout(w) => crate::fanout_item(*w),
+                        Item::Herd(m, n) => crate::herd_item(*m, *n),
                     };
+                    let p = prog.sub(format!(
+                        "round {}/{} {label} {}",
+                        round + 1,
+                        s.rounds,
+                        names[k]
+                    ));
+                    let what = format!("round {} {label} {}", round + 1, names[k]);
+                    let result = undisturbed(o, &mut c, &p, &what, &ours, || async {
+                        match item {
+                            Item::Throughput(w) => {
+                                crate::throughput_figures(addr, pid, *w, s, &p).await
+                            }
+                            Item::Fanout(w) => crate::fanout_figures(addr, pid, *w, s, &p).await,
+                            Item::Herd(m, n) => crate::herd_figures(addr, pid, *m, *n, s, &p).await,
+                        }
+                    })
+                    .await;
                     match result {
                         Ok(figs) => c.add(k, &figs, round),
-                        Err(e) => {
-                            c.errors
-                                .push(format!("round {} {label} {}: {e}", round + 1, names[k]))
-                        }
+                        Err(e) => c.errors.push(format!("{what}: {e}")),
                     }
                 }
             }
@@ -415,6 +408,45 @@ pub async fn run(o: &Options) -> Comparison {
     }
     c.elapsed = started.elapsed();
     c
+}
+
+/// Runs `measure` until no other process on the machine kept more than
+/// `o.max_bystander_cores` busy meanwhile (at most `o.attempts` times); notes the repeats.
+async fn undisturbed<F, Fut>(
+    o: &Options,
+    c: &mut Comparison,
+    progress: &Progress,
+    what: &str,
+    ours: &[u32],
+    mut measure: F,
+) -> BenchResult<Figures>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = BenchResult<Figures>>,
+{
+    let mut attempt = 1;
+    loop {
+        let watch = crate::proc::Bystanders::start(ours);
+        let result = measure().await;
+        let busy = watch.map_or(0.0, |w| w.cores(ours));
+        if busy <= o.max_bystander_cores || attempt >= o.attempts || result.is_err() {
+            if busy > o.max_bystander_cores {
+                c.notes.push(format!(
+                    "{what}: other processes kept {busy:.2} cores busy in all {attempt} attempts; last result kept"
+                ));
+            } else if attempt > 1 {
+                c.notes.push(format!(
+                    "{what}: repeated {} time(s) because other processes were busy",
+                    attempt - 1
+                ));
+            }
+            return result;
+        }
+        progress.say(format!(
+            "other processes kept {busy:.2} cores busy during the measurement; repeating"
+        ));
+        attempt += 1;
+    }
 }
 
 /// Which server goes first: alternates with the round and the item.

@@ -131,6 +131,13 @@ enum Cmd {
         /// Start no new item after this many minutes.
         #[arg(long, default_value_t = 90)]
         budget_minutes: u64,
+        /// Repeat a measurement during which other processes kept more than this many
+        /// cores busy (the machine may be shared).
+        #[arg(long, default_value_t = 0.25)]
+        max_bystander_cores: f64,
+        /// Runs of one measurement at most (see --max-bystander-cores).
+        #[arg(long, default_value_t = 3)]
+        attempts: usize,
     },
 }
 
@@ -402,6 +409,8 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             watchers,
             out,
             budget_minutes,
+            max_bystander_cores,
+            attempts,
         } => {
             if let Some(r) = rounds {
                 s.rounds = r.max(1);
@@ -429,6 +438,8 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
                 groups,
                 out_dir: out.clone(),
                 budget: Duration::from_secs(budget_minutes * 60),
+                max_bystander_cores,
+                attempts: attempts.max(1),
                 progress: !cli.quiet,
             };
             let load_before = loadavg();

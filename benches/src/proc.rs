@@ -92,6 +92,65 @@ pub fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// Field `n` (1-based, as in proc(5)) of `/proc/PID/stat`, in seconds.
+fn stat_field_seconds(pid: &str, n: usize) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let v: u64 = rest.split_whitespace().nth(n - 3)?.parse().ok()?;
+    Some(v as f64 / clock_ticks_per_sec() as f64)
+}
+
+/// User-mode CPU seconds of every process on the machine (`user + nice` of /proc/stat).
+pub fn machine_user_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    (f.len() == 2).then(|| (f[0] + f[1]) as f64 / clock_ticks_per_sec() as f64)
+}
+
+/// User-mode CPU seconds of this process, its waited-for children, and `others`.
+pub fn our_user_seconds(others: &[u32]) -> f64 {
+    let own = stat_field_seconds("self", 14).unwrap_or(0.0)
+        + stat_field_seconds("self", 16).unwrap_or(0.0);
+    own + others
+        .iter()
+        .filter_map(|p| stat_field_seconds(&p.to_string(), 14))
+        .sum::<f64>()
+}
+
+/// Watches how much CPU processes other than the bench and its servers take, to tell a
+/// measurement disturbed by someone else's work on the same machine.
+#[derive(Debug, Clone, Copy)]
+pub struct Bystanders {
+    machine: f64,
+    ours: f64,
+    at: std::time::Instant,
+}
+
+impl Bystanders {
+    pub fn start(servers: &[u32]) -> Option<Bystanders> {
+        Some(Bystanders {
+            machine: machine_user_seconds()?,
+            ours: our_user_seconds(servers),
+            at: std::time::Instant::now(),
+        })
+    }
+
+    /// Average number of cores other processes kept busy (user mode) since `start`.
+    pub fn cores(&self, servers: &[u32]) -> f64 {
+        let (Some(machine), ours) = (machine_user_seconds(), our_user_seconds(servers)) else {
+            return 0.0;
+        };
+        let secs = self.at.elapsed().as_secs_f64().max(1e-3);
+        (((machine - self.machine) - (ours - self.ours)) / secs).max(0.0)
+    }
+}
+
 /// Resident set size (`VmRSS`) of a process, in bytes.
 pub fn rss_bytes(pid: u32) -> io::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
@@ -206,6 +265,15 @@ mod tests {
         let d = a.until(&b);
         assert!(d > 0.02 && d < 10.0, "{d}");
         assert!(a.precise.is_some());
+    }
+
+    #[test]
+    fn bystanders_are_measurable() {
+        let b = Bystanders::start(&[]).unwrap();
+        let c = b.cores(&[]);
+        assert!((0.0..=256.0).contains(&c));
+        assert!(machine_user_seconds().unwrap() > 0.0);
+        assert!(our_user_seconds(&[]) >= 0.0);
     }
 
     #[test]
