@@ -133,10 +133,19 @@ async fn serve(config: Config) -> ExitCode {
         let _ = writeln!(stdout, "zkd listening on {}", server.local_addr());
         let _ = stdout.flush();
     }
-    let signal = wait_for_signal().await;
-    tracing::info!("{signal}: shutting down");
-    server.shutdown().await;
-    ExitCode::SUCCESS
+    tokio::select! {
+        signal = wait_for_signal() => {
+            tracing::info!("{signal}: shutting down");
+            server.shutdown().await;
+            ExitCode::SUCCESS
+        }
+        failure = server.failed() => {
+            tracing::error!("exiting: {failure}");
+            eprintln!("zkd: {failure}");
+            server.shutdown().await;
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Waits for SIGINT or SIGTERM and names it.

@@ -7,4 +7,5 @@ mod net;
 mod server;
 
 pub use config::{Config, FourLetterWhitelist};
+pub use net::ServerFailure;
 pub use server::Server;

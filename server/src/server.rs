@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::Core;
-use crate::net::{self, now_ms, Shared};
+use crate::net::{self, now_ms, ServerFailure, Shared};
 use crate::Config;
 
 /// A running server. Dropping it stops the server: the listener closes and every connection
@@ -19,6 +19,7 @@ pub struct Server {
     shutdown: CancellationToken,
     acceptor: Option<JoinHandle<()>>,
     ticker: Option<JoinHandle<()>>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl Server {
@@ -34,19 +35,33 @@ impl Server {
         let shared = Arc::new(Shared::new(&config, core));
         let shutdown = CancellationToken::new();
         let acceptor = tokio::spawn(net::accept_loop(listener, shared.clone(), shutdown.clone()));
-        let ticker = tokio::spawn(net::ticker(shared));
+        let ticker = tokio::spawn(net::ticker(shared.clone()));
         tracing::info!(%addr, "zkd serving");
         Ok(Server {
             addr,
             shutdown,
             acceptor: Some(acceptor),
             ticker: Some(ticker),
+            shared,
         })
     }
 
     /// The address the server listens on (with the real port when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// `Some` once the server has failed closed: a call into its core panicked, so it
+    /// closed every connection and stopped listening rather than serve a possibly
+    /// half-changed tree. It does not recover; start a new server.
+    pub fn failure(&self) -> Option<ServerFailure> {
+        self.shared.failure().cloned()
+    }
+
+    /// Resolves when the server fails closed (see [`Server::failure`]); pending for as long
+    /// as it serves. The `zkd` binary exits non-zero when this resolves.
+    pub async fn failed(&self) -> ServerFailure {
+        self.shared.failed().await
     }
 
     /// Stops accepting, closes every connection and waits until all of it is done.

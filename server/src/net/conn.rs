@@ -18,7 +18,6 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,22 +142,13 @@ pub(crate) async fn run(
         }
     };
 
-    let established = shared.with_core(|core, out| {
-        match catch_unwind(AssertUnwindSafe(|| {
-            core.handshake(id, connect, now_ms(), out)
-        })) {
-            Ok(Handshake::Established) => true,
-            Ok(Handshake::Closed) => false,
-            Err(_) => {
-                tracing::error!(
-                    conn = id,
-                    "handshake handling panicked; closing the connection"
-                );
-                out.close(id);
-                false
-            }
-        }
-    });
+    let established = match shared.with_core(|core, out| core.handshake(id, connect, now_ms(), out))
+    {
+        Ok(Handshake::Established) => true,
+        Ok(Handshake::Closed) => false,
+        // The server failed closed; this connection is being dropped.
+        Err(_) => return,
+    };
 
     let (rd, wr) = stream.into_split();
     let reader_done = CancellationToken::new();
@@ -255,29 +245,20 @@ async fn answer_four_letter_word(
         }
         if word == "crst" || word == "srst" {
             let reset = shared.with_core(|core, _| {
-                catch_unwind(AssertUnwindSafe(|| {
-                    if word == "crst" {
-                        core.reset_connection_stats();
-                    } else {
-                        core.reset_server_stats();
-                    }
-                }))
+                if word == "crst" {
+                    core.reset_connection_stats();
+                } else {
+                    core.reset_server_stats();
+                }
             });
             if reset.is_err() {
-                tracing::error!(conn = id, word, "resetting statistics panicked");
                 return None;
             }
         }
         let view = if fourlw::needs_view(word) {
-            let view = shared.with_core(|core, _| {
-                catch_unwind(AssertUnwindSafe(|| core.four_letter_view(now_ms())))
-            });
-            match view {
+            match shared.with_core(|core, _| core.four_letter_view(now_ms())) {
                 Ok(view) => view,
-                Err(_) => {
-                    tracing::error!(conn = id, word, "building the four-letter view panicked");
-                    return None;
-                }
+                Err(_) => return None,
             }
         } else {
             FourLetterView::default()

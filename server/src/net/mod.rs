@@ -22,8 +22,9 @@ mod host;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -73,6 +74,8 @@ pub(crate) struct NetConfig {
     pub(crate) max_frame_len: usize,
     pub(crate) max_outbound_bytes: usize,
     pub(crate) whitelist: FourLetterWhitelist,
+    /// Connections allowed per client IP (0 = unlimited), for the refusal log line.
+    pub(crate) max_client_cnxns: u32,
     /// Longest wait between two ticks, in ms.
     pub(crate) tick_period_ms: i64,
     /// How long a connection may take to send its first complete frame.
@@ -88,6 +91,46 @@ pub(crate) struct Shared {
     /// When the ticker plans to wake next (epoch ms).
     planned_tick: AtomicI64,
     wake_ticker: Notify,
+    /// Set once a core call panicked; the core is never entered again.
+    failure: OnceLock<ServerFailure>,
+    /// Cancelled when `failure` is set: stops the listener and the ticker.
+    failed: CancellationToken,
+}
+
+/// A core call failed (panicked, now or earlier): the server no longer serves, and the
+/// caller's connection is being dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CoreFailed;
+
+/// Why a server stopped serving: a call into its core panicked, so its state may be half
+/// changed. Every connection was closed and the listener stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerFailure {
+    /// The panic's message.
+    pub message: String,
+}
+
+impl std::fmt::Display for ServerFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the server core panicked ({}); it stopped serving",
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for ServerFailure {}
+
+/// The text of a panic payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-text panic payload".to_string()
+    }
 }
 
 /// The [`Outbox`] handed to the core: the connection registry.
@@ -153,6 +196,7 @@ impl Shared {
                 max_frame_len: config.max_frame_len,
                 max_outbound_bytes: config.max_outbound_bytes,
                 whitelist: config.four_letter_whitelist.clone(),
+                max_client_cnxns: config.max_client_cnxns,
                 tick_period_ms: tick_ms.min(reaper_ms).max(1),
                 handshake_timeout: Duration::from_millis(
                     crate::fourlw::SESSIONLESS_CNXN_TIMEOUT_MS as u64,
@@ -161,98 +205,138 @@ impl Shared {
             trace_mask: AtomicI64::new(DEFAULT_TRACE_MASK),
             planned_tick: AtomicI64::new(i64::MAX),
             wake_ticker: Notify::new(),
+            failure: OnceLock::new(),
+            failed: CancellationToken::new(),
         }
     }
 
-    /// Locks the core. A panic inside the core is caught where the core is called, so the
-    /// lock is only poisoned by a bug in this module; the state is still used then.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// Runs `f` on the whole state behind the lock. This is the one place the core is
+    /// entered, and it carries the fail-closed policy: if `f` panics (or the lock was
+    /// poisoned), the core is marked poisoned, the panic is logged, every connection is
+    /// dropped, the listener and ticker stop, and the embedding handle reports the failure
+    /// (see [`Shared::failure`]). From then on every call returns [`CoreFailed`] without
+    /// touching the state: a possibly half-changed tree is never served.
+    fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> Result<R, CoreFailed> {
+        if self.failure.get().is_some() {
+            return Err(CoreFailed);
+        }
+        let mut guard = match self.state.lock() {
+            Ok(g) => g,
+            Err(poisoned) => {
+                let mut g = poisoned.into_inner();
+                self.poison(&mut g, "the core lock was poisoned".into());
+                return Err(CoreFailed);
+            }
+        };
+        match catch_unwind(AssertUnwindSafe(|| f(&mut guard))) {
+            Ok(r) => {
+                self.check_deadline(&guard.core);
+                Ok(r)
+            }
+            Err(payload) => {
+                self.poison(&mut guard, panic_message(&*payload));
+                Err(CoreFailed)
+            }
+        }
+    }
+
+    /// Marks the core poisoned and drops every connection.
+    fn poison(&self, state: &mut State, message: String) {
+        tracing::error!(
+            panic = %message,
+            connections = state.conns.len(),
+            "a core call panicked: the core is poisoned; closing every connection and stopping"
+        );
+        let _ = self.failure.set(ServerFailure { message });
+        for h in state.conns.values_mut() {
+            h.closing = true;
+            h.kill.cancel();
+        }
+        self.failed.cancel();
+    }
+
+    /// Why the server stopped serving, once a core call has panicked.
+    pub(crate) fn failure(&self) -> Option<&ServerFailure> {
+        self.failure.get()
+    }
+
+    /// Resolves once the core is poisoned.
+    pub(crate) async fn failed(&self) -> ServerFailure {
+        self.failed.cancelled().await;
+        self.failure
+            .get()
+            .cloned()
+            .unwrap_or_else(|| ServerFailure {
+                message: "the core failed".into(),
+            })
     }
 
     /// Runs `f` on the core with the registry as its outbox; afterwards wakes the ticker if
-    /// the core's next deadline moved before the ticker's planned wake-up.
-    pub(crate) fn with_core<R>(&self, f: impl FnOnce(&mut Core, &mut dyn Outbox) -> R) -> R {
-        let mut guard = self.lock();
-        let State { core, conns } = &mut *guard;
-        let mut out = Registry {
-            conns,
-            limit: self.cfg.max_outbound_bytes,
-        };
-        let r = f(core, &mut out);
-        self.check_deadline(core);
-        r
+    /// the core's next deadline moved before the ticker's planned wake-up. Every call into
+    /// the core goes through here (or [`Shared::with_state`]), so a panic in it fails the
+    /// whole server closed; callers drop their connection on `Err`.
+    pub(crate) fn with_core<R>(
+        &self,
+        f: impl FnOnce(&mut Core, &mut dyn Outbox) -> R,
+    ) -> Result<R, CoreFailed> {
+        let limit = self.cfg.max_outbound_bytes;
+        self.with_state(|state| {
+            let State { core, conns } = state;
+            let mut out = Registry { conns, limit };
+            f(core, &mut out)
+        })
     }
 
-    /// Registers an accepted socket with the core; `None` = over the per-IP limit.
-    fn open(&self, remote: SocketAddr) -> Option<(ConnId, ConnChannels)> {
-        let mut guard = self.lock();
-        let id = guard.core.open_connection(remote, now_ms())?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let queued = Arc::new(AtomicUsize::new(0));
-        let kill = CancellationToken::new();
-        guard.conns.insert(
-            id,
-            ConnHandle {
-                tx,
-                queued: queued.clone(),
-                kill: kill.clone(),
-                closing: false,
-            },
-        );
-        Some((id, ConnChannels { rx, queued, kill }))
+    /// Registers an accepted socket with the core; `Ok(None)` = over the per-IP limit.
+    fn open(&self, remote: SocketAddr) -> Result<Option<(ConnId, ConnChannels)>, CoreFailed> {
+        self.with_state(|state| {
+            let id = state.core.open_connection(remote, now_ms())?;
+            let (tx, rx) = mpsc::unbounded_channel();
+            let queued = Arc::new(AtomicUsize::new(0));
+            let kill = CancellationToken::new();
+            state.conns.insert(
+                id,
+                ConnHandle {
+                    tx,
+                    queued: queued.clone(),
+                    kill: kill.clone(),
+                    closing: false,
+                },
+            );
+            Some((id, ConnChannels { rx, queued, kill }))
+        })
     }
 
     /// Feeds `frames` (payloads after the handshake) to the core in order, all under one
     /// lock. Returns false once the connection is closing (stop reading).
     pub(crate) fn requests(&self, id: ConnId, frames: Vec<Bytes>) -> bool {
-        let mut guard = self.lock();
-        let State { core, conns } = &mut *guard;
-        let now = now_ms();
-        for frame in frames {
-            if conns.get(&id).is_none_or(|h| h.closing) {
-                break;
+        let limit = self.cfg.max_outbound_bytes;
+        self.with_state(|state| {
+            let State { core, conns } = state;
+            let now = now_ms();
+            for frame in frames {
+                if conns.get(&id).is_none_or(|h| h.closing) {
+                    break;
+                }
+                let mut out = Registry { conns, limit };
+                core.request(id, frame, now, &mut out);
             }
-            let mut out = Registry {
-                conns,
-                limit: self.cfg.max_outbound_bytes,
-            };
-            let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                core.request(id, frame, now, &mut out)
-            }));
-            if call.is_err() {
-                tracing::error!(
-                    conn = id,
-                    "request handling panicked; closing the connection"
-                );
-                out.close(id);
-                break;
-            }
-        }
-        self.check_deadline(core);
-        conns.get(&id).is_some_and(|h| !h.closing)
+            conns.get(&id).is_some_and(|h| !h.closing)
+        })
+        .unwrap_or(false)
     }
 
     /// Asks for `id` to be closed after what is queued has been written.
     pub(crate) fn close(&self, id: ConnId) {
-        let mut guard = self.lock();
-        let mut out = Registry {
-            conns: &mut guard.conns,
-            limit: self.cfg.max_outbound_bytes,
-        };
-        out.close(id);
+        let _ = self.with_core(|_, out| out.close(id));
     }
 
     /// The socket of `id` is gone: forget it here and in the core.
     pub(crate) fn closed(&self, id: ConnId) {
-        let mut guard = self.lock();
-        guard.conns.remove(&id);
-        let core = &mut guard.core;
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| core.connection_closed(id)))
-            .is_err()
-        {
-            tracing::error!(conn = id, "connection_closed panicked");
-        }
+        let _ = self.with_state(|state| {
+            state.conns.remove(&id);
+            state.core.connection_closed(id);
+        });
     }
 
     fn check_deadline(&self, core: &Core) {
@@ -274,17 +358,25 @@ pub(crate) async fn accept_loop(
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
+            _ = shared.failed.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, remote)) => {
                     let _ = stream.set_nodelay(true);
                     match shared.open(remote) {
-                        Some((id, channels)) => {
+                        Ok(Some((id, channels))) => {
                             tracing::debug!(conn = id, %remote, "accepted connection");
                             tasks.spawn(conn::run(shared.clone(), id, stream, remote, channels));
                         }
-                        None => {
-                            tracing::info!(%remote, "too many connections from this address; closing");
+                        Ok(None) => {
+                            tracing::warn!(
+                                %remote,
+                                limit = shared.cfg.max_client_cnxns,
+                                "refusing connection from {}: it already has {} connections (--max-client-cnxns)",
+                                remote.ip(),
+                                shared.cfg.max_client_cnxns,
+                            );
                         }
+                        Err(CoreFailed) => break,
                     }
                 }
                 Err(e) => {
@@ -311,19 +403,13 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
     let period = shared.cfg.tick_period_ms;
     loop {
         let now = now_ms();
-        let next = {
-            let mut guard = shared.lock();
-            let State { core, conns } = &mut *guard;
-            let mut out = Registry {
-                conns,
-                limit: shared.cfg.max_outbound_bytes,
-            };
-            let call =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| core.tick(now, &mut out)));
-            if call.is_err() {
-                tracing::error!("tick panicked");
-            }
+        let limit = shared.cfg.max_outbound_bytes;
+        let Ok(next) = shared.with_state(|state| {
+            let State { core, conns } = state;
+            core.tick(now, &mut Registry { conns, limit });
             core.next_deadline()
+        }) else {
+            return;
         };
         let wake = next
             .map_or(now + period, |d| d.min(now + period))
@@ -336,3 +422,6 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
         }
     }
 }
+
+#[cfg(test)]
+mod fail_closed_tests;
