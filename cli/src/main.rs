@@ -1,181 +1,34 @@
-//! The `zkd` binary: command-line flags over the zkd library.
+//! The `zkd` binary: `zkd [FLAGS]` runs the server; subcommands (`zkd ctl ...`) act on a
+//! running one. Each subcommand lives in its own module and is one variant of [`Command`].
 
-use std::io::{IsTerminal as _, Write as _};
-use std::net::IpAddr;
+mod ctl;
+mod serve;
+
 use std::process::ExitCode;
-use std::time::Duration;
 
-use clap::Parser;
-use tracing_subscriber::EnvFilter;
-use zkd_server::{Config, FourLetterWhitelist, Server};
+use clap::{Parser, Subcommand};
 
 /// An in-memory coordination server that speaks the ZooKeeper client protocol.
 #[derive(Parser, Debug)]
-#[command(name = "zkd", version, about)]
-struct Args {
-    /// TCP port to listen on; 0 picks a free one.
-    #[arg(long, default_value_t = 2181)]
-    port: u16,
+#[command(name = "zkd", version, about, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(flatten)]
+    serve: serve::ServeArgs,
 
-    /// Address to bind.
-    #[arg(long, default_value = "127.0.0.1")]
-    bind: IpAddr,
-
-    /// Tick length in ms; sessions expire on tick boundaries.
-    #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
-    tick_time: u64,
-
-    /// Smallest negotiated session timeout in ms [default: 2 × tick time].
-    #[arg(long, value_name = "MS")]
-    min_session_timeout: Option<u64>,
-
-    /// Largest negotiated session timeout in ms [default: 20 × tick time].
-    #[arg(long, value_name = "MS")]
-    max_session_timeout: Option<u64>,
-
-    /// Most concurrent connections from one client IP; 0 = unlimited.
-    #[arg(long, default_value_t = 60)]
-    max_client_cnxns: u32,
-
-    /// Largest frame payload accepted, in bytes (jute.maxbuffer).
-    #[arg(long, value_name = "BYTES", default_value_t = 0xFFFFF,
-          value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
-    max_frame_len: u32,
-
-    /// Super user as `user:base64(sha1(user:password))`; it passes every ACL check.
-    #[arg(long, value_name = "USER:HASH")]
-    super_digest: Option<String>,
-
-    /// Disable TTL nodes (creates with a TTL fail with UNIMPLEMENTED).
-    #[arg(long)]
-    no_ttl: bool,
-
-    /// How often containers and TTL nodes are checked for removal, in ms.
-    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
-    reaper_interval: u64,
-
-    /// Four-letter words to answer: a comma-separated list, or `*` for all (`srvr` is always
-    /// answered).
-    #[arg(long = "4lw-whitelist", value_name = "WORDS", default_value = "*")]
-    four_letter_whitelist: String,
-
-    /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives.
-    /// Logs go to stderr.
-    #[arg(long, value_name = "FILTER", default_value = "info")]
-    log: String,
+    #[command(subcommand)]
+    command: Option<Command>,
 }
 
-impl Args {
-    fn config(&self) -> Config {
-        Config {
-            bind: self.bind,
-            port: self.port,
-            tick_time: Duration::from_millis(self.tick_time),
-            min_session_timeout: self.min_session_timeout.map(Duration::from_millis),
-            max_session_timeout: self.max_session_timeout.map(Duration::from_millis),
-            max_client_cnxns: self.max_client_cnxns,
-            max_frame_len: self.max_frame_len as usize,
-            super_digest: self.super_digest.clone(),
-            ttl_enabled: !self.no_ttl,
-            reaper_interval: Duration::from_millis(self.reaper_interval),
-            four_letter_whitelist: FourLetterWhitelist::parse(&self.four_letter_whitelist),
-            ..Config::default()
-        }
-    }
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Control a running zkd through its admin listener (sessions, expiry, faults, clock).
+    Ctl(ctl::CtlArgs),
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    let filter = match EnvFilter::try_new(&args.log) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("zkd: invalid --log filter {:?}: {e}", args.log);
-            return ExitCode::from(2);
-        }
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-
-    let config = args.config();
-    if let Err(e) = config.validate() {
-        eprintln!("zkd: invalid configuration: {e}");
-        return ExitCode::from(2);
-    }
-
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("zkd: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(serve(config))
-}
-
-async fn serve(config: Config) -> ExitCode {
-    let (bind, port) = (config.bind, config.port);
-    let server = match Server::start(config).await {
-        Ok(s) => s,
-        Err(e) => {
-            let at = std::net::SocketAddr::new(bind, port);
-            eprintln!("zkd: cannot listen on {at}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    {
-        let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(stdout, "zkd listening on {}", server.local_addr());
-        let _ = stdout.flush();
-    }
-    tokio::select! {
-        signal = wait_for_signal() => {
-            tracing::info!("{signal}: shutting down");
-            server.shutdown().await;
-            ExitCode::SUCCESS
-        }
-        failure = server.failed() => {
-            tracing::error!("exiting: {failure}");
-            eprintln!("zkd: {failure}");
-            server.shutdown().await;
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// Waits for SIGINT or SIGTERM and names it.
-async fn wait_for_signal() -> &'static str {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => tokio::select! {
-                _ = ctrl_c() => "interrupted",
-                _ = term.recv() => "terminated",
-            },
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch for SIGTERM");
-                ctrl_c().await;
-                "interrupted"
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        ctrl_c().await;
-        "interrupted"
-    }
-}
-
-/// Waits for Ctrl-C; if it cannot be watched, waits forever (SIGTERM still works).
-async fn ctrl_c() {
-    if let Err(e) = tokio::signal::ctrl_c().await {
-        tracing::warn!(error = %e, "cannot watch for SIGINT");
-        std::future::pending::<()>().await;
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Ctl(args)) => ctl::run(args),
+        None => serve::run(cli.serve),
     }
 }

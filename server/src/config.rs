@@ -34,6 +34,12 @@ pub struct Config {
     /// Bytes that may wait in one connection's outbound queue. A client that lets more pile
     /// up (it does not read its socket) is disconnected. Default 64 MiB.
     pub max_outbound_bytes: usize,
+    /// Port of the admin HTTP listener (control plane and reports); `None` = no listener
+    /// (default), `Some(0)` = a free port. Needs the `admin` cargo feature (on by default).
+    pub admin_port: Option<u16>,
+    /// Address the admin listener binds (default 127.0.0.1). Anything but loopback is logged
+    /// as a warning: the admin API can end sessions and change the tree.
+    pub admin_bind: IpAddr,
 }
 
 impl Default for Config {
@@ -51,6 +57,8 @@ impl Default for Config {
             reaper_interval: Duration::from_millis(1000),
             four_letter_whitelist: FourLetterWhitelist::All,
             max_outbound_bytes: 64 << 20,
+            admin_port: None,
+            admin_bind: IpAddr::from([127, 0, 0, 1]),
         }
     }
 }
@@ -86,6 +94,9 @@ impl Config {
         }
         if self.reaper_interval.as_millis() == 0 {
             return Err("reaper interval must be at least 1 ms".into());
+        }
+        if self.admin_port.is_some() && !cfg!(feature = "admin") {
+            return Err("an admin port was asked for, but zkd-server was built without its \"admin\" feature".into());
         }
         if let Some(d) = &self.super_digest {
             if !d.contains(':') {

@@ -1,5 +1,7 @@
 //! zkd: an in-memory, ZooKeeper-wire-compatible coordination server, as a library first.
 
+#[cfg(feature = "admin")]
+mod admin;
 mod config;
 pub mod core;
 pub mod fourlw;

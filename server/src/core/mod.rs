@@ -49,6 +49,7 @@ pub enum Handshake {
 
 mod acl;
 mod conn;
+mod control;
 mod ops;
 pub mod path;
 mod session;
@@ -85,6 +86,7 @@ use std::sync::Arc;
 use zkd_protocol::{keeper_state, perms, xid, Acl, Jute, ReplyHeader, WatcherEvent};
 
 use conn::Conn;
+pub use control::SessionInfo;
 use session::Sessions;
 use tree::{AclList, Tree};
 use watch::Watches;

@@ -14,6 +14,8 @@ pub struct Session {
     pub expires_at: i64,
     pub conn: Option<ConnId>,
     pub ephemerals: BTreeSet<Box<str>>,
+    /// When the client was last heard from (session-clock ms).
+    pub last_heard: i64,
 }
 
 /// All live sessions, bucketed by expiry time.
@@ -78,6 +80,7 @@ impl Sessions {
             expires_at,
             conn: None,
             ephemerals: BTreeSet::new(),
+            last_heard: now,
         })
     }
 
@@ -102,6 +105,7 @@ impl Sessions {
         let Some(s) = self.map.get_mut(&id) else {
             return;
         };
+        s.last_heard = now;
         let old = s.expires_at;
         if old == new {
             return;

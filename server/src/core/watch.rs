@@ -242,6 +242,13 @@ impl Watches {
             .sum()
     }
 
+    /// Number of watches one connection holds (each kind on each path counts once).
+    pub fn count_for(&self, conn: ConnId) -> usize {
+        self.by_conn.get(&conn).map_or(0, |paths| {
+            paths.values().map(|m| m.count_ones() as usize).sum()
+        })
+    }
+
     /// Number of connections holding any watch.
     #[cfg(test)]
     pub fn watching_connections(&self) -> usize {

@@ -1,0 +1,66 @@
+//! A small HTTP client for zkd's admin listener, for the control-plane tests.
+// Each test binary that includes this module uses only part of it.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Status and JSON body of one admin call.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+}
+
+/// Calls the admin API (`method` GET, POST or DELETE) with an optional raw body.
+pub async fn call(admin: SocketAddr, method: &str, path: &str, body: Option<&str>) -> Answer {
+    let url = format!("http://{admin}{path}");
+    let method = method.to_string();
+    let body = body.map(str::to_string);
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        let response = match (method.as_str(), body) {
+            ("GET", _) => agent.get(&url).call(),
+            ("DELETE", _) => agent.delete(&url).call(),
+            (_, Some(b)) => agent
+                .post(&url)
+                .header("content-type", "application/json")
+                .send(b.as_bytes()),
+            (_, None) => agent.post(&url).send_empty(),
+        };
+        let mut response = response.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        let body = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{method} {url}: answer {text:?} is not JSON: {e}"));
+        Answer { status, body }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("admin call panicked: {e}"))
+}
+
+/// Calls the admin API and insists on a 2xx answer.
+pub async fn ok(admin: SocketAddr, method: &str, path: &str, body: Option<&str>) -> Value {
+    let a = call(admin, method, path, body).await;
+    assert!(
+        (200..300).contains(&a.status),
+        "{method} {path} answered {}: {}",
+        a.status,
+        a.body
+    );
+    a.body
+}
+
+/// The error sentence of an error answer.
+pub fn error_text(a: &Answer) -> &str {
+    a.body
+        .get("error")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("answer without an error sentence: {}", a.body))
+}

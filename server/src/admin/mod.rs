@@ -1,0 +1,91 @@
+//! The admin HTTP listener: one axum router over the server's shared state, off unless
+//! `Config::admin_port` asks for it.
+//!
+//! Composition: every sibling module that serves HTTP exposes `fn routes() -> Router<AdminState>`
+//! and is merged in [`router`] — that function is the one place routes are added. Handlers reach
+//! the core only through [`crate::net::Shared`]'s entry points (`with_core` and friends), so
+//! admin operations are ordered with client requests and fall under the same failure policy.
+//! The HTTP stack lives only here (behind the `admin` cargo feature); the core knows nothing
+//! of it.
+
+mod control;
+mod error;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::http::{StatusCode, Uri};
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::net::Shared;
+
+pub(crate) use error::{ApiError, ApiResult};
+
+/// What every admin handler gets: the server's shared state.
+#[derive(Clone)]
+pub(crate) struct AdminState {
+    /// The core and the connection registry, behind their one lock.
+    pub(crate) shared: Arc<Shared>,
+    /// The client port's address, for reports.
+    #[allow(dead_code)]
+    pub(crate) client_addr: SocketAddr,
+}
+
+/// The complete admin router. Add a module's routes here with `.merge(module::routes())`.
+pub(crate) fn router(state: AdminState) -> Router {
+    Router::new()
+        .merge(control::routes())
+        .fallback(unknown_route)
+        .with_state(state)
+}
+
+/// 404 for any route nobody serves.
+async fn unknown_route(uri: Uri) -> ApiError {
+    ApiError::not_found(format!("no such admin route: {}", uri.path()))
+}
+
+/// Turns axum's body rejection into our 400 JSON error.
+#[allow(dead_code)]
+pub(crate) fn json_rejection(e: JsonRejection) -> ApiError {
+    ApiError::new(
+        match e.status() {
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => StatusCode::BAD_REQUEST,
+            s if s.is_client_error() => StatusCode::BAD_REQUEST,
+            s => s,
+        },
+        format!("malformed JSON body: {}", e.body_text()),
+    )
+}
+
+/// Turns axum's query-string rejection into our 400 JSON error.
+#[allow(dead_code)]
+pub(crate) fn query_rejection(e: QueryRejection) -> ApiError {
+    ApiError::bad_request(format!("malformed query parameter: {}", e.body_text()))
+}
+
+/// Binds the admin listener. Warns when the address is not loopback: this API can end
+/// sessions and shows session ids.
+pub(crate) async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            %addr,
+            "admin listener bound to a non-loopback address: anyone who can reach it can \
+             list, expire and disconnect sessions and change the tree"
+        );
+    }
+    TcpListener::bind(addr).await
+}
+
+/// Serves the admin API on `listener` until `shutdown`.
+pub(crate) async fn serve(listener: TcpListener, state: AdminState, shutdown: CancellationToken) {
+    let app = router(state);
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await;
+    if let Err(e) = result {
+        tracing::error!(error = %e, "admin listener failed");
+    }
+}
