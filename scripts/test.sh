@@ -14,4 +14,4 @@ cargo test --workspace "$@"
 # The same end-to-end scenarios against Apache ZooKeeper: a test that passes on zkd must
 # pass there too, so this checks the expectations themselves.
 ZKD_TEST_TARGET=zookeeper cargo test -p zkd-client-tests \
-  --test rust_client --test acl_auth --test hostile "$@"
+  --test rust_client --test acl_auth --test hostile --test watch_acl "$@"

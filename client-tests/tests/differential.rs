@@ -32,7 +32,8 @@
 //! PROTOCOL.md Appendix A recommends), not counted as failures:
 //! * notification header zxid: 3.8.0 sends -1, zkd the zxid of the change — not compared;
 //! * `exists` checks READ in zkd (3.8.4+), not in 3.8.0: an exists answered NOAUTH by zkd and
-//!   OK by ZooKeeper is accepted (such programs set no watches, see below);
+//!   OK by ZooKeeper is accepted (and when it asked for a watch, the program stops there:
+//!   only ZooKeeper holds that watch);
 //! * a `create2` sub-op (header 15) of an ordinary node in a multi: zkd answers a type-15
 //!   result with a Stat, 3.8.0 a type-1 result — the Stat is dropped before comparing;
 //! * several watch modes of one connection on one path (3.8.0 lets the last registration
@@ -57,10 +58,9 @@
 //!   persistent modes into both tables). zkd answers per connection, as PROTOCOL.md §7.4
 //!   says; accepted when another connected session of the program holds such a watch.
 //! * D6 — the ZooKeeper installed from Debian (3.8.0-11+deb12u2) carries the CVE-2024-23944
-//!   fix and drops notifications for nodes the watcher cannot READ (like 3.8.4+); zkd
-//!   delivers them (its README lists this filtering as not supported). So a program either
-//!   sets watches and only uses ACLs every session can read, or uses the full ACL variety
-//!   and sets no watches (one program in four).
+//!   fix and drops notifications for nodes the watcher cannot READ (like 3.8.4+); zkd used to
+//!   deliver them and now filters the same way. Half of the programs use ACLs that deny READ
+//!   to some sessions, with watches of every kind, so the filtering is compared.
 //!
 //! Not compared: session expiry (timing), container/TTL reaping (both reapers are disabled for
 //! the run, so no background deletion shifts a program's zxids), four-letter words, and
@@ -412,9 +412,8 @@ fn divergences() {
             ]))],
         ),
         (
-            "D6: the watcher lacks READ on the node: this ZooKeeper (Debian's 3.8.0 with the \
-             CVE-2024-23944 fix) drops the event, zkd delivers it",
-            false,
+            "D6 (resolved): the watcher lacks READ on the node: both servers drop the event",
+            true,
             vec![
                 s1(Op::Exists {
                     path: "/a",

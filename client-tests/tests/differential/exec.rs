@@ -1006,7 +1006,7 @@ impl Report {
         let mut out = format!(
             "# {} sessions{}; ~ is the program's root; zxids are offsets from the root's creation\n",
             program.sessions,
-            if program.acl_variety { ", ACL variety (no watches)" } else { "" }
+            if program.acl_variety { ", ACL variety" } else { "" }
         );
         for (i, step) in program.steps.iter().enumerate() {
             out.push_str(&format!("{:>3}. {step}\n", i + 1));

@@ -570,7 +570,7 @@ impl fmt::Display for Step {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Program {
     pub sessions: usize,
-    /// ACLs that deny READ may occur (and then no watches are set).
+    /// ACLs that deny READ to some sessions may occur.
     pub acl_variety: bool,
     pub steps: Vec<Step>,
 }
@@ -641,7 +641,7 @@ fn version() -> BoxedStrategy<Ver> {
 
 impl AclSpec {
     /// Whether an ACL list, once stored, could deny READ to some session of a program (so that
-    /// ZooKeeper would filter the notifications of a watcher without READ).
+    /// both servers filter the notifications of a watcher without READ).
     fn may_hide_reads(self) -> bool {
         matches!(
             self,
@@ -801,22 +801,14 @@ fn system_op() -> BoxedStrategy<Op> {
     prop_oneof![4 => read, 1 => config].boxed()
 }
 
-/// Operations of a program. With `acl_variety`, ACLs may deny READ and no watches are set;
-/// without it, watches are set and every ACL lets every session read (see the test's module
-/// docs: the reference server filters notifications by READ permission, zkd does not).
+/// Operations of a program. With `acl_variety`, ACLs may deny READ to some sessions; watches
+/// of every kind are set either way, so notifications of nodes a watcher may not read are
+/// compared too (both servers withhold them).
 fn op(acl_variety: bool, strict: bool) -> BoxedStrategy<Op> {
-    let watch = if acl_variety {
-        Just(false).boxed()
-    } else {
-        weighted(&[(1, false), (1, true)])
-    };
-    let add_watch = if acl_variety {
-        node_path().prop_map(|path| Op::Sync { path }).boxed()
-    } else {
-        (node_path(), any::<bool>())
-            .prop_map(|(path, recursive)| Op::AddWatch { path, recursive })
-            .boxed()
-    };
+    let watch = weighted(&[(1, false), (1, true)]);
+    let add_watch = (node_path(), any::<bool>())
+        .prop_map(|(path, recursive)| Op::AddWatch { path, recursive })
+        .boxed();
     prop_oneof![
         10 => create_args(acl_variety)
             .prop_map(|(path, data, acl, kind)| Op::Create { path, data, acl, kind }),
@@ -897,10 +889,10 @@ fn prelude_op(path: RelPath) -> BoxedStrategy<Op> {
 const PRELUDE: &[(RelPath, f64)] = &[("/a", 0.85), ("/b", 0.5), ("/a/b", 0.6), ("/a/c", 0.3)];
 
 /// Programs of 2–3 sessions: creates of some of the usual parents, then 5–25 random steps.
-/// One program in four uses the full ACL variety. `strict` also generates the multi creates
+/// One program in two uses the full ACL variety (ACLs that deny READ, with watches). `strict` also generates the multi creates
 /// of [`open_divergence`].
 pub fn program(strict: bool) -> impl Strategy<Value = Program> {
-    (2..=3usize, weighted(&[(3, false), (1, true)])).prop_flat_map(
+    (2..=3usize, weighted(&[(1, false), (1, true)])).prop_flat_map(
         move |(sessions, acl_variety)| {
             // Each step is an Option that is practically always Some: shrinking turns steps into
             // None, so a failing program can shrink below the minimum length.

@@ -214,10 +214,18 @@ impl Core {
         out.send(conn, frame);
     }
 
-    /// Sends one notification to every connection watching `path` for `event`.
-    fn fire(&mut self, out: &mut dyn Outbox, event: i32, path: &str, zxid: i64) {
+    /// Sends one notification to every connection watching `path` for `event` that holds
+    /// READ permission under `acl` with its identities at this moment. One-shot watches that
+    /// fire are used up whether or not their event is delivered, as in ZooKeeper.
+    fn fire(&mut self, out: &mut dyn Outbox, event: i32, path: &str, zxid: i64, acl: &[Acl]) {
         let mut targets = std::mem::take(&mut self.scratch);
         self.watches.trigger(event, path, &mut targets);
+        let conns = &self.conns;
+        targets.retain(|conn| {
+            conns
+                .get(conn)
+                .is_some_and(|c| acl::allowed(acl, perms::READ, &c.ids))
+        });
         if !targets.is_empty() {
             let frame = notification_frame(event, path, zxid);
             for &conn in &targets {

@@ -11,7 +11,7 @@ use zkd_protocol::{
 };
 
 use super::txn::Txn;
-use super::watch::{CHILD, DATA, PERSISTENT, RECURSIVE};
+use super::watch::WatchKind;
 use super::{acl, notification_frame, ConnId, Core, Handshake, Outbox};
 
 /// Bytes before a reply body: frame length (4) and ReplyHeader (16).
@@ -386,8 +386,8 @@ impl Core {
             },
             Request::AddWatch(w) => {
                 let kind = match w.mode {
-                    add_watch_mode::PERSISTENT => Some(PERSISTENT),
-                    add_watch_mode::PERSISTENT_RECURSIVE => Some(RECURSIVE),
+                    add_watch_mode::PERSISTENT => Some(WatchKind::Persistent),
+                    add_watch_mode::PERSISTENT_RECURSIVE => Some(WatchKind::Recursive),
                     _ => None,
                 };
                 match kind {
@@ -498,7 +498,8 @@ impl Core {
         }
         let stat = node.map(|n| n.stat());
         if watch {
-            self.watches.add(conn, super::path::canonical(p), DATA);
+            self.watches
+                .add(conn, super::path::canonical(p), WatchKind::Data);
         }
         let stat = stat.ok_or(ErrorCode::NoNode)?;
         StatResponse { stat }.write(body);
@@ -521,7 +522,8 @@ impl Core {
         }
         .write(body);
         if watch {
-            self.watches.add(conn, super::path::canonical(p), DATA);
+            self.watches
+                .add(conn, super::path::canonical(p), WatchKind::Data);
         }
         Ok(())
     }
@@ -545,7 +547,8 @@ impl Core {
             node.stat().write(body);
         }
         if watch {
-            self.watches.add(conn, super::path::canonical(p), CHILD);
+            self.watches
+                .add(conn, super::path::canonical(p), WatchKind::Child);
         }
         Ok(())
     }
@@ -677,12 +680,12 @@ impl Core {
             match self.tree.get(p).map(|n| n.mzxid) {
                 None => fire_now(self, event_type::NODE_DELETED, p),
                 Some(m) if m > rel => fire_now(self, event_type::NODE_DATA_CHANGED, p),
-                Some(_) => self.watches.add(conn, p, DATA),
+                Some(_) => self.watches.add(conn, p, WatchKind::Data),
             }
         }
         for p in &w.exist_watches {
             match self.tree.get(p) {
-                None => self.watches.add(conn, p, DATA),
+                None => self.watches.add(conn, p, WatchKind::Data),
                 Some(_) => fire_now(self, event_type::NODE_CREATED, p),
             }
         }
@@ -690,14 +693,14 @@ impl Core {
             match self.tree.get(p).map(|n| n.pzxid) {
                 None => fire_now(self, event_type::NODE_DELETED, p),
                 Some(z) if z > rel => fire_now(self, event_type::NODE_CHILDREN_CHANGED, p),
-                Some(_) => self.watches.add(conn, p, CHILD),
+                Some(_) => self.watches.add(conn, p, WatchKind::Child),
             }
         }
         for p in &w.persistent_watches {
-            self.watches.add(conn, p, PERSISTENT);
+            self.watches.add(conn, p, WatchKind::Persistent);
         }
         for p in &w.persistent_recursive_watches {
-            self.watches.add(conn, p, RECURSIVE);
+            self.watches.add(conn, p, WatchKind::Recursive);
         }
     }
 }

@@ -971,3 +971,103 @@ fn multi_create_kind_follows_the_flags() {
     let r: MultiResponse = f.decode();
     assert_eq!(r.0, vec![MultiResult::Error(-101), MultiResult::Error(-2)]);
 }
+
+/// Notifications are filtered by the watcher's READ permission when the event fires:
+/// NodeCreated / NodeDataChanged / NodeDeleted by the node's ACL, NodeChildrenChanged by the
+/// parent's; the identities are the watcher's at that moment; one-shot watches are used up
+/// even when their event is withheld.
+#[test]
+fn notifications_need_read_permission() {
+    let mut h = Harness::new();
+    let (owner, _, _) = h.session(30000);
+    let (anon, _, _) = h.session(30000);
+    let (late, _, _) = h.session(30000);
+    let auth = |who: &'static [u8]| {
+        Request::Auth(AuthPacket {
+            auth_type: 0,
+            scheme: "digest".into(),
+            auth: Bytes::from_static(who),
+        })
+    };
+    h.reply(owner, &auth(b"user:pass"));
+    let private = |p: &str| {
+        Request::Create(Create {
+            op: OpCode::Create,
+            path: p.into(),
+            data: None,
+            acl: vec![Acl::new(31, "auth", "")],
+            flags: 0,
+            ttl: -1,
+        })
+    };
+    let add_watch = |p: &str, mode: i32| {
+        Request::AddWatch(AddWatchRequest {
+            path: p.into(),
+            mode,
+        })
+    };
+    assert_eq!(h.reply(owner, &private("/sec")).err, 0);
+    for conn in [anon, late] {
+        assert_eq!(h.reply(conn, &add_watch("/", 1)).err, 0);
+        assert_eq!(h.reply(conn, &add_watch("/sec", 0)).err, 0);
+    }
+    h.reply(late, &auth(b"user:pass"));
+
+    // Unreadable node under an unreadable parent: nothing for `anon`.
+    assert_eq!(h.reply(owner, &private("/sec/a")).err, 0);
+    h.reply(owner, &set_data("/sec/a", -1));
+    h.reply(owner, &set_data("/sec", -1));
+    assert_eq!(h.events(anon), []);
+    use event_type::*;
+    let ev = |t, p: &str| (t, p.to_string());
+    assert_eq!(
+        h.events(late),
+        [
+            ev(NODE_CREATED, "/sec/a"),
+            ev(NODE_CHILDREN_CHANGED, "/sec"),
+            ev(NODE_DATA_CHANGED, "/sec/a"),
+            ev(NODE_DATA_CHANGED, "/sec"),
+        ],
+        "the identity added after the watch counts"
+    );
+
+    // A readable node under the unreadable parent: its own events are delivered, the
+    // parent's NodeChildrenChanged is not.
+    h.create(owner, "/sec/open", 0);
+    h.reply(owner, &delete("/sec/open", -1));
+    assert_eq!(
+        h.events(anon),
+        [ev(NODE_CREATED, "/sec/open"), ev(NODE_DELETED, "/sec/open")]
+    );
+    h.reply(owner, &delete("/sec/a", -1));
+    assert_eq!(h.events(anon), []);
+    h.take(late);
+
+    // Readable nodes: everything.
+    h.create(owner, "/pub", 0);
+    h.reply(owner, &set_data("/pub", -1));
+    assert_eq!(
+        h.events(anon),
+        [ev(NODE_CREATED, "/pub"), ev(NODE_DATA_CHANGED, "/pub")]
+    );
+
+    // A one-shot watch set while readable is used up by an event it may no longer see.
+    let (one, _, _) = h.session(30000);
+    assert_eq!(h.reply(one, &get_data("/pub", true)).err, 0);
+    let set_acl = |acl: Vec<Acl>| {
+        Request::SetAcl(SetAclRequest {
+            path: "/pub".into(),
+            acl,
+            version: -1,
+        })
+    };
+    assert_eq!(
+        h.reply(owner, &set_acl(vec![Acl::new(31, "auth", "")])).err,
+        0
+    );
+    h.reply(owner, &set_data("/pub", -1));
+    assert_eq!(h.reply(owner, &set_acl(Acl::open_unsafe())).err, 0);
+    h.reply(owner, &set_data("/pub", -1));
+    assert_eq!(h.events(one), [], "the watch fired, withheld, and is gone");
+    assert_eq!(h.events(anon), [ev(NODE_DATA_CHANGED, "/pub")]);
+}

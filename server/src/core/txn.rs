@@ -1,5 +1,4 @@
-//! Write transactions: the checks of every write op in the real server's order (PROTOCOL.md
-//! §5.2), their effects on the tree, and commit/rollback (a failed multi leaves no trace).
+//! Write transactions: the checks of every write op in the real server's order, their effects on the tree, and commit/rollback (a failed multi leaves no trace).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,14 +6,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 use zkd_protocol::{event_type, perms, Acl, CreateMode, ErrorCode, Id, OpCode, Stat};
 
-use super::tree::{self, Node, NodeKind, CONTAINER_OWNER, MAX_TTL, TTL_MARKER};
+use super::tree::{self, AclList, Node, NodeKind, CONTAINER_OWNER, MAX_TTL, TTL_MARKER};
 use super::{acl, path, Core, Outbox};
 
 /// One write transaction: a zxid, a timestamp, and what it changed.
 pub struct Txn {
     pub zxid: i64,
     pub time: i64,
-    events: Vec<(i32, String)>,
+    /// Watch events in op order, each with the ACL that decides who may receive it.
+    events: Vec<(i32, String, AclList)>,
     created: Vec<(String, i64)>,
     deleted: Vec<(String, i64)>,
     /// Pre-transaction copies of touched nodes, kept only when the txn may roll back (multi).
@@ -137,22 +137,21 @@ impl Core {
         } else {
             0
         };
+        let parent_acl = parent.acl.clone();
         let parent_path = path::canonical(parent_path).to_string();
         txn.save(&self.tree, &parent_path);
         txn.save(&self.tree, &full);
-        let node = Node::new(
-            owned(&c.data),
-            self.intern_acl(acl),
-            txn.zxid,
-            txn.time,
-            owner,
-        );
+        let acl = self.intern_acl(acl);
+        let node = Node::new(owned(&c.data), acl.clone(), txn.zxid, txn.time, owner);
         let stat = node.stat();
         self.tree.insert(&full, node, txn.zxid, true);
         txn.created.push((full.clone(), owner));
-        txn.events.push((event_type::NODE_CREATED, full.clone()));
+        // Who may see the events: READ on the new node for NodeCreated, READ on the parent
+        // for its NodeChildrenChanged.
         txn.events
-            .push((event_type::NODE_CHILDREN_CHANGED, parent_path));
+            .push((event_type::NODE_CREATED, full.clone(), acl));
+        txn.events
+            .push((event_type::NODE_CHILDREN_CHANGED, parent_path, parent_acl));
         Ok(Created {
             path: full,
             stat,
@@ -193,9 +192,19 @@ impl Core {
         txn.save(&self.tree, p);
         if let Some(node) = self.tree.remove(p, txn.zxid) {
             txn.deleted.push((p.to_string(), node.owner));
-            txn.events.push((event_type::NODE_DELETED, p.to_string()));
+            // NodeDeleted is filtered by the deleted node's ACL, the parent's
+            // NodeChildrenChanged by the parent's.
             txn.events
-                .push((event_type::NODE_CHILDREN_CHANGED, parent_path.to_string()));
+                .push((event_type::NODE_DELETED, p.to_string(), node.acl));
+            let parent_acl = self
+                .tree
+                .get(parent_path)
+                .map_or_else(|| self.open_acl.clone(), |n| n.acl.clone());
+            txn.events.push((
+                event_type::NODE_CHILDREN_CHANGED,
+                parent_path.to_string(),
+                parent_acl,
+            ));
         }
     }
 
@@ -225,8 +234,9 @@ impl Core {
         node.mzxid = txn.zxid;
         node.mtime = txn.time;
         let stat = node.stat();
+        let acl = node.acl.clone();
         txn.events
-            .push((event_type::NODE_DATA_CHANGED, p.to_string()));
+            .push((event_type::NODE_DATA_CHANGED, p.to_string(), acl));
         Ok(stat)
     }
 
@@ -296,8 +306,8 @@ impl Core {
                 NodeKind::Persistent => {}
             }
         }
-        for (event, p) in &txn.events {
-            self.fire(out, *event, p, txn.zxid);
+        for (event, p, acl) in &txn.events {
+            self.fire(out, *event, p, txn.zxid, acl);
         }
     }
 

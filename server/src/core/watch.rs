@@ -1,4 +1,4 @@
-//! Watch tables (PROTOCOL.md §7): one-shot data/exist and child watches, persistent and
+//! Watch tables: one-shot data/exist and child watches, persistent and
 //! persistent-recursive watches, all owned by connections, with at most one event per
 //! connection per trigger.
 
@@ -9,14 +9,80 @@ use zkd_protocol::{event_type, watcher_type};
 use super::path;
 use super::ConnId;
 
-/// Standard (one-shot) data or exist watch.
-pub const DATA: u8 = 1;
-/// Standard (one-shot) child watch.
-pub const CHILD: u8 = 2;
-/// Persistent watch (both tables).
-pub const PERSISTENT: u8 = 4;
-/// Persistent recursive watch.
-pub const RECURSIVE: u8 = 8;
+/// The kinds of watch a connection can hold on a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchKind {
+    /// Standard (one-shot) data or exist watch.
+    Data,
+    /// Standard (one-shot) child watch.
+    Child,
+    /// Persistent watch: data and child events of the path itself.
+    Persistent,
+    /// Persistent recursive watch: data events of the path and everything below it.
+    Recursive,
+}
+
+impl WatchKind {
+    const ALL: [WatchKind; 4] = [
+        WatchKind::Data,
+        WatchKind::Child,
+        WatchKind::Persistent,
+        WatchKind::Recursive,
+    ];
+
+    /// This kind's bit in a [`Kinds`] set.
+    const fn bit(self) -> u8 {
+        match self {
+            WatchKind::Data => 1,
+            WatchKind::Child => 2,
+            WatchKind::Persistent => 4,
+            WatchKind::Recursive => 8,
+        }
+    }
+}
+
+/// A set of watch kinds (the kinds one connection holds on one path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Kinds(u8);
+
+impl Kinds {
+    const NONE: Kinds = Kinds(0);
+
+    fn of(kinds: &[WatchKind]) -> Kinds {
+        Kinds(kinds.iter().fold(0, |m, k| m | k.bit()))
+    }
+
+    fn contains(self, kind: WatchKind) -> bool {
+        self.0 & kind.bit() != 0
+    }
+
+    fn intersect(self, other: Kinds) -> Kinds {
+        Kinds(self.0 & other.0)
+    }
+
+    fn without(self, other: Kinds) -> Kinds {
+        Kinds(self.0 & !other.0)
+    }
+
+    fn with(self, kind: WatchKind) -> Kinds {
+        Kinds(self.0 | kind.bit())
+    }
+
+    fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// How many kinds the set holds.
+    fn len(self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    fn iter(self) -> impl Iterator<Item = WatchKind> {
+        WatchKind::ALL
+            .into_iter()
+            .filter(move |k| self.contains(*k))
+    }
+}
 
 #[derive(Debug, Default)]
 struct PathWatches {
@@ -27,12 +93,12 @@ struct PathWatches {
 }
 
 impl PathWatches {
-    fn set(&mut self, kind: u8) -> &mut HashSet<ConnId> {
+    fn set(&mut self, kind: WatchKind) -> &mut HashSet<ConnId> {
         match kind {
-            DATA => &mut self.data,
-            CHILD => &mut self.child,
-            PERSISTENT => &mut self.persistent,
-            _ => &mut self.recursive,
+            WatchKind::Data => &mut self.data,
+            WatchKind::Child => &mut self.child,
+            WatchKind::Persistent => &mut self.persistent,
+            WatchKind::Recursive => &mut self.recursive,
         }
     }
 
@@ -48,24 +114,24 @@ impl PathWatches {
 #[derive(Debug, Default)]
 pub struct Watches {
     paths: HashMap<Box<str>, PathWatches>,
-    by_conn: HashMap<ConnId, HashMap<Box<str>, u8>>,
+    by_conn: HashMap<ConnId, HashMap<Box<str>, Kinds>>,
     recursive: usize,
 }
 
 impl Watches {
     /// Registers a watch; registering the same (connection, path, kind) twice is a no-op.
-    pub fn add(&mut self, conn: ConnId, path: &str, kind: u8) {
+    pub fn add(&mut self, conn: ConnId, path: &str, kind: WatchKind) {
         let mask = self
             .by_conn
             .entry(conn)
             .or_default()
             .entry(path.into())
-            .or_insert(0);
-        if *mask & kind != 0 {
+            .or_default();
+        if mask.contains(kind) {
             return;
         }
-        *mask |= kind;
-        if kind == RECURSIVE {
+        *mask = mask.with(kind);
+        if kind == WatchKind::Recursive {
             self.recursive += 1;
         }
         match self.paths.get_mut(path) {
@@ -80,11 +146,11 @@ impl Watches {
     }
 
     /// Drops a connection's bit for `path` in the reverse index.
-    fn unindex(&mut self, conn: ConnId, path: &str, kind: u8) {
+    fn unindex(&mut self, conn: ConnId, path: &str, kinds: Kinds) {
         if let Some(paths) = self.by_conn.get_mut(&conn) {
             if let Some(mask) = paths.get_mut(path) {
-                *mask &= !kind;
-                if *mask == 0 {
+                *mask = mask.without(kinds);
+                if mask.is_empty() {
                     paths.remove(path);
                 }
             }
@@ -95,34 +161,32 @@ impl Watches {
     }
 
     /// Removes the given kinds of `conn`'s watches at `path`; returns whether any existed.
-    fn remove_kinds(&mut self, conn: ConnId, path: &str, kinds: u8) -> bool {
-        let have = self.mask(conn, path) & kinds;
-        if have == 0 {
+    fn remove_kinds(&mut self, conn: ConnId, path: &str, kinds: Kinds) -> bool {
+        let have = self.mask(conn, path).intersect(kinds);
+        if have.is_empty() {
             return false;
         }
         if let Some(pw) = self.paths.get_mut(path) {
-            for kind in [DATA, CHILD, PERSISTENT, RECURSIVE] {
-                if have & kind != 0 {
-                    pw.set(kind).remove(&conn);
-                }
+            for kind in have.iter() {
+                pw.set(kind).remove(&conn);
             }
             if pw.is_empty() {
                 self.paths.remove(path);
             }
         }
-        if have & RECURSIVE != 0 {
+        if have.contains(WatchKind::Recursive) {
             self.recursive -= 1;
         }
         self.unindex(conn, path, have);
         true
     }
 
-    fn mask(&self, conn: ConnId, path: &str) -> u8 {
+    fn mask(&self, conn: ConnId, path: &str) -> Kinds {
         self.by_conn
             .get(&conn)
             .and_then(|p| p.get(path))
             .copied()
-            .unwrap_or(0)
+            .unwrap_or(Kinds::NONE)
     }
 
     /// Drops every watch of a connection (its socket closed).
@@ -132,16 +196,14 @@ impl Watches {
         };
         for (path, mask) in paths {
             if let Some(pw) = self.paths.get_mut(&*path) {
-                for kind in [DATA, CHILD, PERSISTENT, RECURSIVE] {
-                    if mask & kind != 0 {
-                        pw.set(kind).remove(&conn);
-                    }
+                for kind in mask.iter() {
+                    pw.set(kind).remove(&conn);
                 }
                 if pw.is_empty() {
                     self.paths.remove(&*path);
                 }
             }
-            if mask & RECURSIVE != 0 {
+            if mask.contains(WatchKind::Recursive) {
                 self.recursive -= 1;
             }
         }
@@ -152,14 +214,16 @@ impl Watches {
     pub fn trigger(&mut self, event: i32, path: &str, out: &mut Vec<ConnId>) {
         out.clear();
         let (one_shot, persistent_here, recursive) = match event {
-            event_type::NODE_CHILDREN_CHANGED => (CHILD, true, false),
-            event_type::NODE_DELETED => (DATA | CHILD, true, true),
-            _ => (DATA, true, true),
+            event_type::NODE_CHILDREN_CHANGED => (Kinds::of(&[WatchKind::Child]), true, false),
+            event_type::NODE_DELETED => {
+                (Kinds::of(&[WatchKind::Data, WatchKind::Child]), true, true)
+            }
+            _ => (Kinds::of(&[WatchKind::Data]), true, true),
         };
-        let mut fired: Vec<(u8, Vec<ConnId>)> = Vec::new();
+        let mut fired: Vec<(WatchKind, Vec<ConnId>)> = Vec::new();
         if let Some(pw) = self.paths.get_mut(path) {
-            for kind in [DATA, CHILD] {
-                if one_shot & kind != 0 && !pw.set(kind).is_empty() {
+            for kind in one_shot.iter() {
+                if !pw.set(kind).is_empty() {
                     let conns: Vec<ConnId> = pw.set(kind).drain().collect();
                     out.extend_from_slice(&conns);
                     fired.push((kind, conns));
@@ -174,7 +238,7 @@ impl Watches {
         }
         for (kind, conns) in fired {
             for conn in conns {
-                self.unindex(conn, path, kind);
+                self.unindex(conn, path, Kinds::of(&[kind]));
             }
         }
         if recursive && self.recursive > 0 {
@@ -190,20 +254,26 @@ impl Watches {
         }
     }
 
-    fn kinds_for(watcher: i32) -> Option<u8> {
+    /// The kinds a checkWatches/removeWatches watcher type denotes; `None` if unknown.
+    fn kinds_for(watcher: i32) -> Option<Kinds> {
         Some(match watcher {
-            watcher_type::CHILDREN => CHILD,
-            watcher_type::DATA => DATA,
-            watcher_type::ANY => DATA | CHILD | PERSISTENT | RECURSIVE,
-            watcher_type::PERSISTENT => PERSISTENT,
-            watcher_type::PERSISTENT_RECURSIVE => RECURSIVE,
+            watcher_type::CHILDREN => Kinds::of(&[WatchKind::Child]),
+            watcher_type::DATA => Kinds::of(&[WatchKind::Data]),
+            watcher_type::ANY => Kinds::of(&WatchKind::ALL),
+            watcher_type::PERSISTENT => Kinds::of(&[WatchKind::Persistent]),
+            watcher_type::PERSISTENT_RECURSIVE => Kinds::of(&[WatchKind::Recursive]),
             _ => return None,
         })
     }
 
     /// checkWatches: `None` for an unknown type, else whether a matching watch exists.
     pub fn check(&self, conn: ConnId, path: &str, watcher: i32) -> Option<bool> {
-        Some(self.mask(conn, path) & Self::kinds_for(watcher)? != 0)
+        Some(
+            !self
+                .mask(conn, path)
+                .intersect(Self::kinds_for(watcher)?)
+                .is_empty(),
+        )
     }
 
     /// removeWatches: `None` for an unknown type, else whether anything was removed.
@@ -244,9 +314,9 @@ impl Watches {
 
     /// Number of watches one connection holds (each kind on each path counts once).
     pub fn count_for(&self, conn: ConnId) -> usize {
-        self.by_conn.get(&conn).map_or(0, |paths| {
-            paths.values().map(|m| m.count_ones() as usize).sum()
-        })
+        self.by_conn
+            .get(&conn)
+            .map_or(0, |paths| paths.values().map(|m| m.len()).sum())
     }
 
     /// Number of connections holding any watch.
@@ -258,6 +328,7 @@ impl Watches {
 
 #[cfg(test)]
 mod tests {
+    use super::WatchKind::*;
     use super::*;
     use zkd_protocol::event_type::*;
 
@@ -265,9 +336,9 @@ mod tests {
     fn one_shot_fires_once_and_persistent_stays() {
         let mut w = Watches::default();
         let mut out = Vec::new();
-        w.add(1, "/a", DATA);
-        w.add(1, "/a", DATA);
-        w.add(2, "/a", PERSISTENT);
+        w.add(1, "/a", Data);
+        w.add(1, "/a", Data);
+        w.add(2, "/a", Persistent);
         w.trigger(NODE_DATA_CHANGED, "/a", &mut out);
         assert_eq!(out, [1, 2]);
         w.trigger(NODE_DATA_CHANGED, "/a", &mut out);
@@ -279,9 +350,9 @@ mod tests {
     fn delete_notifies_each_connection_once() {
         let mut w = Watches::default();
         let mut out = Vec::new();
-        w.add(1, "/a", DATA);
-        w.add(1, "/a", CHILD);
-        w.add(1, "/", RECURSIVE);
+        w.add(1, "/a", Data);
+        w.add(1, "/a", Child);
+        w.add(1, "/", Recursive);
         w.trigger(NODE_DELETED, "/a", &mut out);
         assert_eq!(out, [1]);
         assert_eq!(w.count(), 1);
@@ -291,8 +362,8 @@ mod tests {
     fn recursive_never_sees_children_changed() {
         let mut w = Watches::default();
         let mut out = Vec::new();
-        w.add(1, "/q", RECURSIVE);
-        w.add(2, "/q", PERSISTENT);
+        w.add(1, "/q", Recursive);
+        w.add(2, "/q", Persistent);
         w.trigger(NODE_CHILDREN_CHANGED, "/q", &mut out);
         assert_eq!(out, [2]);
         w.trigger(NODE_CREATED, "/q/b", &mut out);
@@ -303,8 +374,8 @@ mod tests {
     fn removal_and_connection_cleanup() {
         let mut w = Watches::default();
         let mut out = Vec::new();
-        w.add(1, "/a", CHILD);
-        w.add(1, "/a", RECURSIVE);
+        w.add(1, "/a", Child);
+        w.add(1, "/a", Recursive);
         assert_eq!(w.remove(1, "/a", watcher_type::DATA), Some(false));
         assert_eq!(w.remove(1, "/a", 9), None);
         assert_eq!(

@@ -1,0 +1,195 @@
+//! Watch notifications need READ permission (as in ZooKeeper with the CVE-2024-23944 fix):
+//! through the unmodified `zookeeper-client` crate, an anonymous persistent-recursive watcher
+//! on `/` and a persistent watcher on an unreadable node receive nothing for changes they may
+//! not read and everything else, while a watcher holding the owner's credentials receives
+//! every event. Runs against ZooKeeper too (`ZKD_TEST_TARGET=zookeeper`).
+//!
+//! "Nothing arrived" is shown without timing: each watcher's next event after the hidden
+//! changes must be the readable change made after them (events arrive in order).
+
+#[path = "common/zk_rust.rs"]
+mod common;
+
+use common::{connect, persistent, within, Ns};
+use zkd_client_tests::target::Target;
+use zookeeper_client as zk;
+
+const USER: &[u8] = b"user:pass";
+
+type Event = (zk::EventType, String);
+
+async fn next(w: &mut zk::PersistentWatcher, what: &str) -> Event {
+    let e = within(what, w.changed()).await;
+    (e.event_type, e.path)
+}
+
+async fn expect(w: &mut zk::PersistentWatcher, who: &str, want: &[Event]) {
+    for (i, e) in want.iter().enumerate() {
+        let got = next(w, &format!("{who}: event {} ({e:?})", i + 1)).await;
+        assert_eq!(&got, e, "{who}: event {}", i + 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watchers_only_see_what_they_may_read() {
+    use zk::EventType::*;
+    let target = Target::start().await;
+    let owner = connect(&target).await;
+    let stranger = connect(&target).await;
+    let insider = connect(&target).await;
+    within("addauth", owner.auth("digest", USER)).await.unwrap();
+    within("addauth", insider.auth("digest", USER))
+        .await
+        .unwrap();
+    let ns = Ns::create(&owner, "watch-acl").await;
+    let private = zk::CreateMode::Persistent.with_acls(zk::Acls::creator_all());
+    let secret = ns.path("secret");
+    owner.create(&secret, b"s", &private).await.unwrap();
+    assert_eq!(stranger.get_data(&secret).await, Err(zk::Error::NoAuth));
+
+    let mut recursive = stranger
+        .watch("/", zk::AddWatchMode::PersistentRecursive)
+        .await
+        .unwrap();
+    let mut on_secret = stranger
+        .watch(&secret, zk::AddWatchMode::Persistent)
+        .await
+        .unwrap();
+    let mut insider_recursive = insider
+        .watch("/", zk::AddWatchMode::PersistentRecursive)
+        .await
+        .unwrap();
+
+    // Changes the stranger may not read: a private child created, changed and deleted, and
+    // the private node's own data (its children changes are private too).
+    let hidden = format!("{secret}/hidden");
+    owner.create(&hidden, b"h", &private).await.unwrap();
+    owner.set_data(&hidden, b"h2", None).await.unwrap();
+    owner.set_data(&secret, b"s2", None).await.unwrap();
+    owner.delete(&hidden, None).await.unwrap();
+
+    // A readable child of the private node: its own events are visible, its parent's
+    // NodeChildrenChanged is not.
+    let open = format!("{secret}/open");
+    owner.create(&open, b"o", &persistent()).await.unwrap();
+    owner.set_data(&open, b"o2", None).await.unwrap();
+    owner.delete(&open, None).await.unwrap();
+
+    // Readable changes elsewhere.
+    let public = ns.path("public");
+    owner.create(&public, b"p", &persistent()).await.unwrap();
+    owner.set_data(&public, b"p2", None).await.unwrap();
+
+    // The private node becomes readable: from now on the stranger sees its events.
+    owner
+        .set_acl(
+            &secret,
+            &[zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())],
+            None,
+        )
+        .await
+        .unwrap();
+    owner.set_data(&secret, b"s3", None).await.unwrap();
+    owner.create(&hidden, b"h", &persistent()).await.unwrap();
+
+    let ev = |t, p: &str| (t, p.to_string());
+    expect(
+        &mut recursive,
+        "recursive watcher on / without credentials",
+        &[
+            ev(NodeCreated, &open),
+            ev(NodeDataChanged, &open),
+            ev(NodeDeleted, &open),
+            ev(NodeCreated, &public),
+            ev(NodeDataChanged, &public),
+            ev(NodeDataChanged, &secret),
+            ev(NodeCreated, &hidden),
+        ],
+    )
+    .await;
+    expect(
+        &mut on_secret,
+        "persistent watcher on the private node without credentials",
+        &[
+            ev(NodeDataChanged, &secret),
+            ev(NodeChildrenChanged, &secret),
+        ],
+    )
+    .await;
+    expect(
+        &mut insider_recursive,
+        "recursive watcher on / with the owner's credentials",
+        &[
+            ev(NodeCreated, &hidden),
+            ev(NodeDataChanged, &hidden),
+            ev(NodeDataChanged, &secret),
+            ev(NodeDeleted, &hidden),
+            ev(NodeCreated, &open),
+            ev(NodeDataChanged, &open),
+            ev(NodeDeleted, &open),
+            ev(NodeCreated, &public),
+            ev(NodeDataChanged, &public),
+            ev(NodeDataChanged, &secret),
+            ev(NodeCreated, &hidden),
+        ],
+    )
+    .await;
+}
+
+/// A one-shot data watch set while the node was readable fires when the node has become
+/// unreadable: the event is withheld and the watch is used up.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_shot_watch_fired_while_unreadable_is_used_up() {
+    let target = Target::start().await;
+    let owner = connect(&target).await;
+    let stranger = connect(&target).await;
+    // A separate session: a client hands an event to every local watcher of its path.
+    let observer = connect(&target).await;
+    within("addauth", owner.auth("digest", USER)).await.unwrap();
+    let ns = Ns::create(&owner, "watch-acl-oneshot").await;
+    let node = ns.path("n");
+    owner.create(&node, b"1", &persistent()).await.unwrap();
+    let (_, _, data_watch) = stranger.get_and_watch_data(&node).await.unwrap();
+    let mut recursive = observer
+        .watch(&ns.root, zk::AddWatchMode::PersistentRecursive)
+        .await
+        .unwrap();
+
+    let creator_all = [zk::Acl::new(
+        zk::Permission::ALL,
+        zk::AuthId::new("digest", "user:smGaoVKd/cQkjm7b88GyorAUz20="),
+    )];
+    owner.set_acl(&node, &creator_all, None).await.unwrap();
+    owner.set_data(&node, b"2", None).await.unwrap();
+    owner
+        .set_acl(
+            &node,
+            &[zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())],
+            None,
+        )
+        .await
+        .unwrap();
+    owner.set_data(&node, b"3", None).await.unwrap();
+    let marker = ns.path("marker");
+    owner.create(&marker, b"", &persistent()).await.unwrap();
+
+    // The recursive watcher's events: the readable change and the marker, not the hidden one.
+    assert_eq!(
+        next(&mut recursive, "first visible change").await,
+        (zk::EventType::NodeDataChanged, node.clone())
+    );
+    assert_eq!(
+        next(&mut recursive, "marker").await,
+        (zk::EventType::NodeCreated, marker.clone())
+    );
+    // The one-shot watch fired on the hidden change ("2"), so the readable one ("3") has no
+    // watch left to fire: a getData now shows "3" and the watch never delivers (a
+    // notification would have been queued before this reply).
+    let (data, _) = stranger.get_data(&node).await.unwrap();
+    assert_eq!(data, b"3");
+    let fired = tokio::time::timeout(common::QUIET, data_watch.changed()).await;
+    assert!(
+        fired.is_err(),
+        "the one-shot watch delivered an event: {fired:?}"
+    );
+}
