@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use zkd_client_tests::raw::RawClient;
 use zkd_protocol::{DeleteRequest, Request, SetDataRequest};
+use zkd_testkit::raw::RawClient;
 
 use crate::pool;
 use crate::proc;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use zkd_client_tests::raw::{ClientError, RawClient};
 use zkd_protocol::{PathWatchRequest, Request, StatResponse};
+use zkd_testkit::raw::{ClientError, RawClient};
 
 use crate::pool::{self, Keepalive};
 use crate::proc::{self, FdLimits};
@@ -207,7 +207,7 @@ async fn pipeline(
 ) -> BenchResult<()> {
     let mut inflight = VecDeque::with_capacity(window);
     let mut done = 0usize;
-    let mut check = |r: Result<Result<zkd_client_tests::raw::Reply, _>, _>| -> BenchResult<()> {
+    let mut check = |r: Result<Result<zkd_testkit::raw::Reply, _>, _>| -> BenchResult<()> {
         let reply = r
             .map_err(|_| format!("{what}: no reply within {limit:?}"))?
             .map_err(|_| format!("{what}: connection closed"))?;

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use zkd_client_tests::raw::{Event, RawClient};
 use zkd_protocol::{
     event_type, CreateMode, CreateResponse, DeleteRequest, ErrorCode, PathWatchRequest, Request,
 };
+use zkd_testkit::raw::{Event, RawClient};
 
 use crate::pool::{self, Keepalive, Totals};
 use crate::progress::Progress;

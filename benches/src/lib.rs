@@ -1,7 +1,7 @@
 //! zkd-bench: herd effect, throughput, fan-out and footprint of a ZooKeeper-protocol server,
 //! zkd and Apache ZooKeeper side by side.
 //!
-//! Every benchmark talks the wire protocol through `zkd_client_tests::raw::RawClient` to an
+//! Every benchmark talks the wire protocol through `zkd_testkit::raw::RawClient` to an
 //! address, so it runs against any server; CPU time and memory come from `/proc/<pid>` when
 //! the server's process id is known. Each benchmark checks what it measures (the right
 //! leader, no lost or duplicate notification, every request answered without error) and

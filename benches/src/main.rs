@@ -180,11 +180,7 @@ impl SpawnArgs {
     }
 
     fn zookeeper(&self) -> ServerSpec {
-        let mut spec = ServerSpec::zookeeper(self.zk_heap_mb);
-        if let ServerSpec::ZooKeeper { jvm_opts, .. } = &mut spec {
-            jvm_opts.extend(self.zk_jvm_opts.iter().cloned());
-        }
-        spec
+        ServerSpec::zookeeper(self.zk_heap_mb, &self.zk_jvm_opts)
     }
 }
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt};
 use tokio::task::JoinHandle;
-use zkd_client_tests::raw::{ClientError, RawClient};
 use zkd_protocol::Request;
+use zkd_testkit::raw::{ClientError, RawClient};
 
 use crate::progress::Progress;
 

@@ -2,15 +2,14 @@
 //! one the bench spawns itself — the zkd release binary or Apache ZooKeeper 3.8 in a JVM —
 //! as a separate process whose pid is known, so its CPU time and memory can be read.
 
-use std::io::ErrorKind;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use zkd_client_tests::raw::RawClient;
 use zkd_protocol::Request;
+use zkd_testkit::oracle::{free_port, temp_dir, Launcher};
+use zkd_testkit::raw::RawClient;
 
 /// Where a benchmark sends its requests.
 #[derive(Debug, Clone)]
@@ -43,22 +42,9 @@ impl Kind {
 pub enum ServerSpec {
     /// The zkd binary with extra flags (the bench adds `--port`).
     Zkd { bin: PathBuf, args: Vec<String> },
-    /// `java <jvm_opts> -cp <jars> ZooKeeperServerMain zoo.cfg`.
-    ZooKeeper {
-        java: PathBuf,
-        jar_dir: PathBuf,
-        jvm_opts: Vec<String>,
-    },
+    /// Apache ZooKeeper, started by the test kit's launcher.
+    ZooKeeper(Launcher),
 }
-
-/// Jars on ZooKeeper's class path; `zookeeper.jar`'s manifest pulls in the rest.
-const ZK_JARS: &[&str] = &[
-    "zookeeper.jar",
-    "zookeeper-jute.jar",
-    "slf4j-api.jar",
-    "slf4j-simple.jar",
-];
-const ZK_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
 
 /// Flags zkd is started with besides `--port`: quiet logs, no per-address connection cap
 /// (all bench sessions come from 127.0.0.1; ZooKeeper runs with `maxClientCnxns=0` too).
@@ -91,13 +77,7 @@ pub fn default_zkd_bin() -> PathBuf {
 
 /// `$JAVA_HOME/bin/java`, else `java` on PATH.
 pub fn default_java() -> PathBuf {
-    if let Some(home) = std::env::var_os("JAVA_HOME").filter(|h| !h.is_empty()) {
-        let java = Path::new(&home).join("bin").join("java");
-        if java.is_file() {
-            return java;
-        }
-    }
-    PathBuf::from("java")
+    zkd_testkit::oracle::java()
 }
 
 impl ServerSpec {
@@ -108,20 +88,17 @@ impl ServerSpec {
         }
     }
 
-    pub fn zookeeper(heap_mb: u32) -> ServerSpec {
-        ServerSpec::ZooKeeper {
-            java: default_java(),
-            jar_dir: std::env::var_os("ZKD_ZOOKEEPER_JARS")
-                .filter(|d| !d.is_empty())
-                .map_or_else(|| PathBuf::from("/usr/share/java"), PathBuf::from),
-            jvm_opts: default_jvm_opts(heap_mb),
-        }
+    /// ZooKeeper with the given heap cap and extra JVM flags.
+    pub fn zookeeper(heap_mb: u32, extra_jvm_opts: &[String]) -> ServerSpec {
+        let mut opts = default_jvm_opts(heap_mb);
+        opts.extend_from_slice(extra_jvm_opts);
+        ServerSpec::ZooKeeper(Launcher::new().jvm_opts(opts).log_level("warn"))
     }
 
     pub fn kind(&self) -> Kind {
         match self {
             ServerSpec::Zkd { .. } => Kind::Zkd,
-            ServerSpec::ZooKeeper { .. } => Kind::ZooKeeper,
+            ServerSpec::ZooKeeper(_) => Kind::ZooKeeper,
         }
     }
 
@@ -131,12 +108,7 @@ impl ServerSpec {
             ServerSpec::Zkd { bin, args } => {
                 format!("{} --port <free> {}", bin.display(), args.join(" "))
             }
-            ServerSpec::ZooKeeper { java, jvm_opts, .. } => format!(
-                "{} {} -cp <{}> {ZK_MAIN} zoo.cfg",
-                java.display(),
-                jvm_opts.join(" "),
-                ZK_JARS.join(":")
-            ),
+            ServerSpec::ZooKeeper(launcher) => launcher.describe(),
         }
     }
 
@@ -160,7 +132,8 @@ impl ServerSpec {
     async fn try_start(&self, timeout: Duration) -> Result<ServerProcess, (bool, String)> {
         let fatal = |e: String| (false, e);
         let port = free_port().map_err(|e| fatal(format!("no free port: {e}")))?;
-        let dir = temp_dir().map_err(|e| fatal(format!("no temporary directory: {e}")))?;
+        let dir =
+            temp_dir("zkd-bench").map_err(|e| fatal(format!("no temporary directory: {e}")))?;
         let log_path = dir.join("server.log");
         let log = std::fs::File::create(&log_path).map_err(|e| fatal(e.to_string()))?;
         let log2 = log.try_clone().map_err(|e| fatal(e.to_string()))?;
@@ -170,45 +143,13 @@ impl ServerSpec {
                 c.arg("--port").arg(port.to_string()).args(args);
                 c
             }
-            ServerSpec::ZooKeeper {
-                java,
-                jar_dir,
-                jvm_opts,
-            } => {
-                let data = dir.join("data");
-                let cfg = dir.join("zoo.cfg");
-                let setup = std::fs::create_dir(&data)
-                    .and_then(|()| std::fs::write(&cfg, zoo_cfg(port, &data)));
-                if let Err(e) = setup {
+            ServerSpec::ZooKeeper(launcher) => match launcher.command(&dir, port) {
+                Ok(c) => c,
+                Err(e) => {
                     let _ = std::fs::remove_dir_all(&dir);
-                    return Err(fatal(format!("writing zoo.cfg: {e}")));
+                    return Err(fatal(e));
                 }
-                let mut cp = Vec::new();
-                for jar in ZK_JARS {
-                    let p = jar_dir.join(jar);
-                    if !p.is_file() {
-                        let _ = std::fs::remove_dir_all(&dir);
-                        return Err(fatal(format!(
-                            "Apache ZooKeeper is not installed (missing {}): run scripts/install-test-deps.sh",
-                            p.display()
-                        )));
-                    }
-                    cp.push(p);
-                }
-                let cp = std::env::join_paths(cp).map_err(|e| fatal(e.to_string()))?;
-                let mut c = Command::new(java);
-                c.args(jvm_opts)
-                    .arg("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
-                    .arg(format!(
-                        "-Dorg.slf4j.simpleLogger.logFile={}",
-                        dir.join("zookeeper.log").display()
-                    ))
-                    .arg("-cp")
-                    .arg(cp)
-                    .arg(ZK_MAIN)
-                    .arg(&cfg);
-                c
-            }
+            },
         };
         cmd.current_dir(&dir)
             .stdin(Stdio::null())
@@ -329,14 +270,6 @@ impl Drop for ServerProcess {
     }
 }
 
-fn zoo_cfg(port: u16, data: &Path) -> String {
-    format!(
-        "dataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\ntickTime=2000\n\
-         maxClientCnxns=0\nforceSync=no\nadmin.enableServer=false\n4lw.commands.whitelist=*\n",
-        data.display()
-    )
-}
-
 /// The child gets SIGKILL when the bench dies, so no server outlives an interrupted run.
 fn kill_with_parent(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
@@ -346,26 +279,5 @@ fn kill_with_parent(cmd: &mut Command) {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
         });
-    }
-}
-
-fn free_port() -> std::io::Result<u16> {
-    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    Ok(l.local_addr()?.port())
-}
-
-fn temp_dir() -> std::io::Result<PathBuf> {
-    static N: AtomicU32 = AtomicU32::new(0);
-    loop {
-        let dir = std::env::temp_dir().join(format!(
-            "zkd-bench-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
     }
 }

@@ -19,12 +19,12 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zkd_client_tests::raw::RawClient;
 use zkd_protocol::{
     from_bytes, ConnectRequest, ConnectResponse, CreateMode, CreateResponse, DeleteRequest,
     FrameCodec, Jute, PathWatchRequest, Reader, ReplyHeader, Request, RequestHeader,
     SetDataRequest,
 };
+use zkd_testkit::raw::RawClient;
 
 use crate::pool;
 use crate::proc;
@@ -632,7 +632,7 @@ async fn timed(
     req: &Request,
     phase: &AtomicU8,
     res: &mut WorkerResult,
-) -> Option<zkd_client_tests::raw::Reply> {
+) -> Option<zkd_testkit::raw::Reply> {
     let t = Instant::now();
     let reply = match client.send(req).await {
         Ok(rx) => match tokio::time::timeout(Duration::from_secs(30), rx).await {

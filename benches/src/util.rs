@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use zkd_client_tests::raw::{RawClient, Reply};
 use zkd_protocol::{Acl, Create, OpCode, Request};
+use zkd_testkit::raw::{RawClient, Reply};
 
 /// Every benchmark error is a message saying what went wrong.
 pub type BenchResult<T> = Result<T, String>;

@@ -8,7 +8,7 @@ use zkd_bench::herd::{self, Failure, Mode};
 use zkd_bench::progress::Progress;
 use zkd_bench::throughput::Workload;
 use zkd_bench::{fanout, footprint, Settings};
-use zkd_client_tests::target::Target;
+use zkd_testkit::target::Target;
 
 /// An embedded zkd without the per-address connection cap (every bench session comes from
 /// 127.0.0.1).

@@ -1,5 +1,4 @@
-//! Harness shared by the end-to-end tests: which server a test talks to, and how to start it.
+//! End-to-end tests live in `tests/`; the harness they share (target selection, the Apache
+//! ZooKeeper launcher, the raw client) is the `zkd-testkit` crate.
 
-pub mod oracle;
-pub mod raw;
-pub mod target;
+#![forbid(unsafe_code)]

@@ -90,8 +90,8 @@ use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
-use zkd_client_tests::oracle::Oracle;
-use zkd_client_tests::target::Target;
+use zkd_testkit::oracle::Oracle;
+use zkd_testkit::target::Target;
 
 use exec::{run_program, Side, Verdict, SUPER_DIGEST};
 

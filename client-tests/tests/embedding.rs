@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use zkd_server::{Config, Server};
+use zkd_testkit::frame::connect_request;
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -18,25 +19,10 @@ fn port_zero() -> Config {
     }
 }
 
-/// A ConnectRequest for a new session (45-byte payload).
-fn connect_request() -> Vec<u8> {
-    let mut p = Vec::new();
-    p.extend_from_slice(&0i32.to_be_bytes());
-    p.extend_from_slice(&0i64.to_be_bytes());
-    p.extend_from_slice(&30_000i32.to_be_bytes());
-    p.extend_from_slice(&0i64.to_be_bytes());
-    p.extend_from_slice(&16i32.to_be_bytes());
-    p.extend_from_slice(&[0; 16]);
-    p.push(0);
-    let mut frame = (p.len() as i32).to_be_bytes().to_vec();
-    frame.extend(p);
-    frame
-}
-
 /// Connects and completes a handshake; returns the open socket and the session id.
 async fn handshake(addr: SocketAddr) -> (TcpStream, i64) {
     let mut s = TcpStream::connect(addr).await.expect("connect");
-    s.write_all(&connect_request())
+    s.write_all(&connect_request(30_000))
         .await
         .expect("send ConnectRequest");
     let mut resp = [0u8; 41];

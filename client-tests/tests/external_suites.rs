@@ -1,7 +1,7 @@
 //! Unmodified third-party clients against the server under test: the Java client with Curator
 //! recipes, kazoo (Python), the C client's `cli_mt`, and ZooKeeper's own `zkCli.sh`.
 //!
-//! Each test starts a target (see `zkd_client_tests::target`: embedded zkd by default,
+//! Each test starts a target (see `zkd_testkit::target`: embedded zkd by default,
 //! `ZKD_TEST_TARGET=zookeeper` for a real ZooKeeper, `ZKD_TEST_ADDR=host:port` for a running
 //! server) and runs `client-tests/run-suite.sh NAME ADDR`, which prints one `PASS`/`FAIL` line per
 //! check. A missing client or library (exit status 3) fails the test: install them with
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use zkd_client_tests::target::Target;
+use zkd_testkit::target::Target;
 
 /// Upper bound for one suite, including the Java compile; run-suite.sh has its own, shorter limit.
 const SUITE_LIMIT: Duration = Duration::from_secs(420);

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zkd_client_tests::target::{Target, TargetKind};
+use zkd_testkit::frame::{connect_request, framed, request};
+use zkd_testkit::target::{Target, TargetKind};
 
 /// How long any single expected event may take.
 const WAIT: Duration = Duration::from_secs(5);
@@ -29,34 +30,9 @@ const UNIMPLEMENTED: i32 = -6;
 // Encoding
 // ---------------------------------------------------------------------------------------------
 
-fn framed(payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as i32).to_be_bytes().to_vec();
-    out.extend_from_slice(payload);
-    out
-}
-
 fn put_buffer(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as i32).to_be_bytes());
     out.extend_from_slice(b);
-}
-
-/// A ConnectRequest frame for a new session (45-byte payload, with the readOnly byte).
-fn connect_request(timeout_ms: i32) -> Vec<u8> {
-    let mut p = Vec::new();
-    p.extend_from_slice(&0i32.to_be_bytes()); // protocolVersion
-    p.extend_from_slice(&0i64.to_be_bytes()); // lastZxidSeen
-    p.extend_from_slice(&timeout_ms.to_be_bytes());
-    p.extend_from_slice(&0i64.to_be_bytes()); // sessionId
-    put_buffer(&mut p, &[0; 16]);
-    p.push(0); // readOnly
-    framed(&p)
-}
-
-fn request(xid: i32, op: i32, body: &[u8]) -> Vec<u8> {
-    let mut p = xid.to_be_bytes().to_vec();
-    p.extend_from_slice(&op.to_be_bytes());
-    p.extend_from_slice(body);
-    framed(&p)
 }
 
 /// A create body: open ACL (world:anyone, all permissions), persistent.

@@ -4,7 +4,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use zkd_client_tests::oracle::Oracle;
+use zkd_testkit::oracle::Oracle;
 
 fn four_letter_word(stream: &mut TcpStream, word: &[u8]) -> String {
     stream

@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{connect, persistent, within};
-use zkd_client_tests::target::Target;
+use zkd_testkit::target::Target;
 use zookeeper_client as zk;
 
 /// Polls until `path` no longer exists, returning how long that took.

@@ -17,7 +17,7 @@ use futures::FutureExt;
 use support::*;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use zkd_client_tests::target::Target;
+use zkd_testkit::target::Target;
 use zookeeper_client as zk;
 
 /// Sequence number of a sequential node name (`prefix` followed by ten digits).

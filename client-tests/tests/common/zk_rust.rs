@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
-use zkd_client_tests::target::Target;
+use zkd_testkit::target::Target;
 use zookeeper_client as zk;
 
 /// Upper bound for any single wait in these tests (covers a session expiry with room to spare).

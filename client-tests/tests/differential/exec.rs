@@ -13,12 +13,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::timeout;
-use zkd_client_tests::raw::{ClientError, Event, RawClient, Reply};
 use zkd_protocol::{
     event_type, AddWatchRequest, AuthPacket, CheckVersionRequest, ChildrenResponse, Create,
     DeleteRequest, MultiOp, OpCode, PathRequest, PathWatchRequest, Request, SetAclRequest,
     SetDataRequest, SetWatches, SetWatches2, StatResponse, SyncRequest, WatchTypeRequest,
 };
+use zkd_testkit::raw::{ClientError, Event, RawClient, Reply};
 
 use super::normalize::{Body, Ctx, NEvent, NReply};
 use super::program::{AuthUser, Op, Prefix, Program, RelPath, Step, SubOp, SysAction, Ver};

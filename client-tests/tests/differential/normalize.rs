@@ -10,8 +10,8 @@
 use std::fmt;
 
 use bytes::Bytes;
-use zkd_client_tests::raw::{Event, Reply};
 use zkd_protocol::{Acl, ErrorCode, MultiResponse, MultiResult, OpCode, Reader, Response, Stat};
+use zkd_testkit::raw::{Event, Reply};
 
 use super::program::perm_string;
 

@@ -1,0 +1,56 @@
+//! Frames built by hand for tests that send malformed or partial input; every length prefix
+//! and record comes from the protocol crate's encoder.
+
+use bytes::Bytes;
+use zkd_protocol::{encode_frame, frame::record_frame, ConnectRequest};
+
+/// `payload` with its 4-byte big-endian length in front.
+pub fn framed(payload: &[u8]) -> Vec<u8> {
+    encode_frame(|out| out.extend_from_slice(payload)).to_vec()
+}
+
+/// A ConnectRequest frame for a new session (45-byte payload, with the readOnly byte).
+pub fn connect_request(timeout_ms: i32) -> Vec<u8> {
+    record_frame(&ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        timeout: timeout_ms,
+        session_id: 0,
+        passwd: Bytes::from_static(&[0; 16]),
+        read_only: Some(false),
+    })
+    .to_vec()
+}
+
+/// A request frame: xid, opcode, then `body` as given (possibly not a valid record).
+pub fn request(xid: i32, op: i32, body: &[u8]) -> Vec<u8> {
+    encode_frame(|out| {
+        out.extend_from_slice(&xid.to_be_bytes());
+        out.extend_from_slice(&op.to_be_bytes());
+        out.extend_from_slice(body);
+    })
+    .to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_request_has_the_45_byte_payload() {
+        let f = connect_request(30_000);
+        assert_eq!(f.len(), 49);
+        assert_eq!(&f[..4], &45i32.to_be_bytes());
+        assert_eq!(&f[16..20], &30_000i32.to_be_bytes());
+        assert_eq!(f[48], 0);
+    }
+
+    #[test]
+    fn request_frames_xid_op_and_body() {
+        assert_eq!(
+            request(-2, 11, &[7]),
+            vec![0, 0, 0, 9, 255, 255, 255, 254, 0, 0, 0, 11, 7]
+        );
+        assert_eq!(framed(&[]), vec![0, 0, 0, 0]);
+    }
+}

@@ -1,0 +1,10 @@
+//! Test kit shared by the end-to-end tests and the benchmarks: which server a test talks to
+//! (`target`), the Apache ZooKeeper launcher (`oracle`), a raw protocol client (`raw`) and
+//! hand-built frames for malformed-input tests (`frame`).
+
+#![forbid(unsafe_code)]
+
+pub mod frame;
+pub mod oracle;
+pub mod raw;
+pub mod target;
