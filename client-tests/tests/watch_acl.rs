@@ -11,7 +11,7 @@
 mod common;
 
 use common::{connect, persistent, within, Ns};
-use zkd_client_tests::target::Target;
+use zkd_testkit::target::Target;
 use zookeeper_client as zk;
 
 const USER: &[u8] = b"user:pass";
