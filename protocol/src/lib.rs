@@ -2,6 +2,7 @@
 //! multi, framing and four-letter-word detection. No I/O.
 
 pub mod consts;
+pub mod disk;
 pub mod frame;
 pub mod jute;
 pub mod multi;

@@ -1,0 +1,315 @@
+//! ZooKeeper's on-disk formats as plain Rust types: the records of snapshots and transaction
+//! logs, the Adler-32 checksum both use, and encoders/decoders over byte buffers. No I/O.
+//!
+//! The layouts are described in the project's own words in `docs/persistence.md`.
+
+pub mod snapshot;
+pub mod txnlog;
+
+use bytes::Bytes;
+
+use crate::record;
+use crate::{Acl, Jute};
+
+/// `"ZKSN"` read as a big-endian int: the first field of a snapshot file.
+pub const SNAP_MAGIC: i32 = i32::from_be_bytes(*b"ZKSN");
+/// `"ZKLG"` read as a big-endian int: the first field of a transaction log file.
+pub const LOG_MAGIC: i32 = i32::from_be_bytes(*b"ZKLG");
+/// The format version both files carry.
+pub const FORMAT_VERSION: i32 = 2;
+
+/// Transaction types in a `TxnHeader` (the request opcodes, plus the session and error types).
+pub mod txn_type {
+    pub const CREATE: i32 = 1;
+    pub const DELETE: i32 = 2;
+    pub const SET_DATA: i32 = 5;
+    pub const SET_ACL: i32 = 7;
+    pub const CHECK: i32 = 13;
+    pub const MULTI: i32 = 14;
+    pub const CREATE2: i32 = 15;
+    pub const RECONFIG: i32 = 16;
+    pub const CREATE_CONTAINER: i32 = 19;
+    pub const DELETE_CONTAINER: i32 = 20;
+    pub const CREATE_TTL: i32 = 21;
+    pub const CREATE_SESSION: i32 = -10;
+    pub const CLOSE_SESSION: i32 = -11;
+    pub const ERROR: i32 = -1;
+}
+
+record! {
+    /// The header of both file kinds.
+    pub struct FileHeader { pub magic: i32, pub version: i32, pub dbid: i64 }
+}
+
+record! {
+    /// The Stat as stored: no dataLength or numChildren, and `cversion` counts child
+    /// creations (the visible cversion is derived from it and the child count).
+    pub struct StatPersisted {
+        pub czxid: i64,
+        pub mzxid: i64,
+        pub ctime: i64,
+        pub mtime: i64,
+        pub version: i32,
+        pub cversion: i32,
+        pub aversion: i32,
+        pub ephemeral_owner: i64,
+        pub pzxid: i64,
+    }
+}
+
+record! {
+    /// What every logged transaction starts with.
+    pub struct TxnHeader {
+        pub client_id: i64,
+        pub cxid: i32,
+        pub zxid: i64,
+        pub time: i64,
+        pub txn_type: i32,
+    }
+}
+
+record! {
+    pub struct CreateTxn {
+        pub path: String,
+        pub data: Option<Bytes>,
+        pub acl: Vec<Acl>,
+        pub ephemeral: bool,
+        pub parent_cversion: i32,
+    }
+}
+
+record! {
+    pub struct CreateTtlTxn {
+        pub path: String,
+        pub data: Option<Bytes>,
+        pub acl: Vec<Acl>,
+        pub parent_cversion: i32,
+        pub ttl: i64,
+    }
+}
+
+record! {
+    pub struct CreateContainerTxn {
+        pub path: String,
+        pub data: Option<Bytes>,
+        pub acl: Vec<Acl>,
+        pub parent_cversion: i32,
+    }
+}
+
+record! {
+    pub struct DeleteTxn { pub path: String }
+}
+
+record! {
+    /// `version` is the node's version after the change.
+    pub struct SetDataTxn { pub path: String, pub data: Option<Bytes>, pub version: i32 }
+}
+
+record! {
+    /// `version` is the node's ACL version after the change.
+    pub struct SetAclTxn { pub path: String, pub acl: Vec<Acl>, pub version: i32 }
+}
+
+record! {
+    pub struct CheckVersionTxn { pub path: String, pub version: i32 }
+}
+
+record! {
+    pub struct CreateSessionTxn { pub timeout: i32 }
+}
+
+record! {
+    /// The ephemeral nodes the close removes.
+    pub struct CloseSessionTxn { pub paths: Vec<String> }
+}
+
+record! {
+    pub struct ErrorTxn { pub err: i32 }
+}
+
+record! {
+    /// One sub-transaction of a multi: its type and its encoded body.
+    pub struct SubTxn { pub txn_type: i32, pub data: Bytes }
+}
+
+record! {
+    pub struct MultiTxn { pub txns: Vec<SubTxn> }
+}
+
+/// A decoded transaction body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnBody {
+    /// `create` and `create2`.
+    Create(CreateTxn),
+    CreateTtl(CreateTtlTxn),
+    CreateContainer(CreateContainerTxn),
+    /// `delete` and `deleteContainer`.
+    Delete(DeleteTxn),
+    SetData(SetDataTxn),
+    SetAcl(SetAclTxn),
+    Check(CheckVersionTxn),
+    CreateSession(CreateSessionTxn),
+    /// Older writers log a close without the list of paths.
+    CloseSession(Option<CloseSessionTxn>),
+    Error(ErrorTxn),
+    /// Sub-transactions with their types.
+    Multi(Vec<(i32, TxnBody)>),
+    /// A type zkd does not replay (e.g. reconfig); it only advances the zxid.
+    Other,
+}
+
+impl TxnBody {
+    /// Decodes the body of a transaction of type `txn_type`.
+    pub fn read(kind: i32, r: &mut crate::Reader) -> Result<TxnBody, crate::DecodeError> {
+        use crate::disk::txn_type as t;
+        Ok(match kind {
+            t::CREATE | t::CREATE2 => TxnBody::Create(CreateTxn::read(r)?),
+            t::CREATE_TTL => TxnBody::CreateTtl(CreateTtlTxn::read(r)?),
+            t::CREATE_CONTAINER => TxnBody::CreateContainer(CreateContainerTxn::read(r)?),
+            t::DELETE | t::DELETE_CONTAINER => TxnBody::Delete(DeleteTxn::read(r)?),
+            t::SET_DATA => TxnBody::SetData(SetDataTxn::read(r)?),
+            t::SET_ACL => TxnBody::SetAcl(SetAclTxn::read(r)?),
+            t::CHECK => TxnBody::Check(CheckVersionTxn::read(r)?),
+            t::CREATE_SESSION => TxnBody::CreateSession(CreateSessionTxn::read(r)?),
+            t::CLOSE_SESSION if r.is_empty() => TxnBody::CloseSession(None),
+            t::CLOSE_SESSION => TxnBody::CloseSession(Some(CloseSessionTxn::read(r)?)),
+            t::ERROR => TxnBody::Error(ErrorTxn::read(r)?),
+            t::MULTI => {
+                let multi = MultiTxn::read(r)?;
+                let mut subs = Vec::with_capacity(multi.txns.len());
+                for sub in multi.txns {
+                    let body = TxnBody::read(sub.txn_type, &mut crate::Reader::new(sub.data))?;
+                    subs.push((sub.txn_type, body));
+                }
+                TxnBody::Multi(subs)
+            }
+            _ => TxnBody::Other,
+        })
+    }
+}
+
+/// One logged transaction: header and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnEntry {
+    pub header: TxnHeader,
+    pub body: TxnBody,
+}
+
+impl TxnEntry {
+    /// Decodes `TxnHeader` + body; bytes after the body (a tree digest) are ignored.
+    pub fn decode(bytes: Bytes) -> Result<TxnEntry, crate::DecodeError> {
+        let mut r = crate::Reader::new(bytes);
+        let header = TxnHeader::read(&mut r)?;
+        let body = TxnBody::read(header.txn_type, &mut r)?;
+        Ok(TxnEntry { header, body })
+    }
+}
+
+/// The Adler-32 checksum (RFC 1950), as `java.util.zip.Adler32` computes it.
+#[derive(Debug, Clone, Copy)]
+pub struct Adler32 {
+    a: u32,
+    b: u32,
+}
+
+impl Default for Adler32 {
+    fn default() -> Self {
+        Adler32 { a: 1, b: 0 }
+    }
+}
+
+impl Adler32 {
+    const MOD: u32 = 65521;
+    /// Most bytes that can be summed before `b` could overflow a u32.
+    const NMAX: usize = 5552;
+
+    pub fn new() -> Adler32 {
+        Adler32::default()
+    }
+
+    pub fn update(&mut self, data: &[u8]) {
+        for chunk in data.chunks(Self::NMAX) {
+            for &byte in chunk {
+                self.a += u32::from(byte);
+                self.b += self.a;
+            }
+            self.a %= Self::MOD;
+            self.b %= Self::MOD;
+        }
+    }
+
+    pub fn value(&self) -> u32 {
+        (self.b << 16) | self.a
+    }
+
+    /// The checksum of `data` in one call.
+    pub fn of(data: &[u8]) -> u32 {
+        let mut a = Adler32::new();
+        a.update(data);
+        a.value()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adler32_reference_values() {
+        assert_eq!(Adler32::of(b""), 1);
+        assert_eq!(Adler32::of(b"Wikipedia"), 0x11E6_0398);
+        let big = vec![0xffu8; 100_000];
+        // Checked against the byte-at-a-time definition.
+        let (mut a, mut b) = (1u64, 0u64);
+        for &x in &big {
+            a = (a + u64::from(x)) % 65521;
+            b = (b + a) % 65521;
+        }
+        assert_eq!(u64::from(Adler32::of(&big)), (b << 16) | a);
+    }
+
+    #[test]
+    fn magics_spell_their_names() {
+        assert_eq!(SNAP_MAGIC, 0x5A4B_534E);
+        assert_eq!(LOG_MAGIC, 0x5A4B_4C47);
+    }
+
+    #[test]
+    fn multi_bodies_decode_their_sub_transactions() {
+        let create = CreateTxn {
+            path: "/a".into(),
+            data: Some(Bytes::from_static(b"x")),
+            acl: Acl::open_unsafe(),
+            ephemeral: false,
+            parent_cversion: 1,
+        };
+        let multi = MultiTxn {
+            txns: vec![
+                SubTxn {
+                    txn_type: txn_type::CREATE,
+                    data: crate::to_bytes(&create),
+                },
+                SubTxn {
+                    txn_type: txn_type::DELETE,
+                    data: crate::to_bytes(&DeleteTxn { path: "/b".into() }),
+                },
+            ],
+        };
+        let body = TxnBody::read(
+            txn_type::MULTI,
+            &mut crate::Reader::new(crate::to_bytes(&multi)),
+        )
+        .expect("decodes");
+        assert_eq!(
+            body,
+            TxnBody::Multi(vec![
+                (txn_type::CREATE, TxnBody::Create(create)),
+                (
+                    txn_type::DELETE,
+                    TxnBody::Delete(DeleteTxn { path: "/b".into() })
+                ),
+            ])
+        );
+    }
+}
