@@ -72,6 +72,29 @@ pub struct ServeArgs {
     /// sessions and change the tree (a warning is logged).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     admin_bind: IpAddr,
+
+    /// Keep state across restarts in DIR (ZooKeeper's layout: DIR/version-2/snapshot.* and
+    /// log.*). Without it everything stays in memory.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<std::path::PathBuf>,
+
+    /// Transactions between two automatic snapshots (needs --data-dir).
+    #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    snap_count: u64,
+
+    /// Also snapshot every MS milliseconds when something changed (needs --data-dir).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    snap_interval: Option<u64>,
+
+    /// When the transaction log is synced: `always` (before each reply; nothing
+    /// acknowledged is ever lost), `batch` (within 100 ms; a power loss can lose the last
+    /// 100 ms), `never` (left to the OS). A killed zkd loses nothing under any policy.
+    #[arg(long, value_name = "POLICY", default_value = "batch")]
+    fsync: zkd_server::FsyncPolicy,
+
+    /// Snapshots kept in the data directory (with the logs they need).
+    #[arg(long, value_name = "K", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    snap_retain_count: u64,
 }
 
 impl ServeArgs {
@@ -90,6 +113,11 @@ impl ServeArgs {
             four_letter_whitelist: FourLetterWhitelist::parse(&self.four_letter_whitelist),
             admin_port: self.admin_port,
             admin_bind: self.admin_bind,
+            data_dir: self.data_dir.clone(),
+            snap_count: self.snap_count,
+            snap_interval: self.snap_interval.map(Duration::from_millis),
+            fsync: self.fsync,
+            snap_retain_count: usize::try_from(self.snap_retain_count).unwrap_or(usize::MAX),
             ..Config::default()
         }
     }
@@ -133,6 +161,10 @@ async fn serve(config: Config) -> ExitCode {
     let (bind, port) = (config.bind, config.port);
     let server = match Server::start(config).await {
         Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            eprintln!("zkd: cannot load the data directory: {e}");
+            return ExitCode::FAILURE;
+        }
         Err(e) => {
             let at = std::net::SocketAddr::new(bind, port);
             eprintln!("zkd: cannot listen on {at}: {e}");

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::core::CoreConfig;
@@ -40,6 +41,49 @@ pub struct Config {
     /// Address the admin listener binds (default 127.0.0.1). Anything but loopback is logged
     /// as a warning: the admin API can end sessions and change the tree.
     pub admin_bind: IpAddr,
+    /// Directory for snapshots and transaction logs in ZooKeeper's layout
+    /// (`DIR/version-2/`); `None` (default) keeps everything in memory only.
+    pub data_dir: Option<PathBuf>,
+    /// Transactions between two automatic snapshots (default 100000).
+    pub snap_count: u64,
+    /// Time between two automatic snapshots, taken only when something changed; `None`
+    /// (default) = no timed snapshots.
+    pub snap_interval: Option<Duration>,
+    /// When the transaction log is synced to disk (default `batch`).
+    pub fsync: FsyncPolicy,
+    /// Snapshots kept in the data directory, with the logs they need (default 3, minimum 1).
+    pub snap_retain_count: usize,
+}
+
+/// When the transaction log is synced to disk, and so what a crash can lose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// Every transaction is synced before its reply is sent: nothing acknowledged is lost,
+    /// even on power loss.
+    Always,
+    /// Every transaction is written to the OS before its reply is sent (a killed zkd loses
+    /// nothing) and synced within 100 ms (power loss or an OS crash loses at most the last
+    /// 100 ms of acknowledged writes).
+    #[default]
+    Batch,
+    /// Written to the OS before the reply, never synced by zkd: a killed zkd loses nothing,
+    /// an OS crash loses whatever the OS had not yet written back (Linux: typically up to
+    /// 30 s).
+    Never,
+}
+
+impl std::str::FromStr for FsyncPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "always" => Ok(FsyncPolicy::Always),
+            "batch" => Ok(FsyncPolicy::Batch),
+            "never" => Ok(FsyncPolicy::Never),
+            _ => Err(format!(
+                "unknown fsync policy {s:?}: expected always, batch or never"
+            )),
+        }
+    }
 }
 
 impl Default for Config {
@@ -59,6 +103,11 @@ impl Default for Config {
             max_outbound_bytes: 64 << 20,
             admin_port: None,
             admin_bind: IpAddr::from([127, 0, 0, 1]),
+            data_dir: None,
+            snap_count: 100_000,
+            snap_interval: None,
+            fsync: FsyncPolicy::default(),
+            snap_retain_count: 3,
         }
     }
 }
@@ -97,6 +146,15 @@ impl Config {
         }
         if self.admin_port.is_some() && !cfg!(feature = "admin") {
             return Err("an admin port was asked for, but zkd-server was built without its \"admin\" feature".into());
+        }
+        if self.snap_count == 0 {
+            return Err("snap count must be at least 1".into());
+        }
+        if self.snap_interval.is_some_and(|d| d.is_zero()) {
+            return Err("snap interval must be at least 1 ms".into());
+        }
+        if self.snap_retain_count == 0 {
+            return Err("snapshots to retain must be at least 1".into());
         }
         if let Some(d) = &self.super_digest {
             if !d.contains(':') {

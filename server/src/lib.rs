@@ -6,8 +6,10 @@ mod config;
 pub mod core;
 pub mod fourlw;
 mod net;
+mod persist;
 mod server;
 
-pub use config::{Config, FourLetterWhitelist};
+pub use config::{Config, FourLetterWhitelist, FsyncPolicy};
 pub use net::ServerFailure;
+pub use persist::SnapshotInfo;
 pub use server::Server;

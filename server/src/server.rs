@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::Core;
 use crate::net::{self, now_ms, ServerFailure, Shared};
+use crate::persist::{Persistence, SnapshotInfo};
 use crate::Config;
 
 /// A running server. Dropping it stops the server: the listener closes and every connection
@@ -22,6 +23,8 @@ pub struct Server {
     acceptor: Option<JoinHandle<()>>,
     ticker: Option<JoinHandle<()>>,
     admin: Option<JoinHandle<()>>,
+    persist: Option<Arc<Persistence>>,
+    persister: Option<JoinHandle<()>>,
 }
 
 impl Server {
@@ -38,9 +41,31 @@ impl Server {
             Some(port) => Some(crate::admin::bind(SocketAddr::new(config.admin_bind, port)).await?),
             None => None,
         };
-        let core = Core::new(config.core_config(addr.port()), now_ms());
+        let mut core = Core::new(config.core_config(addr.port()), now_ms());
+        let persist = Persistence::open(&config, &mut core, now_ms())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         let shared = Arc::new(Shared::new(&config, core));
         let shutdown = CancellationToken::new();
+        let (persist, persister) = match persist {
+            Some((p, snapshot_now)) => {
+                let p = Arc::new(p);
+                if snapshot_now {
+                    let (p2, s2) = (p.clone(), shared.clone());
+                    tokio::task::spawn_blocking(move || p2.snapshot(&s2))
+                        .await
+                        .map_err(io::Error::other)?
+                        .map_err(io::Error::other)?;
+                }
+                let task = tokio::spawn(Persistence::run(
+                    p.clone(),
+                    shared.clone(),
+                    config.fsync,
+                    shutdown.clone(),
+                ));
+                (Some(p), Some(task))
+            }
+            None => (None, None),
+        };
         let acceptor = tokio::spawn(net::accept_loop(listener, shared.clone(), shutdown.clone()));
         let ticker = tokio::spawn(net::ticker(shared.clone()));
         tracing::info!(%addr, "zkd serving");
@@ -53,6 +78,8 @@ impl Server {
             acceptor: Some(acceptor),
             ticker: Some(ticker),
             admin: None,
+            persist,
+            persister,
         };
         #[cfg(feature = "admin")]
         if let Some(listener) = admin_listener {
@@ -95,9 +122,29 @@ impl Server {
         self.shared.failed().await
     }
 
-    /// Stops accepting, closes every connection and waits until all of it is done.
+    /// Writes a snapshot of the current state to the data directory now (the core is held
+    /// only while the snapshot is encoded). Fails when no data directory is configured.
+    pub async fn snapshot(&self) -> io::Result<SnapshotInfo> {
+        let Some(p) = self.persist.clone() else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "no data directory is configured, so there is nowhere to write a snapshot",
+            ));
+        };
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || p.snapshot(&shared))
+            .await
+            .map_err(io::Error::other)?
+            .map_err(io::Error::other)
+    }
+
+    /// Stops accepting, closes every connection and waits until all of it is done. With a
+    /// data directory, a final snapshot is written.
     pub async fn shutdown(mut self) {
         self.shutdown.cancel();
+        if let Some(task) = self.persister.take() {
+            let _ = task.await;
+        }
         if let Some(ticker) = self.ticker.take() {
             ticker.abort();
             let _ = ticker.await;
@@ -108,6 +155,17 @@ impl Server {
         }
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.await;
+        }
+        if let Some(p) = self.persist.take() {
+            let shared = self.shared.clone();
+            let done = tokio::task::spawn_blocking(move || {
+                p.sync_log();
+                p.snapshot(&shared)
+            })
+            .await;
+            if let Ok(Err(e)) = done {
+                tracing::error!("final snapshot failed: {e}");
+            }
         }
         tracing::info!(addr = %self.addr, "zkd stopped");
     }
@@ -126,6 +184,13 @@ impl Drop for Server {
         }
         if let Some(admin) = self.admin.take() {
             admin.abort();
+        }
+        if let Some(task) = self.persister.take() {
+            task.abort();
+        }
+        // Dropped without `shutdown`: no final snapshot, but what the log holds is synced.
+        if let Some(p) = self.persist.take() {
+            p.sync_log();
         }
     }
 }

@@ -15,9 +15,11 @@ use crate::{Acl, DecodeError, Jute, Reader};
 /// The ACL index that means "world:anyone, all permissions" without a cache entry.
 pub const OPEN_ACL_INDEX: i64 = -1;
 
-/// Builds a snapshot in memory, front to back.
+/// Builds a snapshot in memory. Sessions and the ACL cache go to the head, nodes to the
+/// body, in any interleaving (so ACL indexes can be assigned while walking the tree).
 pub struct SnapshotWriter {
     buf: BytesMut,
+    body: BytesMut,
 }
 
 impl SnapshotWriter {
@@ -30,10 +32,13 @@ impl SnapshotWriter {
             dbid,
         }
         .write(&mut buf);
-        SnapshotWriter { buf }
+        SnapshotWriter {
+            buf,
+            body: BytesMut::with_capacity(64 * 1024),
+        }
     }
 
-    /// Sessions and their timeouts (ms). Must come first, once.
+    /// Sessions and their timeouts (ms). Once, before the ACL cache.
     pub fn sessions(&mut self, sessions: &[(i64, i32)]) {
         self.buf.put_i32(sessions.len() as i32);
         for (id, timeout) in sessions {
@@ -42,7 +47,7 @@ impl SnapshotWriter {
         }
     }
 
-    /// The ACL cache: every index a node refers to (except [`OPEN_ACL_INDEX`]).
+    /// The ACL cache: every index a node refers to (except [`OPEN_ACL_INDEX`]). Once.
     pub fn acl_cache<'a>(&mut self, entries: impl ExactSizeIterator<Item = (i64, &'a [Acl])>) {
         self.buf.put_i32(entries.len() as i32);
         for (index, acl) in entries {
@@ -56,17 +61,20 @@ impl SnapshotWriter {
 
     /// One node; parents must come before their children, the root first with path `""`.
     pub fn node(&mut self, path: &str, data: Option<&[u8]>, acl: i64, stat: &StatPersisted) {
-        crate::jute::write_bytes(&mut self.buf, path.as_bytes());
+        crate::jute::write_bytes(&mut self.body, path.as_bytes());
         match data {
-            Some(d) => crate::jute::write_bytes(&mut self.buf, d),
-            None => self.buf.put_i32(-1),
+            Some(d) => crate::jute::write_bytes(&mut self.body, d),
+            None => self.body.put_i32(-1),
         }
-        self.buf.put_i64(acl);
-        stat.write(&mut self.buf);
+        self.body.put_i64(acl);
+        stat.write(&mut self.body);
     }
 
     /// Writes the end marker and the checksum seal; returns the file's bytes.
     pub fn finish(mut self) -> Bytes {
+        self.buf.reserve(self.body.len() + 32);
+        self.buf.extend_from_slice(&self.body);
+        drop(self.body);
         crate::jute::write_bytes(&mut self.buf, b"/");
         let sum = Adler32::of(&self.buf);
         self.buf.put_i64(i64::from(sum));
@@ -280,7 +288,7 @@ mod tests {
     fn sample() -> Bytes {
         let mut w = SnapshotWriter::new(-1);
         w.sessions(&[(0x100, 30000)]);
-        let acl = vec![Acl::new(31, "digest", "u:h")];
+        let acl = [Acl::new(31, "digest", "u:h")];
         w.acl_cache([(1i64, &acl[..])].into_iter());
         let stat = StatPersisted::default();
         w.node("", Some(b""), OPEN_ACL_INDEX, &stat);

@@ -53,6 +53,7 @@ mod control;
 mod ops;
 pub mod path;
 mod session;
+mod snapshot;
 mod tree;
 mod txn;
 mod view;
@@ -60,6 +61,8 @@ mod watch;
 
 #[cfg(test)]
 mod model_tests;
+#[cfg(test)]
+mod snapshot_tests;
 #[cfg(test)]
 mod tests;
 
@@ -91,6 +94,8 @@ use session::Sessions;
 use tree::{AclList, Tree};
 use watch::Watches;
 
+pub use snapshot::{ImportReport, Replayed, TxnSink};
+
 /// Server-wide counters reported by the four-letter words.
 #[derive(Debug, Default, Clone)]
 pub struct Counters {
@@ -115,6 +120,10 @@ pub struct Core {
     open_acl: AclList,
     counters: Counters,
     scratch: Vec<ConnId>,
+    /// Receiver of committed transactions (persistence), if any.
+    txn_sink: Option<Box<dyn TxnSink>>,
+    /// Sub-operations recorded for the write being executed.
+    log_ops: Vec<(i32, Bytes)>,
 }
 
 impl Core {
@@ -137,6 +146,8 @@ impl Core {
             open_acl,
             counters: Counters::default(),
             scratch: Vec::new(),
+            txn_sink: None,
+            log_ops: Vec::new(),
         }
     }
 

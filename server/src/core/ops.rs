@@ -114,7 +114,9 @@ impl Core {
             self.zxid += 1;
             let s = self.sessions.create(timeout, now_ms);
             s.conn = Some(conn);
-            s.id
+            let sid = s.id;
+            self.log_session_created(sid, timeout, self.zxid, now_ms);
+            sid
         } else {
             let valid = self
                 .sessions
@@ -256,6 +258,7 @@ impl Core {
         if is_write {
             self.zxid += 1;
         }
+        let is_multi = matches!(req, Request::Multi(_));
         let zxid = self.zxid;
         let result: OpResult = match req {
             Request::Ping => {
@@ -418,6 +421,9 @@ impl Core {
             Ok(()) => 0,
             Err(e) => e.code(),
         };
+        if is_write {
+            self.log_write(sid, xid, zxid, now, is_multi, (err != 0).then_some(err));
+        }
         Some((xid, zxid, reply.finish(xid, zxid, err)))
     }
 
@@ -607,9 +613,14 @@ impl Core {
                 MultiOp::SetData(s) => self
                     .txn_set_data(&mut txn, ids, &s.path, &s.data, s.version)
                     .map(MultiResult::SetData),
-                MultiOp::Check(c) => self
-                    .txn_check(ids, &c.path, c.version)
-                    .map(|()| MultiResult::Check),
+                MultiOp::Check(c) => self.txn_check(ids, &c.path, c.version).map(|()| {
+                    let t = zkd_protocol::disk::CheckVersionTxn {
+                        path: c.path.clone(),
+                        version: c.version,
+                    };
+                    self.log_op(zkd_protocol::disk::txn_type::CHECK, &t);
+                    MultiResult::Check
+                }),
                 MultiOp::GetData(_) | MultiOp::GetChildren(_) => Err(ErrorCode::MarshallingError),
             };
             match r {
@@ -627,14 +638,14 @@ impl Core {
             }
             Some((at, err)) => {
                 self.rollback(txn);
+                let code = |i: usize| match i.cmp(&at) {
+                    std::cmp::Ordering::Less => 0,
+                    std::cmp::Ordering::Equal => err.code(),
+                    std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency.code(),
+                };
+                self.log_failed_multi((0..ops.len()).map(code));
                 let results = (0..ops.len())
-                    .map(|i| {
-                        MultiResult::Error(match i.cmp(&at) {
-                            std::cmp::Ordering::Less => 0,
-                            std::cmp::Ordering::Equal => err.code(),
-                            std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency.code(),
-                        })
-                    })
+                    .map(|i| MultiResult::Error(code(i)))
                     .collect();
                 Ok(MultiResponse(results))
             }

@@ -69,6 +69,10 @@ impl Sessions {
     }
 
     pub fn create(&mut self, timeout_ms: i64, now: i64) -> &mut Session {
+        // Sessions restored from disk may hold ids this counter would hand out.
+        while self.map.contains_key(&self.next_id) {
+            self.next_id = self.next_id.wrapping_add(1);
+        }
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
         let expires_at = self.bucket(now, timeout_ms);
@@ -82,6 +86,15 @@ impl Sessions {
             ephemerals: BTreeSet::new(),
             last_heard: now,
         })
+    }
+
+    /// Re-creates a session read from disk (same id, same password), expiring `timeout_ms`
+    /// after `now`. New ids handed out later skip it.
+    pub fn restore(&mut self, id: i64, timeout_ms: i64, now: i64) {
+        self.remove(id);
+        let saved = std::mem::replace(&mut self.next_id, id);
+        self.create(timeout_ms, now);
+        self.next_id = saved;
     }
 
     pub fn get(&self, id: i64) -> Option<&Session> {

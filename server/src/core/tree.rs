@@ -135,6 +135,21 @@ impl Tree {
         tree
     }
 
+    /// A tree holding only `root`, to be filled with [`Tree::insert`] (loading from disk).
+    pub fn from_root(root: Node) -> Tree {
+        let mut nodes = HashMap::new();
+        nodes.insert("/".into(), root);
+        Tree {
+            nodes,
+            data_bytes: 0,
+        }
+    }
+
+    /// Every node, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
+        self.nodes.iter().map(|(k, v)| (&**k, v))
+    }
+
     pub fn get(&self, path: &str) -> Option<&Node> {
         self.nodes.get(path::canonical(path))
     }

@@ -145,6 +145,7 @@ impl Core {
         let node = Node::new(owned(&c.data), acl.clone(), txn.zxid, txn.time, owner);
         let stat = node.stat();
         self.tree.insert(&full, node, txn.zxid, true);
+        self.log_created(&full, c.op == OpCode::Create2);
         txn.created.push((full.clone(), owner));
         // Who may see the events: READ on the new node for NodeCreated, READ on the parent
         // for its NodeChildrenChanged.
@@ -182,6 +183,7 @@ impl Core {
         }
         let parent_path = path::canonical(parent_path).to_string();
         self.delete_node(txn, p, &parent_path);
+        self.log_deleted(p);
         Ok(())
     }
 
@@ -237,6 +239,7 @@ impl Core {
         let acl = node.acl.clone();
         txn.events
             .push((event_type::NODE_DATA_CHANGED, p.to_string(), acl));
+        self.log_changed(p, false);
         Ok(stat)
     }
 
@@ -263,7 +266,9 @@ impl Core {
         let node = self.tree.get_mut(p).ok_or(ErrorCode::NoNode)?;
         node.aversion = node.aversion.wrapping_add(1);
         node.acl = acl;
-        Ok(node.stat())
+        let stat = node.stat();
+        self.log_changed(p, true);
+        Ok(stat)
     }
 
     /// check (multi sub-op only).
@@ -334,6 +339,10 @@ impl Core {
             }
         }
         let zxid = txn.zxid;
+        if self.logging() {
+            let paths = txn.deleted.iter().map(|(p, _)| p.clone()).collect();
+            self.log_session_closed(sid, zxid, now, paths);
+        }
         self.commit(txn, out);
         zxid
     }
@@ -361,6 +370,7 @@ impl Core {
             let parent = path::canonical(path::parent(&p).unwrap_or("")).to_string();
             tracing::debug!(path = %p, "reaping");
             self.delete_node(&mut txn, &p, &parent);
+            self.log_reaped(&p, txn.zxid, now);
             self.commit(txn, out);
         }
         self.reapable.retain(|p| self.tree.get(p).is_some());

@@ -1,0 +1,434 @@
+//! Persistence in ZooKeeper's on-disk format, checked through a client: a data directory
+//! written by Apache ZooKeeper loads in zkd, one written by zkd starts Apache ZooKeeper, and
+//! zkd restarts from its own directory (including after a damaged snapshot or log tail).
+//! Every node's data, Stat and ACL are compared.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use bytes::Bytes;
+use zkd_testkit::oracle::{Launcher, Oracle};
+use zkd_testkit::raw::RawClient;
+use zkd_protocol::*;
+
+/// `addauth digest user:pass` gives this identity.
+const USER_ID: &str = "user:smGaoVKd/cQkjm7b88GyorAUz20=";
+
+type Tree = BTreeMap<String, (Option<Bytes>, Stat, Vec<Acl>)>;
+
+async fn client(addr: SocketAddr) -> RawClient {
+    let c = RawClient::connect(addr, 30_000).await.expect("connect");
+    let auth = Request::Auth(AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: Bytes::from_static(b"user:pass"),
+    });
+    assert_eq!(c.call(&auth).await.expect("auth").err, 0);
+    c
+}
+
+async fn ok(c: &RawClient, req: Request) -> Bytes {
+    let r = c.call(&req).await.expect("reply");
+    assert_eq!(r.err, 0, "{req:?}");
+    r.body
+}
+
+fn create(path: &str, data: Option<&[u8]>, acl: Vec<Acl>, flags: i32) -> Request {
+    let (op, ttl) = match flags {
+        4 => (OpCode::CreateContainer, -1),
+        5 | 6 => (OpCode::CreateTtl, 600_000),
+        _ => (OpCode::Create2, -1),
+    };
+    Request::Create(Create {
+        op,
+        path: path.into(),
+        data: data.map(Bytes::copy_from_slice),
+        acl,
+        flags,
+        ttl,
+    })
+}
+
+fn restricted() -> Vec<Acl> {
+    vec![
+        Acl::new(perms::ALL, "digest", USER_ID),
+        Acl::new(perms::READ, "ip", "10.0.0.0/8"),
+        Acl::new(perms::READ | perms::WRITE, "world", "anyone"),
+    ]
+}
+
+/// A tree with every kind of node and Stat history: data (binary, empty, null), nested
+/// nodes, sequentials, an ephemeral (its session stays open), a container, a TTL node,
+/// custom ACLs, repeated setData/setACL, deletes and multis. Returns the session that owns
+/// the ephemeral.
+async fn populate(addr: SocketAddr) -> RawClient {
+    let c = client(addr).await;
+    let open = Acl::open_unsafe;
+    ok(&c, create("/app", Some(b"root of app"), open(), 0)).await;
+    ok(&c, create("/app/config", Some(&[0, 1, 2, 255]), open(), 0)).await;
+    ok(&c, create("/app/empty", Some(b""), open(), 0)).await;
+    ok(&c, create("/app/null", None, open(), 0)).await;
+    ok(&c, create("/app/secret", Some(b"s"), restricted(), 0)).await;
+    for i in 0..3 {
+        ok(
+            &c,
+            create("/app/q-", Some(format!("{i}").as_bytes()), open(), 2),
+        )
+        .await;
+    }
+    ok(&c, create("/app/eph", Some(b"mine"), open(), 1)).await;
+    ok(&c, create("/app/container", None, open(), 4)).await;
+    ok(&c, create("/app/container/child", Some(b"c"), open(), 0)).await;
+    ok(&c, create("/app/ttl", Some(b"t"), open(), 5)).await;
+    for v in 0..3 {
+        let req = Request::SetData(SetDataRequest {
+            path: "/app/config".into(),
+            data: Some(Bytes::from(format!("v{v}"))),
+            version: -1,
+        });
+        ok(&c, req).await;
+    }
+    let req = Request::SetAcl(SetAclRequest {
+        path: "/app/empty".into(),
+        acl: restricted(),
+        version: -1,
+    });
+    ok(&c, req).await;
+    ok(&c, create("/gone", None, open(), 0)).await;
+    ok(&c, create("/gone/a", None, open(), 0)).await;
+    let del = |p: &str| {
+        Request::Delete(DeleteRequest {
+            path: p.into(),
+            version: -1,
+        })
+    };
+    ok(&c, del("/gone/a")).await;
+    ok(&c, del("/app/q-0000000005")).await;
+    let multi = Request::Multi(vec![
+        MultiOp::Create(Create {
+            op: OpCode::Create,
+            path: "/app/m1".into(),
+            data: Some(Bytes::from_static(b"multi")),
+            acl: open(),
+            flags: 0,
+            ttl: -1,
+        }),
+        MultiOp::SetData(SetDataRequest {
+            path: "/app".into(),
+            data: Some(Bytes::from_static(b"changed in multi")),
+            version: -1,
+        }),
+        MultiOp::Delete(DeleteRequest {
+            path: "/gone".into(),
+            version: -1,
+        }),
+    ]);
+    ok(&c, multi).await;
+    // A failing multi and a failing create use zxids and change nothing.
+    let failing = Request::Multi(vec![
+        MultiOp::Create(Create {
+            op: OpCode::Create,
+            path: "/app/never".into(),
+            data: None,
+            acl: open(),
+            flags: 0,
+            ttl: -1,
+        }),
+        MultiOp::Delete(DeleteRequest {
+            path: "/missing".into(),
+            version: -1,
+        }),
+    ]);
+    c.call(&failing).await.expect("reply");
+    let r = c
+        .call(&create("/app", None, open(), 0))
+        .await
+        .expect("reply");
+    assert_eq!(r.err, ErrorCode::NodeExists.code());
+    c
+}
+
+/// Reads every node (data, Stat, ACL) by walking from the root.
+async fn dump(addr: SocketAddr) -> Tree {
+    let c = client(addr).await;
+    let mut tree = Tree::new();
+    let mut stack = vec!["/".to_string()];
+    while let Some(p) = stack.pop() {
+        let data: GetDataResponse = decode(ok(&c, Request::GetData(watchless(&p))).await);
+        let acl: GetAclResponse =
+            decode(ok(&c, Request::GetAcl(PathRequest { path: p.clone() })).await);
+        let children: ChildrenResponse = decode(ok(&c, Request::GetChildren(watchless(&p))).await);
+        for child in children.children {
+            stack.push(if p == "/" {
+                format!("/{child}")
+            } else {
+                format!("{p}/{child}")
+            });
+        }
+        tree.insert(p, (data.data, data.stat, acl.acl));
+    }
+    let _ = c.close().await;
+    tree
+}
+
+fn watchless(p: &str) -> PathWatchRequest {
+    PathWatchRequest {
+        path: p.into(),
+        watch: false,
+    }
+}
+
+fn decode<T: Jute>(b: Bytes) -> T {
+    from_bytes(b).expect("decodes")
+}
+
+fn assert_same(expected: &Tree, actual: &Tree) {
+    for (path, want) in expected {
+        assert_eq!(actual.get(path), Some(want), "node {path} differs");
+    }
+    assert_eq!(
+        actual.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
+}
+
+fn zkd_config(dir: &Path) -> zkd_server::Config {
+    zkd_server::Config {
+        port: 0,
+        data_dir: Some(dir.to_path_buf()),
+        ..Default::default()
+    }
+}
+
+/// ZooKeeper with `base/data` as its data directory, which outlives it. Dropping the
+/// returned value kills the server (SIGKILL).
+fn zookeeper_in(base: &Path, extra: &[(&str, &str)]) -> Oracle {
+    Launcher::new()
+        .cfg(extra)
+        .start_in(base, None)
+        .expect("ZooKeeper starts")
+}
+
+fn files(dir: &Path, prefix: &str) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir.join("version-2"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn zookeeper_data_dir_loads_in_zkd() {
+    // A small snapCount makes ZooKeeper write several (fuzzy) snapshots between logs, so
+    // loading exercises snapshots and log replay together.
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    let zk = zookeeper_in(base.path(), &[("snapCount", "6")]);
+    let owner = populate(zk.addr()).await;
+    let expected = dump(zk.addr()).await;
+    drop(zk);
+    drop(owner);
+    assert!(files(&data, "snapshot.").len() > 1);
+    assert!(!files(&data, "log.").is_empty());
+
+    let server = zkd_server::Server::start(zkd_config(&data))
+        .await
+        .expect("zkd loads ZooKeeper's data directory");
+    let actual = dump(server.local_addr()).await;
+    assert_same(&expected, &actual);
+    assert!(
+        actual.contains_key("/app/eph"),
+        "the ephemeral's session was restored"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn zookeeper_snapshot_alone_loads_in_zkd() {
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    let zk = zookeeper_in(base.path(), &[]);
+    let owner = populate(zk.addr()).await;
+    let expected = dump(zk.addr()).await;
+    drop(zk);
+    drop(owner);
+    // Restarting ZooKeeper replays its log and writes a snapshot of the result.
+    drop(zookeeper_in(base.path(), &[]));
+    for log in files(&data, "log.") {
+        std::fs::remove_file(log).unwrap();
+    }
+    let server = zkd_server::Server::start(zkd_config(&data))
+        .await
+        .expect("zkd loads ZooKeeper's snapshot");
+    assert_same(&expected, &dump(server.local_addr()).await);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn zkd_data_dir_starts_zookeeper() {
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    let server = zkd_server::Server::start(zkd_config(&data))
+        .await
+        .unwrap();
+    let owner = populate(server.local_addr()).await;
+    let expected = dump(server.local_addr()).await;
+    owner.abort().await;
+    server.shutdown().await;
+    let newest = files(&data, "snapshot.").pop().expect("a snapshot");
+    let newest_bytes = std::fs::read(&newest).unwrap();
+
+    let zk = zookeeper_in(base.path(), &[]);
+    let actual = dump(zk.addr()).await;
+    assert_same(&expected, &actual);
+    drop(zk);
+
+    // Only zkd's snapshot, without its logs, works too.
+    let only_snap = tempfile::tempdir().unwrap();
+    let dir = only_snap.path().join("data").join("version-2");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(newest.file_name().unwrap()), newest_bytes).unwrap();
+    let zk = zookeeper_in(only_snap.path(), &[]);
+    assert_same(&expected, &dump(zk.addr()).await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn zkd_log_alone_starts_zookeeper() {
+    // zkd killed without a final snapshot: the state is in its log after the startup
+    // snapshot. ZooKeeper replays that log.
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    let server = zkd_server::Server::start(zkd_config(&data))
+        .await
+        .unwrap();
+    let owner = populate(server.local_addr()).await;
+    let expected = dump(server.local_addr()).await;
+    drop(server);
+    drop(owner);
+    assert!(!files(&data, "log.").is_empty());
+    let zk = zookeeper_in(base.path(), &[]);
+    let actual = dump(zk.addr()).await;
+    assert_same(&expected, &actual);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn zkd_restarts_with_its_state_and_sessions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = zkd_server::Server::start(zkd_config(tmp.path()))
+        .await
+        .unwrap();
+    let owner = populate(server.local_addr()).await;
+    let (sid, passwd) = (owner.session_id, owner.passwd.clone());
+    let expected = dump(server.local_addr()).await;
+    owner.abort().await;
+    server.shutdown().await;
+
+    let server = zkd_server::Server::start(zkd_config(tmp.path()))
+        .await
+        .unwrap();
+    assert_same(&expected, &dump(server.local_addr()).await);
+    // The session survived the restart: it can resume, and closing it removes its ephemeral.
+    let resumed = RawClient::resume(server.local_addr(), sid, passwd, 30_000, 0)
+        .await
+        .expect("session resumes after restart");
+    assert_eq!(resumed.session_id, sid);
+    resumed.close().await.expect("close");
+    assert!(!dump(server.local_addr()).await.contains_key("/app/eph"));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn damaged_last_snapshot_falls_back_to_the_previous_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = zkd_server::Server::start(zkd_config(tmp.path()))
+        .await
+        .unwrap();
+    let owner = populate(server.local_addr()).await;
+    let first = server.snapshot().await.expect("snapshot");
+    ok(
+        &owner,
+        create(
+            "/later",
+            Some(b"after the first snapshot"),
+            Acl::open_unsafe(),
+            0,
+        ),
+    )
+    .await;
+    let second = server.snapshot().await.expect("snapshot");
+    assert!(second.zxid > first.zxid);
+    let expected = dump(server.local_addr()).await;
+    owner.abort().await;
+    drop(server);
+
+    // Flip a byte in the middle of the newest snapshot.
+    let mut bytes = std::fs::read(&second.path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&second.path, &bytes).unwrap();
+
+    let server = zkd_server::Server::start(zkd_config(tmp.path()))
+        .await
+        .expect("starts from the previous snapshot and the log");
+    assert!(first.path.exists(), "the snapshot it started from is kept");
+    assert_same(&expected, &dump(server.local_addr()).await);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_snapshot_damaged_refuses_to_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = zkd_server::Server::start(zkd_config(tmp.path()))
+        .await
+        .unwrap();
+    server.shutdown().await;
+    for snap in files(tmp.path(), "snapshot.") {
+        std::fs::write(&snap, b"ZKSN garbage").unwrap();
+    }
+    let err = zkd_server::Server::start(zkd_config(tmp.path()))
+        .await
+        .err()
+        .expect("refuses a directory with no readable snapshot");
+    assert!(err.to_string().contains("no readable snapshot"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn torn_log_tail_is_cut_at_the_last_good_entry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = zkd_server::Server::start(zkd_config(tmp.path()))
+        .await
+        .unwrap();
+    let c = client(server.local_addr()).await;
+    ok(&c, create("/kept", Some(b"1"), Acl::open_unsafe(), 0)).await;
+    ok(&c, create("/torn", Some(b"2"), Acl::open_unsafe(), 0)).await;
+    c.abort().await;
+    drop(server); // no final snapshot: the two creates are only in the log
+
+    let log = files(tmp.path(), "log.").pop().expect("a log");
+    let len = std::fs::metadata(&log).unwrap().len();
+    // Cut the last entry (the create of /torn) in the middle.
+    let f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+    f.set_len(len - 10).unwrap();
+    drop(f);
+
+    let server = zkd_server::Server::start(zkd_config(tmp.path()))
+        .await
+        .expect("starts");
+    let tree = dump(server.local_addr()).await;
+    assert!(tree.contains_key("/kept"));
+    assert!(!tree.contains_key("/torn"));
+    let cut = std::fs::metadata(&log).unwrap().len();
+    assert!(
+        cut < len - 10,
+        "the damaged tail was removed from {}",
+        log.display()
+    );
+    server.shutdown().await;
+}

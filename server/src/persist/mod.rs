@@ -1,0 +1,175 @@
+//! Opt-in persistence (`Config::data_dir`): loading the data directory at start, the
+//! transaction log, and snapshots (every `snap_count` transactions, every `snap_interval`,
+//! on demand, and at graceful shutdown). The core is held only while it encodes a snapshot;
+//! the file is written after the core is released.
+
+pub mod datadir;
+pub mod txnlog;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, FsyncPolicy};
+use crate::core::Core;
+use crate::net::Shared;
+use datadir::DataDir;
+use txnlog::TxnLog;
+
+/// What one snapshot wrote.
+#[derive(Debug, Clone)]
+pub struct SnapshotInfo {
+    /// The last zxid it holds (also in its file name).
+    pub zxid: i64,
+    pub path: PathBuf,
+    pub bytes: usize,
+    /// How long the core was held to encode it (client requests wait this long at most).
+    pub core_held: Duration,
+    /// Encoding plus writing, syncing and renaming the file.
+    pub total: Duration,
+}
+
+/// The persistence of one server.
+pub(crate) struct Persistence {
+    dir: DataDir,
+    log: TxnLog,
+    retain: usize,
+    interval: Option<Duration>,
+    /// One snapshot at a time.
+    snapshotting: Mutex<()>,
+    /// zxid of the last snapshot written.
+    last_snapshot: Mutex<i64>,
+}
+
+impl Persistence {
+    /// Loads `config.data_dir` into `core` and installs the transaction log as its sink.
+    /// `Ok(None)` when no data directory is configured.
+    pub(crate) fn open(
+        config: &Config,
+        core: &mut Core,
+        now_ms: i64,
+    ) -> Result<Option<(Persistence, bool)>, String> {
+        let Some(root) = &config.data_dir else {
+            return Ok(None);
+        };
+        let dir = DataDir::open(root)
+            .map_err(|e| format!("cannot use data directory {}: {e}", root.display()))?;
+        let started = Instant::now();
+        let loaded = dir.load(core, now_ms)?;
+        tracing::info!(
+            dir = %root.display(),
+            snapshot = ?loaded.snapshot,
+            replayed = loaded.replayed,
+            zxid = format_args!("0x{:x}", loaded.zxid),
+            nodes = loaded.nodes,
+            sessions = loaded.sessions,
+            ms = started.elapsed().as_millis() as u64,
+            "loaded data directory"
+        );
+        let log = TxnLog::new(dir.path().to_path_buf(), config.fsync, config.snap_count);
+        core.set_txn_sink(Some(log.sink()));
+        // Like ZooKeeper, start from a snapshot of what was loaded when logs were replayed
+        // (or nothing existed), so the next start reads one file.
+        let snapshot_now = loaded.snapshot.is_none() || loaded.replayed > 0;
+        Ok(Some((
+            Persistence {
+                dir,
+                log,
+                retain: config.snap_retain_count,
+                interval: config.snap_interval,
+                snapshotting: Mutex::new(()),
+                last_snapshot: Mutex::new(loaded.snapshot_zxid),
+            },
+            snapshot_now,
+        )))
+    }
+
+    /// Takes a snapshot now (blocking: call from a blocking context).
+    pub(crate) fn snapshot(&self, shared: &Shared) -> Result<SnapshotInfo, String> {
+        let _one = self.snapshotting.lock().unwrap_or_else(|e| e.into_inner());
+        let started = Instant::now();
+        let (zxid, bytes) = shared
+            .with_core(|core, _| {
+                let image = core.export_snapshot();
+                self.log.roll();
+                image
+            })
+            .map_err(|_| "the server has failed; no snapshot taken".to_string())?;
+        let core_held = started.elapsed();
+        let path = self.dir.write_snapshot(zxid, &bytes).map_err(|e| {
+            format!(
+                "cannot write snapshot in {}: {e}",
+                self.dir.path().display()
+            )
+        })?;
+        *self.last_snapshot.lock().unwrap_or_else(|e| e.into_inner()) = zxid;
+        match self.dir.purge(self.retain) {
+            Ok(removed) if !removed.is_empty() => {
+                tracing::debug!(count = removed.len(), "removed old snapshots and logs")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot remove old snapshots"),
+        }
+        let info = SnapshotInfo {
+            zxid,
+            path,
+            bytes: bytes.len(),
+            core_held,
+            total: started.elapsed(),
+        };
+        tracing::info!(
+            file = %info.path.display(),
+            bytes = info.bytes,
+            core_held_ms = info.core_held.as_millis() as u64,
+            total_ms = info.total.as_millis() as u64,
+            "snapshot written"
+        );
+        Ok(info)
+    }
+
+    /// Syncs the log (graceful shutdown).
+    pub(crate) fn sync_log(&self) {
+        self.log.sync_if_dirty();
+    }
+
+    /// Background work until `shutdown`: snapshots every `snap_count` transactions and
+    /// every `snap_interval` (when something changed), and the batch policy's syncs.
+    pub(crate) async fn run(
+        this: Arc<Persistence>,
+        shared: Arc<Shared>,
+        policy: FsyncPolicy,
+        shutdown: CancellationToken,
+    ) {
+        let far = Duration::from_secs(3600 * 24 * 365);
+        let mut interval = tokio::time::interval(this.interval.unwrap_or(far));
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval.tick().await;
+        let mut syncs = tokio::time::interval(txnlog::BATCH_SYNC_INTERVAL);
+        syncs.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let due = this.log.snapshot_due.clone();
+        loop {
+            let snapshot = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = due.notified() => true,
+                _ = interval.tick(), if this.interval.is_some() => {
+                    let last = *this.last_snapshot.lock().unwrap_or_else(|e| e.into_inner());
+                    shared.with_core(|core, _| core.last_zxid()).is_ok_and(|z| z != last)
+                }
+                _ = syncs.tick(), if policy == FsyncPolicy::Batch => {
+                    let p = this.clone();
+                    let _ = tokio::task::spawn_blocking(move || p.log.sync_if_dirty()).await;
+                    false
+                }
+            };
+            if snapshot {
+                let (p, s) = (this.clone(), shared.clone());
+                let done = tokio::task::spawn_blocking(move || p.snapshot(&s)).await;
+                if let Ok(Err(e)) = done {
+                    tracing::error!("{e}");
+                }
+            }
+        }
+    }
+}
