@@ -8,9 +8,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use bytes::Bytes;
+use zkd_protocol::*;
 use zkd_testkit::oracle::{Launcher, Oracle};
 use zkd_testkit::raw::RawClient;
-use zkd_protocol::*;
 
 /// `addauth digest user:pass` gives this identity.
 const USER_ID: &str = "user:smGaoVKd/cQkjm7b88GyorAUz20=";
@@ -275,9 +275,7 @@ async fn zookeeper_snapshot_alone_loads_in_zkd() {
 async fn zkd_data_dir_starts_zookeeper() {
     let base = tempfile::tempdir().unwrap();
     let data = base.path().join("data");
-    let server = zkd_server::Server::start(zkd_config(&data))
-        .await
-        .unwrap();
+    let server = zkd_server::Server::start(zkd_config(&data)).await.unwrap();
     let owner = populate(server.local_addr()).await;
     let expected = dump(server.local_addr()).await;
     owner.abort().await;
@@ -305,9 +303,7 @@ async fn zkd_log_alone_starts_zookeeper() {
     // snapshot. ZooKeeper replays that log.
     let base = tempfile::tempdir().unwrap();
     let data = base.path().join("data");
-    let server = zkd_server::Server::start(zkd_config(&data))
-        .await
-        .unwrap();
+    let server = zkd_server::Server::start(zkd_config(&data)).await.unwrap();
     let owner = populate(server.local_addr()).await;
     let expected = dump(server.local_addr()).await;
     drop(server);
