@@ -54,9 +54,14 @@ pub struct ServeArgs {
     reaper_interval: u64,
 
     /// Four-letter words to answer: a comma-separated list, or `*` for all (`srvr` is always
-    /// answered).
-    #[arg(long = "4lw-whitelist", value_name = "WORDS", default_value = "*")]
-    four_letter_whitelist: String,
+    /// answered) [default: the words that disclose no paths, sessions or addresses and change
+    /// nothing: ruok,isro,srvr,mntr,wchs,dirs,conf,gtmk,hash].
+    #[arg(long = "4lw-whitelist", value_name = "WORDS")]
+    four_letter_whitelist: Option<String>,
+
+    /// Log a herd warning when one change notifies at least N watchers; 0 = off.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    herd_warn: u64,
 
     /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives.
     /// Logs go to stderr.
@@ -98,8 +103,12 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    fn config(&self) -> Config {
-        Config {
+    fn config(&self) -> Result<Config, String> {
+        let four_letter_whitelist = match &self.four_letter_whitelist {
+            Some(list) => FourLetterWhitelist::parse(list)?,
+            None => FourLetterWhitelist::default(),
+        };
+        Ok(Config {
             bind: self.bind,
             port: self.port,
             tick_time: Duration::from_millis(self.tick_time),
@@ -110,7 +119,8 @@ impl ServeArgs {
             super_digest: self.super_digest.clone(),
             ttl_enabled: !self.no_ttl,
             reaper_interval: Duration::from_millis(self.reaper_interval),
-            four_letter_whitelist: FourLetterWhitelist::parse(&self.four_letter_whitelist),
+            four_letter_whitelist,
+            herd_warn: self.herd_warn,
             admin_port: self.admin_port,
             admin_bind: self.admin_bind,
             data_dir: self.data_dir.clone(),
@@ -119,7 +129,7 @@ impl ServeArgs {
             fsync: self.fsync,
             snap_retain_count: usize::try_from(self.snap_retain_count).unwrap_or(usize::MAX),
             ..Config::default()
-        }
+        })
     }
 }
 
@@ -138,7 +148,13 @@ pub fn run(args: ServeArgs) -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 
-    let config = args.config();
+    let config = match args.config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("zkd: invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
     if let Err(e) = config.validate() {
         eprintln!("zkd: invalid configuration: {e}");
         return ExitCode::from(2);

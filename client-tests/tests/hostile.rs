@@ -739,7 +739,8 @@ async fn four_letter_words_watch_tables() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_letter_whitelist() {
     let config = zkd_server::Config {
-        four_letter_whitelist: zkd_server::FourLetterWhitelist::parse("mntr"),
+        four_letter_whitelist: zkd_server::FourLetterWhitelist::parse("mntr")
+            .expect("valid whitelist"),
         ..Default::default()
     };
     let target = Target::start_zkd_with(config).await;

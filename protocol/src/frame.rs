@@ -2,6 +2,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use crate::four_letter::FourLetterWord;
 use crate::jute::Jute;
 use crate::records::ReplyHeader;
 
@@ -95,11 +96,16 @@ impl tokio_util::codec::Encoder<Bytes> for FrameCodec {
     }
 }
 
-/// The four-letter words a fresh connection may send instead of a frame length (§3.1).
-pub const FOUR_LETTER_WORDS: [&str; 18] = [
-    "conf", "cons", "crst", "dirs", "dump", "envi", "gtmk", "ruok", "stmk", "srst", "srvr", "stat",
-    "wchc", "wchp", "wchs", "mntr", "isro", "hash",
-];
+/// The four-letter words a fresh connection may send instead of a frame length, spelt out.
+pub const FOUR_LETTER_WORDS: [&str; 18] = {
+    let mut out = [""; 18];
+    let mut i = 0;
+    while i < 18 {
+        out[i] = FourLetterWord::ALL[i].as_str();
+        i += 1;
+    }
+    out
+};
 
 /// The telnet "interrupt" sequence, treated like a four-letter word that closes.
 pub const TELNET_INTERRUPT: [u8; 4] = [0xff, 0xf4, 0xff, 0xfd];
@@ -109,7 +115,5 @@ pub fn four_letter_word(first: [u8; 4]) -> Option<&'static str> {
     if first == TELNET_INTERRUPT {
         return Some("telnet-close");
     }
-    FOUR_LETTER_WORDS
-        .into_iter()
-        .find(|w| w.as_bytes() == first)
+    FourLetterWord::from_bytes(first).map(FourLetterWord::as_str)
 }

@@ -3,6 +3,7 @@
 
 pub mod consts;
 pub mod disk;
+pub mod four_letter;
 pub mod frame;
 pub mod jute;
 pub mod multi;
@@ -18,6 +19,7 @@ mod tests;
 pub use bytes as __bytes;
 
 pub use consts::*;
+pub use four_letter::FourLetterWord;
 pub use frame::{encode_frame, four_letter_word, reply_frame, FrameCodec, FrameError};
 pub use jute::{from_bytes, to_bytes, DecodeError, Jute, Reader};
 pub use multi::{MultiOp, MultiResponse, MultiResult};

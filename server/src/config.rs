@@ -5,6 +5,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use zkd_protocol::FourLetterWord;
+
 use crate::core::CoreConfig;
 
 /// Configuration for one server instance.
@@ -30,8 +32,12 @@ pub struct Config {
     pub ttl_enabled: bool,
     /// How often containers and TTL nodes are checked for reaping (default 1 s).
     pub reaper_interval: Duration,
-    /// Which four-letter words are answered (default all).
+    /// Which four-letter words are answered (default: the words that disclose no paths,
+    /// sessions or addresses and change nothing, [`crate::fourlw::DEFAULT_WORDS`]).
     pub four_letter_whitelist: FourLetterWhitelist,
+    /// Log a herd warning when one change notifies at least this many watchers (default 100;
+    /// 0 = off).
+    pub herd_warn: u64,
     /// Bytes that may wait in one connection's outbound queue. A client that lets more pile
     /// up (it does not read its socket) is disconnected. Default 64 MiB.
     pub max_outbound_bytes: usize,
@@ -99,7 +105,8 @@ impl Default for Config {
             super_digest: None,
             ttl_enabled: true,
             reaper_interval: Duration::from_millis(1000),
-            four_letter_whitelist: FourLetterWhitelist::All,
+            four_letter_whitelist: FourLetterWhitelist::default(),
+            herd_warn: 100,
             max_outbound_bytes: 64 << 20,
             admin_port: None,
             admin_bind: IpAddr::from([127, 0, 0, 1]),
@@ -164,8 +171,8 @@ impl Config {
         Ok(())
     }
 
-    /// The core's settings; `client_port` is the port actually bound.
-    pub fn core_config(&self, client_port: u16) -> CoreConfig {
+    /// The core's settings.
+    pub fn core_config(&self) -> CoreConfig {
         CoreConfig {
             tick_ms: millis(self.tick_time),
             min_session_timeout_ms: millis(self.min_session_timeout()),
@@ -174,8 +181,7 @@ impl Config {
             super_digest: self.super_digest.clone(),
             ttl_enabled: self.ttl_enabled,
             reaper_interval_ms: millis(self.reaper_interval),
-            max_frame_len: self.max_frame_len,
-            client_port,
+            herd_warn: self.herd_warn,
         }
     }
 }
@@ -185,35 +191,56 @@ fn millis(d: Duration) -> i64 {
 }
 
 /// The four-letter words a server answers (`4lw.commands.whitelist`). `srvr` is always
-/// answered, as in ZooKeeper; the others get "… is not in the whitelist".
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// answered, as in ZooKeeper (its status scripts rely on it); the others get "… is not in the
+/// whitelist".
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FourLetterWhitelist {
     /// Every word (`*`).
-    #[default]
     All,
-    /// Only these words (plus `srvr`).
-    Only(BTreeSet<String>),
+    /// Only these words.
+    Only(BTreeSet<FourLetterWord>),
+}
+
+impl Default for FourLetterWhitelist {
+    /// The words that disclose no paths, session ids or client addresses and change no state.
+    fn default() -> Self {
+        FourLetterWhitelist::Only(crate::fourlw::DEFAULT_WORDS.into_iter().collect())
+    }
 }
 
 impl FourLetterWhitelist {
     /// Parses a comma-separated list; `*` anywhere in it means all words. Blank entries are
-    /// ignored.
-    pub fn parse(list: &str) -> FourLetterWhitelist {
+    /// ignored; an entry that is not a four-letter word is an error naming it.
+    pub fn parse(list: &str) -> Result<FourLetterWhitelist, String> {
         let mut words = BTreeSet::new();
+        let mut all = false;
         for w in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
             if w == "*" {
-                return FourLetterWhitelist::All;
+                all = true;
+                continue;
             }
-            words.insert(w.to_string());
+            let word = w.parse::<FourLetterWord>().map_err(|_| {
+                format!(
+                    "unknown four-letter word {w:?} in the whitelist (known words: {})",
+                    FourLetterWord::ALL.map(FourLetterWord::as_str).join(", ")
+                )
+            })?;
+            words.insert(word);
         }
-        FourLetterWhitelist::Only(words)
+        Ok(if all {
+            FourLetterWhitelist::All
+        } else {
+            FourLetterWhitelist::Only(words)
+        })
     }
 
     /// Whether `word` is answered.
-    pub fn allows(&self, word: &str) -> bool {
+    pub fn allows(&self, word: FourLetterWord) -> bool {
         match self {
             FourLetterWhitelist::All => true,
-            FourLetterWhitelist::Only(words) => word == "srvr" || words.contains(word),
+            FourLetterWhitelist::Only(words) => {
+                word == FourLetterWord::Srvr || words.contains(&word)
+            }
         }
     }
 }
@@ -224,16 +251,44 @@ mod tests {
 
     #[test]
     fn whitelist_parsing() {
-        assert_eq!(FourLetterWhitelist::parse("*"), FourLetterWhitelist::All);
+        use FourLetterWord as W;
+        assert_eq!(
+            FourLetterWhitelist::parse("*"),
+            Ok(FourLetterWhitelist::All)
+        );
         assert_eq!(
             FourLetterWhitelist::parse("ruok, *"),
-            FourLetterWhitelist::All
+            Ok(FourLetterWhitelist::All)
         );
-        let w = FourLetterWhitelist::parse(" ruok , mntr,,");
-        assert!(w.allows("ruok") && w.allows("mntr") && w.allows("srvr"));
-        assert!(!w.allows("stat"));
-        let none = FourLetterWhitelist::parse("");
-        assert!(none.allows("srvr") && !none.allows("ruok"));
+        let w = FourLetterWhitelist::parse(" ruok , mntr,,").expect("valid list");
+        assert!(w.allows(W::Ruok) && w.allows(W::Mntr));
+        assert!(!w.allows(W::Stat) && w.allows(W::Srvr));
+        let none = FourLetterWhitelist::parse("").expect("empty list");
+        assert!(none.allows(W::Srvr) && !none.allows(W::Ruok));
+        let err = FourLetterWhitelist::parse("ruok,kill").expect_err("unknown word");
+        assert!(err.contains("\"kill\""), "{err}");
+    }
+
+    #[test]
+    fn default_whitelist_holds_only_words_that_disclose_nothing() {
+        use FourLetterWord as W;
+        let d = FourLetterWhitelist::default();
+        for w in [W::Ruok, W::Srvr, W::Mntr, W::Conf, W::Wchs] {
+            assert!(d.allows(w), "{w}");
+        }
+        for w in [
+            W::Dump,
+            W::Cons,
+            W::Stat,
+            W::Wchc,
+            W::Wchp,
+            W::Envi,
+            W::Crst,
+            W::Srst,
+            W::Stmk,
+        ] {
+            assert!(!d.allows(w), "{w}");
+        }
     }
 
     #[test]
@@ -242,11 +297,10 @@ mod tests {
             tick_time: Duration::from_millis(500),
             ..Config::default()
         };
-        let core = c.core_config(1234);
+        let core = c.core_config();
         assert_eq!(core.tick_ms, 500);
         assert_eq!(core.min_session_timeout_ms, 1000);
         assert_eq!(core.max_session_timeout_ms, 10_000);
-        assert_eq!(core.client_port, 1234);
         assert_eq!(core.reaper_interval_ms, 1000);
         assert!(core.ttl_enabled);
     }

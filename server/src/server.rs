@@ -41,10 +41,10 @@ impl Server {
             Some(port) => Some(crate::admin::bind(SocketAddr::new(config.admin_bind, port)).await?),
             None => None,
         };
-        let mut core = Core::new(config.core_config(addr.port()), now_ms());
+        let mut core = Core::new(config.core_config(), now_ms());
         let persist = Persistence::open(&config, &mut core, now_ms())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        let shared = Arc::new(Shared::new(&config, core));
+        let shared = Arc::new(Shared::new(&config, addr.port(), core));
         let shutdown = CancellationToken::new();
         let (persist, persister) = match persist {
             Some((p, snapshot_now)) => {

@@ -32,10 +32,8 @@ pub struct CoreConfig {
     pub ttl_enabled: bool,
     /// How often the container/TTL reaper runs.
     pub reaper_interval_ms: i64,
-    /// Largest frame accepted; reported by `conf`/`envi`.
-    pub max_frame_len: usize,
-    /// Client port, for `conf`.
-    pub client_port: u16,
+    /// Log a herd warning when one change notifies at least this many watchers (0 = off).
+    pub herd_warn: u64,
 }
 
 /// What happened to a connection's handshake.
@@ -50,13 +48,14 @@ pub enum Handshake {
 mod acl;
 mod conn;
 mod control;
+pub mod herd;
 mod ops;
 pub mod path;
+pub mod report;
 mod session;
 mod snapshot;
 mod tree;
 mod txn;
-mod view;
 mod watch;
 
 #[cfg(test)]
@@ -77,8 +76,7 @@ fn tests_config() -> CoreConfig {
         super_digest: Some("super:lK75jTNcA+U9vtVEw5vB51mj/w4=".into()),
         ttl_enabled: true,
         reaper_interval_ms: 1000,
-        max_frame_len: 0xFFFFF,
-        client_port: 2181,
+        herd_warn: 100,
     }
 }
 
@@ -90,6 +88,7 @@ use zkd_protocol::{keeper_state, perms, xid, Acl, Jute, ReplyHeader, WatcherEven
 
 use conn::Conn;
 pub use control::SessionInfo;
+use herd::Herd;
 use session::Sessions;
 use tree::{AclList, Tree};
 use watch::Watches;
@@ -119,6 +118,9 @@ pub struct Core {
     next_reap: i64,
     open_acl: AclList,
     counters: Counters,
+    herd: Herd,
+    /// The time of the call being processed (for the herd detector's windows).
+    now_ms: i64,
     scratch: Vec<ConnId>,
     /// Receiver of committed transactions (persistence), if any.
     txn_sink: Option<Box<dyn TxnSink>>,
@@ -131,6 +133,7 @@ impl Core {
         let open_acl: AclList = Arc::from(Acl::open_unsafe());
         let read_acl: AclList = Arc::from(vec![Acl::new(perms::READ, "world", "anyone")]);
         let next_reap = now_ms + cfg.reaper_interval_ms.max(1);
+        let cfg_herd_warn = cfg.herd_warn;
         Core {
             tree: Tree::new(open_acl.clone(), read_acl),
             sessions: Sessions::new(now_ms, cfg.tick_ms),
@@ -145,6 +148,8 @@ impl Core {
             next_reap,
             open_acl,
             counters: Counters::default(),
+            herd: Herd::new(cfg_herd_warn),
+            now_ms,
             scratch: Vec::new(),
             txn_sink: None,
             log_ops: Vec::new(),
@@ -230,13 +235,15 @@ impl Core {
     /// fire are used up whether or not their event is delivered, as in ZooKeeper.
     fn fire(&mut self, out: &mut dyn Outbox, event: i32, path: &str, zxid: i64, acl: &[Acl]) {
         let mut targets = std::mem::take(&mut self.scratch);
-        self.watches.trigger(event, path, &mut targets);
+        let kinds = self.watches.trigger(event, path, &mut targets);
         let conns = &self.conns;
         targets.retain(|conn| {
             conns
                 .get(conn)
                 .is_some_and(|c| acl::allowed(acl, perms::READ, &c.ids))
         });
+        self.herd
+            .fired(event, path, zxid, self.now_ms, &targets, kinds);
         if !targets.is_empty() {
             let frame = notification_frame(event, path, zxid);
             for &conn in &targets {
@@ -248,6 +255,8 @@ impl Core {
 
     /// Session expiry and container/TTL reaping due at `now_ms`.
     pub fn tick(&mut self, now_ms: i64, out: &mut dyn Outbox) {
+        self.now_ms = now_ms;
+        self.herd.close_windows(now_ms);
         for sid in self.sessions.expired(now_ms) {
             let conn = self.sessions.get(sid).and_then(|s| s.conn);
             tracing::debug!(session = format_args!("0x{sid:x}"), "session expired");
@@ -265,10 +274,10 @@ impl Core {
     /// When [`Core::tick`] next has work to do.
     pub fn next_deadline(&self) -> Option<i64> {
         let reap = (!self.reapable.is_empty()).then_some(self.next_reap);
-        match (self.sessions.next_expiry(), reap) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.sessions.next_expiry(), reap, self.herd.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 

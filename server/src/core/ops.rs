@@ -177,6 +177,7 @@ impl Core {
         c.received += 1;
         c.last_cxid = header.xid;
         self.counters.received += 1;
+        self.now_ms = now_ms;
         let op = OpCode::from_i32(header.op);
         let is_request = !matches!(
             op,
@@ -260,6 +261,15 @@ impl Core {
         }
         let is_multi = matches!(req, Request::Multi(_));
         let zxid = self.zxid;
+        if self.herd.watching_rereads() {
+            if let Request::Exists(r)
+            | Request::GetData(r)
+            | Request::GetChildren(r)
+            | Request::GetChildren2(r) = &req
+            {
+                self.herd.read(conn, super::path::canonical(&r.path), now);
+            }
+        }
         let result: OpResult = match req {
             Request::Ping => {
                 return Some((xid::PING, zxid, header_only(xid::PING, zxid, 0)));

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use zkd_protocol::{event_type, watcher_type};
 
+use super::herd::FiredKinds;
 use super::path;
 use super::ConnId;
 
@@ -210,9 +211,11 @@ impl Watches {
     }
 
     /// Collects into `out` (sorted, deduplicated) the connections to notify of `event` on
-    /// `path`, removing the one-shot watches that fire.
-    pub fn trigger(&mut self, event: i32, path: &str, out: &mut Vec<ConnId>) {
+    /// `path`, removing the one-shot watches that fire. Returns how many watches of each kind
+    /// fired (a connection holding several kinds counts in each).
+    pub fn trigger(&mut self, event: i32, path: &str, out: &mut Vec<ConnId>) -> FiredKinds {
         out.clear();
+        let mut kinds = FiredKinds::default();
         let (one_shot, persistent_here, recursive) = match event {
             event_type::NODE_CHILDREN_CHANGED => (Kinds::of(&[WatchKind::Child]), true, false),
             event_type::NODE_DELETED => {
@@ -226,10 +229,16 @@ impl Watches {
                 if !pw.set(kind).is_empty() {
                     let conns: Vec<ConnId> = pw.set(kind).drain().collect();
                     out.extend_from_slice(&conns);
+                    if kind == WatchKind::Child {
+                        kinds.child += conns.len() as u64;
+                    } else {
+                        kinds.data += conns.len() as u64;
+                    }
                     fired.push((kind, conns));
                 }
             }
             if persistent_here {
+                kinds.persistent += pw.persistent.len() as u64;
                 out.extend(pw.persistent.iter().copied());
             }
             if pw.is_empty() {
@@ -244,6 +253,7 @@ impl Watches {
         if recursive && self.recursive > 0 {
             for p in path::with_ancestors(path) {
                 if let Some(pw) = self.paths.get(p) {
+                    kinds.persistent += pw.recursive.len() as u64;
                     out.extend(pw.recursive.iter().copied());
                 }
             }
@@ -252,6 +262,7 @@ impl Watches {
             out.sort_unstable();
             out.dedup();
         }
+        kinds
     }
 
     /// The kinds a checkWatches/removeWatches watcher type denotes; `None` if unknown.
@@ -302,6 +313,69 @@ impl Watches {
             .collect();
         v.sort();
         v
+    }
+
+    /// How many paths each connection watches (any kind).
+    pub fn paths_per_conn(&self) -> impl Iterator<Item = (ConnId, usize)> + '_ {
+        self.by_conn.iter().map(|(c, p)| (*c, p.len()))
+    }
+
+    /// The watches one connection holds, with their kinds, sorted by path.
+    pub fn of_conn(&self, conn: ConnId) -> Vec<(String, Vec<WatchKind>)> {
+        let mut v: Vec<(String, Vec<WatchKind>)> = self
+            .by_conn
+            .get(&conn)
+            .map(|p| {
+                p.iter()
+                    .map(|(k, m)| (k.to_string(), m.iter().collect()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Watchers on one path: (data/exist, child, persistent, recursive) connection counts.
+    pub fn on_path(&self, path: &str) -> [usize; 4] {
+        self.paths.get(path).map_or([0; 4], |pw| {
+            [
+                pw.data.len(),
+                pw.child.len(),
+                pw.persistent.len(),
+                pw.recursive.len(),
+            ]
+        })
+    }
+
+    /// The `n` paths with the most watchers, with their per-kind counts, most watched first.
+    pub fn most_watched(&self, n: usize) -> Vec<(String, [usize; 4])> {
+        let mut v: Vec<(&str, [usize; 4])> = self
+            .paths
+            .iter()
+            .map(|(p, pw)| {
+                (
+                    &**p,
+                    [
+                        pw.data.len(),
+                        pw.child.len(),
+                        pw.persistent.len(),
+                        pw.recursive.len(),
+                    ],
+                )
+            })
+            .collect();
+        let total = |k: &[usize; 4]| k.iter().sum::<usize>();
+        if v.len() > n {
+            v.select_nth_unstable_by(n, |a, b| total(&b.1).cmp(&total(&a.1)));
+            v.truncate(n);
+        }
+        v.sort_by(|a, b| total(&b.1).cmp(&total(&a.1)).then(a.0.cmp(b.0)));
+        v.into_iter().map(|(p, k)| (p.to_string(), k)).collect()
+    }
+
+    /// Number of distinct watched paths.
+    pub fn path_count(&self) -> usize {
+        self.paths.len()
     }
 
     /// Total watch registrations in the data and child tables (as `zk_watch_count`).

@@ -29,11 +29,12 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::time::{timeout, timeout_at, Instant};
 use tokio_util::sync::CancellationToken;
-use zkd_protocol::{four_letter_word, FrameCodec};
+use zkd_protocol::frame::TELNET_INTERRUPT;
+use zkd_protocol::{FourLetterWord, FrameCodec};
 
 use super::{host, now_ms, ConnChannels, Out, Shared};
 use crate::core::{ConnId, Handshake};
-use crate::fourlw::{self, FourLetterView, HostInfo};
+use crate::fourlw::{self, HostInfo};
 
 /// Smallest valid payload after the handshake: a RequestHeader.
 const REQUEST_HEADER_LEN: usize = 8;
@@ -106,7 +107,12 @@ pub(crate) async fn run(
             return;
         }
     }
-    if let Some(word) = four_letter_word([buf[0], buf[1], buf[2], buf[3]]) {
+    let first = [buf[0], buf[1], buf[2], buf[3]];
+    if first == TELNET_INTERRUPT {
+        // The telnet interrupt sequence: just close.
+        return;
+    }
+    if let Some(word) = FourLetterWord::from_bytes(first) {
         let rd = answer_four_letter_word(&shared, id, remote, stream, buf, word, deadline).await;
         registered.finish();
         if let Some(rd) = rd {
@@ -218,18 +224,14 @@ async fn answer_four_letter_word(
     remote: SocketAddr,
     mut stream: TcpStream,
     mut buf: BytesMut,
-    word: &str,
+    word: FourLetterWord,
     deadline: Instant,
 ) -> Option<OwnedReadHalf> {
-    if !fourlw::is_word(word) {
-        // The telnet interrupt sequence: just close.
-        return None;
-    }
-    tracing::debug!(conn = id, %remote, word, "four-letter word");
+    tracing::debug!(conn = id, %remote, %word, "four-letter word");
     let text = if !shared.cfg.whitelist.allows(word) {
-        fourlw::not_whitelisted(word)
+        fourlw::not_whitelisted(word.as_str())
     } else {
-        if word == "stmk" {
+        if word == FourLetterWord::Stmk {
             // The new trace mask follows as a big-endian long.
             if !matches!(
                 read_at_least(&mut stream, &mut buf, 12, deadline).await,
@@ -243,9 +245,9 @@ async fn answer_four_letter_word(
                 .trace_mask
                 .store(i64::from_be_bytes(mask), Ordering::Relaxed);
         }
-        if word == "crst" || word == "srst" {
+        if matches!(word, FourLetterWord::Crst | FourLetterWord::Srst) {
             let reset = shared.with_core(|core, _| {
-                if word == "crst" {
+                if word == FourLetterWord::Crst {
                     core.reset_connection_stats();
                 } else {
                     core.reset_server_stats();
@@ -255,15 +257,12 @@ async fn answer_four_letter_word(
                 return None;
             }
         }
-        let view = if fourlw::needs_view(word) {
-            match shared.with_core(|core, _| core.four_letter_view(now_ms())) {
-                Ok(view) => view,
-                Err(_) => return None,
-            }
-        } else {
-            FourLetterView::default()
+        let needs = fourlw::needs(word);
+        let Ok(view) = shared.inspect(|core, net| fourlw::gather(core, needs, now_ms(), net))
+        else {
+            return None;
         };
-        let host = if fourlw::needs_host(word) {
+        let host = if needs.host {
             host::gather()
         } else {
             HostInfo::default()
@@ -281,7 +280,7 @@ async fn answer_four_letter_word(
     })
     .await;
     if !matches!(written, Ok(Ok(()))) {
-        tracing::debug!(conn = id, %remote, word, "could not deliver the four-letter reply");
+        tracing::debug!(conn = id, %remote, %word, "could not deliver the four-letter reply");
         return None;
     }
     let (rd, _wr) = stream.into_split();

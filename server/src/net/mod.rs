@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::FourLetterWhitelist;
 use crate::core::{ConnId, Core, Outbox};
-use crate::fourlw::DEFAULT_TRACE_MASK;
+use crate::fourlw::{NetFacts, DEFAULT_TRACE_MASK};
 use crate::Config;
 
 /// Wall-clock milliseconds since the epoch, the core's notion of time.
@@ -71,6 +71,8 @@ pub(crate) struct State {
 
 /// Settings the network layer needs.
 pub(crate) struct NetConfig {
+    /// The port clients connect to (the one actually bound).
+    pub(crate) client_port: u16,
     pub(crate) max_frame_len: usize,
     pub(crate) max_outbound_bytes: usize,
     pub(crate) whitelist: FourLetterWhitelist,
@@ -176,6 +178,28 @@ impl Outbox for Registry<'_> {
     }
 }
 
+/// [`NetFacts`] over the registry, for reports.
+struct Facts<'a> {
+    cfg: &'a NetConfig,
+    conns: &'a HashMap<ConnId, ConnHandle>,
+}
+
+impl NetFacts for Facts<'_> {
+    fn client_port(&self) -> u16 {
+        self.cfg.client_port
+    }
+
+    fn max_frame_len(&self) -> usize {
+        self.cfg.max_frame_len
+    }
+
+    fn queued_bytes(&self, conn: ConnId) -> u64 {
+        self.conns
+            .get(&conn)
+            .map_or(0, |h| h.queued.load(Ordering::Relaxed) as u64)
+    }
+}
+
 /// The receiving ends a connection task gets when it is registered.
 pub(crate) struct ConnChannels {
     pub(crate) rx: mpsc::UnboundedReceiver<Out>,
@@ -184,7 +208,7 @@ pub(crate) struct ConnChannels {
 }
 
 impl Shared {
-    pub(crate) fn new(config: &Config, core: Core) -> Shared {
+    pub(crate) fn new(config: &Config, client_port: u16, core: Core) -> Shared {
         let tick_ms = i64::try_from(config.tick_time.as_millis()).unwrap_or(i64::MAX);
         let reaper_ms = i64::try_from(config.reaper_interval.as_millis()).unwrap_or(i64::MAX);
         Shared {
@@ -193,6 +217,7 @@ impl Shared {
                 conns: HashMap::new(),
             }),
             cfg: NetConfig {
+                client_port,
                 max_frame_len: config.max_frame_len,
                 max_outbound_bytes: config.max_outbound_bytes,
                 whitelist: config.four_letter_whitelist.clone(),
@@ -284,6 +309,22 @@ impl Shared {
             let State { core, conns } = state;
             let mut out = Registry { conns, limit };
             f(core, &mut out)
+        })
+    }
+
+    /// Runs `f` on the core, read-only, with what the network layer knows about itself. `f`
+    /// runs under the core's lock: it must copy only what it reports.
+    pub(crate) fn inspect<R>(
+        &self,
+        f: impl FnOnce(&Core, &dyn NetFacts) -> R,
+    ) -> Result<R, CoreFailed> {
+        let cfg = &self.cfg;
+        self.with_state(|state| {
+            let facts = Facts {
+                cfg,
+                conns: &state.conns,
+            };
+            f(&state.core, &facts)
         })
     }
 

@@ -1,212 +1,12 @@
-//! Four-letter words (PROTOCOL.md §3): the plain data they show ([`FourLetterView`], filled by
-//! the core; [`HostInfo`], gathered by the network layer) and pure functions that format it
-//! exactly like a standalone ZooKeeper 3.8 does.
+//! Pure functions that format a [`FourLetterView`] exactly like a standalone ZooKeeper 3.8
+//! answers each four-letter word.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
-use crate::core::CoreConfig;
-
-/// The version every report shows. The `3.8.4` prefix is what clients and tools parse (kazoo's
-/// `server_version()` takes the digits before the first `-`).
-pub const VERSION: &str = concat!(
-    "3.8.4-zkd-",
-    env!("CARGO_PKG_VERSION"),
-    ", built on 2025-01-01 00:00 UTC"
-);
-
-/// ZooKeeper's default trace mask (`gtmk` on a fresh server).
-pub const DEFAULT_TRACE_MASK: i64 = 306;
-
-/// Connection expiry buckets are this wide, and a connection that has not completed its
-/// handshake is expired after this long (`zookeeper.nio.sessionlessCnxnTimeout`).
-pub const SESSIONLESS_CNXN_TIMEOUT_MS: i64 = 10_000;
-
-/// Everything the four-letter words report about the server, as plain data.
-#[derive(Clone, Debug, Default)]
-pub struct FourLetterView {
-    /// Last zxid applied.
-    pub last_zxid: i64,
-    /// The number of znodes, counting `/`, `/zookeeper`, `/zookeeper/quota` and
-    /// `/zookeeper/config` (4 on a fresh server). The reports add one, because ZooKeeper counts
-    /// the root twice (`Node count: 5` on a fresh server).
-    pub znode_count: u64,
-    /// Frames received from clients (all connections, since start or `srst`).
-    pub packets_received: u64,
-    /// Frames sent to clients (all connections, since start or `srst`).
-    pub packets_sent: u64,
-    /// Requests received but not answered yet (0 for a synchronous core).
-    pub outstanding_requests: u64,
-    /// Server-wide request latency in ms.
-    pub latency: Latency,
-    /// Every open connection, including the one asking (ZooKeeper lists it too).
-    pub connections: Vec<ConnectionInfo>,
-    /// Every live session.
-    pub sessions: Vec<SessionInfo>,
-    /// The data/exist-watch table (not child watches), grouped by watching connection.
-    pub data_watches: Vec<ConnWatches>,
-    /// Total number of watches, data and child tables together (`zk_watch_count`).
-    pub watch_count: u64,
-    /// Approximate bytes of data and paths held (`zk_approximate_data_size`).
-    pub approximate_data_size: u64,
-    /// Milliseconds since the server started.
-    pub uptime_ms: i64,
-    /// The configuration `conf` shows.
-    pub conf: ConfInfo,
-}
-
-/// Request latency statistics in ms.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Latency {
-    pub min: i64,
-    pub avg: f64,
-    pub max: i64,
-}
-
-/// One client connection.
-#[derive(Clone, Debug)]
-pub struct ConnectionInfo {
-    pub remote: SocketAddr,
-    /// Requests received and not answered yet.
-    pub queued: u64,
-    pub packets_received: u64,
-    pub packets_sent: u64,
-    /// When this connection last received a frame (epoch ms), or when it was opened. `dump`
-    /// derives the connection's idle-expiry bucket from it.
-    pub last_activity_ms: i64,
-    /// Present once the handshake established a session.
-    pub session: Option<ConnSession>,
-}
-
-/// Per-connection details shown by `cons` for a connection with a session.
-#[derive(Clone, Debug, Default)]
-pub struct ConnSession {
-    pub session_id: i64,
-    /// Negotiated session timeout in ms.
-    pub timeout_ms: i64,
-    /// Short name of the last operation (`OpCode::short_name`, `NA` before the first one).
-    pub last_op: &'static str,
-    /// When the session was established on this connection (epoch ms).
-    pub established_ms: i64,
-    /// Last client xid answered; not shown while negative.
-    pub last_cxid: i64,
-    /// zxid of the last reply.
-    pub last_zxid: i64,
-    /// When the last reply was sent (ms).
-    pub last_response_ms: i64,
-    pub last_latency_ms: i64,
-    pub min_latency_ms: i64,
-    pub avg_latency_ms: i64,
-    pub max_latency_ms: i64,
-}
-
-/// One live session.
-#[derive(Clone, Debug, Default)]
-pub struct SessionInfo {
-    pub id: i64,
-    pub timeout_ms: i64,
-    /// The expiry bucket the session currently sits in (epoch ms).
-    pub expires_at_ms: i64,
-    /// Paths of the ephemeral nodes it owns.
-    pub ephemerals: Vec<String>,
-}
-
-/// The data/exist watches one connection holds.
-#[derive(Clone, Debug, Default)]
-pub struct ConnWatches {
-    /// Session of the watching connection.
-    pub session_id: i64,
-    pub paths: Vec<String>,
-}
-
-/// Configuration values reported by `conf`.
-#[derive(Clone, Debug, Default)]
-pub struct ConfInfo {
-    pub client_port: u16,
-    pub tick_time_ms: i64,
-    pub max_client_cnxns: u32,
-    pub min_session_timeout_ms: i64,
-    pub max_session_timeout_ms: i64,
-    pub max_frame_len: usize,
-    pub ttl_enabled: bool,
-}
-
-impl From<&CoreConfig> for ConfInfo {
-    fn from(c: &CoreConfig) -> ConfInfo {
-        ConfInfo {
-            client_port: c.client_port,
-            tick_time_ms: c.tick_ms,
-            max_client_cnxns: c.max_client_cnxns,
-            min_session_timeout_ms: c.min_session_timeout_ms,
-            max_session_timeout_ms: c.max_session_timeout_ms,
-            max_frame_len: c.max_frame_len,
-            ttl_enabled: c.ttl_enabled,
-        }
-    }
-}
-
-/// Facts about the host and process (`envi`, `mntr`), gathered by the network layer.
-#[derive(Clone, Debug, Default)]
-pub struct HostInfo {
-    pub host_name: String,
-    pub os_name: String,
-    pub os_arch: String,
-    pub os_version: String,
-    pub user_name: String,
-    pub user_home: String,
-    pub user_dir: String,
-    pub tmp_dir: String,
-    /// Resident set size of the process, in MiB.
-    pub memory_used_mb: Option<u64>,
-    /// Physical memory of the host, in MiB.
-    pub memory_max_mb: Option<u64>,
-    pub open_fds: Option<u64>,
-    pub max_fds: Option<u64>,
-}
-
-/// Whether `word` is one of the four-letter words (the telnet interrupt is not).
-pub fn is_word(word: &str) -> bool {
-    zkd_protocol::frame::FOUR_LETTER_WORDS.contains(&word)
-}
-
-/// Whether `word` needs a [`FourLetterView`] from the core (the others answer without it).
-pub fn needs_view(word: &str) -> bool {
-    matches!(
-        word,
-        "srvr" | "stat" | "cons" | "dump" | "wchs" | "wchc" | "wchp" | "conf" | "envi" | "mntr"
-    )
-}
-
-/// Whether `word` needs a [`HostInfo`].
-pub fn needs_host(word: &str) -> bool {
-    matches!(word, "envi" | "mntr")
-}
-
-/// The reply to a known four-letter word. `trace_mask` is the current mask (for `stmk`, the
-/// one just set). Unknown words give an empty string.
-pub fn render(word: &str, view: &FourLetterView, host: &HostInfo, trace_mask: i64) -> String {
-    match word {
-        "ruok" => ruok(),
-        "isro" => isro(),
-        "srvr" => srvr(view),
-        "stat" => stat(view),
-        "cons" => cons(view),
-        "crst" => crst(),
-        "srst" => srst(),
-        "dump" => dump(view),
-        "wchs" => wchs(view),
-        "wchc" => wchc(view),
-        "wchp" => wchp(view),
-        "conf" => conf(view),
-        "envi" => envi(view, host),
-        "dirs" => dirs(),
-        "mntr" => mntr(view, host),
-        "gtmk" | "stmk" => trace_mask.to_string(),
-        "hash" => hash(),
-        _ => String::new(),
-    }
-}
+use super::report::{ConnWatches, ConnectionInfo, FourLetterView, HostInfo, SessionInfo};
+use super::{SESSIONLESS_CNXN_TIMEOUT_MS, VERSION};
 
 /// The reply to a known word that is not whitelisted.
 pub fn not_whitelisted(word: &str) -> String {
@@ -408,7 +208,7 @@ pub fn conf(view: &FourLetterView) -> String {
     s
 }
 
-pub fn envi(_view: &FourLetterView, host: &HostInfo) -> String {
+pub fn envi(host: &HostInfo) -> String {
     let mb = |v: Option<u64>| v.map_or_else(|| "<NA>".to_string(), |v| format!("{v}MB"));
     let used = host.memory_used_mb;
     let free = match (host.memory_max_mb, used) {
@@ -448,7 +248,6 @@ pub fn dirs() -> String {
 }
 
 pub fn mntr(view: &FourLetterView, host: &HostInfo) -> String {
-    let ephemerals: usize = view.sessions.iter().map(|x| x.ephemerals.len()).sum();
     let mut lines: Vec<(&str, String)> = vec![
         ("version", VERSION.to_string()),
         ("server_state", "standalone".to_string()),
@@ -457,7 +256,7 @@ pub fn mntr(view: &FourLetterView, host: &HostInfo) -> String {
         ("min_latency", view.latency.min.to_string()),
         ("packets_received", view.packets_received.to_string()),
         ("packets_sent", view.packets_sent.to_string()),
-        ("num_alive_connections", view.connections.len().to_string()),
+        ("num_alive_connections", view.connection_count.to_string()),
         (
             "outstanding_requests",
             view.outstanding_requests.to_string(),
@@ -465,7 +264,7 @@ pub fn mntr(view: &FourLetterView, host: &HostInfo) -> String {
         ("uptime", view.uptime_ms.to_string()),
         ("znode_count", (view.znode_count + 1).to_string()),
         ("watch_count", view.watch_count.to_string()),
-        ("ephemerals_count", ephemerals.to_string()),
+        ("ephemerals_count", view.ephemerals_count.to_string()),
         (
             "approximate_data_size",
             view.approximate_data_size.to_string(),
@@ -484,7 +283,7 @@ pub fn mntr(view: &FourLetterView, host: &HostInfo) -> String {
         ("auth_failed_count", "0".to_string()),
         ("non_mtls_remote_conn_count", "0".to_string()),
         ("non_mtls_local_conn_count", "0".to_string()),
-        ("global_sessions", view.sessions.len().to_string()),
+        ("global_sessions", view.session_count.to_string()),
         ("local_sessions", "0".to_string()),
         ("connection_drop_probability", "0.0".to_string()),
         ("outstanding_tls_handshake", "0".to_string()),
@@ -513,7 +312,7 @@ fn server_stats(s: &mut String, view: &FourLetterView) {
     );
     let _ = writeln!(s, "Received: {}", view.packets_received);
     let _ = writeln!(s, "Sent: {}", view.packets_sent);
-    let _ = writeln!(s, "Connections: {}", view.connections.len());
+    let _ = writeln!(s, "Connections: {}", view.connection_count);
     let _ = writeln!(s, "Outstanding: {}", view.outstanding_requests);
     let _ = writeln!(s, "Zxid: 0x{:x}", view.last_zxid);
     s.push_str("Mode: standalone\n");
@@ -638,13 +437,16 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::render;
     use super::*;
+    use crate::fourlw::report::{ConfInfo, ConnSession, Latency};
+    use zkd_protocol::FourLetterWord as W;
 
     fn addr(s: &str) -> SocketAddr {
         s.parse().expect("test address")
     }
 
-    /// Two connections like the PROTOCOL.md §3.3 samples: a client with a session and the
+    /// Two connections like the samples in docs/protocol.md: a client with a session and the
     /// connection asking.
     fn sample() -> FourLetterView {
         FourLetterView {
@@ -658,10 +460,14 @@ mod tests {
                 avg: 2.0,
                 max: 7,
             },
+            connection_count: 2,
+            session_count: 1,
+            ephemerals_count: 1,
             connections: vec![
                 ConnectionInfo {
                     remote: addr("127.0.0.1:40868"),
                     queued: 0,
+                    queued_bytes: 0,
                     packets_received: 10,
                     packets_sent: 10,
                     last_activity_ms: 1_795_329_556_000,
@@ -682,6 +488,7 @@ mod tests {
                 ConnectionInfo {
                     remote: addr("127.0.0.1:40900"),
                     queued: 0,
+                    queued_bytes: 0,
                     packets_received: 1,
                     packets_sent: 0,
                     last_activity_ms: 1_795_329_556_500,
@@ -725,17 +532,17 @@ mod tests {
     fn simple_words() {
         let v = FourLetterView::default();
         let h = HostInfo::default();
-        assert_eq!(render("ruok", &v, &h, 306), "imok");
-        assert_eq!(render("isro", &v, &h, 306), "rw");
-        assert_eq!(render("gtmk", &v, &h, 306), "306");
-        assert_eq!(render("stmk", &v, &h, 42), "42");
-        assert_eq!(render("crst", &v, &h, 306), "Connection stats reset.\n");
-        assert_eq!(render("srst", &v, &h, 306), "Server stats reset.\n");
+        assert_eq!(render(W::Ruok, &v, &h, 306), "imok");
+        assert_eq!(render(W::Isro, &v, &h, 306), "rw");
+        assert_eq!(render(W::Gtmk, &v, &h, 306), "306");
+        assert_eq!(render(W::Stmk, &v, &h, 42), "42");
+        assert_eq!(render(W::Crst, &v, &h, 306), "Connection stats reset.\n");
+        assert_eq!(render(W::Srst, &v, &h, 306), "Server stats reset.\n");
         assert_eq!(
-            render("dirs", &v, &h, 306),
+            render(W::Dirs, &v, &h, 306),
             "datadir_size: 0\nlogdir_size: 0\n"
         );
-        assert_eq!(render("hash", &v, &h, 306), "");
+        assert_eq!(render(W::Hash, &v, &h, 306), "");
         assert_eq!(
             not_whitelisted("ruok"),
             "ruok is not executed because it is not in the whitelist.\n"
@@ -748,9 +555,11 @@ mod tests {
             znode_count: 4,
             packets_received: 2,
             packets_sent: 1,
+            connection_count: 1,
             connections: vec![ConnectionInfo {
                 remote: addr("127.0.0.1:1"),
                 queued: 0,
+                queued_bytes: 0,
                 packets_received: 1,
                 packets_sent: 0,
                 last_activity_ms: 0,
@@ -903,7 +712,7 @@ mod tests {
             open_fds: Some(20),
             max_fds: Some(1024),
         };
-        let out = envi(&sample(), &host);
+        let out = envi(&host);
         let keys: Vec<&str> = out
             .lines()
             .skip(1)
@@ -1016,15 +825,5 @@ mod tests {
             java_socket_addr(&addr("[fe80::1:2]:7")),
             "/fe80:0:0:0:0:0:1:2:7"
         );
-    }
-
-    #[test]
-    fn only_view_words_need_the_core() {
-        for w in zkd_protocol::frame::FOUR_LETTER_WORDS {
-            let cheap = [
-                "ruok", "isro", "gtmk", "stmk", "crst", "srst", "dirs", "hash",
-            ];
-            assert_eq!(needs_view(w), !cheap.contains(&w), "{w}");
-        }
     }
 }

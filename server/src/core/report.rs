@@ -1,0 +1,347 @@
+//! Read-only reports of the core's state as plain data, for the layers that format them (the
+//! four-letter words, the admin endpoints). Each report copies only what it shows: counters are
+//! O(1), per-session and per-connection summaries are a few numbers each, and node listings
+//! are paged, so none of them copies the tree or the watch tables under the lock.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use zkd_protocol::{perms, Acl, Stat};
+
+use super::herd::HerdReport;
+use super::{acl, ConnId, Core};
+
+/// Server-wide numbers, all O(1) or O(sessions) to compute.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Summary {
+    /// Last zxid applied.
+    pub last_zxid: i64,
+    /// Znodes, counting `/`, `/zookeeper`, `/zookeeper/quota` and `/zookeeper/config` (4 on a
+    /// fresh server). ZooKeeper's reports show one more (it counts the root twice).
+    pub znode_count: u64,
+    /// Approximate bytes of data and paths held (`zk_approximate_data_size`).
+    pub approximate_data_size: u64,
+    /// Watch registrations in the data and child tables (`zk_watch_count`).
+    pub watch_count: u64,
+    /// Distinct watched paths.
+    pub watched_paths: u64,
+    pub session_count: u64,
+    pub ephemeral_count: u64,
+    /// Open connections (not closing), with or without a session.
+    pub connection_count: u64,
+    /// Frames received from clients since start or the last statistics reset.
+    pub packets_received: u64,
+    /// Frames sent to clients since start or the last statistics reset.
+    pub packets_sent: u64,
+    /// Watch notifications sent since start.
+    pub notifications_sent: u64,
+    /// Herd events since start.
+    pub herd_events: u64,
+    /// When the core started (epoch ms) and how long ago.
+    pub started_ms: i64,
+    pub uptime_ms: i64,
+    pub tick_ms: i64,
+    pub min_session_timeout_ms: i64,
+    pub max_session_timeout_ms: i64,
+    pub max_client_cnxns: u32,
+    pub ttl_enabled: bool,
+}
+
+/// One open connection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnectionReport {
+    pub id: ConnId,
+    pub remote: SocketAddr,
+    pub packets_received: u64,
+    pub packets_sent: u64,
+    /// When this connection last got a reply (epoch ms), or when it was opened.
+    pub last_activity_ms: i64,
+    pub session: Option<ConnSessionReport>,
+}
+
+/// The session side of a connection.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConnSessionReport {
+    pub session_id: i64,
+    pub timeout_ms: i64,
+    /// Short name of the last operation (`NA` before the first one).
+    pub last_op: &'static str,
+    pub established_ms: i64,
+    pub last_cxid: i64,
+    pub last_zxid: i64,
+    pub last_response_ms: i64,
+}
+
+/// One live session, summarised.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionReport {
+    pub id: i64,
+    pub timeout_ms: i64,
+    /// The expiry bucket the session sits in (epoch ms).
+    pub expires_at_ms: i64,
+    /// The connection it is attached to, if any, and that connection's peer.
+    pub conn: Option<ConnId>,
+    pub remote: Option<SocketAddr>,
+    pub ephemerals: u64,
+    /// Paths its connection watches.
+    pub watched_paths: u64,
+}
+
+/// Ephemeral paths of one session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionEphemerals {
+    pub session_id: i64,
+    pub paths: Vec<String>,
+}
+
+/// Paths one session watches in the data table (data/exist, persistent, recursive).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SessionWatches {
+    pub session_id: i64,
+    pub paths: Vec<String>,
+}
+
+/// One watch a session holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WatchEntry {
+    pub path: String,
+    /// Kinds: any of `data`, `child`, `persistent`, `recursive`.
+    pub kinds: Vec<&'static str>,
+}
+
+/// Watchers of one path, by kind.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PathWatchers {
+    pub path: String,
+    pub data: u64,
+    pub child: u64,
+    pub persistent: u64,
+    pub recursive: u64,
+}
+
+/// One node and a page of its children.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeReport {
+    pub path: String,
+    pub stat: Stat,
+    /// The data, when `world:anyone` may read the node; `None` otherwise.
+    pub data: Option<Bytes>,
+    /// Whether the data was withheld because the ACL does not let everyone read it.
+    pub data_withheld: bool,
+    pub acl: Vec<Acl>,
+    /// Children after `after`, in order, at most `limit`.
+    pub children: Vec<String>,
+    /// Whether more children follow the page.
+    pub more: bool,
+    pub watchers: PathWatchers,
+}
+
+impl Core {
+    /// Server-wide numbers.
+    pub fn summary(&self, now_ms: i64) -> Summary {
+        Summary {
+            last_zxid: self.zxid,
+            znode_count: self.tree.len() as u64,
+            approximate_data_size: self.tree.approximate_data_size(),
+            watch_count: self.watches.count() as u64,
+            watched_paths: self.watches.path_count() as u64,
+            session_count: self.sessions.iter().count() as u64,
+            ephemeral_count: self
+                .sessions
+                .iter()
+                .map(|s| s.ephemerals.len() as u64)
+                .sum(),
+            connection_count: self.conns.values().filter(|c| !c.closing).count() as u64,
+            packets_received: self.counters.received,
+            packets_sent: self.counters.sent,
+            notifications_sent: self.herd.notifications(),
+            herd_events: self.herd.herd_events(),
+            started_ms: self.start_ms,
+            uptime_ms: now_ms - self.start_ms,
+            tick_ms: self.cfg.tick_ms,
+            min_session_timeout_ms: self.cfg.min_session_timeout_ms,
+            max_session_timeout_ms: self.cfg.max_session_timeout_ms,
+            max_client_cnxns: self.cfg.max_client_cnxns,
+            ttl_enabled: self.cfg.ttl_enabled,
+        }
+    }
+
+    /// Every open connection, by remote address.
+    pub fn connection_reports(&self) -> Vec<ConnectionReport> {
+        let mut v: Vec<ConnectionReport> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.closing)
+            .map(|(id, c)| ConnectionReport {
+                id: *id,
+                remote: c.remote,
+                packets_received: c.received,
+                packets_sent: c.sent,
+                last_activity_ms: c.last_response_ms.max(c.established_ms),
+                session: c.session.map(|sid| ConnSessionReport {
+                    session_id: sid,
+                    timeout_ms: self.sessions.get(sid).map_or(0, |s| s.timeout_ms),
+                    last_op: c.last_op,
+                    established_ms: c.established_ms,
+                    last_cxid: c.last_cxid as i64,
+                    last_zxid: c.last_zxid,
+                    last_response_ms: c.last_response_ms,
+                }),
+            })
+            .collect();
+        v.sort_by_key(|c| c.remote);
+        v
+    }
+
+    /// Every live session, summarised, by id.
+    pub fn session_reports(&self) -> Vec<SessionReport> {
+        let watched: std::collections::HashMap<ConnId, usize> =
+            self.watches.paths_per_conn().collect();
+        let mut v: Vec<SessionReport> = self
+            .sessions
+            .iter()
+            .map(|s| SessionReport {
+                id: s.id,
+                timeout_ms: s.timeout_ms,
+                expires_at_ms: s.expires_at,
+                conn: s.conn,
+                remote: s.conn.and_then(|c| self.conns.get(&c)).map(|c| c.remote),
+                ephemerals: s.ephemerals.len() as u64,
+                watched_paths: s.conn.and_then(|c| watched.get(&c)).copied().unwrap_or(0) as u64,
+            })
+            .collect();
+        v.sort_by_key(|s| s.id);
+        v
+    }
+
+    /// Ephemeral paths of every session that owns any, by session id.
+    pub fn ephemeral_reports(&self) -> Vec<SessionEphemerals> {
+        let mut v: Vec<SessionEphemerals> = self
+            .sessions
+            .iter()
+            .filter(|s| !s.ephemerals.is_empty())
+            .map(|s| SessionEphemerals {
+                session_id: s.id,
+                paths: s.ephemerals.iter().map(|p| p.to_string()).collect(),
+            })
+            .collect();
+        v.sort_by_key(|s| s.session_id);
+        v
+    }
+
+    /// The data-table watches (not child watches), grouped by the watching connection's
+    /// session (0 for a connection without one), by session id.
+    pub fn data_watch_reports(&self) -> Vec<SessionWatches> {
+        let mut by_session: std::collections::HashMap<i64, Vec<String>> = Default::default();
+        for (path, conns) in self.watches.data_table() {
+            for conn in conns {
+                let sid = self.conns.get(&conn).and_then(|c| c.session).unwrap_or(0);
+                by_session.entry(sid).or_default().push(path.clone());
+            }
+        }
+        let mut v: Vec<SessionWatches> = by_session
+            .into_iter()
+            .map(|(session_id, mut paths)| {
+                paths.sort();
+                SessionWatches { session_id, paths }
+            })
+            .collect();
+        v.sort_by_key(|w| w.session_id);
+        v
+    }
+
+    /// Every watch of one session's connection, by path.
+    pub fn session_watches(&self, session_id: i64) -> Vec<WatchEntry> {
+        let Some(conn) = self.sessions.get(session_id).and_then(|s| s.conn) else {
+            return Vec::new();
+        };
+        self.watches
+            .of_conn(conn)
+            .into_iter()
+            .map(|(path, kinds)| WatchEntry {
+                path,
+                kinds: kinds.into_iter().map(kind_name).collect(),
+            })
+            .collect()
+    }
+
+    /// The `n` most watched paths.
+    pub fn most_watched_paths(&self, n: usize) -> Vec<PathWatchers> {
+        self.watches
+            .most_watched(n)
+            .into_iter()
+            .map(|(path, k)| path_watchers(path, k))
+            .collect()
+    }
+
+    /// One node with the children after `after` (at most `limit`), or `None` if it does not
+    /// exist.
+    pub fn node_report(&self, path: &str, after: Option<&str>, limit: usize) -> Option<NodeReport> {
+        let node = self.tree.get(path)?;
+        let readable = acl::allowed(
+            &node.acl,
+            perms::READ,
+            &[zkd_protocol::Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            }],
+        );
+        let mut iter: Box<dyn Iterator<Item = &Box<str>>> = match after {
+            Some(a) => Box::new(
+                node.children
+                    .range::<str, _>((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded)),
+            ),
+            None => Box::new(node.children.iter()),
+        };
+        let children: Vec<String> = iter.by_ref().take(limit).map(|c| c.to_string()).collect();
+        let more = iter.next().is_some();
+        Some(NodeReport {
+            path: super::path::canonical(path).to_string(),
+            stat: node.stat(),
+            data: if readable { node.data.clone() } else { None },
+            data_withheld: !readable,
+            acl: node.acl.to_vec(),
+            children,
+            more,
+            watchers: path_watchers(path.to_string(), self.watches.on_path(path)),
+        })
+    }
+
+    /// `srst`: zero the server-wide packet counters.
+    pub fn reset_server_stats(&mut self) {
+        self.counters = Default::default();
+    }
+
+    /// `crst`: zero every connection's packet counters.
+    pub fn reset_connection_stats(&mut self) {
+        for c in self.conns.values_mut() {
+            c.received = 0;
+            c.sent = 0;
+        }
+    }
+
+    /// The herd detector's record with at most `top` paths.
+    pub fn herd_report(&self, top: usize) -> HerdReport {
+        self.herd.report(top)
+    }
+}
+
+fn path_watchers(path: String, k: [usize; 4]) -> PathWatchers {
+    PathWatchers {
+        path,
+        data: k[0] as u64,
+        child: k[1] as u64,
+        persistent: k[2] as u64,
+        recursive: k[3] as u64,
+    }
+}
+
+fn kind_name(kind: super::watch::WatchKind) -> &'static str {
+    use super::watch::WatchKind;
+    match kind {
+        WatchKind::Data => "data",
+        WatchKind::Child => "child",
+        WatchKind::Persistent => "persistent",
+        WatchKind::Recursive => "recursive",
+    }
+}

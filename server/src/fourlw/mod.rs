@@ -1,0 +1,126 @@
+//! Four-letter words: which words exist and what each needs ([`Needs`]), which are answered
+//! by default, and dispatch to the pure formatters in [`format`] over the plain data in
+//! [`report`]. See docs/protocol.md for the wire behaviour.
+
+pub mod format;
+pub mod report;
+
+use zkd_protocol::FourLetterWord;
+
+pub use format::*;
+pub use report::*;
+
+/// The version every report shows. The `3.8.4` prefix is what clients and tools parse (kazoo's
+/// `server_version()` takes the digits before the first `-`).
+pub const VERSION: &str = concat!(
+    "3.8.4-zkd-",
+    env!("CARGO_PKG_VERSION"),
+    ", built on 2025-01-01 00:00 UTC"
+);
+
+/// ZooKeeper's default trace mask (`gtmk` on a fresh server).
+pub const DEFAULT_TRACE_MASK: i64 = 306;
+
+/// Connection expiry buckets are this wide, and a connection that has not completed its
+/// handshake is expired after this long (`zookeeper.nio.sessionlessCnxnTimeout`).
+pub const SESSIONLESS_CNXN_TIMEOUT_MS: i64 = 10_000;
+
+/// The words answered without `--4lw-whitelist`: they name no znode path, session id or
+/// client address, and change nothing. `srvr`, `mntr`, `wchs` and `dirs` show only counts and
+/// sizes; `conf` the settings; `ruok`, `isro`, `gtmk` and `hash` fixed answers. Left out:
+/// `stat` and `cons` (client addresses, session ids), `dump` (sessions and their ephemeral
+/// paths), `wchc`/`wchp` (watched paths and sessions), `envi` (host name, user, working
+/// directory), and `crst`/`srst`/`stmk`, which change state.
+pub const DEFAULT_WORDS: [FourLetterWord; 9] = [
+    FourLetterWord::Ruok,
+    FourLetterWord::Isro,
+    FourLetterWord::Srvr,
+    FourLetterWord::Mntr,
+    FourLetterWord::Wchs,
+    FourLetterWord::Dirs,
+    FourLetterWord::Conf,
+    FourLetterWord::Gtmk,
+    FourLetterWord::Hash,
+];
+
+/// What a word's answer needs gathered; the rest of a [`FourLetterView`] stays empty, so a
+/// cheap word never copies per-connection or per-watch data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The server-wide summary and configuration.
+    pub summary: bool,
+    /// One entry per open connection.
+    pub connections: bool,
+    /// Sessions with their ephemeral paths.
+    pub sessions: bool,
+    /// The data-table watches by session.
+    pub watches: bool,
+    /// Facts about the host ([`HostInfo`]).
+    pub host: bool,
+}
+
+/// What `word` needs.
+pub fn needs(word: FourLetterWord) -> Needs {
+    use FourLetterWord as W;
+    let summary = Needs {
+        summary: true,
+        ..Needs::default()
+    };
+    match word {
+        W::Srvr | W::Conf => summary,
+        W::Mntr => Needs {
+            host: true,
+            ..summary
+        },
+        W::Envi => Needs {
+            host: true,
+            ..Needs::default()
+        },
+        W::Stat | W::Cons => Needs {
+            connections: true,
+            ..summary
+        },
+        W::Dump => Needs {
+            connections: true,
+            sessions: true,
+            ..summary
+        },
+        W::Wchs | W::Wchc | W::Wchp => Needs {
+            watches: true,
+            ..Needs::default()
+        },
+        W::Ruok | W::Isro | W::Gtmk | W::Stmk | W::Crst | W::Srst | W::Dirs | W::Hash => {
+            Needs::default()
+        }
+    }
+}
+
+/// The reply to a four-letter word. `trace_mask` is the current mask (for `stmk`, the one just
+/// set).
+pub fn render(
+    word: FourLetterWord,
+    view: &FourLetterView,
+    host: &HostInfo,
+    trace_mask: i64,
+) -> String {
+    use FourLetterWord as W;
+    match word {
+        W::Ruok => ruok(),
+        W::Isro => isro(),
+        W::Srvr => srvr(view),
+        W::Stat => stat(view),
+        W::Cons => cons(view),
+        W::Crst => crst(),
+        W::Srst => srst(),
+        W::Dump => dump(view),
+        W::Wchs => wchs(view),
+        W::Wchc => wchc(view),
+        W::Wchp => wchp(view),
+        W::Conf => conf(view),
+        W::Envi => envi(host),
+        W::Dirs => dirs(),
+        W::Mntr => mntr(view, host),
+        W::Gtmk | W::Stmk => trace_mask.to_string(),
+        W::Hash => hash(),
+    }
+}

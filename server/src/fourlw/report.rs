@@ -1,0 +1,243 @@
+//! The plain data the four-letter words (and the admin endpoints) show: [`FourLetterView`],
+//! gathered from the core's read-only reports plus what the network layer owns (client port,
+//! frame limit, queued bytes), and [`HostInfo`], gathered from the host.
+
+use std::net::SocketAddr;
+
+use super::Needs;
+use crate::core::report::{ConnectionReport, Summary};
+use crate::core::{ConnId, Core};
+
+/// What the network layer owns and reports about itself.
+pub trait NetFacts {
+    /// The port clients connect to.
+    fn client_port(&self) -> u16;
+    /// The largest request frame accepted.
+    fn max_frame_len(&self) -> usize;
+    /// Bytes queued for `conn` and not yet written.
+    fn queued_bytes(&self, conn: ConnId) -> u64;
+}
+
+/// Gathers what `needs` asks for. Runs under the core's lock: it copies only the summary and
+/// the lists the word prints.
+pub fn gather(core: &Core, needs: Needs, now_ms: i64, net: &dyn NetFacts) -> FourLetterView {
+    let mut view = FourLetterView::default();
+    if needs.summary || needs.connections || needs.sessions {
+        let s = core.summary(now_ms);
+        fill_summary(&mut view, &s, net);
+    }
+    if needs.connections {
+        view.connections = core
+            .connection_reports()
+            .into_iter()
+            .map(|c| connection_info(c, net))
+            .collect();
+    }
+    if needs.sessions {
+        let mut ephemerals: std::collections::HashMap<i64, Vec<String>> = core
+            .ephemeral_reports()
+            .into_iter()
+            .map(|e| (e.session_id, e.paths))
+            .collect();
+        view.sessions = core
+            .session_reports()
+            .into_iter()
+            .map(|s| SessionInfo {
+                id: s.id,
+                timeout_ms: s.timeout_ms,
+                expires_at_ms: s.expires_at_ms,
+                ephemerals: ephemerals.remove(&s.id).unwrap_or_default(),
+            })
+            .collect();
+    }
+    if needs.watches {
+        view.data_watches = core
+            .data_watch_reports()
+            .into_iter()
+            .map(|w| ConnWatches {
+                session_id: w.session_id,
+                paths: w.paths,
+            })
+            .collect();
+    }
+    view
+}
+
+fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &dyn NetFacts) {
+    view.last_zxid = s.last_zxid;
+    view.znode_count = s.znode_count;
+    view.packets_received = s.packets_received;
+    view.packets_sent = s.packets_sent;
+    view.connection_count = s.connection_count;
+    view.session_count = s.session_count;
+    view.ephemerals_count = s.ephemeral_count;
+    view.watch_count = s.watch_count;
+    view.approximate_data_size = s.approximate_data_size;
+    view.uptime_ms = s.uptime_ms;
+    view.conf = ConfInfo {
+        client_port: net.client_port(),
+        tick_time_ms: s.tick_ms,
+        max_client_cnxns: s.max_client_cnxns,
+        min_session_timeout_ms: s.min_session_timeout_ms,
+        max_session_timeout_ms: s.max_session_timeout_ms,
+        max_frame_len: net.max_frame_len(),
+        ttl_enabled: s.ttl_enabled,
+    };
+}
+
+fn connection_info(c: ConnectionReport, net: &dyn NetFacts) -> ConnectionInfo {
+    ConnectionInfo {
+        remote: c.remote,
+        queued: 0,
+        queued_bytes: net.queued_bytes(c.id),
+        packets_received: c.packets_received,
+        packets_sent: c.packets_sent,
+        last_activity_ms: c.last_activity_ms,
+        session: c.session.map(|x| ConnSession {
+            session_id: x.session_id,
+            timeout_ms: x.timeout_ms,
+            last_op: x.last_op,
+            established_ms: x.established_ms,
+            last_cxid: x.last_cxid,
+            last_zxid: x.last_zxid,
+            last_response_ms: x.last_response_ms,
+            ..ConnSession::default()
+        }),
+    }
+}
+
+/// Everything the four-letter words report about the server, as plain data.
+#[derive(Clone, Debug, Default)]
+pub struct FourLetterView {
+    /// Last zxid applied.
+    pub last_zxid: i64,
+    /// The number of znodes, counting `/`, `/zookeeper`, `/zookeeper/quota` and
+    /// `/zookeeper/config` (4 on a fresh server). The reports add one, because ZooKeeper counts
+    /// the root twice (`Node count: 5` on a fresh server).
+    pub znode_count: u64,
+    /// Frames received from clients (all connections, since start or `srst`).
+    pub packets_received: u64,
+    /// Frames sent to clients (all connections, since start or `srst`).
+    pub packets_sent: u64,
+    /// Requests received but not answered yet (0 for a synchronous core).
+    pub outstanding_requests: u64,
+    /// Server-wide request latency in ms.
+    pub latency: Latency,
+    /// Open connections, including the one asking (ZooKeeper counts it too).
+    pub connection_count: u64,
+    /// Live sessions.
+    pub session_count: u64,
+    /// Ephemeral nodes.
+    pub ephemerals_count: u64,
+    /// Every open connection (gathered only for the words that list them).
+    pub connections: Vec<ConnectionInfo>,
+    /// Every live session (gathered only for `dump`).
+    pub sessions: Vec<SessionInfo>,
+    /// The data/exist-watch table (not child watches), grouped by watching connection.
+    pub data_watches: Vec<ConnWatches>,
+    /// Total number of watches, data and child tables together (`zk_watch_count`).
+    pub watch_count: u64,
+    /// Approximate bytes of data and paths held (`zk_approximate_data_size`).
+    pub approximate_data_size: u64,
+    /// Milliseconds since the server started.
+    pub uptime_ms: i64,
+    /// The configuration `conf` shows.
+    pub conf: ConfInfo,
+}
+
+/// Request latency statistics in ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Latency {
+    pub min: i64,
+    pub avg: f64,
+    pub max: i64,
+}
+
+/// One client connection.
+#[derive(Clone, Debug)]
+pub struct ConnectionInfo {
+    pub remote: SocketAddr,
+    /// Requests received and not answered yet.
+    pub queued: u64,
+    /// Reply and notification bytes waiting to be written to the socket.
+    pub queued_bytes: u64,
+    pub packets_received: u64,
+    pub packets_sent: u64,
+    /// When this connection last received a frame (epoch ms), or when it was opened. `dump`
+    /// derives the connection's idle-expiry bucket from it.
+    pub last_activity_ms: i64,
+    /// Present once the handshake established a session.
+    pub session: Option<ConnSession>,
+}
+
+/// Per-connection details shown by `cons` for a connection with a session.
+#[derive(Clone, Debug, Default)]
+pub struct ConnSession {
+    pub session_id: i64,
+    /// Negotiated session timeout in ms.
+    pub timeout_ms: i64,
+    /// Short name of the last operation (`OpCode::short_name`, `NA` before the first one).
+    pub last_op: &'static str,
+    /// When the session was established on this connection (epoch ms).
+    pub established_ms: i64,
+    /// Last client xid answered; not shown while negative.
+    pub last_cxid: i64,
+    /// zxid of the last reply.
+    pub last_zxid: i64,
+    /// When the last reply was sent (ms).
+    pub last_response_ms: i64,
+    pub last_latency_ms: i64,
+    pub min_latency_ms: i64,
+    pub avg_latency_ms: i64,
+    pub max_latency_ms: i64,
+}
+
+/// One live session.
+#[derive(Clone, Debug, Default)]
+pub struct SessionInfo {
+    pub id: i64,
+    pub timeout_ms: i64,
+    /// The expiry bucket the session currently sits in (epoch ms).
+    pub expires_at_ms: i64,
+    /// Paths of the ephemeral nodes it owns.
+    pub ephemerals: Vec<String>,
+}
+
+/// The data/exist watches one connection holds.
+#[derive(Clone, Debug, Default)]
+pub struct ConnWatches {
+    /// Session of the watching connection.
+    pub session_id: i64,
+    pub paths: Vec<String>,
+}
+
+/// Configuration values reported by `conf`.
+#[derive(Clone, Debug, Default)]
+pub struct ConfInfo {
+    pub client_port: u16,
+    pub tick_time_ms: i64,
+    pub max_client_cnxns: u32,
+    pub min_session_timeout_ms: i64,
+    pub max_session_timeout_ms: i64,
+    pub max_frame_len: usize,
+    pub ttl_enabled: bool,
+}
+
+/// Facts about the host and process (`envi`, `mntr`), gathered by the network layer.
+#[derive(Clone, Debug, Default)]
+pub struct HostInfo {
+    pub host_name: String,
+    pub os_name: String,
+    pub os_arch: String,
+    pub os_version: String,
+    pub user_name: String,
+    pub user_home: String,
+    pub user_dir: String,
+    pub tmp_dir: String,
+    /// Resident set size of the process, in MiB.
+    pub memory_used_mb: Option<u64>,
+    /// Physical memory of the host, in MiB.
+    pub memory_max_mb: Option<u64>,
+    pub open_fds: Option<u64>,
+    pub max_fds: Option<u64>,
+}
