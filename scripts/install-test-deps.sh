@@ -3,7 +3,9 @@
 #   * Apache ZooKeeper 3.8 (the reference server the differential tests compare against),
 #   * the Java client and Curator jars (unmodified Java clients driven by the tests),
 #   * a JDK with javac (to compile the small Java test drivers),
-#   * python3 + pip and kazoo (the Python client).
+#   * python3 + pip and kazoo (the Python client),
+#   * Jetty and the servlet API (the oracle's AdminServer), chromium and chromium-driver (the
+#     headless browser the web view test drives).
 #
 # Run as root. Non-interactive and idempotent: when everything is already present it only
 # checks and returns within a second or two.
@@ -40,6 +42,10 @@ APT_PACKAGES=(
     ca-certificates    # pip over https
     python3
     python3-pip
+    libjetty9-java       # the oracle's AdminServer (embedded Jetty), for the admin differential test
+    libservlet-api-java  # servlet-api.jar, which that Jetty needs
+    chromium             # the headless browser that drives the web view test
+    chromium-driver      # its WebDriver server
 )
 
 # A JDK with javac: keep whatever is installed (java 17 on the reference machines) and only add

@@ -39,6 +39,18 @@ pub const JARS: &[&str] = &[
     "slf4j-simple.jar",
 ];
 
+/// Jars the AdminServer (embedded Jetty) needs on top of [`JARS`]; Debian's `libjetty9-java`
+/// and `libservlet-api-java` ship them.
+pub const ADMIN_JARS: &[&str] = &[
+    "jetty9-server.jar",
+    "jetty9-servlet.jar",
+    "jetty9-util.jar",
+    "jetty9-http.jar",
+    "jetty9-io.jar",
+    "jetty9-security.jar",
+    "servlet-api.jar",
+];
+
 /// The standalone server's entry point.
 pub const MAIN_CLASS: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
 
@@ -76,6 +88,7 @@ pub struct Launcher {
     log_level: String,
     cfg: Vec<(String, String)>,
     detached: bool,
+    admin: bool,
 }
 
 impl Default for Launcher {
@@ -100,7 +113,18 @@ impl Launcher {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             detached: false,
+            admin: false,
         }
+    }
+
+    /// Enables the AdminServer on loopback `port` (its jars join the class path).
+    pub fn admin_server(mut self, port: u16) -> Launcher {
+        self.admin = true;
+        self.cfg(&[
+            ("admin.enableServer", "true"),
+            ("admin.serverAddress", "127.0.0.1"),
+            ("admin.serverPort", &port.to_string()),
+        ])
     }
 
     /// Replaces the JVM performance flags (heap, collector, JIT); the system properties the
@@ -158,7 +182,8 @@ impl Launcher {
     /// that runs it (working directory `dir`, log `dir/zookeeper.log`; stdio left to the
     /// caller). Fails with [`NOT_INSTALLED`] when a jar is missing.
     pub fn command(&self, dir: &Path, port: u16) -> Result<Command, String> {
-        let classpath = classpath_in(&self.jar_dir)?;
+        let extra: &[&str] = if self.admin { ADMIN_JARS } else { &[] };
+        let classpath = classpath_in(&self.jar_dir, extra)?;
         let data_dir = dir.join("data");
         fs::create_dir_all(&data_dir)
             .and_then(|()| fs::write(dir.join("zoo.cfg"), self.zoo_cfg(port, &data_dir)))
@@ -409,9 +434,9 @@ pub fn java() -> PathBuf {
     PathBuf::from("java")
 }
 
-fn classpath_in(dir: &Path) -> Result<OsString, String> {
+fn classpath_in(dir: &Path, extra: &[&str]) -> Result<OsString, String> {
     let mut paths = Vec::new();
-    for jar in JARS {
+    for jar in JARS.iter().chain(extra) {
         let path = dir.join(jar);
         if !path.is_file() {
             return Err(format!("{NOT_INSTALLED} (missing {})", path.display()));
@@ -498,7 +523,7 @@ mod tests {
     #[test]
     fn missing_jars_say_how_to_install() {
         let dir = std::env::temp_dir().join("zkd-oracle-no-such-dir");
-        let err = classpath_in(&dir).unwrap_err();
+        let err = classpath_in(&dir, &[]).unwrap_err();
         assert!(
             err.starts_with("Apache ZooKeeper is not installed: run scripts/install-test-deps.sh")
         );

@@ -8,8 +8,10 @@
 //! The HTTP stack lives only here (behind the `admin` cargo feature); the core knows nothing
 //! of it.
 
+mod commands;
 mod control;
 mod error;
+mod monitor_keys;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,6 +40,7 @@ pub(crate) struct AdminState {
 pub(crate) fn router(state: AdminState) -> Router {
     Router::new()
         .merge(control::routes())
+        .merge(commands::routes())
         .fallback(unknown_route)
         .with_state(state)
 }

@@ -38,6 +38,11 @@ use crate::core::{ConnId, Core, Outbox};
 use crate::fourlw::{NetFacts, DEFAULT_TRACE_MASK};
 use crate::Config;
 
+/// Facts about the host and process, for reports.
+pub(crate) fn host_info() -> crate::fourlw::HostInfo {
+    host::gather()
+}
+
 /// Wall-clock milliseconds since the epoch, the core's notion of time.
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()

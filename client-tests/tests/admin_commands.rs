@@ -1,0 +1,304 @@
+//! AdminServer compatibility, differentially: the same client state is built on an embedded zkd
+//! (admin listener on) and on Apache ZooKeeper 3.8 started with its AdminServer enabled, then
+//! every command and alias is fetched from both and the JSON compared: the same keys, value
+//! types and nesting, and the same `command`/`error` fields. Values differ (ports, times, ids)
+//! and are compared only where they must agree.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::Value;
+use zkd_protocol::{Acl, Create, OpCode, PathWatchRequest, Request};
+use zkd_testkit::oracle::{free_port, Launcher};
+use zkd_testkit::raw::RawClient;
+
+/// Every command of a standalone 3.8 server, each alias, and a name it does not know.
+const NAMES: &[&str] = &[
+    "configuration",
+    "conf",
+    "connection_stat_reset",
+    "crst",
+    "connections",
+    "cons",
+    "dirs",
+    "dump",
+    "environment",
+    "env",
+    "envi",
+    "get_trace_mask",
+    "gtmk",
+    "hash",
+    "initial_configuration",
+    "icfg",
+    "is_read_only",
+    "isro",
+    "last_snapshot",
+    "lsnp",
+    "leader",
+    "lead",
+    "monitor",
+    "mntr",
+    "observer_connection_stat_reset",
+    "orst",
+    "observers",
+    "obsr",
+    "ruok",
+    "server_stats",
+    "srvr",
+    "set_trace_mask",
+    "stmk",
+    "stat_reset",
+    "srst",
+    "stats",
+    "stat",
+    "system_properties",
+    "sysp",
+    "voting_view",
+    "watch_summary",
+    "wchs",
+    "watches",
+    "wchc",
+    "watches_by_path",
+    "wchp",
+    "zabstate",
+    "no_such_command",
+];
+
+/// Fetches `path` and parses the body as JSON (or returns the text as a JSON string).
+fn get(admin: SocketAddr, path: &str) -> (u16, Value) {
+    let url = format!("http://{admin}{path}");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut r = agent
+        .get(&url)
+        .call()
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = r.status().as_u16();
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, body)
+}
+
+/// The JSON type of a value, with integers and floats told apart.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Differences in keys, types and nesting between `ours` and `theirs` at `at`.
+fn shape_diff(at: &str, ours: &Value, theirs: &Value, out: &mut Vec<String>) {
+    // Maps keyed by data (session ids, paths, expiry times) are compared by their values'
+    // shapes, not their keys.
+    let data_keyed = [
+        "expiry_time_to_session_ids",
+        "session_id_to_ephemeral_paths",
+        "session_id_to_watched_paths",
+        "path_to_session_ids",
+    ];
+    if kind(ours) != kind(theirs) {
+        out.push(format!(
+            "{at}: zkd {} vs ZooKeeper {}",
+            kind(ours),
+            kind(theirs)
+        ));
+        return;
+    }
+    match (ours, theirs) {
+        (Value::Object(a), Value::Object(b)) => {
+            if data_keyed.iter().any(|k| at.ends_with(k)) {
+                if a.len() != b.len() {
+                    out.push(format!("{at}: {} entries vs {}", a.len(), b.len()));
+                }
+                if let (Some(x), Some(y)) = (a.values().next(), b.values().next()) {
+                    shape_diff(&format!("{at}.*"), x, y, out);
+                }
+                return;
+            }
+            for (k, v) in a {
+                match b.get(k) {
+                    Some(w) => shape_diff(&format!("{at}.{k}"), v, w, out),
+                    None => out.push(format!("{at}.{k}: only zkd has it")),
+                }
+            }
+            for k in b.keys() {
+                if !a.contains_key(k) {
+                    out.push(format!("{at}.{k}: only ZooKeeper has it"));
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            if a.len() != b.len() {
+                out.push(format!("{at}: {} items vs {}", a.len(), b.len()));
+            }
+            if let (Some(x), Some(y)) = (a.first(), b.first()) {
+                shape_diff(&format!("{at}[0]"), x, y, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn create(path: &str, flags: i32) -> Request {
+    Request::Create(Create {
+        op: OpCode::Create,
+        path: path.to_string(),
+        data: Some(Bytes::from_static(b"x")),
+        acl: Acl::open_unsafe(),
+        flags,
+        ttl: -1,
+    })
+}
+
+/// One session with an ephemeral node, a data watch, an exist watch and a child watch.
+async fn populate(addr: SocketAddr) -> RawClient {
+    let c = RawClient::connect(addr, 10_000).await.expect("session");
+    assert_eq!(c.call(&create("/app", 0)).await.expect("create").err, 0);
+    assert_eq!(c.call(&create("/app/e", 1)).await.expect("create").err, 0);
+    let watch = |path: &str| PathWatchRequest {
+        path: path.to_string(),
+        watch: true,
+    };
+    c.call(&Request::GetData(watch("/app")))
+        .await
+        .expect("getData");
+    c.call(&Request::GetChildren(watch("/app")))
+        .await
+        .expect("getChildren");
+    c.call(&Request::Exists(watch("/nope")))
+        .await
+        .expect("exists");
+    c
+}
+
+/// Fetches every name from one server; the commands that reset counters go last.
+fn fetch_all(admin: SocketAddr) -> Vec<(String, u16, Value)> {
+    let mut names: Vec<&str> = NAMES.to_vec();
+    names.sort_by_key(|n| ["connection_stat_reset", "crst", "stat_reset", "srst"].contains(n));
+    let mut out: Vec<(String, u16, Value)> = names
+        .iter()
+        .map(|n| {
+            let (status, body) = get(admin, &format!("/commands/{n}"));
+            (n.to_string(), status, body)
+        })
+        .collect();
+    let (status, body) = get(admin, "/commands/set_trace_mask?traceMask=306");
+    out.push(("set_trace_mask?traceMask=306".into(), status, body));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_match_zookeeper_admin_server() {
+    let admin_port = free_port().expect("free port");
+    let oracle = Launcher::new()
+        .admin_server(admin_port)
+        .start()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let zk_admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
+
+    let server = zkd_server::Server::start(zkd_server::Config {
+        port: 0,
+        admin_port: Some(0),
+        ..Default::default()
+    })
+    .await
+    .expect("embedded zkd with an admin listener");
+    let zkd_admin = server.admin_addr().expect("admin address");
+
+    let zk_client = populate(oracle.addr()).await;
+    let zkd_client = populate(server.local_addr()).await;
+
+    let theirs = tokio::task::spawn_blocking(move || fetch_all(zk_admin))
+        .await
+        .expect("fetch");
+    let ours = tokio::task::spawn_blocking(move || fetch_all(zkd_admin))
+        .await
+        .expect("fetch");
+
+    let mut diffs = Vec::new();
+    for ((name, our_status, our_body), (_, their_status, their_body)) in ours.iter().zip(&theirs) {
+        if our_status != their_status {
+            diffs.push(format!("{name}: status {our_status} vs {their_status}"));
+        }
+        // Java system properties are the JVM's own; compare only that all values are text.
+        if name == "system_properties" || name == "sysp" {
+            let all_text = |v: &Value| {
+                v.as_object()
+                    .is_some_and(|m| m.iter().all(|(k, v)| v.is_string() || k == "error"))
+            };
+            if !all_text(our_body) || !all_text(their_body) {
+                diffs.push(format!("{name}: values are not all strings"));
+            }
+            for k in ["command", "error"] {
+                if our_body.get(k) != their_body.get(k) {
+                    diffs.push(format!("{name}.{k} differs"));
+                }
+            }
+            continue;
+        }
+        shape_diff(name, our_body, their_body, &mut diffs);
+        for k in ["command", "error"] {
+            if our_body.get(k) != their_body.get(k) {
+                diffs.push(format!(
+                    "{name}.{k}: zkd {:?} vs ZooKeeper {:?}",
+                    our_body.get(k),
+                    their_body.get(k)
+                ));
+            }
+        }
+    }
+    assert!(diffs.is_empty(), "differences:\n{}", diffs.join("\n"));
+
+    // Values that must agree: the session's ephemeral, its watches, the counts.
+    let body = |list: &[(String, u16, Value)], name: &str| {
+        list.iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, _, b)| b.clone())
+            .unwrap_or(Value::Null)
+    };
+    let sid = zkd_client.session_id.to_string();
+    assert_eq!(
+        body(&ours, "dump")["session_id_to_ephemeral_paths"][&sid],
+        serde_json::json!(["/app/e"])
+    );
+    assert_eq!(
+        body(&ours, "watches")["session_id_to_watched_paths"][&sid],
+        serde_json::json!(["/app", "/nope"])
+    );
+    for key in ["num_connections", "num_paths", "num_total_watches"] {
+        assert_eq!(
+            body(&ours, "wchs")[key],
+            body(&theirs, "wchs")[key],
+            "{key}"
+        );
+    }
+    for key in [
+        "ephemerals_count",
+        "watch_count",
+        "znode_count",
+        "global_sessions",
+    ] {
+        assert_eq!(
+            body(&ours, "mntr")[key],
+            body(&theirs, "mntr")[key],
+            "{key}"
+        );
+    }
+
+    // The listing names every command, as links.
+    let (_, list) = get(zkd_admin, "/commands");
+    let (_, their_list) = get(zk_admin, "/commands");
+    assert_eq!(list, their_list);
+    drop(zk_client);
+    drop(oracle);
+}

@@ -1,0 +1,499 @@
+//! ZooKeeper AdminServer compatibility: `GET /commands` lists the commands and
+//! `GET /commands/<name>` (or a four-letter alias) answers with the JSON a standalone
+//! ZooKeeper 3.8 gives: the same keys, value types and nesting, with `command` and `error`.
+//! The JSON is built by pure functions over a [`FourLetterView`] gathered from the core's
+//! read-only reports; the core's lock is held only while gathering.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Map, Value};
+use zkd_protocol::FourLetterWord;
+
+use super::monitor_keys::{ZERO_AVERAGES, ZERO_COUNTS};
+use super::{AdminState, ApiResult};
+use crate::fourlw::{self, FourLetterView, HostInfo, Needs, VERSION};
+use crate::net::now_ms;
+
+pub(crate) fn routes() -> Router<AdminState> {
+    Router::new()
+        .route("/commands", get(list))
+        .route("/commands/", get(list))
+        .route("/commands/{name}", get(command))
+}
+
+/// Every command a standalone ZooKeeper 3.8 registers, with its aliases (primary name first).
+pub const COMMANDS: [&[&str]; 26] = [
+    &["configuration", "conf", "config"],
+    &["connection_stat_reset", "crst"],
+    &["connections", "cons"],
+    &["dirs"],
+    &["dump"],
+    &["environment", "env", "envi"],
+    &["get_trace_mask", "gtmk"],
+    &["hash"],
+    &["initial_configuration", "icfg"],
+    &["is_read_only", "isro"],
+    &["last_snapshot", "lsnp"],
+    &["leader", "lead"],
+    &["monitor", "mntr"],
+    &["observer_connection_stat_reset", "orst"],
+    &["observers", "obsr"],
+    &["ruok"],
+    &["server_stats", "srvr"],
+    &["set_trace_mask", "stmk"],
+    &["stat_reset", "srst"],
+    &["stats", "stat"],
+    &["system_properties", "sysp"],
+    &["voting_view"],
+    &["watch_summary", "wchs"],
+    &["watches", "wchc"],
+    &["watches_by_path", "wchp"],
+    &["zabstate"],
+];
+
+/// The primary name of a command given by any of its names.
+pub fn primary_name(name: &str) -> Option<&'static str> {
+    COMMANDS
+        .iter()
+        .find(|names| names.contains(&name))
+        .map(|names| names[0])
+}
+
+/// `GET /commands`: links to every command, like ZooKeeper's listing.
+async fn list() -> Response {
+    let mut names: Vec<&str> = COMMANDS.iter().map(|n| n[0]).collect();
+    names.sort_unstable();
+    let mut body = String::new();
+    for n in names {
+        body.push_str(&format!("<a href=\"/commands/{n}\">{n}</a>\n<br/>\n"));
+    }
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+/// What a command needs gathered from the core.
+fn needs(command: &str) -> Needs {
+    let word = match command {
+        "configuration" | "initial_configuration" => FourLetterWord::Conf,
+        "connections" => FourLetterWord::Cons,
+        "dump" => FourLetterWord::Dump,
+        "monitor" => FourLetterWord::Mntr,
+        "server_stats" => FourLetterWord::Srvr,
+        "stats" => FourLetterWord::Stat,
+        "watch_summary" | "watches" | "watches_by_path" => FourLetterWord::Wchc,
+        "environment" | "system_properties" => FourLetterWord::Envi,
+        "last_snapshot" => FourLetterWord::Srvr,
+        _ => FourLetterWord::Ruok,
+    };
+    fourlw::needs(word)
+}
+
+/// `GET /commands/<name>`.
+async fn command(
+    State(st): State<AdminState>,
+    Path(name): Path<String>,
+    Query(params): Query<BTreeMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    let Some(cmd) = primary_name(&name) else {
+        return Ok(Json(json!({
+            "command": name,
+            "error": format!("Unknown command: {name}"),
+        })));
+    };
+    match cmd {
+        "connection_stat_reset" => {
+            st.shared
+                .with_core(|core, _| core.reset_connection_stats())?;
+        }
+        "stat_reset" => {
+            st.shared.with_core(|core, _| core.reset_server_stats())?;
+        }
+        "set_trace_mask" => {
+            let Some(mask) = params.get("traceMask").and_then(|m| m.parse::<i64>().ok()) else {
+                return Ok(Json(json!({
+                    "error": "setTraceMask requires long traceMask argument",
+                    "command": cmd,
+                })));
+            };
+            st.shared
+                .trace_mask
+                .store(mask, std::sync::atomic::Ordering::Relaxed);
+        }
+        _ => {}
+    }
+    let needs = needs(cmd);
+    let now = now_ms();
+    let view = st
+        .shared
+        .inspect(|core, net| fourlw::gather(core, needs, now, net))?;
+    let host = if needs.host {
+        crate::net::host_info()
+    } else {
+        HostInfo::default()
+    };
+    let trace_mask = st
+        .shared
+        .trace_mask
+        .load(std::sync::atomic::Ordering::Relaxed);
+    Ok(Json(render(cmd, &view, &host, trace_mask)))
+}
+
+/// The JSON answer of command `cmd` (a primary name).
+pub fn render(cmd: &str, view: &FourLetterView, host: &HostInfo, trace_mask: i64) -> Value {
+    let mut body = match cmd {
+        "configuration" => configuration(view),
+        "connections" => connections(view),
+        "dirs" => obj(json!({ "datadir_size": 0, "logdir_size": 0 })),
+        "dump" => dump(view),
+        "environment" => environment(host),
+        "get_trace_mask" | "set_trace_mask" => obj(json!({ "tracemask": trace_mask })),
+        "hash" => obj(json!({ "digests": [] })),
+        "initial_configuration" => initial_configuration(view),
+        "is_read_only" => obj(json!({ "read_only": false })),
+        "last_snapshot" => obj(json!({
+            "zxid": "0",
+            "timestamp": (view.uptime_ms.max(0) / 1000),
+        })),
+        "leader" => {
+            return json!({ "error": "server is not initialized", "command": cmd });
+        }
+        "monitor" => monitor(view, host),
+        "observers" => obj(json!({ "synced_observers": 0, "observers": [] })),
+        "server_stats" => server_stats(view),
+        "stats" => {
+            let mut m = server_stats(view);
+            m.insert("connections".into(), brief_connections(view));
+            m.insert("secure_connections".into(), json!([]));
+            m
+        }
+        "system_properties" => system_properties(host),
+        "voting_view" => obj(json!({ "current_config": {} })),
+        "watch_summary" => watch_summary(view),
+        "watches" => watches(view),
+        "watches_by_path" => watches_by_path(view),
+        "zabstate" => obj(json!({ "voting": false, "zabstate": "" })),
+        _ => Map::new(),
+    };
+    body.insert("command".into(), json!(cmd));
+    body.insert("error".into(), Value::Null);
+    Value::Object(body)
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+fn configuration(view: &FourLetterView) -> Map<String, Value> {
+    let c = &view.conf;
+    obj(json!({
+        "client_port": c.client_port,
+        "data_dir": "(in-memory)",
+        "data_log_dir": "(in-memory)",
+        "tick_time": c.tick_time_ms,
+        "max_client_cnxns": c.max_client_cnxns,
+        "min_session_timeout": c.min_session_timeout_ms,
+        "max_session_timeout": c.max_session_timeout_ms,
+        "server_id": 0,
+        "client_port_listen_backlog": -1,
+    }))
+}
+
+/// The settings as the `zoo.cfg` lines that would give them.
+fn initial_configuration(view: &FourLetterView) -> Map<String, Value> {
+    let c = &view.conf;
+    let text = format!(
+        "clientPort={}\ntickTime={}\nmaxClientCnxns={}\nminSessionTimeout={}\n\
+         maxSessionTimeout={}\njute.maxbuffer={}\nextendedTypesEnabled={}\n",
+        c.client_port,
+        c.tick_time_ms,
+        c.max_client_cnxns,
+        c.min_session_timeout_ms,
+        c.max_session_timeout_ms,
+        c.max_frame_len,
+        c.ttl_enabled
+    );
+    obj(json!({ "initial_configuration": text }))
+}
+
+fn connections(view: &FourLetterView) -> Map<String, Value> {
+    let list: Vec<Value> = view
+        .connections
+        .iter()
+        .map(|c| {
+            let mut m = obj(json!({
+                "remote_socket_address": c.remote.to_string(),
+                "interest_ops": if c.session.is_some() { 1 } else { 0 },
+                "outstanding_requests": c.queued,
+                "packets_received": c.packets_received,
+                "packets_sent": c.packets_sent,
+            }));
+            if let Some(x) = &c.session {
+                m.extend(obj(json!({
+                    "session_id": x.session_id,
+                    "last_operation": x.last_op,
+                    "established": x.established_ms,
+                    "session_timeout": x.timeout_ms,
+                    "last_cxid": x.last_cxid,
+                    "last_zxid": x.last_zxid,
+                    "last_response_time": x.last_response_ms,
+                    "last_latency": x.last_latency_ms,
+                    "min_latency": x.min_latency_ms,
+                    "avg_latency": x.avg_latency_ms,
+                    "max_latency": x.max_latency_ms,
+                })));
+            }
+            Value::Object(m)
+        })
+        .collect();
+    obj(json!({ "connections": list, "secure_connections": [] }))
+}
+
+fn brief_connections(view: &FourLetterView) -> Value {
+    Value::Array(
+        view.connections
+            .iter()
+            .map(|c| {
+                json!({
+                    "remote_socket_address": c.remote.to_string(),
+                    "interest_ops": if c.session.is_some() { 1 } else { 0 },
+                    "outstanding_requests": c.queued,
+                    "packets_received": c.packets_received,
+                    "packets_sent": c.packets_sent,
+                })
+            })
+            .collect(),
+    )
+}
+
+fn dump(view: &FourLetterView) -> Map<String, Value> {
+    let mut buckets: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    let mut ephemerals = Map::new();
+    for s in &view.sessions {
+        buckets.entry(s.expires_at_ms).or_default().push(s.id);
+        if !s.ephemerals.is_empty() {
+            let mut paths = s.ephemerals.clone();
+            paths.sort();
+            ephemerals.insert(s.id.to_string(), json!(paths));
+        }
+    }
+    let expiry: Map<String, Value> = buckets
+        .into_iter()
+        .map(|(at, mut ids)| {
+            ids.sort_unstable();
+            (at.to_string(), json!(ids))
+        })
+        .collect();
+    obj(json!({
+        "expiry_time_to_session_ids": expiry,
+        "session_id_to_ephemeral_paths": ephemerals,
+    }))
+}
+
+fn environment(host: &HostInfo) -> Map<String, Value> {
+    let text = fourlw::envi(host);
+    text.lines()
+        .skip(1)
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect()
+}
+
+fn system_properties(host: &HostInfo) -> Map<String, Value> {
+    obj(json!({
+        "file.separator": "/",
+        "line.separator": "\n",
+        "path.separator": ":",
+        "java.io.tmpdir": host.tmp_dir,
+        "os.arch": host.os_arch,
+        "os.name": host.os_name,
+        "os.version": host.os_version,
+        "user.dir": host.user_dir,
+        "user.home": host.user_home,
+        "user.name": host.user_name,
+        "zookeeper.version": VERSION,
+    }))
+}
+
+fn server_stats(view: &FourLetterView) -> Map<String, Value> {
+    let client_response = json!({
+        "last_buffer_size": -1,
+        "min_buffer_size": -1,
+        "max_buffer_size": -1,
+    });
+    obj(json!({
+        "version": VERSION,
+        "read_only": false,
+        "server_stats": {
+            "packets_sent": view.packets_sent,
+            "packets_received": view.packets_received,
+            "fsync_threshold_exceed_count": 0,
+            "client_response_stats": client_response,
+            "data_dir_size": 0,
+            "log_dir_size": 0,
+            "provider_null": false,
+            "server_state": "standalone",
+            "last_processed_zxid": view.last_zxid,
+            "outstanding_requests": view.outstanding_requests,
+            "avg_latency": view.latency.avg,
+            "max_latency": view.latency.max,
+            "min_latency": view.latency.min,
+            "num_alive_client_connections": view.connection_count,
+            "uptime": view.uptime_ms,
+            "auth_failed_count": 0,
+            "non_mtlsremote_conn_count": 0,
+            "non_mtlslocal_conn_count": 0,
+        },
+        "client_response": client_response,
+        "node_count": view.znode_count + 1,
+    }))
+}
+
+fn monitor(view: &FourLetterView, host: &HostInfo) -> Map<String, Value> {
+    let mut m = obj(json!({
+        "version": VERSION,
+        "server_state": "standalone",
+        "ephemerals_count": view.ephemerals_count,
+        "num_alive_connections": view.connection_count,
+        "avg_latency": view.latency.avg,
+        "outstanding_requests": view.outstanding_requests,
+        "znode_count": view.znode_count + 1,
+        "global_sessions": view.session_count,
+        "local_sessions": 0,
+        "packets_sent": view.packets_sent,
+        "packets_received": view.packets_received,
+        "watch_count": view.watch_count,
+        "min_latency": view.latency.min,
+        "max_latency": view.latency.max,
+        "approximate_data_size": view.approximate_data_size,
+        "open_file_descriptor_count": host.open_fds.unwrap_or(0),
+        "max_file_descriptor_count": host.max_fds.unwrap_or(0),
+        "uptime": view.uptime_ms,
+        "last_client_response_size": -1,
+        "max_client_response_size": -1,
+        "min_client_response_size": -1,
+        "connection_drop_probability": 0.0,
+        "bytes_received_count": 0,
+    }));
+    for k in ZERO_COUNTS {
+        m.insert(k.into(), json!(0));
+    }
+    for k in ZERO_AVERAGES {
+        m.insert(k.into(), json!(0.0));
+    }
+    m
+}
+
+fn watch_summary(view: &FourLetterView) -> Map<String, Value> {
+    let mut paths: Vec<&str> = view
+        .data_watches
+        .iter()
+        .flat_map(|w| w.paths.iter().map(String::as_str))
+        .collect();
+    let total = paths.len();
+    paths.sort_unstable();
+    paths.dedup();
+    let conns = view
+        .data_watches
+        .iter()
+        .filter(|w| !w.paths.is_empty())
+        .count();
+    obj(json!({
+        "num_connections": conns,
+        "num_paths": paths.len(),
+        "num_total_watches": total,
+    }))
+}
+
+fn watches(view: &FourLetterView) -> Map<String, Value> {
+    let by_session: Map<String, Value> = view
+        .data_watches
+        .iter()
+        .filter(|w| !w.paths.is_empty())
+        .map(|w| (w.session_id.to_string(), json!(w.paths)))
+        .collect();
+    obj(json!({ "session_id_to_watched_paths": by_session }))
+}
+
+fn watches_by_path(view: &FourLetterView) -> Map<String, Value> {
+    let mut by_path: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for w in &view.data_watches {
+        for p in &w.paths {
+            by_path.entry(p).or_default().push(w.session_id);
+        }
+    }
+    let m: Map<String, Value> = by_path
+        .into_iter()
+        .map(|(p, mut ids)| {
+            ids.sort_unstable();
+            (p.to_string(), json!(ids))
+        })
+        .collect();
+    obj(json!({ "path_to_session_ids": m }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fourlw::{ConnWatches, SessionInfo};
+
+    #[test]
+    fn every_name_and_alias_resolves() {
+        for names in COMMANDS {
+            for n in names.iter() {
+                assert_eq!(primary_name(n), Some(names[0]));
+            }
+        }
+        assert_eq!(primary_name("mntr"), Some("monitor"));
+        assert_eq!(primary_name("wchp"), Some("watches_by_path"));
+        assert_eq!(primary_name("bogus"), None);
+    }
+
+    #[test]
+    fn shapes_of_the_session_reports() {
+        let view = FourLetterView {
+            sessions: vec![SessionInfo {
+                id: 72057628197388288,
+                timeout_ms: 10_000,
+                expires_at_ms: 544_000,
+                ephemerals: vec!["/app/e".into()],
+            }],
+            data_watches: vec![ConnWatches {
+                session_id: 72057628197388288,
+                paths: vec!["/app".into(), "/nope".into()],
+            }],
+            ..FourLetterView::default()
+        };
+        let h = HostInfo::default();
+        assert_eq!(
+            render("dump", &view, &h, 0),
+            json!({
+                "expiry_time_to_session_ids": { "544000": [72057628197388288i64] },
+                "session_id_to_ephemeral_paths": { "72057628197388288": ["/app/e"] },
+                "command": "dump",
+                "error": null,
+            })
+        );
+        assert_eq!(
+            render("watches_by_path", &view, &h, 0)["path_to_session_ids"]["/nope"],
+            json!([72057628197388288i64])
+        );
+        assert_eq!(
+            render("watch_summary", &view, &h, 0),
+            json!({
+                "num_connections": 1, "num_paths": 2, "num_total_watches": 2,
+                "command": "watch_summary", "error": null,
+            })
+        );
+        assert_eq!(
+            render("leader", &view, &h, 0),
+            json!({ "error": "server is not initialized", "command": "leader" })
+        );
+    }
+}
