@@ -1,6 +1,8 @@
 //! `zkd-bench`: herd effect, throughput, fan-out and footprint of ZooKeeper-protocol servers,
 //! and `compare`, which runs all of them on zkd and on Apache ZooKeeper 3.8 side by side.
 
+#![forbid(unsafe_code)]
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -368,7 +370,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
         Cmd::Replot { csv, out } => {
             let text = std::fs::read_to_string(&csv)
                 .map_err(|e| format!("reading {}: {e}", csv.display()))?;
-            let mut c = compare::from_csv(&text)?;
+            let mut c = zkd_bench::comparison::from_csv(&text)?;
             c.fd_soft_limit = fd.soft;
             let dir = out.unwrap_or_else(|| {
                 csv.parent()

@@ -1,6 +1,8 @@
 //! The `zkd` binary: `zkd [FLAGS]` runs the server; subcommands (`zkd ctl ...`) act on a
 //! running one. Each subcommand lives in its own module and is one variant of [`Command`].
 
+#![forbid(unsafe_code)]
+
 mod ctl;
 mod serve;
 

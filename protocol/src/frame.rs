@@ -77,25 +77,6 @@ impl FrameCodec {
     }
 }
 
-#[cfg(feature = "codec")]
-impl tokio_util::codec::Decoder for FrameCodec {
-    type Item = Bytes;
-    type Error = FrameError;
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
-        self.next_frame(src)
-    }
-}
-
-/// Writes already framed bytes unchanged.
-#[cfg(feature = "codec")]
-impl tokio_util::codec::Encoder<Bytes> for FrameCodec {
-    type Error = FrameError;
-    fn encode(&mut self, item: Bytes, dst: &mut BytesMut) -> Result<(), FrameError> {
-        dst.extend_from_slice(&item);
-        Ok(())
-    }
-}
-
 /// The four-letter words a fresh connection may send instead of a frame length, spelt out.
 pub const FOUR_LETTER_WORDS: [&str; 18] = {
     let mut out = [""; 18];

@@ -1,5 +1,7 @@
 //! zkd: an in-memory, ZooKeeper-wire-compatible coordination server, as a library first.
 
+#![forbid(unsafe_code)]
+
 #[cfg(feature = "admin")]
 mod admin;
 mod config;

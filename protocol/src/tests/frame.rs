@@ -169,38 +169,3 @@ fn four_letter_words() {
     assert_eq!(four_letter_word(*b"RUOK"), None);
     assert_eq!(four_letter_word(*b"kill"), None);
 }
-
-/// The tokio-util `Decoder`/`Encoder` the server uses.
-#[cfg(feature = "codec")]
-mod codec {
-    use super::*;
-
-    proptest! {
-        #[test]
-        fn frames_one_byte_at_a_time(payloads in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 1..5)) {
-            let mut codec = FrameCodec::default();
-            let stream: Vec<u8> = payloads.iter().flat_map(|p| frame_of(p).to_vec()).collect();
-            let mut buf = BytesMut::new();
-            let mut got = Vec::new();
-            for b in stream {
-                buf.put_u8(b);
-                // Through the tokio-util Decoder, as the server uses it.
-                while let Some(frame) = tokio_util::codec::Decoder::decode(&mut codec, &mut buf).unwrap() {
-                    got.push(frame.to_vec());
-                }
-            }
-            prop_assert_eq!(got, payloads);
-            prop_assert!(buf.is_empty());
-        }
-    }
-
-    #[test]
-    fn encoder_passes_frames_through() {
-        let frame = Request::Ping.to_frame(-2);
-        let mut dst = BytesMut::new();
-        tokio_util::codec::Encoder::encode(&mut FrameCodec::default(), frame.clone(), &mut dst)
-            .unwrap();
-        assert_eq!(&dst[..], &frame[..]);
-        assert_eq!(hex(&dst), "00000008fffffffe0000000b");
-    }
-}
