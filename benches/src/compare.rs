@@ -2,18 +2,18 @@
 //! which goes first, for several rounds; the table shows the medians and their ratio, and
 //! the targets say whether zkd is as far ahead as it should be.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::comparison::{csv_field, Comparison, Row};
 use crate::herd::Mode;
 use crate::progress::Progress;
 use crate::report::{num, Table};
 use crate::servers::{ServerProcess, ServerSpec};
 use crate::throughput::Workload;
-use crate::util::{median, BenchResult};
-use crate::{footprint, Better, Figures, Settings};
+use crate::util::BenchResult;
+use crate::{footprint, Figures, Settings};
 
 /// Which groups of items to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -37,116 +37,6 @@ pub struct Options {
     pub max_bystander_cores: f64,
     pub attempts: usize,
     pub progress: bool,
-}
-
-/// One figure's values on both servers, one per round.
-#[derive(Debug, Clone)]
-pub struct Row {
-    pub item: String,
-    pub name: String,
-    pub unit: String,
-    pub better: Better,
-    pub series: Option<String>,
-    pub x: Option<f64>,
-    pub zkd: Vec<f64>,
-    pub zookeeper: Vec<f64>,
-}
-
-impl Row {
-    pub fn zkd_median(&self) -> f64 {
-        median(&self.zkd)
-    }
-    pub fn zk_median(&self) -> f64 {
-        median(&self.zookeeper)
-    }
-    /// zkd / ZooKeeper of the medians.
-    pub fn ratio(&self) -> f64 {
-        self.zkd_median() / self.zk_median()
-    }
-}
-
-/// Everything a comparison produced.
-#[derive(Debug, Clone, Default)]
-pub struct Comparison {
-    pub rows: Vec<Row>,
-    pub notes: Vec<String>,
-    pub errors: Vec<String>,
-    pub zkd_cmd: String,
-    pub zk_cmd: String,
-    pub rounds: usize,
-    pub elapsed: Duration,
-    /// This process's RLIMIT_NOFILE soft limit (servers spawned by it inherit it).
-    pub fd_soft_limit: u64,
-}
-
-impl Comparison {
-    fn add(&mut self, server: usize, figs: &Figures, round: usize) {
-        for f in &figs.figures {
-            let row = match self
-                .rows
-                .iter_mut()
-                .position(|r| r.item == f.item && r.name == f.name)
-            {
-                Some(i) => &mut self.rows[i],
-                None => {
-                    self.rows.push(Row {
-                        item: f.item.clone(),
-                        name: f.name.clone(),
-                        unit: f.unit.to_string(),
-                        better: f.better,
-                        series: f.series.clone(),
-                        x: f.x,
-                        zkd: Vec::new(),
-                        zookeeper: Vec::new(),
-                    });
-                    self.rows.last_mut().expect("just pushed")
-                }
-            };
-            if server == 0 {
-                row.zkd.push(f.value);
-            } else {
-                row.zookeeper.push(f.value);
-            }
-        }
-        for n in &figs.notes {
-            self.notes.push(format!(
-                "round {} {}: {n}",
-                round + 1,
-                ["zkd", "zookeeper"][server]
-            ));
-        }
-    }
-
-    pub fn find(&self, item: &str, name: &str) -> Option<&Row> {
-        self.rows
-            .iter()
-            .find(|r| r.item == item && r.name.starts_with(name))
-    }
-
-    /// The side-by-side table.
-    pub fn table(&self) -> Table {
-        let mut t = Table::new(&[
-            "item",
-            "figure",
-            "unit",
-            "zkd",
-            "ZooKeeper",
-            "zkd/ZK",
-            "runs",
-        ]);
-        for r in &self.rows {
-            t.row(vec![
-                r.item.clone(),
-                r.name.clone(),
-                r.unit.clone(),
-                num(r.zkd_median()),
-                num(r.zk_median()),
-                num(r.ratio()),
-                format!("{}/{}", r.zkd.len(), r.zookeeper.len()),
-            ]);
-        }
-        t
-    }
 }
 
 /// A target: a ratio bound on one figure.
@@ -530,140 +420,4 @@ pub fn render_text(c: &Comparison, s: &Settings, machine: &str) -> String {
         }
     }
     out
-}
-
-/// Rows grouped for plots: series → [(x, zkd, zk)].
-pub fn series(c: &Comparison, name: &str) -> BTreeMap<String, Vec<(f64, f64, f64)>> {
-    let mut m: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
-    for r in c.rows.iter().filter(|r| r.name == name) {
-        if let (Some(s), Some(x)) = (&r.series, r.x) {
-            m.entry(s.clone())
-                .or_default()
-                .push((x, r.zkd_median(), r.zk_median()));
-        }
-    }
-    for v in m.values_mut() {
-        v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    }
-    m
-}
-
-/// Values of one figure for a named series without x (throughput bars).
-pub fn bars(c: &Comparison, name: &str) -> Vec<(String, f64, f64)> {
-    c.rows
-        .iter()
-        .filter(|r| r.name == name && r.x.is_none())
-        .map(|r| {
-            (
-                r.series.clone().unwrap_or_else(|| r.item.clone()),
-                r.zkd_median(),
-                r.zk_median(),
-            )
-        })
-        .collect()
-}
-
-/// Reads the raw values `write_outputs` stored in `compare.csv` back (to redraw the plots
-/// and tables without measuring again).
-pub fn from_csv(text: &str) -> BenchResult<Comparison> {
-    let mut c = Comparison::default();
-    for (i, line) in text.lines().enumerate().skip(1) {
-        let f = split_csv(line);
-        let f: Vec<&str> = f.iter().map(String::as_str).collect();
-        let [item, name, unit, server, round, value] = f[..] else {
-            return Err(format!("line {}: expected 6 fields: {line:?}", i + 1));
-        };
-        let value: f64 = value.parse().map_err(|e| format!("line {}: {e}", i + 1))?;
-        let round: usize = round.parse().map_err(|e| format!("line {}: {e}", i + 1))?;
-        c.rounds = c.rounds.max(round);
-        let (series, x) = series_of(item);
-        let idx = match c.rows.iter().position(|r| r.item == item && r.name == name) {
-            Some(i) => i,
-            None => {
-                c.rows.push(Row {
-                    item: item.to_string(),
-                    name: name.to_string(),
-                    unit: unit.to_string(),
-                    better: Better::Neither,
-                    series,
-                    x,
-                    zkd: Vec::new(),
-                    zookeeper: Vec::new(),
-                });
-                c.rows.len() - 1
-            }
-        };
-        match server {
-            "zkd" => c.rows[idx].zkd.push(value),
-            _ => c.rows[idx].zookeeper.push(value),
-        }
-    }
-    Ok(c)
-}
-
-/// A CSV field, quoted when it holds a comma or a quote.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-/// Splits one CSV line, honouring quotes.
-fn split_csv(line: &str) -> Vec<String> {
-    let mut out = vec![String::new()];
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                chars.next();
-                out.last_mut().expect("never empty").push('"');
-            }
-            '"' => quoted = !quoted,
-            ',' if !quoted => out.push(String::new()),
-            c => out.last_mut().expect("never empty").push(c),
-        }
-    }
-    out
-}
-
-/// Plot series and x of an item name as the benchmarks build them.
-fn series_of(item: &str) -> (Option<String>, Option<f64>) {
-    let words: Vec<&str> = item.split(' ').collect();
-    match words[..] {
-        ["herd", n, mode] => (
-            Some(mode.to_string()),
-            n.strip_prefix("N=").and_then(|v| v.parse().ok()),
-        ),
-        ["fanout", w] => (
-            Some("fanout".into()),
-            w.strip_prefix("W=").and_then(|v| v.parse().ok()),
-        ),
-        ["throughput", w, _] => (Some(w.to_string()), None),
-        _ => (None, None),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn csv_round_trip() {
-        let fields = ["a, b", "plain", "say \"hi\"", ""];
-        let line = fields.map(csv_field).join(",");
-        assert_eq!(split_csv(&line), fields);
-    }
-
-    #[test]
-    fn series_from_items() {
-        assert_eq!(
-            series_of("herd N=5000 predecessor"),
-            (Some("predecessor".into()), Some(5000.0))
-        );
-        assert_eq!(series_of("throughput get 64x8"), (Some("get".into()), None));
-        assert_eq!(series_of("footprint"), (None, None));
-    }
 }

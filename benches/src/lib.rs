@@ -8,6 +8,7 @@
 //! fails instead of reporting numbers from a broken run.
 
 pub mod compare;
+pub mod comparison;
 pub mod fanout;
 pub mod footprint;
 pub mod herd;

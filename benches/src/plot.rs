@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use crate::compare::{bars, series, Comparison};
+use crate::comparison::{bars, series, Comparison};
 use crate::util::BenchResult;
 
 const ZKD_HERD: RGBColor = RGBColor(31, 119, 180);

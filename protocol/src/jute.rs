@@ -12,6 +12,8 @@ pub enum DecodeError {
     BadLength(i32),
     #[error("unknown multi sub-operation type {0}")]
     BadMultiOp(i32),
+    #[error("opcode {0} is not a client request")]
+    NotARequest(i32),
 }
 
 /// A cursor over a received payload. Buffers are split off without copying.

@@ -3,53 +3,10 @@
 use bytes::BytesMut;
 
 use crate::consts::OpCode;
+use crate::create::Create;
 use crate::jute::{DecodeError, Jute, Reader};
 use crate::multi::MultiOp;
 use crate::records::*;
-
-/// A create of any flavour: opcode 1, 15, 19 or 21 (`ttl` is -1 unless the opcode is 21).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Create {
-    pub op: OpCode,
-    pub path: String,
-    pub data: Option<bytes::Bytes>,
-    pub acl: Vec<Acl>,
-    pub flags: i32,
-    pub ttl: i64,
-}
-
-impl Create {
-    /// Decodes the body of a create with the given opcode.
-    pub fn read(op: OpCode, r: &mut Reader) -> Result<Create, DecodeError> {
-        let path = String::read(r)?;
-        let data = Option::<bytes::Bytes>::read(r)?;
-        let acl = Vec::<Acl>::read(r)?;
-        let flags = r.i32()?;
-        let ttl = if op == OpCode::CreateTtl {
-            r.i64()?
-        } else {
-            -1
-        };
-        Ok(Create {
-            op,
-            path,
-            data,
-            acl,
-            flags,
-            ttl,
-        })
-    }
-
-    pub fn write(&self, out: &mut BytesMut) {
-        self.path.write(out);
-        self.data.write(out);
-        self.acl.write(out);
-        self.flags.write(out);
-        if self.op == OpCode::CreateTtl {
-            self.ttl.write(out);
-        }
-    }
-}
 
 /// Every request a client can send after the handshake.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,49 +41,45 @@ pub enum Request {
 }
 
 impl Request {
-    /// Decodes the body of a request with a known opcode. `None` for opcodes that are not
-    /// client requests (0 notification, -1 error, -10 createSession).
-    pub fn read(op: OpCode, r: &mut Reader) -> Option<Result<Request, DecodeError>> {
+    /// Decodes the body of a request with a known opcode. Opcodes that are not client
+    /// requests (0 notification, -1 error, -10 createSession) give
+    /// [`DecodeError::NotARequest`].
+    pub fn read(op: OpCode, r: &mut Reader) -> Result<Request, DecodeError> {
         use OpCode as O;
-        let req = (|| {
-            Ok(match op {
-                O::Create | O::Create2 | O::CreateContainer | O::CreateTtl => {
-                    Request::Create(Create::read(op, r)?)
-                }
-                O::Delete => Request::Delete(Jute::read(r)?),
-                O::Exists => Request::Exists(Jute::read(r)?),
-                O::GetData => Request::GetData(Jute::read(r)?),
-                O::SetData => Request::SetData(Jute::read(r)?),
-                O::GetAcl => Request::GetAcl(Jute::read(r)?),
-                O::SetAcl => Request::SetAcl(Jute::read(r)?),
-                O::GetChildren => Request::GetChildren(Jute::read(r)?),
-                O::GetChildren2 => Request::GetChildren2(Jute::read(r)?),
-                O::Sync => Request::Sync(Jute::read(r)?),
-                O::Ping => Request::Ping,
-                O::Check => Request::Check(Jute::read(r)?),
-                O::Multi => Request::Multi(crate::multi::read_ops(r)?),
-                O::MultiRead => Request::MultiRead(crate::multi::read_ops(r)?),
-                O::Reconfig => Request::Reconfig(Jute::read(r)?),
-                O::CheckWatches => Request::CheckWatches(Jute::read(r)?),
-                O::RemoveWatches => Request::RemoveWatches(Jute::read(r)?),
-                O::DeleteContainer => Request::DeleteContainer(Jute::read(r)?),
-                O::Auth => Request::Auth(Jute::read(r)?),
-                O::SetWatches => Request::SetWatches(Jute::read(r)?),
-                O::SetWatches2 => Request::SetWatches2(Jute::read(r)?),
-                O::Sasl => Request::Sasl(Jute::read(r)?),
-                O::GetEphemerals => Request::GetEphemerals(Jute::read(r)?),
-                O::GetAllChildrenNumber => Request::GetAllChildrenNumber(Jute::read(r)?),
-                O::AddWatch => Request::AddWatch(Jute::read(r)?),
-                O::WhoAmI => Request::WhoAmI,
-                O::CloseSession => Request::CloseSession,
-                O::Notification | O::Error | O::CreateSession => return Err(None),
-            })
-        })();
-        match req {
-            Ok(req) => Some(Ok(req)),
-            Err(Some(e)) => Some(Err(e)),
-            Err(None) => None,
-        }
+        Ok(match op {
+            O::Create | O::Create2 | O::CreateContainer | O::CreateTtl => {
+                Request::Create(Create::read(op, r)?)
+            }
+            O::Delete => Request::Delete(Jute::read(r)?),
+            O::Exists => Request::Exists(Jute::read(r)?),
+            O::GetData => Request::GetData(Jute::read(r)?),
+            O::SetData => Request::SetData(Jute::read(r)?),
+            O::GetAcl => Request::GetAcl(Jute::read(r)?),
+            O::SetAcl => Request::SetAcl(Jute::read(r)?),
+            O::GetChildren => Request::GetChildren(Jute::read(r)?),
+            O::GetChildren2 => Request::GetChildren2(Jute::read(r)?),
+            O::Sync => Request::Sync(Jute::read(r)?),
+            O::Ping => Request::Ping,
+            O::Check => Request::Check(Jute::read(r)?),
+            O::Multi => Request::Multi(crate::multi::read_ops(r)?),
+            O::MultiRead => Request::MultiRead(crate::multi::read_ops(r)?),
+            O::Reconfig => Request::Reconfig(Jute::read(r)?),
+            O::CheckWatches => Request::CheckWatches(Jute::read(r)?),
+            O::RemoveWatches => Request::RemoveWatches(Jute::read(r)?),
+            O::DeleteContainer => Request::DeleteContainer(Jute::read(r)?),
+            O::Auth => Request::Auth(Jute::read(r)?),
+            O::SetWatches => Request::SetWatches(Jute::read(r)?),
+            O::SetWatches2 => Request::SetWatches2(Jute::read(r)?),
+            O::Sasl => Request::Sasl(Jute::read(r)?),
+            O::GetEphemerals => Request::GetEphemerals(Jute::read(r)?),
+            O::GetAllChildrenNumber => Request::GetAllChildrenNumber(Jute::read(r)?),
+            O::AddWatch => Request::AddWatch(Jute::read(r)?),
+            O::WhoAmI => Request::WhoAmI,
+            O::CloseSession => Request::CloseSession,
+            O::Notification | O::Error | O::CreateSession => {
+                return Err(DecodeError::NotARequest(op as i32))
+            }
+        })
     }
 
     /// The opcode this request is sent with.

@@ -26,7 +26,7 @@ fn read_request(frame: &[u8]) -> (RequestHeader, Request) {
     let mut r = Reader::new(payload_of(frame));
     let header = RequestHeader::read(&mut r).unwrap();
     let op = OpCode::from_i32(header.op).expect("known opcode");
-    let req = Request::read(op, &mut r).expect("a request").unwrap();
+    let req = Request::read(op, &mut r).expect("a request");
     assert!(
         r.is_empty(),
         "request body has {} bytes left",

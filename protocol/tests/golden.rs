@@ -131,8 +131,11 @@ fn decode_file(path: &Path) -> Vec<Entry> {
             (Decoded::ConnectResponse(resp), again)
         } else if sent {
             let header = RequestHeader::read(&mut r).unwrap_or_else(|e| panic!("{at}: {e}"));
-            let body = OpCode::from_i32(header.op).and_then(|op| Request::read(op, &mut r));
-            let body = body.map(|b| b.unwrap_or_else(|e| panic!("{at}: {e}")));
+            let body = match OpCode::from_i32(header.op).map(|op| Request::read(op, &mut r)) {
+                None | Some(Err(DecodeError::NotARequest(_))) => None,
+                Some(Ok(req)) => Some(req),
+                Some(Err(e)) => panic!("{at}: {e}"),
+            };
             let again = match &body {
                 Some(req) => {
                     assert_eq!(req.op() as i32, header.op, "{at}");

@@ -68,7 +68,7 @@ proptest! {
         // Also as a field: the data of a create, the path of a request.
         let mut r = reader(&[&int(2), b"/a", &int(n), &tail]);
         prop_assert_eq!(CreateRequest::read(&mut r).err(), bad.clone());
-        prop_assert_eq!(Request::read(OpCode::GetData, &mut reader(parts)).unwrap().err(), bad);
+        prop_assert_eq!(Request::read(OpCode::GetData, &mut reader(parts)).err(), bad);
     }
 
     #[test]
@@ -112,7 +112,7 @@ fn absurd_vector_counts() {
         let res = Vec::<Acl>::read(&mut reader(&[&int(n), &body]));
         assert!(res.is_err(), "{n}: {res:?}");
         let res = Request::read(OpCode::SetWatches, &mut reader(&[&[0; 8], &int(n), &body]));
-        assert!(res.unwrap().is_err(), "{n}");
+        assert!(res.is_err(), "{n}");
     }
 }
 
@@ -136,7 +136,7 @@ fn unknown_multi_sub_op_known_opcodes() {
         assert_eq!(res, Err(DecodeError::BadMultiOp(op)), "{op}");
         for multi in [OpCode::Multi, OpCode::MultiRead] {
             let res = Request::read(multi, &mut Reader::new(body.clone().into()));
-            assert_eq!(res, Some(Err(DecodeError::BadMultiOp(op))), "{op}");
+            assert_eq!(res, Err(DecodeError::BadMultiOp(op)), "{op}");
         }
     }
 }
@@ -206,11 +206,15 @@ fn empty_multi() {
 }
 
 #[test]
-fn non_request_opcodes_are_none() {
+fn non_request_opcodes_are_not_requests() {
     for op in [0, -1, -10] {
         let op = OpCode::from_i32(op).unwrap();
         let mut r = Reader::new(Bytes::from_static(&[0, 0, 0, 1, b'/', 1]));
-        assert!(Request::read(op, &mut r).is_none(), "{op:?}");
+        assert_eq!(
+            Request::read(op, &mut r).err(),
+            Some(DecodeError::NotARequest(op as i32)),
+            "{op:?}"
+        );
         assert_eq!(r.remaining(), 6, "{op:?} consumed bytes");
         assert!(Response::read(op, &mut r).is_none(), "{op:?}");
         assert_eq!(r.remaining(), 6, "{op:?} consumed bytes");
@@ -278,9 +282,9 @@ proptest! {
         bytes in prop::collection::vec(any::<u8>(), 0..96),
     ) {
         match Request::read(op, &mut Reader::new(bytes.into())) {
-            None => prop_assert!(NON_REQUEST_OPS.contains(&op)),
-            Some(Ok(req)) => prop_assert_eq!(req.op(), op),
-            Some(Err(_)) => {}
+            Err(DecodeError::NotARequest(_)) => prop_assert!(NON_REQUEST_OPS.contains(&op)),
+            Ok(req) => prop_assert_eq!(req.op(), op),
+            Err(_) => {}
         }
     }
 
@@ -303,11 +307,11 @@ proptest! {
             bytes.truncate(cut);
         }
         let bytes = bytes.freeze();
-        if let Some(Ok(again)) = Request::read(op, &mut Reader::new(bytes.clone())) {
+        if let Ok(again) = Request::read(op, &mut Reader::new(bytes.clone())) {
             // Whatever decodes must encode to something that decodes.
             let mut out = BytesMut::new();
             again.write(&mut out);
-            prop_assert!(matches!(Request::read(op, &mut Reader::new(out.freeze())), Some(Ok(_))));
+            prop_assert!(Request::read(op, &mut Reader::new(out.freeze())).is_ok());
         }
         decode_everything(bytes);
     }

@@ -128,10 +128,20 @@ fn request_opcode_partition() {
     for op in all_opcodes() {
         let empty = || Reader::new(Bytes::new());
         match request_for(op) {
-            Some(_) => assert!(Request::read(op, &mut empty()).is_some(), "{op:?}"),
+            Some(_) => assert!(
+                !matches!(
+                    Request::read(op, &mut empty()),
+                    Err(DecodeError::NotARequest(_))
+                ),
+                "{op:?}"
+            ),
             None => {
                 assert!(NON_REQUEST_OPS.contains(&op), "{op:?}");
-                assert!(Request::read(op, &mut empty()).is_none(), "{op:?}");
+                assert_eq!(
+                    Request::read(op, &mut empty()).err(),
+                    Some(DecodeError::NotARequest(op as i32)),
+                    "{op:?}"
+                );
             }
         }
         assert_eq!(
@@ -176,7 +186,7 @@ fn request_frame_roundtrip_every_opcode() {
             let header = RequestHeader::read(&mut r).unwrap();
             prop_assert_eq!(header.clone(), RequestHeader { xid, op: op as i32 });
             let op = OpCode::from_i32(header.op).unwrap();
-            prop_assert_eq!(Request::read(op, &mut r).unwrap().unwrap(), req);
+            prop_assert_eq!(Request::read(op, &mut r).unwrap(), req);
             prop_assert_eq!(r.remaining(), 0);
             Ok(())
         });

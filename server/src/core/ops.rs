@@ -5,9 +5,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use zkd_protocol::{
     add_watch_mode, event_type, perms, xid, AllChildrenNumberResponse, ChildrenResponse,
     ClientInfo, ConnectRequest, ConnectResponse, Create2Response, CreateMode, CreateResponse,
-    ErrorCode, ErrorResponse, GetAclResponse, GetDataResponse, Id, Jute, MultiOp, MultiResponse,
-    MultiResult, OpCode, Reader, Request, RequestHeader, SaslToken, SetWatches2, StatResponse,
-    WhoAmIResponse,
+    DecodeError, ErrorCode, ErrorResponse, GetAclResponse, GetDataResponse, Id, Jute, MultiOp,
+    MultiResponse, MultiResult, OpCode, Reader, Request, RequestHeader, SaslToken, SetWatches2,
+    StatResponse, WhoAmIResponse,
 };
 
 use super::txn::Txn;
@@ -187,7 +187,9 @@ impl Core {
             self.sessions.touch(sid, now_ms);
         }
         let (_xid, zxid, frame) = match op.map(|op| (op, Request::read(op, &mut r))) {
-            None | Some((_, None)) if op != Some(OpCode::CreateSession) => {
+            None | Some((_, Err(DecodeError::NotARequest(_))))
+                if op != Some(OpCode::CreateSession) =>
+            {
                 tracing::info!(conn, opcode = header.op, "unknown opcode; closing");
                 self.send(
                     out,
@@ -197,7 +199,7 @@ impl Core {
                 self.finish_connection(conn, out);
                 return;
             }
-            None | Some((_, None)) => {
+            None | Some((_, Err(DecodeError::NotARequest(_)))) => {
                 let zxid = self.zxid;
                 (
                     header.xid,
@@ -205,7 +207,7 @@ impl Core {
                     header_only(header.xid, zxid, ErrorCode::MarshallingError.code()),
                 )
             }
-            Some((op, Some(Err(e)))) => {
+            Some((op, Err(e))) => {
                 tracing::debug!(conn, ?op, error = %e, "undecodable request body");
                 let zxid = self.zxid;
                 (
@@ -214,12 +216,10 @@ impl Core {
                     header_only(header.xid, zxid, ErrorCode::MarshallingError.code()),
                 )
             }
-            Some((_, Some(Ok(req)))) => {
-                match self.dispatch(conn, sid, header.xid, req, now_ms, out) {
-                    Some(done) => done,
-                    None => return,
-                }
-            }
+            Some((_, Ok(req))) => match self.dispatch(conn, sid, header.xid, req, now_ms, out) {
+                Some(done) => done,
+                None => return,
+            },
         };
         if let Some(c) = self.conns.get_mut(&conn) {
             c.last_op = op.map_or("NA", OpCode::short_name);
