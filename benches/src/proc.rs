@@ -251,11 +251,11 @@ mod tests {
     fn cpu_samples_agree() {
         let pid = std::process::id();
         let a = CpuSample::take(pid).unwrap();
-        // Burn 60 ms of CPU: enough for the coarse clock too (other test threads may come
-        // and go meanwhile, which makes `until` fall back to it).
-        let start = std::time::Instant::now();
+        // Burn CPU until the coarse clock has moved by 60 ms (other test threads may come and
+        // go meanwhile, which makes `until` fall back to it); measured in CPU time, not in
+        // wall-clock time, so a loaded machine only makes it take longer.
         let mut x = 0u64;
-        while start.elapsed() < std::time::Duration::from_millis(60) {
+        while cpu_seconds(pid).unwrap() - a.coarse < 0.06 {
             for i in 0..10_000u64 {
                 x = x.wrapping_mul(31).wrapping_add(i);
             }
