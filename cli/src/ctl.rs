@@ -31,6 +31,15 @@ enum Op {
         /// Session id in hex, as ZooKeeper prints it (e.g. 0x1000a2b3c4d0000).
         id: String,
     },
+    /// Print the tree (outside /zookeeper, without ephemerals) as a JSON fixture, the format
+    /// `zkd --seed` reads.
+    Export {
+        /// Write to this file instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+    },
+    /// Write a snapshot to the server's data directory now.
+    Snapshot,
 }
 
 /// A failed call: the sentence to print.
@@ -50,6 +59,26 @@ pub fn run(args: CtlArgs) -> ExitCode {
         Op::Expire { id } => client
             .call("POST", &format!("/zkd/sessions/{id}/expire"))
             .map(|v| human_or_json(&v, args.json, || format!("session {id} expired"))),
+        Op::Export { out } => client.call("GET", "/zkd/tree").and_then(|v| {
+            let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+            match out {
+                None => Ok(text),
+                Some(path) => std::fs::write(path, text + "\n")
+                    .map(|()| String::new())
+                    .map_err(|e| Failure(format!("cannot write {}: {e}", path.display()))),
+            }
+        }),
+        Op::Snapshot => client.call("POST", "/zkd/snapshot").map(|v| {
+            human_or_json(&v, args.json, || {
+                let field = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+                format!(
+                    "snapshot {} written to {} ({} bytes)",
+                    field("zxid").as_str().unwrap_or("?"),
+                    field("path").as_str().unwrap_or("?"),
+                    field("bytes")
+                )
+            })
+        }),
     };
     match result {
         Ok(text) => {

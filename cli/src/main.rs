@@ -5,6 +5,7 @@
 
 mod ctl;
 mod serve;
+mod snapshot;
 
 use std::process::ExitCode;
 
@@ -25,12 +26,15 @@ struct Cli {
 enum Command {
     /// Control a running zkd through its admin listener (sessions, expiry, faults, clock).
     Ctl(ctl::CtlArgs),
+    /// Offline snapshot tools: print a snapshot file, or make one from a JSON fixture.
+    Snapshot(snapshot::SnapshotArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Ctl(args)) => ctl::run(args),
+        Some(Command::Snapshot(args)) => snapshot::run(args),
         None => serve::run(cli.serve),
     }
 }

@@ -100,6 +100,11 @@ pub struct ServeArgs {
     /// Snapshots kept in the data directory (with the logs they need).
     #[arg(long, value_name = "K", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     snap_retain_count: u64,
+
+    /// Start with the nodes of a JSON fixture (see docs/persistence.md). With --data-dir,
+    /// only when the directory holds no state yet.
+    #[arg(long, value_name = "FILE.json")]
+    seed: Option<std::path::PathBuf>,
 }
 
 impl ServeArgs {
@@ -148,13 +153,22 @@ pub fn run(args: ServeArgs) -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 
-    let config = match args.config() {
+    let mut config = match args.config() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("zkd: invalid configuration: {e}");
             return ExitCode::from(2);
         }
     };
+    if let Some(path) = &args.seed {
+        match zkd_server::fixture::read_file(path) {
+            Ok(nodes) => config.seed = nodes,
+            Err(e) => {
+                eprintln!("zkd: invalid --seed: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     if let Err(e) = config.validate() {
         eprintln!("zkd: invalid configuration: {e}");
         return ExitCode::from(2);
@@ -180,6 +194,10 @@ async fn serve(config: Config) -> ExitCode {
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
             eprintln!("zkd: cannot load the data directory: {e}");
             return ExitCode::FAILURE;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            eprintln!("zkd: cannot start: {e}");
+            return ExitCode::from(2);
         }
         Err(e) => {
             let at = std::net::SocketAddr::new(bind, port);

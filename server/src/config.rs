@@ -59,6 +59,9 @@ pub struct Config {
     pub fsync: FsyncPolicy,
     /// Snapshots kept in the data directory, with the logs they need (default 3, minimum 1).
     pub snap_retain_count: usize,
+    /// Nodes created at start (a fixture; see `fixture::from_json` for the JSON form). With a
+    /// data directory they are created only when it holds no state yet.
+    pub seed: Vec<crate::core::FixtureNode>,
 }
 
 /// When the transaction log is synced to disk, and so what a crash can lose.
@@ -115,6 +118,7 @@ impl Default for Config {
             snap_interval: None,
             fsync: FsyncPolicy::default(),
             snap_retain_count: 3,
+            seed: Vec::new(),
         }
     }
 }

@@ -6,6 +6,8 @@
 mod admin;
 mod config;
 pub mod core;
+#[cfg(feature = "json")]
+pub mod fixture;
 pub mod fourlw;
 mod net;
 mod persist;

@@ -44,12 +44,24 @@ impl Server {
         let mut core = Core::new(config.core_config(), now_ms());
         let persist = Persistence::open(&config, &mut core, now_ms())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let mut seeded = false;
+        if !config.seed.is_empty() {
+            if core.last_zxid() == 0 {
+                let n = core.apply_fixture(&config.seed, now_ms()).map_err(|e| {
+                    io::Error::new(io::ErrorKind::InvalidInput, format!("seed: {e}"))
+                })?;
+                tracing::info!(nodes = n, "seeded the tree");
+                seeded = true;
+            } else {
+                tracing::info!("seed not applied: the data directory already holds state");
+            }
+        }
         let shared = Arc::new(Shared::new(&config, addr.port(), core));
         let shutdown = CancellationToken::new();
         let (persist, persister) = match persist {
             Some((p, snapshot_now)) => {
                 let p = Arc::new(p);
-                if snapshot_now {
+                if snapshot_now || seeded {
                     let (p2, s2) = (p.clone(), shared.clone());
                     tokio::task::spawn_blocking(move || p2.snapshot(&s2))
                         .await
@@ -87,6 +99,7 @@ impl Server {
             let state = crate::admin::AdminState {
                 shared: server.shared.clone(),
                 client_addr: addr,
+                persist: server.persist.clone(),
             };
             server.admin = Some(tokio::spawn(crate::admin::serve(
                 listener,

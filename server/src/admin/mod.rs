@@ -12,6 +12,7 @@ mod commands;
 mod control;
 mod error;
 mod monitor_keys;
+mod persist;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub(crate) struct AdminState {
     /// The client port's address, for reports.
     #[allow(dead_code)]
     pub(crate) client_addr: SocketAddr,
+    /// The data directory's persistence, when one is configured.
+    pub(crate) persist: Option<Arc<crate::persist::Persistence>>,
 }
 
 /// The complete admin router. Add a module's routes here with `.merge(module::routes())`.
@@ -41,6 +44,7 @@ pub(crate) fn router(state: AdminState) -> Router {
     Router::new()
         .merge(control::routes())
         .merge(commands::routes())
+        .merge(persist::routes())
         .fallback(unknown_route)
         .with_state(state)
 }

@@ -48,6 +48,7 @@ pub enum Handshake {
 mod acl;
 mod conn;
 mod control;
+mod fixture;
 pub mod herd;
 mod ops;
 pub mod path;
@@ -93,6 +94,7 @@ use session::Sessions;
 use tree::{AclList, Tree};
 use watch::Watches;
 
+pub use fixture::{FixtureKind, FixtureNode, TreeEntry};
 pub use snapshot::{ImportReport, Replayed, TxnSink};
 
 /// Server-wide counters reported by the four-letter words.

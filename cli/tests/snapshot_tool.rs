@@ -1,0 +1,335 @@
+//! The offline snapshot tool and the fixture round trip through the `zkd` binary:
+//! `zkd snapshot dump` on a snapshot written by Apache ZooKeeper, `zkd snapshot convert`,
+//! clear errors on bad files, and `--seed` → `zkd ctl export` → `--seed` round trips.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use zkd_protocol::{Acl, Create, GetDataResponse, OpCode, PathWatchRequest, Request};
+use zkd_testkit::oracle::Launcher;
+use zkd_testkit::raw::RawClient;
+
+fn zkd(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_zkd"))
+        .args(args)
+        .output()
+        .expect("zkd runs")
+}
+
+/// A running `zkd` with `args`; returns it with its client and admin addresses.
+fn serve(args: &[&str]) -> (Child, SocketAddr, Option<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
+        .args(["--port", "0", "--log", "warn"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("zkd runs");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("listening line");
+    let addr = line
+        .trim()
+        .strip_prefix("zkd listening on ")
+        .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+        .parse()
+        .expect("address");
+    let admin = if args.contains(&"--admin-port") {
+        let mut line = String::new();
+        out.read_line(&mut line).expect("admin line");
+        line.trim()
+            .strip_prefix("zkd admin on ")
+            .map(str::to_string)
+    } else {
+        None
+    };
+    (child, addr, admin)
+}
+
+fn stop(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+async fn create(c: &RawClient, path: &str, data: &[u8]) {
+    let req = Request::Create(Create {
+        op: OpCode::Create,
+        path: path.into(),
+        data: Some(Bytes::copy_from_slice(data)),
+        acl: Acl::open_unsafe(),
+        flags: 0,
+        ttl: -1,
+    });
+    assert_eq!(c.call(&req).await.expect("reply").err, 0, "create {path}");
+}
+
+async fn get(addr: SocketAddr, path: &str) -> Option<Bytes> {
+    let c = RawClient::connect(addr, 30_000).await.expect("connect");
+    let r = c
+        .call(&Request::GetData(PathWatchRequest {
+            path: path.into(),
+            watch: false,
+        }))
+        .await
+        .expect("reply");
+    assert_eq!(r.err, 0, "getData {path}");
+    r.decode::<GetDataResponse>().expect("body").data
+}
+
+fn newest_snapshot(data: &Path) -> std::path::PathBuf {
+    let mut snaps: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(data.join("version-2"))
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.unwrap().path();
+            let name = p.file_name()?.to_str()?.to_string();
+            let z = u64::from_str_radix(name.strip_prefix("snapshot.")?, 16).ok()?;
+            Some((z, p))
+        })
+        .collect();
+    snaps.sort();
+    snaps.pop().expect("a snapshot").1
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dump_prints_a_zookeeper_snapshot() {
+    let base = tempfile::tempdir().unwrap();
+    let zk = Launcher::new()
+        .start_in(base.path(), None)
+        .expect("ZooKeeper starts");
+    let c = RawClient::connect(zk.addr(), 30_000)
+        .await
+        .expect("connect");
+    create(&c, "/app", b"hello from zookeeper").await;
+    create(&c, "/app/bin", &[0, 1, 2, 255]).await;
+    drop(c);
+    drop(zk);
+    // On restart ZooKeeper replays its log and snapshots the result.
+    drop(
+        Launcher::new()
+            .start_in(base.path(), None)
+            .expect("restarts"),
+    );
+    let snap = newest_snapshot(&base.path().join("data"));
+    let snap = snap.to_str().unwrap();
+
+    let out = zkd(&["snapshot", "dump", snap]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listing = text(&out.stdout);
+    assert!(
+        listing.contains("app = \"hello from zookeeper\""),
+        "{listing}"
+    );
+    assert!(listing.contains("  bin = <4 bytes>"), "{listing}");
+
+    let out = zkd(&["snapshot", "dump", "--format", "json", snap]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let nodes = doc["nodes"].as_array().expect("nodes");
+    let app = nodes.iter().find(|n| n["path"] == "/app").expect("/app");
+    assert_eq!(app["data"], "hello from zookeeper");
+    let bin = nodes
+        .iter()
+        .find(|n| n["path"] == "/app/bin")
+        .expect("/app/bin");
+    assert_eq!(bin["data_base64"], "AAEC/w==");
+    assert_eq!(app["stat"]["numChildren"], 1);
+}
+
+#[test]
+fn bad_files_give_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let junk = tmp.path().join("snapshot.5");
+    std::fs::write(&junk, b"this is not a snapshot at all").unwrap();
+    let out = zkd(&["snapshot", "dump", junk.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("is not a readable snapshot: not a snapshot file") && err.contains("offset 0"),
+        "{err}"
+    );
+    let out = zkd(&[
+        "snapshot",
+        "dump",
+        tmp.path().join("missing").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("cannot read"));
+
+    let bad_json = tmp.path().join("bad.json");
+    std::fs::write(&bad_json, r#"{"nodes":[{"path":"/e","ephemeral":true}]}"#).unwrap();
+    let out = zkd(&[
+        "snapshot",
+        "convert",
+        bad_json.to_str().unwrap(),
+        tmp.path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("node 1 (/e): ephemeral nodes cannot be seeded"));
+    let out = Command::new(env!("CARGO_BIN_EXE_zkd"))
+        .args(["--seed", bad_json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("invalid --seed"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+fn fixture() -> Value {
+    json!({ "nodes": [
+        { "path": "/svc", "data": "service root" },
+        { "path": "/svc/cfg", "data_base64": "AAEC/w==", "acl": [
+            { "perms": "cdrwa", "scheme": "digest", "id": "user:smGaoVKd/cQkjm7b88GyorAUz20=" },
+            { "perms": "r", "scheme": "world", "id": "anyone" } ] },
+        { "path": "/svc/null", "data": null },
+        { "path": "/deep/a/b", "data": "parents are created" },
+        { "path": "/jobs", "container": true },
+        { "path": "/cache", "ttl_ms": 3600000 }
+    ] })
+}
+
+/// Nodes without their Stats, for comparing exports.
+fn without_stats(doc: &Value) -> Vec<Value> {
+    doc["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| {
+            let mut n = n.clone();
+            n.as_object_mut().unwrap().remove("stat");
+            n
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn seed_export_seed_round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed.json");
+    std::fs::write(&seed, fixture().to_string()).unwrap();
+    let (child, addr, admin) = serve(&["--seed", seed.to_str().unwrap(), "--admin-port", "0"]);
+    let admin = admin.expect("admin address");
+    assert_eq!(
+        get(addr, "/svc").await.as_deref(),
+        Some(&b"service root"[..])
+    );
+    let first = tmp.path().join("first.json");
+    let out = zkd(&[
+        "ctl",
+        "--admin",
+        &admin,
+        "export",
+        "--out",
+        first.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Without a data directory there is nowhere to snapshot: a clear refusal.
+    let out = zkd(&["ctl", "--admin", &admin, "snapshot"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no data directory"),
+        "{}",
+        text(&out.stderr)
+    );
+    stop(child);
+
+    let exported: Value = serde_json::from_str(&std::fs::read_to_string(&first).unwrap()).unwrap();
+    let paths: Vec<&str> = exported["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/cache",
+            "/deep",
+            "/deep/a",
+            "/deep/a/b",
+            "/jobs",
+            "/svc",
+            "/svc/cfg",
+            "/svc/null"
+        ]
+    );
+    // Every field of the fixture is in the export.
+    for node in fixture()["nodes"].as_array().unwrap() {
+        let got = exported["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["path"] == node["path"])
+            .unwrap();
+        for (k, v) in node.as_object().unwrap() {
+            assert_eq!(&got[k], v, "{k} of {}", node["path"]);
+        }
+    }
+
+    // The export seeds an identical tree.
+    let data = tmp.path().join("data");
+    let (child, _, admin) = serve(&[
+        "--seed",
+        first.to_str().unwrap(),
+        "--admin-port",
+        "0",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    let admin = admin.expect("admin address");
+    let out = zkd(&["ctl", "--admin", &admin, "export"]);
+    assert!(out.status.success());
+    let second: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(without_stats(&second), without_stats(&exported));
+    let out = zkd(&["ctl", "--admin", &admin, "snapshot"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("snapshot 0x"),
+        "{}",
+        text(&out.stdout)
+    );
+    stop(child);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn convert_makes_a_snapshot_zkd_and_zookeeper_start_from() {
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed.json");
+    std::fs::write(&seed, fixture().to_string()).unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let out = zkd(&[
+        "snapshot",
+        "convert",
+        seed.to_str().unwrap(),
+        data.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("wrote "));
+
+    let (child, addr, _) = serve(&["--data-dir", data.to_str().unwrap()]);
+    assert_eq!(
+        get(addr, "/deep/a/b").await.as_deref(),
+        Some(&b"parents are created"[..])
+    );
+    assert_eq!(get(addr, "/svc/null").await, None);
+    stop(child);
+
+    let zk = Launcher::new()
+        .start_in(tmp.path(), None)
+        .expect("ZooKeeper starts");
+    assert_eq!(
+        get(zk.addr(), "/svc/cfg").await.as_deref(),
+        Some(&[0u8, 1, 2, 255][..])
+    );
+}
