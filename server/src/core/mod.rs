@@ -50,6 +50,7 @@ mod conn;
 mod control;
 mod fixture;
 pub mod herd;
+mod invariants;
 mod ops;
 pub mod path;
 pub mod report;

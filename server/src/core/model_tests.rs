@@ -347,6 +347,7 @@ proptest! {
         let mut w = World::new();
         for op in &ops {
             w.step(op)?;
+            prop_assert_eq!(w.core.check_invariants(), Ok(()), "after {:?}", op);
         }
         // The whole tree agrees at the end, ephemerals of closed sessions included.
         for (path, n) in &w.model {
@@ -368,6 +369,7 @@ proptest! {
             payload.extend_from_slice(&op.to_be_bytes());
             payload.extend_from_slice(&body);
             w.core.request(conn, Bytes::from(payload), 3_000, &mut sink);
+            prop_assert_eq!(w.core.check_invariants(), Ok(()));
         }
         // Every node's parent lists it, and every listed child exists.
         let paths: Vec<String> = w.core.tree.nodes_for_tests().map(str::to_string).collect();

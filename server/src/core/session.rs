@@ -169,6 +169,45 @@ impl Sessions {
     }
 }
 
+impl Sessions {
+    /// Checks that the expiry buckets and the session map agree (for invariant checks).
+    pub fn check_consistency(&self) -> Result<(), String> {
+        for (at, ids) in &self.buckets {
+            if ids.is_empty() {
+                return Err(format!("empty expiry bucket at {at}"));
+            }
+            for id in ids {
+                match self.map.get(id) {
+                    None => return Err(format!("bucket {at} holds unknown session 0x{id:x}")),
+                    Some(s) if s.expires_at != *at => {
+                        return Err(format!(
+                            "session 0x{id:x} in bucket {at} but expires at {}",
+                            s.expires_at
+                        ))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        for (id, s) in &self.map {
+            if s.id != *id {
+                return Err(format!("session 0x{id:x} stored under another id"));
+            }
+            if !self
+                .buckets
+                .get(&s.expires_at)
+                .is_some_and(|b| b.contains(id))
+            {
+                return Err(format!("session 0x{id:x} missing from its expiry bucket"));
+            }
+            if s.expires_at % self.tick_ms != 0 {
+                return Err(format!("session 0x{id:x} expires off a tick boundary"));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -400,6 +400,71 @@ impl Watches {
     }
 }
 
+impl Watches {
+    /// Connections holding at least one watch.
+    pub fn conns(&self) -> impl Iterator<Item = ConnId> + '_ {
+        self.by_conn.keys().copied()
+    }
+
+    /// Checks that the per-path and per-connection tables mirror each other and that the
+    /// recursive-watch count is right (for invariant checks).
+    pub fn check_consistency(&self) -> Result<(), String> {
+        let mut recursive = 0;
+        for (path, pw) in &self.paths {
+            if pw.is_empty() {
+                return Err(format!("empty watch entry kept for {path}"));
+            }
+            for (kind, set) in [
+                (DATA, &pw.data),
+                (CHILD, &pw.child),
+                (PERSISTENT, &pw.persistent),
+                (RECURSIVE, &pw.recursive),
+            ] {
+                for conn in set {
+                    if self.mask(*conn, path) & kind == 0 {
+                        return Err(format!(
+                            "watch kind {kind} on {path} by conn {conn} missing from its conn index"
+                        ));
+                    }
+                }
+                if kind == RECURSIVE {
+                    recursive += set.len();
+                }
+            }
+        }
+        for (conn, paths) in &self.by_conn {
+            if paths.is_empty() {
+                return Err(format!("empty watch index kept for conn {conn}"));
+            }
+            for (path, mask) in paths {
+                if *mask == 0 {
+                    return Err(format!("zero watch mask for conn {conn} on {path}"));
+                }
+                for kind in [DATA, CHILD, PERSISTENT, RECURSIVE] {
+                    let indexed = self.paths.get(&**path).is_some_and(|pw| match kind {
+                        DATA => pw.data.contains(conn),
+                        CHILD => pw.child.contains(conn),
+                        PERSISTENT => pw.persistent.contains(conn),
+                        _ => pw.recursive.contains(conn),
+                    });
+                    if (mask & kind != 0) != indexed {
+                        return Err(format!(
+                            "watch kind {kind} on {path} by conn {conn}: conn index and path table disagree"
+                        ));
+                    }
+                }
+            }
+        }
+        if recursive != self.recursive {
+            return Err(format!(
+                "recursive watch count {} but {recursive} registered",
+                self.recursive
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::WatchKind::*;

@@ -1,0 +1,156 @@
+//! Internal consistency checks of the core's state: tree shape and Stat rules, sessions and
+//! their ephemerals, connections, and the watch tables. Used by the fuzz targets and tests
+//! after every step; never called while serving.
+
+use std::collections::HashMap;
+
+use super::path;
+use super::tree::NodeKind;
+use super::Core;
+
+impl Core {
+    /// Checks every internal invariant and describes the first one broken.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.check_tree()?;
+        self.check_sessions()?;
+        self.check_connections()?;
+        self.check_watches()
+    }
+
+    fn check_tree(&self) -> Result<(), String> {
+        if self.tree.get("/").is_none() {
+            return Err("the root node is missing".into());
+        }
+        let mut data_bytes = 0u64;
+        for (p, n) in self.tree.iter() {
+            let at = |what: &str| Err(format!("{p}: {what}"));
+            // As ZooKeeper counts it: path and data of every node, the root's path as empty.
+            data_bytes += n.data.as_ref().map_or(0, |d| d.len()) as u64;
+            if p != "/" {
+                if !path::is_valid(p) {
+                    return at("invalid path in the tree");
+                }
+                data_bytes += p.len() as u64;
+                let parent = path::canonical(path::parent(p).unwrap_or(""));
+                match self.tree.get(parent) {
+                    None => return at("parent missing"),
+                    Some(pn) if !pn.children.contains(path::name(p)) => {
+                        return at("not listed among its parent's children")
+                    }
+                    Some(pn) if matches!(pn.kind(), NodeKind::Ephemeral(_)) => {
+                        return at("child of an ephemeral node")
+                    }
+                    Some(_) => {}
+                }
+            }
+            for c in &n.children {
+                if self.tree.get(&path::join(path::canonical(p), c)).is_none() {
+                    return at(&format!("lists child {c:?} that does not exist"));
+                }
+            }
+            let s = n.stat();
+            if s.czxid > self.zxid || s.mzxid > self.zxid || s.pzxid > self.zxid {
+                return at(&format!("zxid from the future: {s:?}, last {}", self.zxid));
+            }
+            if s.mzxid < s.czxid || s.pzxid < s.czxid {
+                return at(&format!("modified before it was created: {s:?}"));
+            }
+            if s.version < 0 || s.aversion < -1 {
+                return at(&format!("negative version: {s:?}"));
+            }
+            if s.num_children as usize != n.children.len()
+                || s.data_length as usize != n.data.as_ref().map_or(0, |d| d.len())
+            {
+                return at(&format!("Stat counts disagree with the node: {s:?}"));
+            }
+            if p != "/" && !path::is_system(p) && (n.child_creates as usize) < n.children.len() {
+                return at(&format!("more children than child creations: {s:?}"));
+            }
+            match n.kind() {
+                NodeKind::Ephemeral(sid) => match self.sessions.get(sid) {
+                    None => return at(&format!("ephemeral of dead session 0x{sid:x}")),
+                    Some(sess) if !sess.ephemerals.contains(p) => {
+                        return at(&format!("ephemeral not listed by session 0x{sid:x}"))
+                    }
+                    Some(_) => {}
+                },
+                NodeKind::Container | NodeKind::Ttl(_) => {
+                    if !self.reapable.contains(p) {
+                        return at("container or TTL node unknown to the reaper");
+                    }
+                }
+                NodeKind::Persistent => {}
+            }
+        }
+        if data_bytes != self.tree.approximate_data_size() {
+            return Err(format!(
+                "tree size counter {} but nodes hold {data_bytes}",
+                self.tree.approximate_data_size()
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_sessions(&self) -> Result<(), String> {
+        self.sessions.check_consistency()?;
+        for s in self.sessions.iter() {
+            for p in &s.ephemerals {
+                if !self.tree.get(p).is_some_and(|n| n.owner == s.id) {
+                    return Err(format!(
+                        "session 0x{:x} lists ephemeral {p} it does not own",
+                        s.id
+                    ));
+                }
+            }
+            if let Some(conn) = s.conn {
+                match self.conns.get(&conn) {
+                    Some(c) if c.session == Some(s.id) && !c.closing => {}
+                    _ => {
+                        return Err(format!(
+                            "session 0x{:x} bound to conn {conn}, which is not bound back",
+                            s.id
+                        ))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_connections(&self) -> Result<(), String> {
+        let mut per_ip: HashMap<_, u32> = HashMap::new();
+        for (id, c) in &self.conns {
+            if *id >= self.next_conn {
+                return Err(format!(
+                    "conn {id} not below the next id {}",
+                    self.next_conn
+                ));
+            }
+            *per_ip.entry(c.remote.ip()).or_default() += 1;
+            if let Some(sid) = c.session {
+                if !self.sessions.get(sid).is_some_and(|s| s.conn == Some(*id)) {
+                    return Err(format!(
+                        "conn {id} bound to session 0x{sid:x}, which is gone or bound elsewhere"
+                    ));
+                }
+            }
+        }
+        if per_ip != self.per_ip {
+            return Err(format!(
+                "per-IP connection counts {:?} but connections are {per_ip:?}",
+                self.per_ip
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_watches(&self) -> Result<(), String> {
+        self.watches.check_consistency()?;
+        for conn in self.watches.conns() {
+            if !self.conns.get(&conn).is_some_and(|c| !c.closing) {
+                return Err(format!("watches kept for closed connection {conn}"));
+            }
+        }
+        Ok(())
+    }
+}
