@@ -95,7 +95,7 @@ impl Core {
         self.sessions.check_consistency()?;
         for s in self.sessions.iter() {
             for p in &s.ephemerals {
-                if !self.tree.get(p).is_some_and(|n| n.owner == s.id) {
+                if self.tree.get(p).map(|n| n.owner) != Some(s.id) {
                     return Err(format!(
                         "session 0x{:x} lists ephemeral {p} it does not own",
                         s.id
@@ -128,7 +128,7 @@ impl Core {
             }
             *per_ip.entry(c.remote.ip()).or_default() += 1;
             if let Some(sid) = c.session {
-                if !self.sessions.get(sid).is_some_and(|s| s.conn == Some(*id)) {
+                if self.sessions.get(sid).map(|s| s.conn) != Some(Some(*id)) {
                     return Err(format!(
                         "conn {id} bound to session 0x{sid:x}, which is gone or bound elsewhere"
                     ));
@@ -147,7 +147,7 @@ impl Core {
     fn check_watches(&self) -> Result<(), String> {
         self.watches.check_consistency()?;
         for conn in self.watches.conns() {
-            if !self.conns.get(&conn).is_some_and(|c| !c.closing) {
+            if self.conns.get(&conn).map(|c| c.closing) != Some(false) {
                 return Err(format!("watches kept for closed connection {conn}"));
             }
         }
