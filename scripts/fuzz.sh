@@ -70,10 +70,22 @@ case "${1:-}" in
         secs="${2:-45}"
         seeds
         build
+        passed=0
+        failed=0
         for t in "${TARGETS[@]}"; do
-            run "$t" "$secs"
+            out="fuzz/artifacts/$t.log"
+            mkdir -p fuzz/artifacts
+            if run "$t" "$secs" >"$out" 2>&1; then
+                passed=$((passed + 1))
+                log "$t: $(sed -n 's/^stat::number_of_executed_units: *//p' "$out") executions in ${secs}s, no finding"
+            else
+                failed=$((failed + 1))
+                tail -n 60 "$out" >&2
+                log "$t: FINDING (input saved under fuzz/artifacts/$t/; replay with scripts/fuzz.sh repro $t FILE)"
+            fi
         done
-        log "all targets ran ${secs}s each without a finding"
+        echo "fuzz: $passed passed, $failed failed"
+        [ "$failed" -eq 0 ]
         ;;
     repro)
         [ $# -ge 3 ] || { log "usage: scripts/fuzz.sh repro TARGET FILE..."; exit 2; }

@@ -5,7 +5,8 @@
 #   * a JDK with javac (to compile the small Java test drivers),
 #   * python3 + pip and kazoo (the Python client),
 #   * Jetty and the servlet API (the oracle's AdminServer), chromium and chromium-driver (the
-#     headless browser the web view test drives).
+#     headless browser the web view test drives),
+#   * a C++ compiler (libFuzzer, built by scripts/fuzz.sh).
 #
 # Run as root. Non-interactive and idempotent: when everything is already present it only
 # checks and returns within a second or two.
@@ -46,6 +47,7 @@ APT_PACKAGES=(
     libservlet-api-java  # servlet-api.jar, which that Jetty needs
     chromium             # the headless browser that drives the web view test
     chromium-driver      # its WebDriver server
+    g++                  # builds libFuzzer for scripts/fuzz.sh
 )
 
 # A JDK with javac: keep whatever is installed (java 17 on the reference machines) and only add

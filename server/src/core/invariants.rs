@@ -154,3 +154,60 @@ impl Core {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::super::tree::Node;
+    use super::super::watch::DATA;
+    use super::super::{tests_config, Core};
+
+    fn remote() -> SocketAddr {
+        "127.0.0.1:5000".parse().unwrap()
+    }
+
+    #[test]
+    fn a_fresh_core_is_consistent() {
+        let mut core = Core::new(tests_config(), 1_000);
+        core.open_connection(remote(), 1_000).unwrap();
+        assert_eq!(core.check_invariants(), Ok(()));
+    }
+
+    #[test]
+    fn an_ephemeral_of_no_session_is_caught() {
+        let mut core = Core::new(tests_config(), 1_000);
+        let acl = core.open_acl.clone();
+        core.tree
+            .insert("/e", Node::new(None, acl, 0, 0, 0x77), 0, true);
+        let err = core.check_invariants().unwrap_err();
+        assert!(err.contains("ephemeral of dead session"), "{err}");
+    }
+
+    #[test]
+    fn a_node_missing_from_its_parent_is_caught() {
+        let mut core = Core::new(tests_config(), 1_000);
+        let acl = core.open_acl.clone();
+        core.tree
+            .insert("/a/b", Node::new(None, acl, 0, 0, 0), 0, true);
+        let err = core.check_invariants().unwrap_err();
+        assert!(err.contains("parent missing"), "{err}");
+    }
+
+    #[test]
+    fn watches_of_a_gone_connection_are_caught() {
+        let mut core = Core::new(tests_config(), 1_000);
+        core.watches.add(42, "/a", DATA);
+        let err = core.check_invariants().unwrap_err();
+        assert!(err.contains("closed connection 42"), "{err}");
+    }
+
+    #[test]
+    fn a_session_left_bound_to_a_closed_connection_is_caught() {
+        let mut core = Core::new(tests_config(), 1_000);
+        let conn = core.open_connection(remote(), 1_000).unwrap();
+        core.sessions.create(4_000, 1_000).conn = Some(conn);
+        let err = core.check_invariants().unwrap_err();
+        assert!(err.contains("not bound back"), "{err}");
+    }
+}
