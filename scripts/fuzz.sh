@@ -36,7 +36,7 @@ build() {
 -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares \
 --cfg fuzzing -Cdebug-assertions -Coverflow-checks ${RUSTFLAGS:-}" \
-        nice -n "$NICE" cargo build --locked --release --manifest-path fuzz/Cargo.toml \
+        nice -n "$NICE" cargo build --release --manifest-path fuzz/Cargo.toml \
         --target "$HOST" --bins
 }
 

@@ -13,7 +13,7 @@
 #[path = "common/zk_rust.rs"]
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,12 +24,12 @@ use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
-use zkd_client_tests::raw::RawClient;
 use zkd_protocol::{Create, PathRequest, Request};
+use zkd_testkit::raw::RawClient;
 use zookeeper_client as zk;
 
 /// Session timeout of the churning clients (the embedded server's bounds are 400 ms – 4 s).
-const SESSION: Duration = Duration::from_millis(2000);
+const SESSION: Duration = Duration::from_millis(3000);
 /// How long the end of the run may take to return to baseline (expiries included).
 const SETTLE: Duration = Duration::from_secs(30);
 
@@ -39,15 +39,19 @@ struct Stats {
     elections: AtomicU64,
     abdications_expired: AtomicU64,
     lock_grants: AtomicU64,
-    lock_errors: AtomicU64,
     produced: AtomicU64,
     consumed: AtomicU64,
-    queue_errors: AtomicU64,
     sessions: AtomicU64,
     expired_sessions: AtomicU64,
     resumed_sessions: AtomicU64,
     cuts: AtomicU64,
     cut_connections: AtomicU64,
+    /// Errors of a lost connection or session that the workers absorbed by reconnecting.
+    client_errors: AtomicU64,
+    /// A new leader or lock holder found its predecessor still believing it held the role,
+    /// but the predecessor's node was gone: its session had ended (the client had not yet
+    /// noticed), which a recipe cannot prevent.
+    stale_overlaps: AtomicU64,
 }
 
 impl Stats {
@@ -55,6 +59,43 @@ impl Stats {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 }
+
+/// Why a worker's round ended early.
+#[derive(Debug)]
+enum Fault {
+    /// A lost connection or session (cut by the proxy, or a client starved of CPU).
+    Lost(String),
+    /// Something a correct server never does.
+    Bug(String),
+}
+
+/// Errors a cut connection or an expired session causes (socket errors surface as `Custom`).
+fn is_transient(e: &zk::Error) -> bool {
+    matches!(
+        e,
+        zk::Error::Custom(_)
+            | zk::Error::NoHosts
+            | zk::Error::ConnectionLoss
+            | zk::Error::SessionExpired
+            | zk::Error::ClientClosed
+            | zk::Error::Timeout
+    )
+}
+
+/// Classifies a client error of the operation `what`.
+fn fault(what: &'static str) -> impl Fn(zk::Error) -> Fault {
+    move |e| {
+        if is_transient(&e) {
+            Fault::Lost(format!("{what}: {e}"))
+        } else {
+            Fault::Bug(format!("{what}: {e}"))
+        }
+    }
+}
+
+/// Who is inside a one-at-a-time section (election leader, lock holder), and the node that
+/// gives them the right.
+type Slot = Mutex<Option<(String, String)>>;
 
 /// Shared state of one soak run.
 struct Soak {
@@ -65,11 +106,14 @@ struct Soak {
     root: String,
     deadline: Instant,
     stats: Stats,
-    /// Current holder of the election and of the lock (checked on entry: at most one).
-    leader: Mutex<Option<String>>,
-    holder: Mutex<Option<String>>,
+    leader: Slot,
+    holder: Slot,
     failures: Mutex<Vec<String>>,
-    /// Queue items by id: consumed once (true) or lost with an uncertain delete (false).
+    /// The lost connections and sessions absorbed, by error.
+    lost: Mutex<BTreeMap<String, u64>>,
+    /// Queue items created for sure, and those whose create was in doubt (connection lost).
+    produced: Mutex<(BTreeSet<String>, BTreeSet<String>)>,
+    /// Queue items by id: consumed once (true) or with a delete in doubt (false).
     taken: Mutex<BTreeMap<String, bool>>,
     /// Guarded counter writes whose outcome is unknown (connection cut mid-write).
     uncertain_writes: AtomicU64,
@@ -85,18 +129,52 @@ impl Soak {
         self.failures.lock().unwrap().push(what);
     }
 
-    /// Enters a one-at-a-time section, recording a failure if someone is already inside.
-    fn enter(&self, slot: &Mutex<Option<String>>, kind: &str, me: &str) {
-        let mut cur = slot.lock().unwrap();
-        if let Some(other) = cur.as_ref() {
-            self.fail(format!("{kind}: {me} entered while {other} was inside"));
+    /// Records the end of a round: a lost connection is counted, a bug recorded.
+    fn absorb(&self, who: &str, f: Fault) -> bool {
+        match f {
+            Fault::Lost(e) => {
+                Stats::add(&self.stats.client_errors);
+                *self.lost.lock().unwrap().entry(e).or_default() += 1;
+                true
+            }
+            Fault::Bug(e) => {
+                self.fail(format!("{who}: {e}"));
+                false
+            }
         }
-        *cur = Some(me.to_string());
     }
 
-    fn leave(&self, slot: &Mutex<Option<String>>, me: &str) {
+    /// Enters a one-at-a-time section. If someone is still inside, their node must be gone
+    /// (their session ended): otherwise the server granted the role twice.
+    async fn enter(
+        &self,
+        slot: &Slot,
+        kind: &str,
+        me: &str,
+        node: &str,
+        client: &zk::Client,
+    ) -> Result<(), Fault> {
+        let before = slot
+            .lock()
+            .unwrap()
+            .replace((me.to_string(), node.to_string()));
+        if let Some((other, other_node)) = before {
+            match client.check_stat(&other_node).await {
+                Ok(None) => Stats::add(&self.stats.stale_overlaps),
+                Ok(Some(_)) => {
+                    return Err(Fault::Bug(format!(
+                        "{kind}: {me} ({node}) granted while {other} ({other_node}) still holds it"
+                    )))
+                }
+                Err(e) => return Err(fault("checking the previous holder")(e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn leave(&self, slot: &Slot, me: &str) {
         let mut cur = slot.lock().unwrap();
-        if cur.as_deref() == Some(me) {
+        if cur.as_ref().is_some_and(|(who, _)| who == me) {
             *cur = None;
         }
     }
@@ -105,7 +183,7 @@ impl Soak {
         format!("{}/{rel}", self.root)
     }
 
-    async fn connect(&self, via_proxy: bool, detached: bool) -> Result<zk::Client, zk::Error> {
+    async fn connect(&self, via_proxy: bool, detached: bool) -> Result<zk::Client, Fault> {
         let mut c = zk::Client::connector().with_session_timeout(SESSION);
         if detached {
             c = c.with_detached();
@@ -113,7 +191,8 @@ impl Soak {
         let addr = if via_proxy { self.proxy } else { self.server };
         let client = tokio::time::timeout(WAIT, c.with_fail_eagerly().connect(&addr.to_string()))
             .await
-            .map_err(|_| zk::Error::Timeout)??;
+            .map_err(|_| Fault::Lost("connect timed out".into()))?
+            .map_err(fault("connect"))?;
         Stats::add(&self.stats.sessions);
         Ok(client)
     }
@@ -134,19 +213,6 @@ impl Rng {
     }
 }
 
-/// Errors a cut connection causes (socket errors surface as `Custom`).
-fn is_transient(e: &zk::Error) -> bool {
-    matches!(
-        e,
-        zk::Error::Custom(_)
-            | zk::Error::NoHosts
-            | zk::Error::ConnectionLoss
-            | zk::Error::SessionExpired
-            | zk::Error::ClientClosed
-            | zk::Error::Timeout
-    )
-}
-
 // ---------------------------------------------------------------------------------------------
 // Elections: ephemeral-sequential candidates, each watching its predecessor.
 // ---------------------------------------------------------------------------------------------
@@ -158,19 +224,18 @@ async fn candidate(soak: Arc<Soak>, who: usize, seed: u64) {
     while soak.running() {
         term += 1;
         let how = rng.below(3); // 0 delete, 1 close the session, 2 vanish and expire
-        let client = match soak.connect(false, how == 2).await {
-            Ok(c) => c,
-            Err(e) => return soak.fail(format!("candidate {who}: connect: {e}")),
-        };
         let me = format!("candidate {who} term {term}");
-        if let Err(e) = run_for_leader(&soak, &client, &dir, &me, &mut rng, how).await {
-            soak.fail(format!("{me}: {e}"));
-            return;
-        }
-        if how == 2 {
+        let result = match soak.connect(false, how == 2).await {
+            Ok(client) => run_for_leader(&soak, &client, &dir, &me, &mut rng, how).await,
+            Err(f) => Err(f),
+        };
+        if let Err(f) = result {
+            if !soak.absorb(&me, f) {
+                return;
+            }
+        } else if how == 2 {
             Stats::add(&soak.stats.abdications_expired);
         }
-        drop(client);
     }
 }
 
@@ -181,24 +246,20 @@ async fn run_for_leader(
     me: &str,
     rng: &mut Rng,
     how: u64,
-) -> Result<(), String> {
-    let (stat, seq) = client
+) -> Result<(), Fault> {
+    let (_, seq) = client
         .create(&format!("{dir}/n-"), me.as_bytes(), &ephemeral_sequential())
         .await
-        .map_err(|e| format!("create: {e}"))?;
-    let _ = stat;
+        .map_err(fault("create"))?;
     let node = format!("n-{seq}");
     let path = format!("{dir}/{node}");
     loop {
-        let mut children = client
-            .list_children(dir)
-            .await
-            .map_err(|e| format!("list: {e}"))?;
+        let mut children = client.list_children(dir).await.map_err(fault("list"))?;
         children.sort();
         let pos = children
             .iter()
             .position(|c| *c == node)
-            .ok_or_else(|| format!("own node {node} missing from {children:?}"))?;
+            .ok_or_else(|| Fault::Bug(format!("own node {node} missing from {children:?}")))?;
         if pos == 0 {
             break;
         }
@@ -208,30 +269,29 @@ async fn run_for_leader(
                 // Bounded by the predecessor's expiry at worst.
                 tokio::time::timeout(WAIT, watcher.changed())
                     .await
-                    .map_err(|_| format!("no event from predecessor {pred}"))?;
+                    .map_err(|_| Fault::Bug(format!("no event from predecessor {pred}")))?;
             }
             Ok((None, _)) => continue,
-            Err(e) => return Err(format!("watch {pred}: {e}")),
+            Err(e) => return Err(fault("watch predecessor")(e)),
         }
     }
-    soak.enter(&soak.leader, "election", me);
+    soak.enter(&soak.leader, "election", me, &path, client)
+        .await?;
     Stats::add(&soak.stats.elections);
     tokio::time::sleep(rng.millis(10, 120)).await;
     let still = client.check_stat(&path).await;
     soak.leave(&soak.leader, me);
     match still {
         Ok(Some(s)) if s.ephemeral_owner == client.session_id().0 => {}
-        other => {
-            return Err(format!(
-                "leader's node {path} gone while leading: {other:?}"
-            ))
+        Ok(other) => {
+            return Err(Fault::Bug(format!(
+                "leader's node {path} gone while its session lives: {other:?}"
+            )))
         }
+        Err(e) => return Err(fault("leader check")(e)),
     }
     if how == 0 {
-        client
-            .delete(&path, None)
-            .await
-            .map_err(|e| format!("delete: {e}"))?;
+        client.delete(&path, None).await.map_err(fault("delete"))?;
     }
     Ok(())
 }
@@ -242,58 +302,60 @@ async fn run_for_leader(
 
 async fn locker(soak: Arc<Soak>, who: usize, seed: u64) {
     let mut rng = Rng(seed);
+    while soak.running() {
+        let me = format!("locker {who}");
+        let result = match soak.connect(true, false).await {
+            Ok(client) => lock_rounds(&soak, &client, &me, &mut rng).await,
+            Err(f) => Err(f),
+        };
+        if let Err(f) = result {
+            if !soak.absorb(&me, f) {
+                return;
+            }
+        }
+    }
+}
+
+async fn lock_rounds(
+    soak: &Soak,
+    client: &zk::Client,
+    me: &str,
+    rng: &mut Rng,
+) -> Result<(), Fault> {
     let dir = soak.path("lock");
     let counter = soak.path("counter");
-    while soak.running() {
-        let client = match soak.connect(true, false).await {
-            Ok(c) => c,
-            Err(e) if is_transient(&e) => {
-                Stats::add(&soak.stats.lock_errors);
-                continue;
-            }
-            Err(e) => return soak.fail(format!("locker {who}: connect: {e}")),
-        };
-        for round in 0..rng.below(6) + 1 {
-            if !soak.running() {
-                break;
-            }
-            let me = format!("locker {who} round {round}");
-            let prefix = zk::LockPrefix::new_curator(&dir, "lock-").expect("lock prefix");
-            let options = zk::LockOptions::new(zk::Acls::anyone_all());
-            let lock = match tokio::time::timeout(WAIT, client.lock(prefix, b"", options)).await {
-                Ok(Ok(lock)) => lock,
-                Ok(Err(e)) if is_transient(&e) => {
-                    Stats::add(&soak.stats.lock_errors);
-                    break;
-                }
-                Ok(Err(e)) => return soak.fail(format!("{me}: lock: {e}")),
-                Err(_) => return soak.fail(format!("{me}: lock not granted within {WAIT:?}")),
-            };
-            soak.enter(&soak.holder, "lock", &me);
-            Stats::add(&soak.stats.lock_grants);
-            let write = async {
-                let (data, stat) = client.get_data(&counter).await?;
-                let value: u64 = String::from_utf8_lossy(&data).parse().unwrap_or(u64::MAX);
-                tokio::time::sleep(Duration::from_millis(2)).await;
-                let next = value.wrapping_add(1).to_string();
-                lock.set_data(&counter, next.as_bytes(), Some(stat.version))
-                    .await
-            };
-            let result = write.await;
-            soak.leave(&soak.holder, &me);
-            match result {
-                Ok(_) => {}
-                Err(e) if is_transient(&e) => {
-                    soak.uncertain_writes.fetch_add(1, Ordering::Relaxed);
-                    Stats::add(&soak.stats.lock_errors);
-                    break;
-                }
-                Err(e) => return soak.fail(format!("{me}: guarded write: {e}")),
-            }
-            drop(lock);
+    for _ in 0..rng.below(6) + 1 {
+        if !soak.running() {
+            break;
         }
-        drop(client);
+        let prefix = zk::LockPrefix::new_curator(&dir, "lock-").expect("lock prefix");
+        let options = zk::LockOptions::new(zk::Acls::anyone_all());
+        let lock = tokio::time::timeout(WAIT, client.lock(prefix, b"", options))
+            .await
+            .map_err(|_| Fault::Bug(format!("lock not granted within {WAIT:?}")))?
+            .map_err(fault("lock"))?;
+        soak.enter(&soak.holder, "lock", me, lock.lock_path(), client)
+            .await?;
+        Stats::add(&soak.stats.lock_grants);
+        let write = async {
+            let (data, stat) = client.get_data(&counter).await?;
+            let value: u64 = String::from_utf8_lossy(&data).parse().unwrap_or(u64::MAX);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            let next = value.wrapping_add(1).to_string();
+            lock.set_data(&counter, next.as_bytes(), Some(stat.version))
+                .await
+        };
+        let result = write.await;
+        soak.leave(&soak.holder, me);
+        if let Err(e) = result {
+            if is_transient(&e) {
+                soak.uncertain_writes.fetch_add(1, Ordering::Relaxed);
+            }
+            return Err(fault("guarded write")(e));
+        }
+        drop(lock);
     }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -302,41 +364,64 @@ async fn locker(soak: Arc<Soak>, who: usize, seed: u64) {
 
 async fn producer(soak: Arc<Soak>, who: usize, seed: u64) {
     let mut rng = Rng(seed);
-    let dir = soak.path("queue");
-    let client = match soak.connect(false, false).await {
-        Ok(c) => c,
-        Err(e) => return soak.fail(format!("producer {who}: connect: {e}")),
-    };
     let mut n = 0u64;
     while soak.running() {
-        n += 1;
+        let me = format!("producer {who}");
+        let result = match soak.connect(false, false).await {
+            Ok(client) => produce(&soak, &client, who, &mut n, &mut rng).await,
+            Err(f) => Err(f),
+        };
+        if let Err(f) = result {
+            if !soak.absorb(&me, f) {
+                return;
+            }
+        }
+    }
+}
+
+async fn produce(
+    soak: &Soak,
+    client: &zk::Client,
+    who: usize,
+    n: &mut u64,
+    rng: &mut Rng,
+) -> Result<(), Fault> {
+    let dir = soak.path("queue");
+    while soak.running() {
+        *n += 1;
         let id = format!("p{who}-{n}");
-        match client
+        let created = client
             .create(
                 &format!("{dir}/item-"),
                 id.as_bytes(),
                 &persistent_sequential(),
             )
-            .await
-        {
-            Ok(_) => Stats::add(&soak.stats.produced),
-            Err(e) => return soak.fail(format!("producer {who}: create: {e}")),
+            .await;
+        match created {
+            Ok(_) => {
+                soak.produced.lock().unwrap().0.insert(id);
+                Stats::add(&soak.stats.produced);
+            }
+            Err(e) => {
+                soak.produced.lock().unwrap().1.insert(id);
+                return Err(fault("create item")(e));
+            }
         }
         tokio::time::sleep(rng.millis(1, 15)).await;
     }
+    Ok(())
 }
 
-/// Takes items until the deadline (`drain`: until the queue is empty). Returns when done or
-/// on a connection failure (the caller reconnects).
-async fn take_items(soak: &Soak, client: &zk::Client, drain: bool) -> Result<(), zk::Error> {
+/// Takes items until the deadline (`drain`: until the queue is empty).
+async fn take_items(soak: &Soak, client: &zk::Client, drain: bool) -> Result<(), Fault> {
     let dir = soak.path("queue");
     loop {
-        let (mut items, watcher) = client.list_and_watch_children(&dir).await?;
+        let (mut items, watcher) = client
+            .list_and_watch_children(&dir)
+            .await
+            .map_err(fault("list queue"))?;
         if items.is_empty() {
-            if drain {
-                return Ok(());
-            }
-            if !soak.running() {
+            if drain || !soak.running() {
                 return Ok(());
             }
             let _ = tokio::time::timeout(Duration::from_millis(200), watcher.changed()).await;
@@ -349,7 +434,7 @@ async fn take_items(soak: &Soak, client: &zk::Client, drain: bool) -> Result<(),
             let (data, _) = match client.get_data(&path).await {
                 Ok(d) => d,
                 Err(zk::Error::NoNode) => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err(fault("read item")(e)),
             };
             let id = String::from_utf8_lossy(&data).to_string();
             match client.delete(&path, None).await {
@@ -358,14 +443,14 @@ async fn take_items(soak: &Soak, client: &zk::Client, drain: bool) -> Result<(),
                     // did not happen; a second confirmed delete would be a bug.
                     let mut taken = soak.taken.lock().unwrap();
                     if taken.insert(id.clone(), true) == Some(true) {
-                        soak.fail(format!("queue item {id} taken twice"));
+                        return Err(Fault::Bug(format!("queue item {id} taken twice")));
                     }
                     Stats::add(&soak.stats.consumed);
                 }
                 Err(zk::Error::NoNode) => {}
                 Err(e) => {
                     soak.taken.lock().unwrap().entry(id).or_insert(false);
-                    return Err(e);
+                    return Err(fault("take item")(e));
                 }
             }
         }
@@ -377,18 +462,15 @@ async fn take_items(soak: &Soak, client: &zk::Client, drain: bool) -> Result<(),
 
 async fn consumer(soak: Arc<Soak>, who: usize) {
     while soak.running() {
-        let client = match soak.connect(true, false).await {
-            Ok(c) => c,
-            Err(e) if is_transient(&e) => {
-                Stats::add(&soak.stats.queue_errors);
-                continue;
-            }
-            Err(e) => return soak.fail(format!("consumer {who}: connect: {e}")),
+        let me = format!("consumer {who}");
+        let result = match soak.connect(true, false).await {
+            Ok(client) => take_items(&soak, &client, false).await,
+            Err(f) => Err(f),
         };
-        match take_items(&soak, &client, false).await {
-            Ok(()) => {}
-            Err(e) if is_transient(&e) => Stats::add(&soak.stats.queue_errors),
-            Err(e) => return soak.fail(format!("consumer {who}: {e}")),
+        if let Err(f) = result {
+            if !soak.absorb(&me, f) {
+                return;
+            }
         }
     }
 }
@@ -406,49 +488,47 @@ async fn churner(soak: Arc<Soak>, who: usize, seed: u64) {
         let me = format!("churner {who} session {n}");
         let outcome = match rng.below(3) {
             0 | 1 => churn_client(&soak, &dir, &mut rng).await,
-            _ => churn_raw(&soak, &dir, &me).await,
+            _ => churn_raw(&soak, &dir).await,
         };
-        if let Err(e) = outcome {
-            return soak.fail(format!("{me}: {e}"));
+        if let Err(f) = outcome {
+            if !soak.absorb(&me, f) {
+                return;
+            }
         }
     }
 }
 
-async fn churn_client(soak: &Soak, dir: &str, rng: &mut Rng) -> Result<(), String> {
+async fn churn_client(soak: &Soak, dir: &str, rng: &mut Rng) -> Result<(), Fault> {
     let vanish = rng.below(2) == 0;
-    let client = soak
-        .connect(false, vanish)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
-    let e = |what: &'static str| move |err: zk::Error| format!("{what}: {err}");
+    let client = soak.connect(false, vanish).await?;
     let mut watchers = Vec::new();
     for _ in 0..rng.below(3) + 1 {
         let (_, seq) = client
             .create(&format!("{dir}/e-"), b"", &ephemeral_sequential())
             .await
-            .map_err(e("create"))?;
+            .map_err(fault("create"))?;
         let path = format!("{dir}/e-{seq}");
         let (_, _, w) = client
             .get_and_watch_data(&path)
             .await
-            .map_err(e("getData"))?;
+            .map_err(fault("getData"))?;
         watchers.push(w);
     }
     let missing = format!("{dir}/missing-{}", rng.below(1000));
     let (_, w) = client
         .check_and_watch_stat(&missing)
         .await
-        .map_err(e("exists"))?;
+        .map_err(fault("exists"))?;
     watchers.push(w);
     let (_, w) = client
         .list_and_watch_children(dir)
         .await
-        .map_err(e("children"))?;
+        .map_err(fault("children"))?;
     watchers.push(w);
     let persistent = client
         .watch(dir, zk::AddWatchMode::PersistentRecursive)
         .await
-        .map_err(e("addWatch"))?;
+        .map_err(fault("addWatch"))?;
     tokio::time::sleep(rng.millis(5, 200)).await;
     drop(persistent);
     drop(watchers);
@@ -461,12 +541,13 @@ async fn churn_client(soak: &Soak, dir: &str, rng: &mut Rng) -> Result<(), Strin
 
 /// A raw session: an ephemeral, a dropped connection, a resume within the timeout (the
 /// ephemeral must still be there), then a close or a second drop left to expire.
-async fn churn_raw(soak: &Soak, dir: &str, me: &str) -> Result<(), String> {
-    let err =
-        |what: &'static str| move |e: zkd_client_tests::raw::ClientError| format!("{what}: {e}");
+async fn churn_raw(soak: &Soak, dir: &str) -> Result<(), Fault> {
+    let lost = |what: &'static str| {
+        move |e: zkd_testkit::raw::ClientError| Fault::Lost(format!("{what}: {e}"))
+    };
     let c = RawClient::connect(soak.server, SESSION.as_millis() as i32)
         .await
-        .map_err(err("connect"))?;
+        .map_err(lost("connect"))?;
     Stats::add(&soak.stats.sessions);
     let path = format!("{dir}/raw-{:x}", c.session_id);
     let create = Request::Create(Create {
@@ -477,31 +558,33 @@ async fn churn_raw(soak: &Soak, dir: &str, me: &str) -> Result<(), String> {
         flags: 1,
         ttl: -1,
     });
-    let reply = c.call(&create).await.map_err(err("create"))?;
+    let reply = c.call(&create).await.map_err(lost("create"))?;
     if reply.err != 0 {
-        return Err(format!("create {path}: error {}", reply.err));
+        return Err(Fault::Bug(format!("create {path}: error {}", reply.err)));
     }
     let (sid, pw, timeout, zxid) = (c.session_id, c.passwd.clone(), c.timeout_ms, c.last_zxid());
     c.abort().await;
     let c = RawClient::resume(soak.server, sid, pw, timeout, zxid)
         .await
-        .map_err(err("resume"))?;
+        .map_err(lost("resume"))?;
     Stats::add(&soak.stats.resumed_sessions);
     let eph = c
         .call(&Request::GetEphemerals(PathRequest { path: dir.into() }))
         .await
-        .map_err(err("getEphemerals"))?;
+        .map_err(lost("getEphemerals"))?;
     if eph.err != 0 {
-        return Err(format!("{me}: getEphemerals error {}", eph.err));
+        return Err(Fault::Bug(format!("getEphemerals error {}", eph.err)));
     }
     let listed: zkd_protocol::ChildrenResponse = eph
         .decode()
-        .map_err(|e| format!("getEphemerals reply: {e}"))?;
+        .map_err(|e| Fault::Bug(format!("getEphemerals reply: {e}")))?;
     if !listed.children.contains(&path) {
-        return Err(format!("ephemeral {path} lost across a resume: {listed:?}"));
+        return Err(Fault::Bug(format!(
+            "ephemeral {path} lost across a resume: {listed:?}"
+        )));
     }
     if sid % 2 == 0 {
-        c.close().await.map_err(err("close"))?;
+        c.close().await.map_err(lost("close"))?;
     } else {
         c.abort().await;
         Stats::add(&soak.stats.expired_sessions);
@@ -515,7 +598,7 @@ async fn churn_raw(soak: &Soak, dir: &str, me: &str) -> Result<(), String> {
 
 async fn start_proxy(
     server: SocketAddr,
-    soak_stats: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    pipes: Arc<Mutex<Vec<JoinHandle<()>>>>,
 ) -> (SocketAddr, JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy bind");
     let addr = listener.local_addr().expect("proxy address");
@@ -527,7 +610,7 @@ async fn start_proxy(
                     let _ = outbound.shutdown().await;
                 }
             });
-            let mut pipes = soak_stats.lock().unwrap();
+            let mut pipes = pipes.lock().unwrap();
             pipes.retain(|p| !p.is_finished());
             pipes.push(pipe);
         }
@@ -675,6 +758,8 @@ async fn churn_returns_to_baseline() {
         leader: Mutex::new(None),
         holder: Mutex::new(None),
         failures: Mutex::new(Vec::new()),
+        lost: Mutex::new(BTreeMap::new()),
+        produced: Mutex::new((BTreeSet::new(), BTreeSet::new())),
         taken: Mutex::new(BTreeMap::new()),
         uncertain_writes: AtomicU64::new(0),
     });
@@ -727,12 +812,17 @@ async fn churn_returns_to_baseline() {
         .await
         .expect("draining the queue");
     let taken = soak.taken.lock().unwrap().clone();
-    let produced = soak.stats.produced.load(Ordering::Relaxed);
-    let sure = taken.values().filter(|v| **v).count() as u64;
+    let (sure, doubt) = soak.produced.lock().unwrap().clone();
+    let produced = sure.len();
+    let lost: Vec<&String> = sure.iter().filter(|id| !taken.contains_key(*id)).collect();
+    assert!(lost.is_empty(), "queue items never taken: {lost:?}");
+    let unknown: Vec<&String> = taken
+        .keys()
+        .filter(|id| !sure.contains(*id) && !doubt.contains(*id))
+        .collect();
     assert!(
-        sure <= produced && produced <= taken.len() as u64,
-        "queue: {produced} produced, {sure} surely taken, {} taken or in doubt",
-        taken.len()
+        unknown.is_empty(),
+        "queue items nobody produced: {unknown:?}"
     );
     let (data, _) = admin.get_data(&ns.path("counter")).await.expect("counter");
     let count: u64 = String::from_utf8_lossy(&data)
@@ -778,23 +868,28 @@ async fn churn_returns_to_baseline() {
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     eprintln!(
         "soak figures: {:?} churn; elections {} ({} leaders left by expiry); lock grants {} \
-         (counter {count}, {} lock/cut errors); queue {} produced, {} consumed ({} errors); \
-         sessions opened {}, left to expire {}, resumed {}; proxy cuts {} ({} connections \
-         severed); back to baseline {:.1}s after the end",
+         (counter {count}); queue {} produced, {} consumed; sessions opened {}, left to \
+         expire {}, resumed {}; proxy cuts {} ({} connections severed); {} lost \
+         connections/sessions absorbed, {} stale holders after expiry; back to baseline \
+         {:.1}s after the end",
         run,
         get(&s.elections),
         get(&s.abdications_expired),
         grants,
-        get(&s.lock_errors),
         produced,
         get(&s.consumed),
-        get(&s.queue_errors),
         get(&s.sessions),
         get(&s.expired_sessions),
         get(&s.resumed_sessions),
         get(&s.cuts),
         get(&s.cut_connections),
+        get(&s.client_errors),
+        get(&s.stale_overlaps),
         settle_start.elapsed().as_secs_f64(),
+    );
+    eprintln!(
+        "soak: lost connections and sessions by error: {:#?}",
+        soak.lost.lock().unwrap()
     );
     let failures = soak.failures.lock().unwrap().clone();
     assert!(failures.is_empty(), "soak failures: {failures:#?}");

@@ -160,7 +160,7 @@ mod tests {
     use std::net::SocketAddr;
 
     use super::super::tree::Node;
-    use super::super::watch::DATA;
+    use super::super::watch::WatchKind;
     use super::super::{tests_config, Core};
 
     fn remote() -> SocketAddr {
@@ -197,7 +197,7 @@ mod tests {
     #[test]
     fn watches_of_a_gone_connection_are_caught() {
         let mut core = Core::new(tests_config(), 1_000);
-        core.watches.add(42, "/a", DATA);
+        core.watches.add(42, "/a", WatchKind::Data);
         let err = core.check_invariants().unwrap_err();
         assert!(err.contains("closed connection 42"), "{err}");
     }

@@ -415,19 +415,19 @@ impl Watches {
                 return Err(format!("empty watch entry kept for {path}"));
             }
             for (kind, set) in [
-                (DATA, &pw.data),
-                (CHILD, &pw.child),
-                (PERSISTENT, &pw.persistent),
-                (RECURSIVE, &pw.recursive),
+                (WatchKind::Data, &pw.data),
+                (WatchKind::Child, &pw.child),
+                (WatchKind::Persistent, &pw.persistent),
+                (WatchKind::Recursive, &pw.recursive),
             ] {
                 for conn in set {
-                    if self.mask(*conn, path) & kind == 0 {
+                    if !self.mask(*conn, path).contains(kind) {
                         return Err(format!(
-                            "watch kind {kind} on {path} by conn {conn} missing from its conn index"
+                            "{kind:?} watch on {path} by conn {conn} missing from its conn index"
                         ));
                     }
                 }
-                if kind == RECURSIVE {
+                if kind == WatchKind::Recursive {
                     recursive += set.len();
                 }
             }
@@ -437,19 +437,19 @@ impl Watches {
                 return Err(format!("empty watch index kept for conn {conn}"));
             }
             for (path, mask) in paths {
-                if *mask == 0 {
-                    return Err(format!("zero watch mask for conn {conn} on {path}"));
+                if mask.is_empty() {
+                    return Err(format!("empty watch mask for conn {conn} on {path}"));
                 }
-                for kind in [DATA, CHILD, PERSISTENT, RECURSIVE] {
+                for kind in WatchKind::ALL {
                     let indexed = self.paths.get(&**path).is_some_and(|pw| match kind {
-                        DATA => pw.data.contains(conn),
-                        CHILD => pw.child.contains(conn),
-                        PERSISTENT => pw.persistent.contains(conn),
-                        _ => pw.recursive.contains(conn),
+                        WatchKind::Data => pw.data.contains(conn),
+                        WatchKind::Child => pw.child.contains(conn),
+                        WatchKind::Persistent => pw.persistent.contains(conn),
+                        WatchKind::Recursive => pw.recursive.contains(conn),
                     });
-                    if (mask & kind != 0) != indexed {
+                    if mask.contains(kind) != indexed {
                         return Err(format!(
-                            "watch kind {kind} on {path} by conn {conn}: conn index and path table disagree"
+                            "{kind:?} watch on {path} by conn {conn}: conn index and path table disagree"
                         ));
                     }
                 }
