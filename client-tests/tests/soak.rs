@@ -712,7 +712,8 @@ async fn churn_returns_to_baseline() {
                 tick_time: Duration::from_millis(200),
                 four_letter_whitelist: zkd_server::FourLetterWhitelist::parse(
                     "mntr,cons,wchs,dump,srvr",
-                ),
+                )
+                .expect("whitelist"),
                 ..Default::default()
             };
             let s = zkd_server::Server::start(config).await.expect("start zkd");

@@ -1,6 +1,6 @@
 //! Fuzz target: the deterministic core fed arbitrary sequences of connection events,
 //! handshakes, requests (well-formed from a small vocabulary of paths, or raw bytes), clock
-//! advances, disconnects and four-letter-word reports, in the order the network layer would
+//! advances, disconnects and state reports, in the order the network layer would
 //! deliver them, with injected time.
 //!
 //! After every step: no panic, `Core::check_invariants` holds (tree shape, Stat rules,
@@ -13,7 +13,8 @@
 //! 0 open a connection (1 byte: client address) · 1 raw frame (1 byte: connection,
 //! u16: length, payload) · 2 well-formed frame (1 byte: connection, then choices) ·
 //! 3 advance the clock (u16: milliseconds ×8) and tick · 4 the socket closes (1 byte:
-//! connection) · 5 four-letter report or statistics reset (1 byte) · 6, 7 like 2.
+//! connection) · 5 a state report (what the four-letter words read) or a statistics reset
+//! (1 byte) · 6, 7 like 2.
 //! A frame on a connection that has not shaken hands is its handshake.
 
 use std::collections::{HashMap, HashSet};
@@ -376,8 +377,7 @@ impl Harness {
             super_digest: Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=".into()),
             ttl_enabled: true,
             reaper_interval_ms: 300,
-            max_frame_len: 0xFFFFF,
-            client_port: 2181,
+            herd_warn: 2,
         };
         Harness {
             core: Core::new(cfg, now),
@@ -484,11 +484,39 @@ impl Harness {
                     self.established.remove(&id);
                 }
             }
-            5 => match input.byte() % 3 {
+            5 => match input.byte() % 11 {
                 0 => {
-                    let _ = self.core.four_letter_view(self.now);
+                    let _ = self.core.summary(self.now);
                 }
-                1 => self.core.reset_server_stats(),
+                1 => {
+                    let _ = self.core.connection_reports();
+                }
+                2 => {
+                    let _ = self.core.session_reports();
+                }
+                3 => {
+                    let _ = self.core.ephemeral_reports();
+                }
+                4 => {
+                    let _ = self.core.data_watch_reports();
+                }
+                5 => {
+                    let known = &self.wire.sessions;
+                    let sid = known.get(input.byte() as usize % known.len().max(1));
+                    let _ = self.core.session_watches(sid.map_or(0, |s| s.0));
+                }
+                6 => {
+                    let _ = self.core.most_watched_paths(3);
+                }
+                7 => {
+                    let path = input.path();
+                    let after = input.pick(&[None, Some("a"), Some("s0000000000")]);
+                    let _ = self.core.node_report(&path, after, 2);
+                }
+                8 => {
+                    let _ = self.core.herd_report(3);
+                }
+                9 => self.core.reset_server_stats(),
                 _ => self.core.reset_connection_stats(),
             },
             _ => {
@@ -547,6 +575,8 @@ pub fn run(data: &[u8]) {
     if let Err(e) = h.core.check_invariants() {
         panic!("invariant broken after every session expired: {e}");
     }
-    let view = h.core.four_letter_view(h.now);
-    assert!(view.sessions.is_empty(), "sessions outlived their timeout");
+    assert!(
+        h.core.session_reports().is_empty(),
+        "sessions outlived their timeout"
+    );
 }

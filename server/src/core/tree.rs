@@ -158,11 +158,6 @@ impl Tree {
         self.nodes.get_mut(path::canonical(path))
     }
 
-    /// Every node with its path, in no particular order (for invariant checks and reports).
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
-        self.nodes.iter().map(|(p, n)| (&**p, n))
-    }
-
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
