@@ -104,6 +104,7 @@ struct Soak {
     /// The connection-cutting proxy in front of it.
     proxy: SocketAddr,
     root: String,
+    started: Instant,
     deadline: Instant,
     stats: Stats,
     leader: Slot,
@@ -330,10 +331,16 @@ async fn lock_rounds(
         }
         let prefix = zk::LockPrefix::new_curator(&dir, "lock-").expect("lock prefix");
         let options = zk::LockOptions::new(zk::Acls::anyone_all());
-        let lock = tokio::time::timeout(WAIT, client.lock(prefix, b"", options))
-            .await
-            .map_err(|_| Fault::Bug(format!("lock not granted within {WAIT:?}")))?
-            .map_err(fault("lock"))?;
+        let lock = match tokio::time::timeout(WAIT, client.lock(prefix, b"", options)).await {
+            Ok(lock) => lock.map_err(fault("lock"))?,
+            Err(_) => {
+                return Err(Fault::Bug(format!(
+                    "lock not granted within {WAIT:?}, {:.0}s into the run; lock nodes: {}",
+                    soak.started.elapsed().as_secs_f64(),
+                    describe_holders(soak, client, &dir).await
+                )))
+            }
+        };
         soak.enter(&soak.holder, "lock", me, lock.lock_path(), client)
             .await?;
         Stats::add(&soak.stats.lock_grants);
@@ -356,6 +363,34 @@ async fn lock_rounds(
         drop(lock);
     }
     Ok(())
+}
+
+/// The nodes in `dir` with their owner sessions and whether the server still lists each
+/// session (`dump`), for the failure message of a wait that did not end.
+async fn describe_holders(soak: &Soak, client: &zk::Client, dir: &str) -> String {
+    let dump = four_letter(soak.server, "dump").await;
+    let mut children = client.list_children(dir).await.unwrap_or_default();
+    children.sort();
+    let mut out = Vec::new();
+    for c in children {
+        let owner = match client.check_stat(&format!("{dir}/{c}")).await {
+            Ok(Some(stat)) => {
+                let sid = format!("0x{:x}", stat.ephemeral_owner);
+                let live = if dump.contains(&sid) {
+                    "live"
+                } else {
+                    "not in dump"
+                };
+                format!(
+                    "{sid} ({live}, own session {})",
+                    client.session_id().0 == stat.ephemeral_owner
+                )
+            }
+            other => format!("{other:?}"),
+        };
+        out.push(format!("{c} owned by {owner}"));
+    }
+    format!("{out:?}")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -754,6 +789,7 @@ async fn churn_returns_to_baseline() {
         server,
         proxy,
         root: ns.root.clone(),
+        started: Instant::now(),
         deadline: Instant::now() + run,
         stats: Stats::default(),
         leader: Mutex::new(None),
