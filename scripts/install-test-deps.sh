@@ -14,6 +14,7 @@
 # Environment:
 #   KAZOO_VERSION   kazoo version to install with pip (default 2.11.0)
 #   PYTHON          python interpreter to install kazoo for (default: python3 on PATH)
+#   MATURIN_VERSION maturin version to install with pip (default 1.9.6)
 set -euo pipefail
 
 KAZOO_VERSION="${KAZOO_VERSION:-2.11.0}"
@@ -48,6 +49,7 @@ APT_PACKAGES=(
     chromium             # the headless browser that drives the web view test
     chromium-driver      # its WebDriver server
     g++                  # builds libFuzzer for scripts/fuzz.sh
+    python3-venv       # scripts/test-packages.sh: the wheel is tested in a fresh virtualenv
 )
 
 # A JDK with javac: keep whatever is installed (java 17 on the reference machines) and only add
@@ -103,6 +105,21 @@ else
     log "pip: installing kazoo==$KAZOO_VERSION (found: ${installed_kazoo:-none})"
     $SUDO "$PYTHON" -m pip "${pip_args[@]}"
     log "pip: kazoo $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("kazoo"))')"
+fi
+
+# maturin, pinned: scripts/test-packages.sh builds the zkd wheel with it.
+MATURIN_VERSION="${MATURIN_VERSION:-1.9.6}"
+installed_maturin="$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("maturin"))' 2>/dev/null || true)"
+if [ "$installed_maturin" = "$MATURIN_VERSION" ]; then
+    log "pip: maturin $MATURIN_VERSION already installed"
+else
+    pip_args=(install --quiet --disable-pip-version-check --root-user-action=ignore "maturin==$MATURIN_VERSION")
+    stdlib="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
+    if [ -e "$stdlib/EXTERNALLY-MANAGED" ]; then
+        pip_args+=(--break-system-packages)
+    fi
+    log "pip: installing maturin==$MATURIN_VERSION (found: ${installed_maturin:-none})"
+    $SUDO "$PYTHON" -m pip "${pip_args[@]}"
 fi
 
 log "all test dependencies present"

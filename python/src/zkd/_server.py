@@ -1,0 +1,343 @@
+"""`zkd.Server`: runs the zkd binary on free ports and drives its admin HTTP control plane."""
+
+import atexit
+import collections
+import datetime
+import json
+import re
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import weakref
+
+from ._binary import find_binary
+
+_LISTENING = re.compile(r"^zkd listening on (\S+):(\d+)\s*$")
+_ADMIN = re.compile(r"^zkd admin on (\S+):(\d+)\s*$")
+
+# Servers still running, stopped at interpreter exit if nobody stopped them.
+_LIVE = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_leftovers():
+    for server in list(_LIVE):
+        server.stop()
+
+
+class ServerError(RuntimeError):
+    """The zkd process could not be started, or died."""
+
+
+class AdminError(RuntimeError):
+    """The admin API refused a request. ``status`` is the HTTP status, ``message`` the
+    server's sentence."""
+
+    def __init__(self, status, message, method, path):
+        super().__init__("%s %s: %s %s" % (method, path, status, message))
+        self.status = status
+        self.message = message
+
+
+def session_hex(session_id):
+    """A session id as ZooKeeper prints it (``0x`` and lower-case hex). Accepts an int (as
+    kazoo's ``client.client_id[0]``, possibly negative) or a string."""
+    if isinstance(session_id, str):
+        return session_id
+    return "0x%x" % (int(session_id) & 0xFFFFFFFFFFFFFFFF)
+
+
+def _ms(value):
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    value = int(value)
+    if value < 0:
+        raise ValueError("a duration cannot be negative: %r" % value)
+    return value
+
+
+class Server:
+    """A zkd server in a child process, on a free client port and a free admin port.
+
+    Use it as a context manager (``with zkd.Server() as zk: ...``) or call :meth:`start`
+    and :meth:`stop`. ``hosts`` is the connection string for any ZooKeeper client.
+
+    :param binary: path of the zkd binary (default: ``$ZKD_BINARY``, the one installed with
+        this package, then ``zkd`` on ``PATH``)
+    :param clock: ``"real"`` or ``"manual"`` (session expiry and TTLs move only with
+        :meth:`advance_clock`)
+    :param tick_time: tick length in milliseconds (``--tick-time``)
+    :param args: extra command-line flags for zkd
+    :param startup_timeout: seconds to wait for the server to listen
+    """
+
+    def __init__(
+        self,
+        binary=None,
+        *,
+        clock=None,
+        tick_time=None,
+        args=(),
+        startup_timeout=30.0,
+        log="warn",
+    ):
+        self.binary = find_binary(binary)
+        self._argv = [self.binary, "--port", "0", "--admin-port", "0", "--log", log]
+        if clock is not None:
+            self._argv += ["--clock", clock]
+        if tick_time is not None:
+            self._argv += ["--tick-time", str(int(tick_time))]
+        self._argv += [str(a) for a in args]
+        self.startup_timeout = startup_timeout
+        self.process = None
+        self.host = None
+        self.port = None
+        self.admin_host = None
+        self.admin_port = None
+        self._output = collections.deque(maxlen=200)
+        self._ready = threading.Event()
+        self._reader = None
+
+    # -- life cycle -------------------------------------------------------------------
+
+    def start(self):
+        """Starts the process and waits until both listeners are up. Returns ``self``."""
+        if self.process is not None:
+            raise ServerError("this zkd server is already started")
+        self._ready.clear()
+        self._output.clear()
+        self.process = subprocess.Popen(
+            self._argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            # Its own process group: a Ctrl-C in the test runner reaches the runner, which
+            # then stops the server in order.
+            start_new_session=True,
+        )
+        _LIVE.add(self)
+        self._reader = threading.Thread(
+            target=self._read_output, name="zkd-output-%d" % self.process.pid, daemon=True
+        )
+        self._reader.start()
+        deadline = time.monotonic() + self.startup_timeout
+        while not self._ready.wait(0.05):
+            if self.process.poll() is not None:
+                self._reader.join(2)
+                code = self.process.returncode
+                self._reap()
+                raise ServerError(
+                    "zkd exited with code %s before listening:\n%s" % (code, self.output())
+                )
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServerError(
+                    "zkd did not report listening within %.0fs:\n%s"
+                    % (self.startup_timeout, self.output())
+                )
+        return self
+
+    def _read_output(self):
+        # Reads every line the process writes until it exits, so its pipe never fills.
+        stream = self.process.stdout
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self._output.append(line)
+            m = _LISTENING.match(line)
+            if m:
+                self.host, self.port = m.group(1), int(m.group(2))
+            m = _ADMIN.match(line)
+            if m:
+                self.admin_host, self.admin_port = m.group(1), int(m.group(2))
+            if self.port is not None and self.admin_port is not None:
+                self._ready.set()
+        stream.close()
+
+    def output(self):
+        """The last lines zkd printed (its log at the chosen level), as one string."""
+        return "\n".join(self._output)
+
+    def stop(self, timeout=10.0):
+        """Stops the process (SIGTERM, then SIGKILL after ``timeout`` seconds) and reaps it.
+        Safe to call more than once."""
+        proc = self.process
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                proc.terminate()
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._reap()
+
+    def _reap(self):
+        proc = self.process
+        if proc is not None:
+            proc.wait()
+            if self._reader is not None:
+                self._reader.join(5)
+            if proc.stdout is not None and not proc.stdout.closed:
+                try:
+                    proc.stdout.close()
+                except OSError:
+                    pass
+        self.process = None
+        self.host = self.port = self.admin_host = self.admin_port = None
+        _LIVE.discard(self)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    @property
+    def running(self):
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self):
+        return self.process.pid if self.process is not None else None
+
+    @property
+    def hosts(self):
+        """The connection string, ``HOST:PORT`` (kazoo's ``hosts``, Curator's connect string)."""
+        self._require_running()
+        return "%s:%d" % (self.host, self.port)
+
+    @property
+    def admin_url(self):
+        """Base URL of the admin HTTP API."""
+        self._require_running()
+        host = self.admin_host
+        if ":" in host and not host.startswith("["):
+            host = "[%s]" % host
+        return "http://%s:%d" % (host, self.admin_port)
+
+    def _require_running(self):
+        if self.process is None or self.port is None:
+            raise ServerError("this zkd server is not running")
+
+    # -- admin API --------------------------------------------------------------------
+
+    def _call(self, method, path, query=None, body=None, timeout=30.0):
+        url = self.admin_url + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        data = None
+        headers = {}
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        elif method == "POST":
+            data = b""
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                payload = resp.read()
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                message = json.loads(raw.decode("utf-8")).get("error", "")
+            except (ValueError, AttributeError):
+                message = raw.decode("utf-8", "replace")
+            raise AdminError(e.code, message, method, path) from None
+        if not payload:
+            return None
+        return json.loads(payload.decode("utf-8"))
+
+    def sessions(self):
+        """The open sessions: a list of dicts with ``id`` (hex string), ``timeout_ms``,
+        ``peer``, ``ephemerals``, ``watches``, ``last_heard_ms_ago``."""
+        return self._call("GET", "/zkd/sessions")["sessions"]
+
+    def expire_session(self, session_id):
+        """Expires a session as ZooKeeper does when its timeout passes: its ephemerals are
+        deleted and its client sees SESSION_EXPIRED. ``session_id`` is an int (kazoo:
+        ``client.client_id[0]``) or a hex string."""
+        return self._call("POST", "/zkd/sessions/%s/expire" % session_hex(session_id))
+
+    def disconnect(self, session_id):
+        """Closes the session's connection; the session lives on and the client reconnects."""
+        return self._call("POST", "/zkd/sessions/%s/disconnect" % session_hex(session_id))
+
+    def pause(self, ms=None, freeze_clock=False):
+        """Stops serving requests (connections stay open, nothing is answered) until
+        :meth:`resume`, or for ``ms`` milliseconds (an int or a ``timedelta``). With
+        ``freeze_clock`` the session clock stops too, so no session expires meanwhile."""
+        query = {}
+        if ms is not None:
+            query["ms"] = _ms(ms)
+        if freeze_clock:
+            query["clock"] = "freeze"
+        return self._call("POST", "/zkd/pause", query)
+
+    def resume(self):
+        """Ends a pause."""
+        return self._call("POST", "/zkd/resume")
+
+    def reset(self, expire_sessions=False):
+        """Deletes every node but ``/`` and ``/zookeeper``; with ``expire_sessions`` every
+        session is expired first. Returns the number of nodes deleted."""
+        query = {"sessions": "expire"} if expire_sessions else None
+        return self._call("POST", "/zkd/reset", query)["deleted_nodes"]
+
+    def clock(self):
+        """The session clock: ``mode`` (real/manual), ``now_ms``, ``elapsed_ms``, ``paused``."""
+        return self._call("GET", "/zkd/clock")
+
+    def advance_clock(self, ms):
+        """Moves the manual clock (``Server(clock="manual")``) forward by ``ms`` milliseconds
+        (an int or a ``timedelta``); sessions whose timeout passes expire."""
+        return self._call("POST", "/zkd/clock/advance", {"ms": _ms(ms)})
+
+    def add_fault(self, action, *, code=None, ms=None, opcode=None, path=None,
+                  session=None, count=None):
+        """Adds a fault rule and returns it (with its ``id``).
+
+        ``action`` is ``"error"`` (answer with ZooKeeper error ``code``, a number or a name
+        such as ``"NONODE"``), ``"drop-before"``/``"drop-after"`` (close the connection
+        before/after executing), ``"delay"`` (hold the reply ``ms`` milliseconds) or
+        ``"no-response"``. The rule matches requests by ``opcode`` (number or name such as
+        ``"create"``), ``path`` prefix and ``session``, and fires ``count`` times (default:
+        until removed)."""
+        body = {"action": action}
+        if code is not None:
+            body["code"] = code
+        if ms is not None:
+            body["ms"] = _ms(ms)
+        if opcode is not None:
+            body["opcode"] = opcode
+        if path is not None:
+            body["path"] = path
+        if session is not None:
+            body["session"] = session_hex(session)
+        if count is not None:
+            body["count"] = int(count)
+        return self._call("POST", "/zkd/faults", body=body)
+
+    def faults(self):
+        """The fault rules in force, each with ``fired`` and ``remaining`` counts."""
+        return self._call("GET", "/zkd/faults")["faults"]
+
+    def remove_fault(self, fault_id):
+        """Removes one fault rule."""
+        return self._call("DELETE", "/zkd/faults/%d" % int(fault_id))
+
+    def clear_faults(self):
+        """Removes every fault rule; returns how many there were."""
+        return self._call("DELETE", "/zkd/faults")["removed"]
+
+    def __repr__(self):
+        if self.running and self.port is not None:
+            return "<zkd.Server %s pid=%d>" % (self.hosts, self.process.pid)
+        return "<zkd.Server stopped>"
