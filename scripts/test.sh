@@ -12,7 +12,7 @@ else
 fi
 cargo test --workspace "$@"
 # The Python wheel, the Java helper and the crates as packaged for other ecosystems.
-bash scripts/test-packages.sh
+bash scripts/test-packages.sh rust
 # The same end-to-end scenarios against Apache ZooKeeper: a test that passes on zkd must
 # pass there too, so this checks the expectations themselves.
 ZKD_TEST_TARGET=zookeeper cargo test -p zkd-client-tests \
