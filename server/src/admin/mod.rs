@@ -11,6 +11,8 @@
 mod commands;
 mod control;
 mod error;
+mod herd;
+mod metrics;
 mod monitor_keys;
 mod persist;
 
@@ -45,6 +47,8 @@ pub(crate) fn router(state: AdminState) -> Router {
         .merge(control::routes())
         .merge(commands::routes())
         .merge(persist::routes())
+        .merge(metrics::routes())
+        .merge(herd::routes())
         .fallback(unknown_route)
         .with_state(state)
 }

@@ -320,6 +320,11 @@ impl Core {
         }
     }
 
+    /// The watches held on one path, by kind.
+    pub fn node_watchers(&self, path: &str) -> PathWatchers {
+        path_watchers(path.to_string(), self.watches.on_path(path))
+    }
+
     /// The herd detector's record with at most `top` paths.
     pub fn herd_report(&self, top: usize) -> HerdReport {
         self.herd.report(top)

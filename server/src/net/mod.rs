@@ -19,13 +19,14 @@
 
 mod conn;
 mod host;
+pub(crate) mod latency;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use tokio::net::TcpListener;
@@ -95,6 +96,8 @@ pub(crate) struct Shared {
     pub(crate) cfg: NetConfig,
     /// The trace mask `gtmk` shows and `stmk` sets.
     pub(crate) trace_mask: AtomicI64,
+    /// Time spent in the core per read and per update request.
+    pub(crate) latencies: latency::Latencies,
     /// When the ticker plans to wake next (epoch ms).
     planned_tick: AtomicI64,
     wake_ticker: Notify,
@@ -233,6 +236,7 @@ impl Shared {
                 ),
             },
             trace_mask: AtomicI64::new(DEFAULT_TRACE_MASK),
+            latencies: latency::Latencies::default(),
             planned_tick: AtomicI64::new(i64::MAX),
             wake_ticker: Notify::new(),
             failure: OnceLock::new(),
@@ -357,6 +361,7 @@ impl Shared {
     /// lock. Returns false once the connection is closing (stop reading).
     pub(crate) fn requests(&self, id: ConnId, frames: Vec<Bytes>) -> bool {
         let limit = self.cfg.max_outbound_bytes;
+        let latencies = &self.latencies;
         self.with_state(|state| {
             let State { core, conns } = state;
             let now = now_ms();
@@ -365,7 +370,11 @@ impl Shared {
                     break;
                 }
                 let mut out = Registry { conns, limit };
+                let started = Instant::now();
+                let op = frame.slice(..frame.len().min(8));
                 core.request(id, frame, now, &mut out);
+                let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                latencies.record(&op, us);
             }
             conns.get(&id).is_some_and(|h| !h.closing)
         })

@@ -1,0 +1,120 @@
+//! Request processing latency, measured by the network layer around each call into the core
+//! and kept in fixed buckets of atomics (no lock), split into reads and updates as ZooKeeper's
+//! `readlatency` and `updatelatency` are.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use zkd_protocol::OpCode;
+
+/// Upper bounds of the buckets, in microseconds.
+pub const BUCKETS_US: [u64; 12] = [
+    5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 100_000,
+];
+
+/// One latency distribution.
+#[derive(Debug, Default)]
+pub struct Distribution {
+    /// Count per bucket of [`BUCKETS_US`], plus one for larger values.
+    counts: [AtomicU64; BUCKETS_US.len() + 1],
+    sum_us: AtomicU64,
+}
+
+/// A copy of a [`Distribution`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LatencySnapshot {
+    /// (upper bound in seconds, count in that bucket, not cumulative); the last bound is
+    /// infinite.
+    pub buckets: Vec<(f64, u64)>,
+    pub count: u64,
+    pub sum_seconds: f64,
+}
+
+impl Distribution {
+    pub fn record(&self, us: u64) {
+        let i = BUCKETS_US
+            .iter()
+            .position(|&b| us <= b)
+            .unwrap_or(BUCKETS_US.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> LatencySnapshot {
+        let mut buckets = Vec::with_capacity(BUCKETS_US.len() + 1);
+        let mut count = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            let n = c.load(Ordering::Relaxed);
+            count += n;
+            let bound = BUCKETS_US.get(i).map_or(f64::INFINITY, |&b| b as f64 / 1e6);
+            buckets.push((bound, n));
+        }
+        LatencySnapshot {
+            buckets,
+            count,
+            sum_seconds: self.sum_us.load(Ordering::Relaxed) as f64 / 1e6,
+        }
+    }
+}
+
+/// Read and update latencies.
+#[derive(Debug, Default)]
+pub struct Latencies {
+    pub read: Distribution,
+    pub update: Distribution,
+}
+
+impl Latencies {
+    /// Records one request whose payload is `frame` (header: xid, opcode).
+    pub fn record(&self, frame: &[u8], us: u64) {
+        let Some(op) = frame
+            .get(4..8)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .and_then(|b| OpCode::from_i32(i32::from_be_bytes(b)))
+        else {
+            return;
+        };
+        match op {
+            OpCode::Create
+            | OpCode::Create2
+            | OpCode::CreateContainer
+            | OpCode::CreateTtl
+            | OpCode::Delete
+            | OpCode::SetData
+            | OpCode::SetAcl
+            | OpCode::Multi => self.update.record(us),
+            OpCode::Exists
+            | OpCode::GetData
+            | OpCode::GetAcl
+            | OpCode::GetChildren
+            | OpCode::GetChildren2
+            | OpCode::MultiRead
+            | OpCode::GetEphemerals
+            | OpCode::GetAllChildrenNumber => self.read.record(us),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_and_classification() {
+        let l = Latencies::default();
+        let get_data = [0, 0, 0, 1, 0, 0, 0, 4];
+        let set_data = [0, 0, 0, 1, 0, 0, 0, 5];
+        let ping = [0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11];
+        l.record(&get_data, 3);
+        l.record(&get_data, 7);
+        l.record(&set_data, 1_000_000);
+        l.record(&ping, 1);
+        l.record(&[1, 2], 1);
+        let r = l.read.snapshot();
+        assert_eq!((r.count, r.buckets[0].1, r.buckets[1].1), (2, 1, 1));
+        assert!((r.sum_seconds - 10e-6).abs() < 1e-12);
+        let u = l.update.snapshot();
+        assert_eq!(u.count, 1);
+        assert_eq!(u.buckets.last(), Some(&(f64::INFINITY, 1)));
+    }
+}
