@@ -40,6 +40,75 @@ enum Op {
     },
     /// Write a snapshot to the server's data directory now.
     Snapshot,
+    /// Close a session's connection only; its client reconnects within its timeout.
+    Disconnect {
+        /// Session id in hex.
+        id: String,
+    },
+    /// Stop reading requests and writing replies (a stop-the-world pause).
+    Pause {
+        /// End the pause by itself after this long (e.g. 500ms, 6s); default: until resume.
+        duration: Option<String>,
+        /// Stop the session clock during the pause (default: it runs on, so sessions whose
+        /// clients give up expire on resume).
+        #[arg(long)]
+        freeze_clock: bool,
+    },
+    /// End a pause.
+    Resume,
+    /// Fault rules matched on requests.
+    #[command(subcommand)]
+    Fault(FaultOp),
+    /// Delete every node except /zookeeper.
+    Reset {
+        /// Expire every session too.
+        #[arg(long)]
+        expire_sessions: bool,
+    },
+    /// The session clock (`--clock manual` servers can be moved).
+    #[command(subcommand)]
+    Clock(ClockOp),
+}
+
+#[derive(Subcommand, Debug)]
+enum FaultOp {
+    /// Add a rule: error, drop-before, drop-after, delay or no-response.
+    Add {
+        /// error | drop-before | drop-after | delay | no-response
+        action: String,
+        /// For `error`: the ZooKeeper error code (e.g. -4 or CONNECTIONLOSS).
+        #[arg(long, allow_hyphen_values = true)]
+        code: Option<String>,
+        /// For `delay`: how long to hold the reply (e.g. 300ms, 2s).
+        #[arg(long)]
+        delay: Option<String>,
+        /// Match this opcode only (a number or a name such as create, getData).
+        #[arg(long)]
+        opcode: Option<String>,
+        /// Match requests whose path starts with this prefix.
+        #[arg(long)]
+        path: Option<String>,
+        /// Match this session only (hex id).
+        #[arg(long)]
+        session: Option<String>,
+        /// Fire this many times, then stop (default: until removed).
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// List the rules and how often each fired.
+    List,
+    /// Remove every rule.
+    Clear,
+    /// Remove one rule by id.
+    Remove { id: u64 },
+}
+
+#[derive(Subcommand, Debug)]
+enum ClockOp {
+    /// Show the clock's mode and reading.
+    Show,
+    /// Move a manual clock forward (e.g. 31s, 500ms, 2m) and run what fell due.
+    Advance { duration: String },
 }
 
 /// A failed call: the sentence to print.
@@ -47,40 +116,7 @@ struct Failure(String);
 
 /// Runs one control operation; exit code 1 with a sentence on stderr if it failed.
 pub fn run(args: CtlArgs) -> ExitCode {
-    let client = Client::new(&args.admin);
-    let result = match &args.op {
-        Op::Sessions => client.call("GET", "/zkd/sessions").map(|v| {
-            if args.json {
-                v.to_string()
-            } else {
-                sessions_table(&v)
-            }
-        }),
-        Op::Expire { id } => client
-            .call("POST", &format!("/zkd/sessions/{id}/expire"))
-            .map(|v| human_or_json(&v, args.json, || format!("session {id} expired"))),
-        Op::Export { out } => client.call("GET", "/zkd/tree").and_then(|v| {
-            let text = serde_json::to_string_pretty(&v).unwrap_or_default();
-            match out {
-                None => Ok(text),
-                Some(path) => std::fs::write(path, text + "\n")
-                    .map(|()| String::new())
-                    .map_err(|e| Failure(format!("cannot write {}: {e}", path.display()))),
-            }
-        }),
-        Op::Snapshot => client.call("POST", "/zkd/snapshot").map(|v| {
-            human_or_json(&v, args.json, || {
-                let field = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
-                format!(
-                    "snapshot {} written to {} ({} bytes)",
-                    field("zxid").as_str().unwrap_or("?"),
-                    field("path").as_str().unwrap_or("?"),
-                    field("bytes")
-                )
-            })
-        }),
-    };
-    match result {
+    match execute(&args) {
         Ok(text) => {
             if !text.is_empty() {
                 println!("{text}");
@@ -92,6 +128,236 @@ pub fn run(args: CtlArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Parses `500ms`, `31s`, `2m`, `1h` or a bare number of milliseconds.
+fn parse_duration_ms(text: &str) -> Result<u64, Failure> {
+    let t = text.trim();
+    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => t.split_at(i),
+        None => (t, "ms"),
+    };
+    let factor = match unit {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => 0,
+    };
+    match num.parse::<u64>() {
+        Ok(n) if factor > 0 && !num.is_empty() => n
+            .checked_mul(factor)
+            .ok_or_else(|| Failure(format!("duration {text:?} is too long"))),
+        _ => Err(Failure(format!(
+            "{text:?} is not a duration; write a whole number with ms, s, m or h (e.g. 500ms, 31s)"
+        ))),
+    }
+}
+
+fn execute(args: &CtlArgs) -> Result<String, Failure> {
+    let client = Client::new(&args.admin);
+    let json = args.json;
+    match &args.op {
+        Op::Sessions => client
+            .call("GET", "/zkd/sessions")
+            .map(|v| human_or_json(&v, json, || sessions_table(&v))),
+        Op::Expire { id } => client
+            .call("POST", &format!("/zkd/sessions/{id}/expire"))
+            .map(|v| human_or_json(&v, json, || format!("session {id} expired"))),
+        Op::Export { out } => client.call("GET", "/zkd/tree").and_then(|v| {
+            let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+            match out {
+                None => Ok(text),
+                Some(path) => std::fs::write(path, text + "\n")
+                    .map(|()| String::new())
+                    .map_err(|e| Failure(format!("cannot write {}: {e}", path.display()))),
+            }
+        }),
+        Op::Snapshot => client.call("POST", "/zkd/snapshot").map(|v| {
+            human_or_json(&v, json, || {
+                let field = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+                format!(
+                    "snapshot {} written to {} ({} bytes)",
+                    field("zxid").as_str().unwrap_or("?"),
+                    field("path").as_str().unwrap_or("?"),
+                    field("bytes")
+                )
+            })
+        }),
+        Op::Disconnect { id } => client
+            .call("POST", &format!("/zkd/sessions/{id}/disconnect"))
+            .map(|v| human_or_json(&v, json, || format!("session {id} disconnected"))),
+        Op::Pause {
+            duration,
+            freeze_clock,
+        } => {
+            let mut q = Vec::new();
+            if let Some(d) = duration {
+                q.push(format!("ms={}", parse_duration_ms(d)?));
+            }
+            if *freeze_clock {
+                q.push("clock=freeze".to_string());
+            }
+            let path = if q.is_empty() {
+                "/zkd/pause".to_string()
+            } else {
+                format!("/zkd/pause?{}", q.join("&"))
+            };
+            client.call("POST", &path).map(|v| {
+                human_or_json(&v, json, || {
+                    let clock = if *freeze_clock {
+                        "the session clock is stopped"
+                    } else {
+                        "the session clock runs on"
+                    };
+                    match duration {
+                        Some(d) => format!("paused for {d}; {clock}"),
+                        None => format!("paused until resume; {clock}"),
+                    }
+                })
+            })
+        }
+        Op::Resume => client
+            .call("POST", "/zkd/resume")
+            .map(|v| human_or_json(&v, json, || "resumed".to_string())),
+        Op::Fault(op) => fault(&client, op, json),
+        Op::Reset { expire_sessions } => {
+            let path = if *expire_sessions {
+                "/zkd/reset?sessions=expire"
+            } else {
+                "/zkd/reset"
+            };
+            client.call("POST", path).map(|v| {
+                human_or_json(&v, json, || {
+                    let n = v.get("deleted_nodes").and_then(Value::as_u64).unwrap_or(0);
+                    if *expire_sessions {
+                        format!("deleted {n} nodes and expired every session")
+                    } else {
+                        format!("deleted {n} nodes")
+                    }
+                })
+            })
+        }
+        Op::Clock(ClockOp::Show) => client
+            .call("GET", "/zkd/clock")
+            .map(|v| human_or_json(&v, json, || clock_line(&v))),
+        Op::Clock(ClockOp::Advance { duration }) => {
+            let ms = parse_duration_ms(duration)?;
+            client
+                .call("POST", &format!("/zkd/clock/advance?ms={ms}"))
+                .map(|v| human_or_json(&v, json, || clock_line(&v)))
+        }
+    }
+}
+
+fn clock_line(v: &Value) -> String {
+    format!(
+        "{} clock, {} ms since start{}",
+        v.get("mode").and_then(Value::as_str).unwrap_or("?"),
+        v.get("elapsed_ms").and_then(Value::as_i64).unwrap_or(0),
+        if v.get("paused").and_then(Value::as_bool) == Some(true) {
+            " (paused)"
+        } else {
+            ""
+        }
+    )
+}
+
+fn fault(client: &Client, op: &FaultOp, json: bool) -> Result<String, Failure> {
+    match op {
+        FaultOp::Add {
+            action,
+            code,
+            delay,
+            opcode,
+            path,
+            session,
+            count,
+        } => {
+            let mut body = serde_json::Map::new();
+            body.insert("action".into(), Value::from(action.as_str()));
+            if let Some(c) = code {
+                let v = c
+                    .parse::<i64>()
+                    .map(Value::from)
+                    .unwrap_or_else(|_| Value::from(c.as_str()));
+                body.insert("code".into(), v);
+            }
+            if let Some(d) = delay {
+                body.insert("ms".into(), Value::from(parse_duration_ms(d)?));
+            }
+            if let Some(o) = opcode {
+                let v = o
+                    .parse::<i64>()
+                    .map(Value::from)
+                    .unwrap_or_else(|_| Value::from(o.as_str()));
+                body.insert("opcode".into(), v);
+            }
+            if let Some(p) = path {
+                body.insert("path".into(), Value::from(p.as_str()));
+            }
+            if let Some(s) = session {
+                body.insert("session".into(), Value::from(s.as_str()));
+            }
+            if let Some(n) = count {
+                body.insert("count".into(), Value::from(*n));
+            }
+            client
+                .call_with("POST", "/zkd/faults", Some(&Value::Object(body)))
+                .map(|v| human_or_json(&v, json, || format!("added {}", fault_line(&v))))
+        }
+        FaultOp::List => client.call("GET", "/zkd/faults").map(|v| {
+            human_or_json(&v, json, || {
+                let empty = Vec::new();
+                let list = v.get("faults").and_then(Value::as_array).unwrap_or(&empty);
+                if list.is_empty() {
+                    "no fault rules".to_string()
+                } else {
+                    list.iter().map(fault_line).collect::<Vec<_>>().join("\n")
+                }
+            })
+        }),
+        FaultOp::Clear => client.call("DELETE", "/zkd/faults").map(|v| {
+            human_or_json(&v, json, || {
+                format!(
+                    "removed {} fault rules",
+                    v.get("removed").and_then(Value::as_u64).unwrap_or(0)
+                )
+            })
+        }),
+        FaultOp::Remove { id } => client
+            .call("DELETE", &format!("/zkd/faults/{id}"))
+            .map(|v| human_or_json(&v, json, || format!("removed fault rule {id}"))),
+    }
+}
+
+/// One rule on one line: `#3 drop-after opcode=1 path=/locks fired 2, 1 left`.
+fn fault_line(v: &Value) -> String {
+    let text = |k: &str| {
+        v.get(k).filter(|x| !x.is_null()).map(|x| match x {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    };
+    let mut line = format!(
+        "#{} {}",
+        text("id").unwrap_or_default(),
+        text("action").unwrap_or_default()
+    );
+    for k in ["code", "ms", "opcode", "path", "session"] {
+        if let Some(x) = text(k) {
+            line.push_str(&format!(" {k}={x}"));
+        }
+    }
+    line.push_str(&format!(
+        ", fired {}",
+        text("fired").unwrap_or_else(|| "0".into())
+    ));
+    match text("remaining") {
+        Some(r) => line.push_str(&format!(", {r} left")),
+        None => line.push_str(", until removed"),
+    }
+    line
 }
 
 fn human_or_json(v: &Value, json: bool, human: impl FnOnce() -> String) -> String {

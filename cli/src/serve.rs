@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use tracing_subscriber::EnvFilter;
-use zkd_server::{Config, FourLetterWhitelist, Server};
+use zkd_server::{ClockMode, Config, FourLetterWhitelist, Server};
 
 /// The server's flags.
 #[derive(Args, Debug)]
@@ -105,6 +105,19 @@ pub struct ServeArgs {
     /// only when the directory holds no state yet.
     #[arg(long, value_name = "FILE.json")]
     seed: Option<std::path::PathBuf>,
+
+    /// What drives session expiry, TTLs and the reaper: `real` time, or a `manual` clock
+    /// that only the admin API's clock advance moves.
+    #[arg(long, value_name = "real|manual", default_value = "real", value_parser = parse_clock)]
+    clock: ClockMode,
+}
+
+fn parse_clock(text: &str) -> Result<ClockMode, String> {
+    match text {
+        "real" => Ok(ClockMode::Real),
+        "manual" => Ok(ClockMode::Manual),
+        other => Err(format!("{other:?} is not a clock; expected real or manual")),
+    }
 }
 
 impl ServeArgs {
@@ -133,6 +146,7 @@ impl ServeArgs {
             snap_interval: self.snap_interval.map(Duration::from_millis),
             fsync: self.fsync,
             snap_retain_count: usize::try_from(self.snap_retain_count).unwrap_or(usize::MAX),
+            clock: self.clock,
             ..Config::default()
         })
     }
@@ -216,6 +230,11 @@ async fn serve(config: Config) -> ExitCode {
     tokio::select! {
         signal = wait_for_signal() => {
             tracing::info!("{signal}: shutting down");
+            server.shutdown().await;
+            ExitCode::SUCCESS
+        }
+        () = server.stopped() => {
+            tracing::info!("stopped by the test controller's SHUTDOWN command");
             server.shutdown().await;
             ExitCode::SUCCESS
         }

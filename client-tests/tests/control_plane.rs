@@ -6,10 +6,12 @@ mod admin;
 #[path = "common/zk_rust.rs"]
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{ephemeral, persistent, within};
-use zkd_server::{Config, Server};
+use serde_json::json;
+use zkd_server::control::{FaultAction, FaultRule, PauseClock, PauseOptions};
+use zkd_server::{ClockMode, Config, Server};
 use zookeeper_client as zk;
 
 async fn start(config: Config) -> Server {
@@ -36,6 +38,61 @@ async fn client(server: &Server, timeout: Duration) -> zk::Client {
 
 fn hex(id: i64) -> String {
     format!("0x{id:x}")
+}
+
+/// Waits until the client reports `want`, skipping other states.
+async fn reach(states: &mut zk::StateWatcher, want: zk::SessionState) {
+    within(&format!("session state {want:?}"), async {
+        loop {
+            let s = states.changed().await;
+            if s == want {
+                return;
+            }
+            assert!(
+                !s.is_terminated(),
+                "reached {s:?} while waiting for {want:?}"
+            );
+        }
+    })
+    .await
+}
+
+/// The client address the server lists for a session.
+async fn peer_of(admin: std::net::SocketAddr, sid: i64) -> Option<String> {
+    let list = admin::ok(admin, "GET", "/zkd/sessions", None).await;
+    list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == hex(sid).as_str())
+        .and_then(|s| s["peer"].as_str().map(str::to_string))
+}
+
+/// Waits until session `sid` is connected again from a new client address (the client
+/// noticed the lost connection and reconnected with the same session).
+async fn reconnected(admin: std::net::SocketAddr, sid: i64, old_peer: &str) {
+    within("the client to reconnect its session", async {
+        loop {
+            if peer_of(admin, sid).await.is_some_and(|p| p != old_peer) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+/// Waits until the client's session ends in a terminal state; returns it.
+async fn terminal(states: &mut zk::StateWatcher) -> zk::SessionState {
+    within("a terminal session state", async {
+        loop {
+            let s = states.changed().await;
+            if s.is_terminated() {
+                return s;
+            }
+        }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -112,4 +169,495 @@ async fn bad_requests_get_json_errors_and_the_server_keeps_serving() {
     assert!(admin::error_text(&a).contains("/no/such/route"));
     let c = client(&server, Duration::from_secs(10)).await;
     c.create("/still", b"", &persistent()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn disconnect_closes_only_the_connection() {
+    let server = start(Config::default()).await;
+    let admin = server.admin_addr().unwrap();
+    let c = client(&server, Duration::from_secs(30)).await;
+    c.create("/mine", b"", &ephemeral()).await.unwrap();
+    let sid = c.session_id().0;
+    let old_peer = peer_of(admin, sid).await.unwrap();
+    admin::ok(
+        admin,
+        "POST",
+        &format!("/zkd/sessions/{}/disconnect", hex(sid)),
+        None,
+    )
+    .await;
+    reconnected(admin, sid, &old_peer).await;
+    assert_eq!(c.state(), zk::SessionState::SyncConnected);
+    assert_eq!(c.session_id().0, sid, "same session after reconnecting");
+    assert!(
+        c.check_stat("/mine").await.unwrap().is_some(),
+        "ephemeral kept"
+    );
+    // A session without a connection cannot be disconnected: 409.
+    let detached = zk::Client::connector()
+        .with_session_timeout(Duration::from_secs(30))
+        .with_detached()
+        .connect(&server.local_addr().to_string())
+        .await
+        .unwrap();
+    let gone = detached.session_id().0;
+    drop(detached);
+    let a = within("the detached session to lose its connection", async {
+        loop {
+            let a = admin::call(
+                admin,
+                "POST",
+                &format!("/zkd/sessions/{}/disconnect", hex(gone)),
+                None,
+            )
+            .await;
+            if a.status != 200 {
+                return a;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(a.status, 409, "{}", a.body);
+    assert!(admin::error_text(&a).contains("has no connection"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drop_after_applies_the_create_and_loses_the_reply() {
+    let server = start(Config::default()).await;
+    let admin = server.admin_addr().unwrap();
+    let c = client(&server, Duration::from_secs(30)).await;
+    let added = admin::call(
+        admin,
+        "POST",
+        "/zkd/faults",
+        Some(r#"{"action": "drop-after", "opcode": "create", "path": "/job", "count": 1}"#),
+    )
+    .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let got = c.create("/job", b"x", &opts).await;
+    assert_eq!(got.err(), Some(zk::Error::ConnectionLoss));
+    // The client reconnects by itself; the create was applied.
+    let (data, _) = within("the node after reconnecting", async {
+        loop {
+            match c.get_data("/job").await {
+                Ok(found) => return found,
+                Err(zk::Error::ConnectionLoss) => {
+                    tokio::time::sleep(Duration::from_millis(20)).await
+                }
+                Err(e) => panic!("get_data /job: {e}"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(data, b"x");
+    let list = admin::ok(admin, "GET", "/zkd/faults", None).await;
+    assert_eq!(list["faults"][0]["fired"], 1);
+    assert_eq!(list["faults"][0]["remaining"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn error_and_delay_faults_reach_the_client() {
+    let server = start(Config::default()).await;
+    let admin = server.admin_addr().unwrap();
+    let c = client(&server, Duration::from_secs(30)).await;
+    c.create("/d", b"", &persistent()).await.unwrap();
+    admin::ok(
+        admin,
+        "POST",
+        "/zkd/faults",
+        Some(r#"{"action": "error", "code": "NONODE", "opcode": "getData", "count": 1}"#),
+    )
+    .await;
+    assert_eq!(c.get_data("/d").await.err(), Some(zk::Error::NoNode));
+    assert!(c.get_data("/d").await.is_ok(), "the rule is spent");
+    admin::ok(
+        admin,
+        "POST",
+        "/zkd/faults",
+        Some(r#"{"action": "delay", "ms": 400, "path": "/d", "count": 1}"#),
+    )
+    .await;
+    let started = Instant::now();
+    c.get_data("/d").await.unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        started.elapsed()
+    );
+    let cleared = admin::ok(admin, "DELETE", "/zkd/faults", None).await;
+    assert_eq!(cleared["removed"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn manual_clock_expires_sessions_and_reaps_ttl_nodes_without_waiting() {
+    let server = start(Config {
+        clock: ClockMode::Manual,
+        max_session_timeout: Some(Duration::from_secs(60)),
+        ..Config::default()
+    })
+    .await;
+    let admin = server.admin_addr().unwrap();
+    let c = client(&server, Duration::from_secs(30)).await;
+    let watcher = client(&server, Duration::from_secs(60)).await;
+    c.create("/e", b"", &ephemeral()).await.unwrap();
+    let ttl = persistent().with_ttl(Duration::from_secs(10));
+    // The create is a clock-visible write; the TTL counts from it.
+    watcher.create("/ttl", b"", &ttl).await.unwrap();
+    let mut states = c.state_watcher();
+    assert_eq!(
+        admin::ok(admin, "GET", "/zkd/clock", None).await["mode"],
+        "manual"
+    );
+
+    let moved = admin::ok(admin, "POST", "/zkd/clock/advance?ms=29000", None).await;
+    assert_eq!(moved["elapsed_ms"], 29000);
+    assert!(
+        watcher.check_stat("/e").await.unwrap().is_some(),
+        "not yet expired"
+    );
+    // Pings keep the watcher's 60 s session alive at the current virtual time; only 29 s
+    // passed, so the 10 s TTL node is already due.
+    let reaped = within("the TTL node to be reaped", async {
+        loop {
+            if watcher.check_stat("/ttl").await.unwrap().is_none() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(reaped);
+
+    admin::ok(admin, "POST", "/zkd/clock/advance?ms=2000", None).await; // 31 s in all
+    assert_eq!(terminal(&mut states).await, zk::SessionState::Expired);
+    assert!(watcher.check_stat("/e").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reset_leaves_only_zookeeper_and_sessions_keep_working() {
+    let server = start(Config::default()).await;
+    let admin = server.admin_addr().unwrap();
+    let c = client(&server, Duration::from_secs(30)).await;
+    c.create("/a", b"", &persistent()).await.unwrap();
+    c.create("/a/b", b"", &persistent()).await.unwrap();
+    c.create("/e", b"", &ephemeral()).await.unwrap();
+    let answer = admin::ok(admin, "POST", "/zkd/reset", None).await;
+    assert_eq!(answer["deleted_nodes"], 3);
+    let (children, _) = c.get_children("/").await.unwrap();
+    assert_eq!(children, ["zookeeper"]);
+    c.create("/a", b"again", &persistent()).await.unwrap();
+    let list = admin::ok(admin, "GET", "/zkd/sessions", None).await;
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 1);
+
+    let mut states = c.state_watcher();
+    admin::ok(admin, "POST", "/zkd/reset?sessions=expire", None).await;
+    assert_eq!(terminal(&mut states).await, zk::SessionState::Expired);
+    let fresh = client(&server, Duration::from_secs(30)).await;
+    assert_eq!(fresh.get_children("/").await.unwrap().0, ["zookeeper"]);
+}
+
+/// A 4 s session through a pause longer than its timeout: the client loses its connection;
+/// with the session clock running the session is gone on resume, with it frozen it survives.
+#[tokio::test(flavor = "multi_thread")]
+async fn pause_costs_the_connection_and_with_the_clock_running_the_session() {
+    let server = start(Config::default()).await;
+    let admin = server.admin_addr().unwrap();
+    let c = client(&server, Duration::from_secs(4)).await;
+    let sid = hex(c.session_id().0);
+    let mut states = c.state_watcher();
+    admin::ok(admin, "POST", "/zkd/pause", None).await;
+    reach(&mut states, zk::SessionState::Disconnected).await;
+    // Stay paused until the session is overdue on the server's session clock.
+    within("the session to become overdue", async {
+        loop {
+            let list = admin::ok(admin, "GET", "/zkd/sessions", None).await;
+            let row = list["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["id"] == sid.as_str())
+                .cloned()
+                .expect("the session is listed during the pause");
+            if row["last_heard_ms_ago"].as_i64().unwrap() > 6500 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    admin::ok(admin, "POST", "/zkd/resume", None).await;
+    let list = admin::ok(admin, "GET", "/zkd/sessions", None).await;
+    assert!(
+        !list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == sid.as_str()),
+        "expired on resume: {list}"
+    );
+    assert_eq!(terminal(&mut states).await, zk::SessionState::Expired);
+
+    // With the clock frozen, the same pause costs nothing: a session whose client is gone
+    // (so nothing touches it) is still there right after the resume.
+    let d = zk::Client::connector()
+        .with_session_timeout(Duration::from_secs(4))
+        .with_detached()
+        .connect(&server.local_addr().to_string())
+        .await
+        .unwrap();
+    let sid = d.session_id().0;
+    drop(d);
+    admin::ok(admin, "POST", "/zkd/pause?clock=freeze", None).await;
+    let before = admin::ok(admin, "GET", "/zkd/clock", None).await;
+    tokio::time::sleep(Duration::from_millis(6500)).await;
+    let after = admin::ok(admin, "GET", "/zkd/clock", None).await;
+    assert_eq!(after["paused"], true);
+    assert_eq!(
+        before["elapsed_ms"], after["elapsed_ms"],
+        "the session clock stood still"
+    );
+    admin::ok(admin, "POST", "/zkd/resume", None).await;
+    let list = admin::ok(admin, "GET", "/zkd/sessions", None).await;
+    assert!(
+        list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == hex(sid).as_str()),
+        "{list}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_refused_with_the_documented_status() {
+    let server = start(Config::default()).await;
+    let admin = server.admin_addr().unwrap();
+    let cases: &[(&str, &str, Option<&str>, u16, &str)] = &[
+        (
+            "POST",
+            "/zkd/sessions/0x99/disconnect",
+            None,
+            404,
+            "no session 0x99",
+        ),
+        (
+            "POST",
+            "/zkd/sessions/0xZZ/expire",
+            None,
+            400,
+            "not a hexadecimal",
+        ),
+        (
+            "POST",
+            "/zkd/faults",
+            Some(r#"{"action": "explode"}"#),
+            400,
+            "unknown fault action",
+        ),
+        (
+            "POST",
+            "/zkd/faults",
+            Some(r#"{"action": "delay", "ms": -5}"#),
+            400,
+            "non-negative",
+        ),
+        (
+            "POST",
+            "/zkd/faults",
+            Some(r#"{"action": "error", "code": 12345}"#),
+            400,
+            "not a ZooKeeper error code",
+        ),
+        (
+            "POST",
+            "/zkd/faults",
+            Some(r#"{"action": "error""#),
+            400,
+            "malformed JSON",
+        ),
+        (
+            "POST",
+            "/zkd/faults",
+            Some(r#"{"action": "delay", "ms": 5, "colour": 1}"#),
+            400,
+            "unknown field",
+        ),
+        ("POST", "/zkd/pause?ms=-5", None, 400, "non-negative"),
+        ("POST", "/zkd/pause?ms=abc", None, 400, "non-negative"),
+        (
+            "POST",
+            "/zkd/clock/advance?ms=10",
+            None,
+            409,
+            "--clock manual",
+        ),
+        ("POST", "/zkd/resume", None, 409, "not paused"),
+        ("POST", "/zkd/reset?sessions=maybe", None, 400, "expected"),
+        ("DELETE", "/zkd/faults/77", None, 404, "no fault rule 77"),
+        ("GET", "/zkd/nothing", None, 404, "no such admin route"),
+    ];
+    for (method, path, body, status, text) in cases {
+        let a = admin::call(admin, method, path, *body).await;
+        assert_eq!(a.status, *status, "{method} {path}: {}", a.body);
+        let msg = admin::error_text(&a);
+        assert!(
+            msg.contains(text),
+            "{method} {path}: {msg:?} lacks {text:?}"
+        );
+    }
+    let c = client(&server, Duration::from_secs(10)).await;
+    c.create("/alive", b"", &persistent()).await.unwrap();
+    assert_eq!(
+        admin::ok(admin, "GET", "/zkd/faults", None).await,
+        json!({ "faults": [] })
+    );
+}
+
+/// ZooKeeper's test controller URL form on the admin listener.
+#[tokio::test(flavor = "multi_thread")]
+async fn zookeeper_controller_commands() {
+    let server = start(Config::default()).await;
+    let admin = server.admin_addr().unwrap();
+    let get = |path: &'static str| async move {
+        let url = format!("http://{admin}{path}");
+        tokio::task::spawn_blocking(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .build()
+                .into();
+            let mut r = agent.get(&url).call().unwrap();
+            (r.status().as_u16(), r.body_mut().read_to_string().unwrap())
+        })
+        .await
+        .unwrap()
+    };
+    assert_eq!(
+        get("/command/ping").await,
+        (200, "command/ping\n".to_string())
+    );
+    assert_eq!(get("/command/NOSUCH").await.0, 400);
+    assert_eq!(get("/command/ADDDELAY/notanumber").await.0, 400);
+
+    let c = client(&server, Duration::from_secs(30)).await;
+    c.create("/n", b"", &persistent()).await.unwrap();
+    assert_eq!(get("/command/FAILREQUESTS/1").await.0, 200);
+    assert_eq!(
+        c.get_data("/n").await.err(),
+        Some(zk::Error::UnexpectedErrorCode(-100))
+    );
+    assert!(c.get_data("/n").await.is_ok());
+
+    let mut states = c.state_watcher();
+    let old_peer = peer_of(admin, c.session_id().0).await.unwrap();
+    let url: &'static str =
+        Box::leak(format!("/command/CLOSECONNECTION/{}", c.session_id().0).into_boxed_str());
+    assert_eq!(get(url).await.0, 200);
+    reconnected(admin, c.session_id().0, &old_peer).await;
+
+    assert_eq!(get("/command/REJECTCONNECTIONS").await.0, 200);
+    let addr = server.local_addr().to_string();
+    let refused = zk::Client::connector()
+        .with_connection_timeout(Duration::from_millis(500))
+        .with_session_timeout(Duration::from_secs(4))
+        .connect(&addr);
+    assert!(tokio::time::timeout(Duration::from_secs(2), refused)
+        .await
+        .map_or(true, |r| r.is_err()));
+    assert_eq!(get("/command/RESET").await.0, 200);
+    let _ok = client(&server, Duration::from_secs(30)).await;
+
+    let url: &'static str =
+        Box::leak(format!("/command/expiresession/0x{:x}", c.session_id().0).into_boxed_str());
+    assert_eq!(get(url).await.0, 200);
+    assert_eq!(terminal(&mut states).await, zk::SessionState::Expired);
+}
+
+/// The same operations on the embedded handle, without HTTP.
+#[tokio::test(flavor = "multi_thread")]
+async fn embedded_handle_controls_the_server() {
+    let server = Server::start(Config {
+        port: 0,
+        clock: ClockMode::Manual,
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let c = client(&server, Duration::from_secs(30)).await;
+    let sid = c.session_id().0;
+    c.create("/e", b"", &ephemeral()).await.unwrap();
+    let sessions = server.sessions().unwrap();
+    assert_eq!((sessions[0].id, sessions[0].ephemerals), (sid, 1));
+
+    server
+        .add_fault(FaultRule {
+            action: FaultAction::Error(-101),
+            opcode: Some(4),
+            path_prefix: None,
+            session: Some(sid),
+            count: Some(1),
+        })
+        .unwrap();
+    assert_eq!(c.get_data("/e").await.err(), Some(zk::Error::NoNode));
+    assert_eq!(server.faults().unwrap()[0].fired, 1);
+    assert_eq!(server.clear_faults().unwrap(), 1);
+
+    let mut states = c.state_watcher();
+    let old_peer = server.sessions().unwrap()[0].peer;
+    server.disconnect_session(sid).unwrap();
+    within("the client to reconnect", async {
+        while server.sessions().unwrap()[0]
+            .peer
+            .is_none_or(|p| Some(p) == old_peer)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+
+    server
+        .pause(PauseOptions {
+            duration: Some(Duration::from_millis(300)),
+            clock: PauseClock::Runs,
+        })
+        .unwrap();
+    assert!(server.clock().paused);
+    c.create("/after-pause", b"", &persistent()).await.unwrap();
+    assert!(!server.clock().paused, "a timed pause ends by itself");
+
+    assert_eq!(server.reset(false).unwrap(), 2);
+    server.advance_clock(Duration::from_secs(45)).unwrap();
+    assert_eq!(terminal(&mut states).await, zk::SessionState::Expired);
+    assert!(server.sessions().unwrap().is_empty());
+    assert_eq!(
+        server.expire_session(sid).unwrap_err().to_string(),
+        format!("no session {}", hex(sid))
+    );
+}
+
+/// With a data directory, a reset is logged like any write: the tree stays reset after a
+/// restart that replays the transaction log.
+#[tokio::test(flavor = "multi_thread")]
+async fn reset_is_durable_with_a_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || Config {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Config::default()
+    };
+    let server = start(config()).await;
+    let c = client(&server, Duration::from_secs(30)).await;
+    c.create("/a", b"", &persistent()).await.unwrap();
+    c.create("/a/b", b"", &persistent()).await.unwrap();
+    admin::ok(server.admin_addr().unwrap(), "POST", "/zkd/reset", None).await;
+    c.create("/after", b"", &persistent()).await.unwrap();
+    drop(c);
+    // Dropped, not shut down: no final snapshot, so the restart replays the log.
+    drop(server);
+
+    let server = start(config()).await;
+    let c = client(&server, Duration::from_secs(30)).await;
+    let (mut children, _) = c.get_children("/").await.unwrap();
+    children.sort();
+    assert_eq!(children, ["after", "zookeeper"]);
 }

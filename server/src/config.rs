@@ -62,6 +62,19 @@ pub struct Config {
     /// Nodes created at start (a fixture; see `fixture::from_json` for the JSON form). With a
     /// data directory they are created only when it holds no state yet.
     pub seed: Vec<crate::core::FixtureNode>,
+    /// What drives session expiry, TTL expiry and the container reaper: real monotonic time
+    /// (default), or a virtual clock that only the control plane's `advance` moves.
+    pub clock: ClockMode,
+}
+
+/// The session clock's source.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClockMode {
+    /// Monotonic real time.
+    #[default]
+    Real,
+    /// A virtual clock, moved only by `advance_clock` / `POST /zkd/clock/advance`.
+    Manual,
 }
 
 /// When the transaction log is synced to disk, and so what a crash can lose.
@@ -119,6 +132,7 @@ impl Default for Config {
             fsync: FsyncPolicy::default(),
             snap_retain_count: 3,
             seed: Vec::new(),
+            clock: ClockMode::Real,
         }
     }
 }

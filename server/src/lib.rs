@@ -5,6 +5,7 @@
 #[cfg(feature = "admin")]
 mod admin;
 mod config;
+pub mod control;
 pub mod core;
 #[cfg(feature = "json")]
 pub mod fixture;
@@ -13,7 +14,7 @@ mod net;
 mod persist;
 mod server;
 
-pub use config::{Config, FourLetterWhitelist, FsyncPolicy};
+pub use config::{ClockMode, Config, FourLetterWhitelist, FsyncPolicy};
 pub use net::ServerFailure;
 pub use persist::SnapshotInfo;
 pub use server::Server;

@@ -3,11 +3,15 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::control::{
+    self, ClockReport, ControlError, FaultRule, FaultStatus, PauseOptions, SessionReport,
+};
 use crate::core::Core;
 use crate::net::{self, now_ms, ServerFailure, Shared};
 use crate::persist::{Persistence, SnapshotInfo};
@@ -42,6 +46,9 @@ impl Server {
             None => None,
         };
         let mut core = Core::new(config.core_config(), now_ms());
+        if config.clock == crate::ClockMode::Manual {
+            core.use_exact_session_expiry();
+        }
         let persist = Persistence::open(&config, &mut core, now_ms())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         let mut seeded = false;
@@ -100,6 +107,7 @@ impl Server {
                 shared: server.shared.clone(),
                 client_addr: addr,
                 persist: server.persist.clone(),
+                shutdown: server.shutdown.clone(),
             };
             server.admin = Some(tokio::spawn(crate::admin::serve(
                 listener,
@@ -133,6 +141,74 @@ impl Server {
     /// as it serves. The `zkd` binary exits non-zero when this resolves.
     pub async fn failed(&self) -> ServerFailure {
         self.shared.failed().await
+    }
+
+    /// Every live session, ordered by id (the control plane's session list).
+    pub fn sessions(&self) -> Result<Vec<SessionReport>, ControlError> {
+        control::sessions(&self.shared)
+    }
+
+    /// Expires a session now, exactly as a timeout would: its ephemerals are deleted, watches
+    /// fire, its connection is closed, and a client coming back with the id hears it expired.
+    pub fn expire_session(&self, session_id: i64) -> Result<(), ControlError> {
+        control::expire_session(&self.shared, session_id)
+    }
+
+    /// Closes a session's TCP connection only; the session lives on and its client can
+    /// reconnect within its timeout.
+    pub fn disconnect_session(&self, session_id: i64) -> Result<(), ControlError> {
+        control::disconnect_session(&self.shared, session_id)
+    }
+
+    /// Stops reading requests and writing replies on every connection, and stops the
+    /// ticker, as in a stop-the-world pause. See [`PauseOptions`] for a timed pause and for
+    /// whether the session clock runs meanwhile (by default it does).
+    pub fn pause(&self, options: PauseOptions) -> Result<(), ControlError> {
+        control::pause(&self.shared, options)
+    }
+
+    /// Ends a pause: what fell due meanwhile happens first (session expiry if the clock
+    /// ran), then connections read and write again.
+    pub fn resume(&self) -> Result<(), ControlError> {
+        control::resume(&self.shared)
+    }
+
+    /// Adds a fault rule, matched on every following request; returns its id.
+    pub fn add_fault(&self, rule: FaultRule) -> Result<u64, ControlError> {
+        control::add_fault(&self.shared, rule)
+    }
+
+    /// Every fault rule, with how often it fired.
+    pub fn faults(&self) -> Result<Vec<FaultStatus>, ControlError> {
+        control::faults(&self.shared)
+    }
+
+    /// Removes every fault rule; returns how many there were.
+    pub fn clear_faults(&self) -> Result<usize, ControlError> {
+        control::clear_faults(&self.shared)
+    }
+
+    /// Deletes every node except `/zookeeper`; with `expire_sessions`, expires every session
+    /// first. Returns how many nodes were deleted.
+    pub fn reset(&self, expire_sessions: bool) -> Result<usize, ControlError> {
+        control::reset(&self.shared, expire_sessions)
+    }
+
+    /// Moves the manual clock (`Config::clock = ClockMode::Manual`) forward and runs the
+    /// session expiries and reaping that fell due.
+    pub fn advance_clock(&self, by: Duration) -> Result<ClockReport, ControlError> {
+        control::advance_clock(&self.shared, by)
+    }
+
+    /// The session clock's mode and reading.
+    pub fn clock(&self) -> ClockReport {
+        control::clock(&self.shared)
+    }
+
+    /// Resolves once the server was told to stop from outside the handle (the test
+    /// controller's `SHUTDOWN` command); the `zkd` binary exits then.
+    pub async fn stopped(&self) {
+        self.shutdown.cancelled().await
     }
 
     /// Writes a snapshot of the current state to the data directory now (the core is held

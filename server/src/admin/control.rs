@@ -1,29 +1,110 @@
-//! The control-plane routes under `/zkd/`: sessions, expire, disconnect, pause, faults, reset
-//! and the virtual clock.
+//! The control-plane routes under `/zkd/`: sessions, expire, disconnect, pause/resume, fault
+//! rules, reset and the virtual clock. Each handler parses its input into a
+//! [`crate::control`] call and renders the answer as JSON.
 
-use axum::extract::{Path, State};
-use axum::routing::{get, post};
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
+use serde::Deserialize;
 use serde_json::{json, Value};
+use zkd_protocol::{ErrorCode, OpCode};
 
 use super::{AdminState, ApiError, ApiResult};
-use crate::core::SessionInfo;
-use crate::net::now_ms;
+use crate::control::{
+    self, hex, ClockReport, ControlError, FaultAction, FaultRule, FaultStatus, PauseClock,
+    PauseOptions, SessionReport,
+};
+use crate::ClockMode;
 
 pub(crate) fn routes() -> Router<AdminState> {
     Router::new()
         .route("/zkd/sessions", get(sessions))
         .route("/zkd/sessions/{id}/expire", post(expire))
+        .route("/zkd/sessions/{id}/disconnect", post(disconnect))
+        .route("/zkd/pause", post(pause))
+        .route("/zkd/resume", post(resume))
+        .route(
+            "/zkd/faults",
+            get(list_faults).post(add_fault).delete(clear_faults),
+        )
+        .route("/zkd/faults/{id}", delete(remove_fault))
+        .route("/zkd/reset", post(reset))
+        .route("/zkd/clock", get(clock))
+        .route("/zkd/clock/advance", post(advance))
 }
 
-/// A session id as ZooKeeper prints it: `0x` and lower-case hex of the 64-bit value.
-pub(crate) fn session_hex(id: i64) -> String {
-    format!("0x{id:x}")
+impl From<ControlError> for ApiError {
+    fn from(e: ControlError) -> ApiError {
+        let status = match e {
+            ControlError::NoSuchSession(_) | ControlError::NoSuchFault(_) => StatusCode::NOT_FOUND,
+            ControlError::NotConnected(_)
+            | ControlError::AlreadyPaused
+            | ControlError::NotPaused
+            | ControlError::ClockNotManual
+            | ControlError::TooManyFaults(_) => StatusCode::CONFLICT,
+            ControlError::Failed => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        ApiError::new(status, e.to_string())
+    }
 }
 
-fn session_json(s: &SessionInfo) -> Value {
+type Params = Query<HashMap<String, String>>;
+
+/// Refuses query parameters other than `allowed`.
+fn only(params: &HashMap<String, String>, allowed: &[&str]) -> ApiResult<()> {
+    let mut unknown: Vec<&str> = params
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !allowed.contains(k))
+        .collect();
+    unknown.sort_unstable();
+    match unknown.first() {
+        None => Ok(()),
+        Some(k) if allowed.is_empty() => Err(ApiError::bad_request(format!(
+            "unknown query parameter {k:?}: this route takes none"
+        ))),
+        Some(k) => Err(ApiError::bad_request(format!(
+            "unknown query parameter {k:?}; expected {}",
+            allowed.join(", ")
+        ))),
+    }
+}
+
+/// A non-negative number of milliseconds.
+pub(crate) fn parse_ms(name: &str, text: &str) -> ApiResult<u64> {
+    text.trim().parse::<u64>().map_err(|_| {
+        ApiError::bad_request(format!(
+            "{name}={text:?} is not a non-negative whole number of milliseconds"
+        ))
+    })
+}
+
+/// Parses a session id given as hex, with or without `0x` (as ZooKeeper prints it).
+pub(crate) fn parse_session_id(text: &str) -> ApiResult<i64> {
+    let digits = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .unwrap_or(text);
+    let bad = || {
+        ApiError::bad_request(format!(
+            "session id {text:?} is not a hexadecimal number such as 0x1000a2b3c4d0000"
+        ))
+    };
+    if digits.is_empty() || digits.len() > 16 {
+        return Err(bad());
+    }
+    u64::from_str_radix(digits, 16)
+        .map(|v| v as i64)
+        .map_err(|_| bad())
+}
+
+fn session_json(s: &SessionReport) -> Value {
     json!({
-        "id": session_hex(s.id),
+        "id": hex(s.id),
         "timeout_ms": s.timeout_ms,
         "peer": s.peer.map(|p| p.to_string()),
         "ephemerals": s.ephemerals,
@@ -33,45 +114,294 @@ fn session_json(s: &SessionInfo) -> Value {
 }
 
 async fn sessions(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
-    let list = st
-        .shared
-        .with_core(|core, _| core.sessions_report(now_ms()))?;
+    let list = control::sessions(&st.shared)?;
     Ok(Json(
         json!({ "sessions": list.iter().map(session_json).collect::<Vec<_>>() }),
     ))
 }
 
-/// Parses a session id given as hex, with or without `0x` (as ZooKeeper prints it).
-pub(crate) fn parse_session_id(text: &str) -> ApiResult<i64> {
-    let digits = text
-        .strip_prefix("0x")
-        .or_else(|| text.strip_prefix("0X"))
-        .unwrap_or(text);
-    if digits.is_empty() || digits.len() > 16 {
-        return Err(ApiError::bad_request(format!(
-            "session id {text:?} is not a hexadecimal number such as 0x1000a2b3c4d0000"
-        )));
+async fn expire(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let sid = parse_session_id(&id)?;
+    control::expire_session(&st.shared, sid)?;
+    Ok(Json(json!({ "expired": hex(sid) })))
+}
+
+async fn disconnect(
+    State(st): State<AdminState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let sid = parse_session_id(&id)?;
+    control::disconnect_session(&st.shared, sid)?;
+    Ok(Json(json!({ "disconnected": hex(sid) })))
+}
+
+async fn pause(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json<Value>> {
+    only(&q, &["ms", "clock"])?;
+    let duration = q
+        .get("ms")
+        .map(|t| parse_ms("ms", t))
+        .transpose()?
+        .map(Duration::from_millis);
+    let clock = match q.get("clock").map(String::as_str) {
+        None | Some("run") => PauseClock::Runs,
+        Some("freeze") => PauseClock::Frozen,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "clock={other:?}: expected \"run\" (the session clock runs on, the default) or \"freeze\""
+            )))
+        }
+    };
+    control::pause(&st.shared, PauseOptions { duration, clock })?;
+    Ok(Json(json!({
+        "paused": true,
+        "ms": duration.map(|d| d.as_millis() as u64),
+        "clock": match clock { PauseClock::Runs => "run", PauseClock::Frozen => "freeze" },
+    })))
+}
+
+async fn resume(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+    control::resume(&st.shared)?;
+    Ok(Json(json!({ "paused": false })))
+}
+
+/// The body of `POST /zkd/faults`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FaultBody {
+    action: String,
+    /// `error`: the ZooKeeper error code, as a number (-101) or a name (`NONODE`).
+    code: Option<Value>,
+    /// `delay`: how long to hold the reply.
+    ms: Option<Value>,
+    /// An opcode number (1) or name (`create`, `getData`, ...).
+    opcode: Option<Value>,
+    /// Path prefix.
+    path: Option<String>,
+    /// Session id in hex.
+    session: Option<String>,
+    /// How many times the rule fires.
+    count: Option<Value>,
+}
+
+fn squash(name: &str) -> String {
+    name.chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// An error code from a number or a name (`NONODE`, `NoNode`, `no-node`).
+pub(crate) fn parse_error_code(v: &Value) -> ApiResult<i32> {
+    let code = match v {
+        Value::Number(n) => n.as_i64().and_then(|n| i32::try_from(n).ok()),
+        Value::String(s) => s.trim().parse::<i32>().ok().or_else(|| {
+            (-200..0)
+                .filter_map(ErrorCode::from_i32)
+                .find(|c| squash(&format!("{c:?}")) == squash(s))
+                .map(ErrorCode::code)
+        }),
+        _ => None,
+    };
+    match code.and_then(ErrorCode::from_i32) {
+        Some(c) if c != ErrorCode::Ok => Ok(c.code()),
+        _ => Err(ApiError::bad_request(format!(
+            "code {v} is not a ZooKeeper error code (a negative number such as -101, or a name such as NONODE)"
+        ))),
     }
-    u64::from_str_radix(digits, 16)
-        .map(|v| v as i64)
-        .map_err(|_| {
+}
+
+/// An opcode from a number or a name (`create`, `getData`, `multi`).
+pub(crate) fn parse_opcode(v: &Value) -> ApiResult<i32> {
+    let code = match v {
+        Value::Number(n) => n.as_i64().and_then(|n| i32::try_from(n).ok()),
+        Value::String(s) => s.trim().parse::<i32>().ok().or_else(|| {
+            (-20..=120)
+                .filter_map(OpCode::from_i32)
+                .find(|o| squash(&format!("{o:?}")) == squash(s))
+                .map(|o| o as i32)
+        }),
+        _ => None,
+    };
+    code.and_then(OpCode::from_i32)
+        .map(|o| o as i32)
+        .ok_or_else(|| {
             ApiError::bad_request(format!(
-                "session id {text:?} is not a hexadecimal number such as 0x1000a2b3c4d0000"
+                "opcode {v} is not a ZooKeeper request opcode (a number such as 1, or a name such as create or getData)"
             ))
         })
 }
 
-fn no_session(id: i64) -> ApiError {
-    ApiError::not_found(format!("no session {}", session_hex(id)))
+fn json_u64(name: &str, v: &Value) -> ApiResult<u64> {
+    let parsed = match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    };
+    parsed.ok_or_else(|| {
+        ApiError::bad_request(format!("{name} {v} is not a non-negative whole number"))
+    })
 }
 
-async fn expire(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let sid = parse_session_id(&id)?;
-    let done = st
-        .shared
-        .with_core(|core, out| core.expire_session(sid, now_ms(), out))?;
-    if !done {
-        return Err(no_session(sid));
+fn fault_rule(body: FaultBody) -> ApiResult<FaultRule> {
+    let action = match body.action.as_str() {
+        "error" => {
+            let code = body.code.as_ref().ok_or_else(|| {
+                ApiError::bad_request("action \"error\" needs a \"code\" (e.g. -4 or CONNECTIONLOSS)")
+            })?;
+            FaultAction::Error(parse_error_code(code)?)
+        }
+        "drop-before" => FaultAction::DropBefore,
+        "drop-after" => FaultAction::DropAfter,
+        "no-response" => FaultAction::NoResponse,
+        "delay" => {
+            let ms = body.ms.as_ref().ok_or_else(|| {
+                ApiError::bad_request("action \"delay\" needs \"ms\", the time to hold the reply")
+            })?;
+            FaultAction::Delay(json_u64("ms", ms)?)
+        }
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "unknown fault action {other:?}; expected error, drop-before, drop-after, delay or no-response"
+            )))
+        }
+    };
+    if body.code.is_some() && !matches!(action, FaultAction::Error(_)) {
+        return Err(ApiError::bad_request(
+            "\"code\" only goes with action \"error\"",
+        ));
     }
-    Ok(Json(json!({ "expired": session_hex(sid) })))
+    if body.ms.is_some() && !matches!(action, FaultAction::Delay(_)) {
+        return Err(ApiError::bad_request(
+            "\"ms\" only goes with action \"delay\"",
+        ));
+    }
+    if let Some(p) = &body.path {
+        if !p.starts_with('/') {
+            return Err(ApiError::bad_request(format!(
+                "path prefix {p:?} must start with /"
+            )));
+        }
+    }
+    let count = body
+        .count
+        .as_ref()
+        .map(|c| json_u64("count", c))
+        .transpose()?;
+    if count == Some(0) {
+        return Err(ApiError::bad_request(
+            "count 0 would never fire; leave it out for a rule that fires until removed",
+        ));
+    }
+    Ok(FaultRule {
+        action,
+        opcode: body.opcode.as_ref().map(parse_opcode).transpose()?,
+        path_prefix: body.path,
+        session: body.session.as_deref().map(parse_session_id).transpose()?,
+        count,
+    })
+}
+
+pub(crate) fn action_json(a: &FaultAction) -> Value {
+    match *a {
+        FaultAction::Error(code) => json!({ "action": "error", "code": code }),
+        FaultAction::DropBefore => json!({ "action": "drop-before" }),
+        FaultAction::DropAfter => json!({ "action": "drop-after" }),
+        FaultAction::Delay(ms) => json!({ "action": "delay", "ms": ms }),
+        FaultAction::NoResponse => json!({ "action": "no-response" }),
+    }
+}
+
+fn fault_json(f: &FaultStatus) -> Value {
+    let mut v = action_json(&f.rule.action);
+    if let Value::Object(m) = &mut v {
+        m.insert("id".into(), json!(f.id));
+        m.insert("opcode".into(), json!(f.rule.opcode));
+        m.insert("path".into(), json!(f.rule.path_prefix));
+        m.insert("session".into(), json!(f.rule.session.map(hex)));
+        m.insert("count".into(), json!(f.rule.count));
+        m.insert("fired".into(), json!(f.fired));
+        m.insert("remaining".into(), json!(f.remaining));
+    }
+    v
+}
+
+async fn add_fault(
+    State(st): State<AdminState>,
+    body: axum::body::Bytes,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    // Any content type: `curl -d` sends a form type with a JSON body.
+    let body: FaultBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+    let rule = fault_rule(body)?;
+    let id = control::add_fault(&st.shared, rule)?;
+    let list = control::faults(&st.shared)?;
+    let added = list
+        .iter()
+        .find(|f| f.id == id)
+        .map(fault_json)
+        .unwrap_or_else(|| json!({ "id": id }));
+    Ok((StatusCode::CREATED, Json(added)))
+}
+
+async fn list_faults(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+    let list = control::faults(&st.shared)?;
+    Ok(Json(
+        json!({ "faults": list.iter().map(fault_json).collect::<Vec<_>>() }),
+    ))
+}
+
+async fn clear_faults(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+    let removed = control::clear_faults(&st.shared)?;
+    Ok(Json(json!({ "removed": removed })))
+}
+
+async fn remove_fault(
+    State(st): State<AdminState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let id: u64 = id
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("fault id {id:?} is not a number")))?;
+    control::remove_fault(&st.shared, id)?;
+    Ok(Json(json!({ "removed": 1 })))
+}
+
+async fn reset(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json<Value>> {
+    only(&q, &["sessions"])?;
+    let expire = match q.get("sessions").map(String::as_str) {
+        None | Some("keep") => false,
+        Some("expire") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "sessions={other:?}: expected \"expire\" (expire every session too) or \"keep\""
+            )))
+        }
+    };
+    let deleted = control::reset(&st.shared, expire)?;
+    Ok(Json(
+        json!({ "deleted_nodes": deleted, "sessions_expired": expire }),
+    ))
+}
+
+pub(crate) fn clock_json(c: &ClockReport) -> Value {
+    json!({
+        "mode": match c.mode { ClockMode::Real => "real", ClockMode::Manual => "manual" },
+        "now_ms": c.now_ms,
+        "elapsed_ms": c.elapsed_ms,
+        "paused": c.paused,
+    })
+}
+
+async fn clock(State(st): State<AdminState>) -> Json<Value> {
+    Json(clock_json(&control::clock(&st.shared)))
+}
+
+async fn advance(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json<Value>> {
+    only(&q, &["ms"])?;
+    let ms = q
+        .get("ms")
+        .ok_or_else(|| ApiError::bad_request("missing ms: how far to move the clock"))?;
+    let ms = parse_ms("ms", ms)?;
+    let report = control::advance_clock(&st.shared, Duration::from_millis(ms))?;
+    Ok(Json(clock_json(&report)))
 }

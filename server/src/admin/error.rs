@@ -53,7 +53,7 @@ impl From<crate::net::CoreFailed> for ApiError {
     fn from(_: crate::net::CoreFailed) -> ApiError {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "the server failed closed after an internal error and serves nothing more",
+            crate::control::ControlError::Failed.to_string(),
         )
     }
 }

@@ -15,6 +15,7 @@ mod herd;
 mod metrics;
 mod monitor_keys;
 mod persist;
+mod zk_controller;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -39,6 +40,8 @@ pub(crate) struct AdminState {
     pub(crate) client_addr: SocketAddr,
     /// The data directory's persistence, when one is configured.
     pub(crate) persist: Option<Arc<crate::persist::Persistence>>,
+    /// Cancelling it stops the whole server (the test controller's SHUTDOWN).
+    pub(crate) shutdown: CancellationToken,
 }
 
 /// The complete admin router. Add a module's routes here with `.merge(module::routes())`.
@@ -49,6 +52,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .merge(persist::routes())
         .merge(metrics::routes())
         .merge(herd::routes())
+        .merge(zk_controller::routes())
         .fallback(unknown_route)
         .with_state(state)
 }

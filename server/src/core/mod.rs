@@ -9,6 +9,28 @@ use bytes::Bytes;
 /// Identifies one client connection (socket) for the lifetime of the server.
 pub type ConnId = u64;
 
+/// The time of one core call, on two clocks (both injected by the caller):
+/// * `mono`: the session clock, which only moves forward (monotonic time, or the virtual
+///   clock of `--clock manual`). Session expiry, the reaper and TTLs run on it.
+/// * `wall`: wall-clock epoch milliseconds, recorded as nodes' ctime/mtime.
+///
+/// A wall clock stepped forward or back changes only the times written into Stats; no
+/// session or TTL node expires early or late because of it. A bare `i64` converts into a
+/// `Now` with both clocks at that reading (convenient in tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    /// Session-clock milliseconds.
+    pub mono: i64,
+    /// Wall-clock epoch milliseconds.
+    pub wall: i64,
+}
+
+impl From<i64> for Now {
+    fn from(ms: i64) -> Now {
+        Now { mono: ms, wall: ms }
+    }
+}
+
 /// Where the core puts what it produces. Frames are complete (length-prefixed) and must be
 /// written to the connection in the order they are given, across all calls.
 pub trait Outbox {
@@ -16,6 +38,9 @@ pub trait Outbox {
     fn send(&mut self, conn: ConnId, frame: Bytes);
     /// Close `conn` once everything queued before this call has been written.
     fn close(&mut self, conn: ConnId);
+    /// Hold what is queued on `conn` after this call for `ms` milliseconds before writing it
+    /// (a `delay` fault). Outboxes that do not write to sockets ignore it.
+    fn delay(&mut self, _conn: ConnId, _ms: u64) {}
 }
 
 /// Core settings, all in milliseconds.
@@ -48,6 +73,7 @@ pub enum Handshake {
 mod acl;
 mod conn;
 mod control;
+mod fault;
 mod fixture;
 pub mod herd;
 mod invariants;
@@ -89,10 +115,12 @@ use std::sync::Arc;
 use zkd_protocol::{keeper_state, perms, xid, Acl, Jute, ReplyHeader, WatcherEvent};
 
 use conn::Conn;
-pub use control::SessionInfo;
+pub use control::{SessionOpError, SessionReport};
+pub use fault::{FaultAction, FaultRule, FaultStatus, MAX_FAULT_RULES};
 use herd::Herd;
 use session::Sessions;
 use tree::{AclList, Tree};
+use txn::Txn;
 use watch::Watches;
 
 pub use fixture::{FixtureKind, FixtureNode, TreeEntry};
@@ -118,6 +146,11 @@ pub struct Core {
     per_ip: HashMap<IpAddr, u32>,
     /// Containers and TTL nodes, checked by the reaper.
     reapable: BTreeSet<Box<str>>,
+    /// When each TTL node was last modified, on the session clock (its Stat's mtime is
+    /// wall time, which may step). A TTL node missing here is stamped at the next reap.
+    ttl_touched: HashMap<Box<str>, i64>,
+    /// Fault rules of the control plane, matched on every request.
+    faults: fault::Faults,
     next_reap: i64,
     open_acl: AclList,
     counters: Counters,
@@ -132,27 +165,30 @@ pub struct Core {
 }
 
 impl Core {
-    pub fn new(cfg: CoreConfig, now_ms: i64) -> Core {
+    pub fn new(cfg: CoreConfig, now: impl Into<Now>) -> Core {
+        let now = now.into();
         let open_acl: AclList = Arc::from(Acl::open_unsafe());
         let read_acl: AclList = Arc::from(vec![Acl::new(perms::READ, "world", "anyone")]);
-        let next_reap = now_ms + cfg.reaper_interval_ms.max(1);
+        let next_reap = now.mono + cfg.reaper_interval_ms.max(1);
         let cfg_herd_warn = cfg.herd_warn;
         Core {
             tree: Tree::new(open_acl.clone(), read_acl),
-            sessions: Sessions::new(now_ms, cfg.tick_ms),
+            sessions: Sessions::new(now.wall, cfg.tick_ms),
             cfg,
-            start_ms: now_ms,
+            start_ms: now.wall,
             zxid: 0,
             watches: Watches::default(),
             conns: HashMap::new(),
             next_conn: 1,
             per_ip: HashMap::new(),
             reapable: BTreeSet::new(),
+            ttl_touched: HashMap::new(),
+            faults: fault::Faults::default(),
             next_reap,
             open_acl,
             counters: Counters::default(),
             herd: Herd::new(cfg_herd_warn),
-            now_ms,
+            now_ms: now.mono,
             scratch: Vec::new(),
             txn_sink: None,
             log_ops: Vec::new(),
@@ -169,7 +205,8 @@ impl Core {
     }
 
     /// Registers an accepted socket. `None` means the per-IP limit is reached: close it.
-    pub fn open_connection(&mut self, remote: SocketAddr, now_ms: i64) -> Option<ConnId> {
+    pub fn open_connection(&mut self, remote: SocketAddr, now: impl Into<Now>) -> Option<ConnId> {
+        let now_ms = now.into().wall;
         let ip = remote.ip();
         let count = self.per_ip.entry(ip).or_insert(0);
         if self.cfg.max_client_cnxns > 0 && *count >= self.cfg.max_client_cnxns {
@@ -256,25 +293,26 @@ impl Core {
         self.scratch = targets;
     }
 
-    /// Session expiry and container/TTL reaping due at `now_ms`.
-    pub fn tick(&mut self, now_ms: i64, out: &mut dyn Outbox) {
-        self.now_ms = now_ms;
-        self.herd.close_windows(now_ms);
-        for sid in self.sessions.expired(now_ms) {
+    /// Session expiry and container/TTL reaping due at `now` (on the session clock).
+    pub fn tick(&mut self, now: impl Into<Now>, out: &mut dyn Outbox) {
+        let now = now.into();
+        self.now_ms = now.mono;
+        self.herd.close_windows(now.mono);
+        for sid in self.sessions.expired(now.mono) {
             let conn = self.sessions.get(sid).and_then(|s| s.conn);
             tracing::debug!(session = format_args!("0x{sid:x}"), "session expired");
-            self.kill_session(sid, now_ms, out);
+            self.kill_session(sid, now, out);
             if let Some(conn) = conn {
                 self.finish_connection(conn, out);
             }
         }
-        if now_ms >= self.next_reap {
-            self.reap(now_ms, out);
-            self.next_reap = now_ms + self.cfg.reaper_interval_ms.max(1);
+        if now.mono >= self.next_reap {
+            self.reap(now, out);
+            self.next_reap = now.mono + self.cfg.reaper_interval_ms.max(1);
         }
     }
 
-    /// When [`Core::tick`] next has work to do.
+    /// When [`Core::tick`] next has work to do, on the session clock.
     pub fn next_deadline(&self) -> Option<i64> {
         let reap = (!self.reapable.is_empty()).then_some(self.next_reap);
         [self.sessions.next_expiry(), reap, self.herd.next_deadline()]

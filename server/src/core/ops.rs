@@ -10,9 +10,10 @@ use zkd_protocol::{
     StatResponse, WhoAmIResponse,
 };
 
+use super::fault::{FaultAction, Muted};
 use super::txn::Txn;
 use super::watch::WatchKind;
-use super::{acl, notification_frame, ConnId, Core, Handshake, Outbox};
+use super::{acl, notification_frame, ConnId, Core, Handshake, Now, Outbox};
 
 /// Bytes before a reply body: frame length (4) and ReplyHeader (16).
 const HEADER_LEN: usize = 20;
@@ -84,9 +85,10 @@ impl Core {
         &mut self,
         conn: ConnId,
         payload: Bytes,
-        now_ms: i64,
+        now: impl Into<Now>,
         out: &mut dyn Outbox,
     ) -> Handshake {
+        let now = now.into();
         let Ok(req) = ConnectRequest::read(&mut Reader::new(payload)) else {
             tracing::debug!(conn, "undecodable ConnectRequest");
             self.finish_connection(conn, out);
@@ -112,10 +114,10 @@ impl Core {
         let ro = req.read_only;
         let sid = if req.session_id == 0 {
             self.zxid += 1;
-            let s = self.sessions.create(timeout, now_ms);
+            let s = self.sessions.create(timeout, now.mono);
             s.conn = Some(conn);
             let sid = s.id;
-            self.log_session_created(sid, timeout, self.zxid, now_ms);
+            self.log_session_created(sid, timeout, self.zxid, now.wall);
             sid
         } else {
             let valid = self
@@ -132,7 +134,7 @@ impl Core {
             if let Some(old) = old.filter(|o| *o != conn) {
                 self.finish_connection(old, out);
             }
-            self.sessions.set_timeout(req.session_id, timeout, now_ms);
+            self.sessions.set_timeout(req.session_id, timeout, now.mono);
             if let Some(s) = self.sessions.get_mut(req.session_id) {
                 s.conn = Some(conn);
             }
@@ -143,7 +145,7 @@ impl Core {
             c.session = Some(sid);
             c.read_only_byte = ro;
             c.last_op = "SESS";
-            c.last_response_ms = now_ms;
+            c.last_response_ms = now.wall;
         }
         let resp = ConnectResponse {
             protocol_version: 0,
@@ -157,7 +159,14 @@ impl Core {
     }
 
     /// Every frame after the handshake.
-    pub fn request(&mut self, conn: ConnId, payload: Bytes, now_ms: i64, out: &mut dyn Outbox) {
+    pub fn request(
+        &mut self,
+        conn: ConnId,
+        payload: Bytes,
+        now: impl Into<Now>,
+        out: &mut dyn Outbox,
+    ) {
+        let now = now.into();
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -177,14 +186,14 @@ impl Core {
         c.received += 1;
         c.last_cxid = header.xid;
         self.counters.received += 1;
-        self.now_ms = now_ms;
+        self.now_ms = now.mono;
         let op = OpCode::from_i32(header.op);
         let is_request = !matches!(
             op,
             None | Some(OpCode::Notification | OpCode::Error | OpCode::CreateSession)
         );
         if is_request && !matches!(op, Some(OpCode::Auth | OpCode::Sasl)) {
-            self.sessions.touch(sid, now_ms);
+            self.sessions.touch(sid, now.mono);
         }
         let (_xid, zxid, frame) = match op.map(|op| (op, Request::read(op, &mut r))) {
             None | Some((_, Err(DecodeError::NotARequest(_))))
@@ -216,15 +225,48 @@ impl Core {
                     header_only(header.xid, zxid, ErrorCode::MarshallingError.code()),
                 )
             }
-            Some((_, Ok(req))) => match self.dispatch(conn, sid, header.xid, req, now_ms, out) {
-                Some(done) => done,
-                None => return,
+            Some((op, Ok(req))) => match self.faults.check(header.op, &req, sid) {
+                None => match self.dispatch(conn, sid, header.xid, req, now, out) {
+                    Some(done) => done,
+                    None => return,
+                },
+                Some(FaultAction::Error(code)) => {
+                    tracing::debug!(conn, ?op, code, "fault rule: error reply");
+                    let zxid = self.zxid;
+                    (header.xid, zxid, header_only(header.xid, zxid, code))
+                }
+                Some(FaultAction::DropBefore) => {
+                    tracing::debug!(
+                        conn,
+                        ?op,
+                        "fault rule: connection dropped before the request"
+                    );
+                    self.finish_connection(conn, out);
+                    return;
+                }
+                Some(action @ (FaultAction::DropAfter | FaultAction::NoResponse)) => {
+                    tracing::debug!(conn, ?op, ?action, "fault rule: reply suppressed");
+                    let mut muted = Muted { inner: out, conn };
+                    let _ = self.dispatch(conn, sid, header.xid, req, now, &mut muted);
+                    if action == FaultAction::DropAfter {
+                        self.finish_connection(conn, out);
+                    }
+                    return;
+                }
+                Some(FaultAction::Delay(ms)) => {
+                    tracing::debug!(conn, ?op, ms, "fault rule: reply delayed");
+                    out.delay(conn, ms);
+                    match self.dispatch(conn, sid, header.xid, req, now, out) {
+                        Some(done) => done,
+                        None => return,
+                    }
+                }
             },
         };
         if let Some(c) = self.conns.get_mut(&conn) {
             c.last_op = op.map_or("NA", OpCode::short_name);
             c.last_zxid = zxid;
-            c.last_response_ms = now_ms;
+            c.last_response_ms = now.wall;
         }
         self.send(out, conn, frame);
     }
@@ -237,7 +279,7 @@ impl Core {
         sid: i64,
         xid: i32,
         req: Request,
-        now: i64,
+        now: Now,
         out: &mut dyn Outbox,
     ) -> Option<(i32, i64, Bytes)> {
         let ids = self
@@ -267,7 +309,8 @@ impl Core {
             | Request::GetChildren(r)
             | Request::GetChildren2(r) = &req
             {
-                self.herd.read(conn, super::path::canonical(&r.path), now);
+                self.herd
+                    .read(conn, super::path::canonical(&r.path), now.mono);
             }
         }
         let result: OpResult = match req {
@@ -432,7 +475,14 @@ impl Core {
             Err(e) => e.code(),
         };
         if is_write {
-            self.log_write(sid, xid, zxid, now, is_multi, (err != 0).then_some(err));
+            self.log_write(
+                sid,
+                xid,
+                zxid,
+                now.wall,
+                is_multi,
+                (err != 0).then_some(err),
+            );
         }
         Some((xid, zxid, reply.finish(xid, zxid, err)))
     }
@@ -589,7 +639,7 @@ impl Core {
         ids: &[Id],
         ops: Vec<MultiOp>,
         zxid: i64,
-        now: i64,
+        now: Now,
         out: &mut dyn Outbox,
     ) -> Result<MultiResponse, ErrorCode> {
         if ops.iter().any(MultiOp::is_read) {

@@ -63,6 +63,13 @@ impl Sessions {
         }
     }
 
+    /// Changes the expiry rounding (1 = exact expiry). Only before any session exists.
+    pub fn set_granularity(&mut self, ms: i64) {
+        if self.map.is_empty() {
+            self.tick_ms = ms.max(1);
+        }
+    }
+
     /// The expiry bucket for activity at `now`: the next tick multiple strictly after now+timeout.
     fn bucket(&self, now: i64, timeout: i64) -> i64 {
         ((now + timeout) / self.tick_ms + 1) * self.tick_ms

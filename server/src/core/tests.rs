@@ -1071,3 +1071,6 @@ fn notifications_need_read_permission() {
     assert_eq!(h.events(one), [], "the watch fired, withheld, and is gone");
     assert_eq!(h.events(anon), [ev(NODE_DATA_CHANGED, "/pub")]);
 }
+
+#[path = "control_tests.rs"]
+mod control_tests;

@@ -7,12 +7,15 @@ use bytes::Bytes;
 use zkd_protocol::{event_type, perms, Acl, CreateMode, ErrorCode, Id, OpCode, Stat};
 
 use super::tree::{self, AclList, Node, NodeKind, CONTAINER_OWNER, MAX_TTL, TTL_MARKER};
-use super::{acl, path, Core, Outbox};
+use super::{acl, path, Core, Now, Outbox};
 
 /// One write transaction: a zxid, a timestamp, and what it changed.
 pub struct Txn {
     pub zxid: i64,
+    /// Wall time: the ctime/mtime written.
     pub time: i64,
+    /// Session-clock time: when TTL nodes count as modified.
+    pub mono: i64,
     /// Watch events in op order, each with the ACL that decides who may receive it.
     events: Vec<(i32, String, AclList)>,
     created: Vec<(String, i64)>,
@@ -46,10 +49,11 @@ fn check_version(expected: i32, actual: i32) -> OpResult<()> {
 }
 
 impl Txn {
-    pub fn new(zxid: i64, time: i64, undoable: bool) -> Txn {
+    pub fn new(zxid: i64, now: Now, undoable: bool) -> Txn {
         Txn {
             zxid,
-            time,
+            time: now.wall,
+            mono: now.mono,
             events: Vec::new(),
             created: Vec::new(),
             deleted: Vec::new(),
@@ -189,7 +193,7 @@ impl Core {
 
     /// Removes a childless node and records the events; shared by delete, session close and
     /// the reaper.
-    fn delete_node(&mut self, txn: &mut Txn, p: &str, parent_path: &str) {
+    pub(super) fn delete_node(&mut self, txn: &mut Txn, p: &str, parent_path: &str) {
         txn.save(&self.tree, parent_path);
         txn.save(&self.tree, p);
         if let Some(node) = self.tree.remove(p, txn.zxid) {
@@ -292,8 +296,12 @@ impl Core {
                         s.ephemerals.insert(p.as_str().into());
                     }
                 }
-                NodeKind::Container | NodeKind::Ttl(_) => {
+                NodeKind::Container => {
                     self.reapable.insert(p.as_str().into());
+                }
+                NodeKind::Ttl(_) => {
+                    self.reapable.insert(p.as_str().into());
+                    self.ttl_touched.insert(p.as_str().into(), txn.mono);
                 }
                 NodeKind::Persistent => {}
             }
@@ -307,8 +315,16 @@ impl Core {
                 }
                 NodeKind::Container | NodeKind::Ttl(_) => {
                     self.reapable.remove(p.as_str());
+                    self.ttl_touched.remove(p.as_str());
                 }
                 NodeKind::Persistent => {}
+            }
+        }
+        for (event, p, _) in &txn.events {
+            if *event == event_type::NODE_DATA_CHANGED {
+                if let Some(t) = self.ttl_touched.get_mut(p.as_str()) {
+                    *t = txn.mono;
+                }
             }
         }
         for (event, p, acl) in &txn.events {
@@ -326,7 +342,7 @@ impl Core {
     }
 
     /// Closes a session (explicit close or expiry): one zxid for all its ephemerals.
-    pub(super) fn kill_session(&mut self, sid: i64, now: i64, out: &mut dyn Outbox) -> i64 {
+    pub(super) fn kill_session(&mut self, sid: i64, now: Now, out: &mut dyn Outbox) -> i64 {
         self.zxid += 1;
         let mut txn = Txn::new(self.zxid, now, false);
         if let Some(session) = self.sessions.remove(sid) {
@@ -341,14 +357,23 @@ impl Core {
         let zxid = txn.zxid;
         if self.logging() {
             let paths = txn.deleted.iter().map(|(p, _)| p.clone()).collect();
-            self.log_session_closed(sid, zxid, now, paths);
+            self.log_session_closed(sid, zxid, now.wall, paths);
         }
         self.commit(txn, out);
         zxid
     }
 
     /// Deletes empty containers that have had a child and expired empty TTL nodes.
-    pub(super) fn reap(&mut self, now: i64, out: &mut dyn Outbox) {
+    pub(super) fn reap(&mut self, now: Now, out: &mut dyn Outbox) {
+        for p in &self.reapable {
+            let is_ttl = self
+                .tree
+                .get(p)
+                .is_some_and(|n| matches!(n.kind(), NodeKind::Ttl(_)));
+            if is_ttl && !self.ttl_touched.contains_key(p) {
+                self.ttl_touched.insert(p.clone(), now.mono);
+            }
+        }
         let due: Vec<String> = self
             .reapable
             .iter()
@@ -357,7 +382,9 @@ impl Core {
                     n.children.is_empty()
                         && match n.kind() {
                             NodeKind::Container => n.child_creates != 0,
-                            NodeKind::Ttl(ttl) => now - n.mtime > ttl,
+                            NodeKind::Ttl(ttl) => {
+                                self.ttl_touched.get(*p).is_some_and(|t| now.mono - t > ttl)
+                            }
                             _ => false,
                         }
                 })
@@ -370,9 +397,11 @@ impl Core {
             let parent = path::canonical(path::parent(&p).unwrap_or("")).to_string();
             tracing::debug!(path = %p, "reaping");
             self.delete_node(&mut txn, &p, &parent);
-            self.log_reaped(&p, txn.zxid, now);
+            self.log_reaped(&p, txn.zxid, now.wall);
             self.commit(txn, out);
         }
         self.reapable.retain(|p| self.tree.get(p).is_some());
+        let reapable = &self.reapable;
+        self.ttl_touched.retain(|p, _| reapable.contains(p));
     }
 }

@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use zkd_protocol::frame::TELNET_INTERRUPT;
 use zkd_protocol::{FourLetterWord, FrameCodec};
 
+use super::gate::Gate;
 use super::{host, now_ms, ConnChannels, Out, Shared};
 use crate::core::{ConnId, Handshake};
 use crate::fourlw::{self, HostInfo};
@@ -148,8 +149,9 @@ pub(crate) async fn run(
         }
     };
 
-    let established = match shared.with_core(|core, out| core.handshake(id, connect, now_ms(), out))
-    {
+    shared.gate.wait().await;
+    let now = shared.now();
+    let established = match shared.with_core(|core, out| core.handshake(id, connect, now, out)) {
         Ok(Handshake::Established) => true,
         Ok(Handshake::Closed) => false,
         // The server failed closed; this connection is being dropped.
@@ -175,7 +177,7 @@ pub(crate) async fn run(
         rd
     };
     let writing = async {
-        write_frames(id, wr, channels, &reader_done).await;
+        write_frames(id, wr, channels, &reader_done, &shared.gate).await;
         writer_done.cancel();
     };
     let (rd, ()) = tokio::join!(reading, writing);
@@ -321,6 +323,14 @@ async fn read_requests(
                     }
                 }
             }
+            if !frames.is_empty() && shared.gate.is_paused() {
+                // Stop-the-world pause: no more reading until it ends.
+                tokio::select! {
+                    biased;
+                    _ = writer_done.cancelled() => break,
+                    _ = shared.gate.wait() => {}
+                }
+            }
             if !frames.is_empty() && !shared.requests(id, frames) {
                 feeding = false;
             }
@@ -375,6 +385,7 @@ async fn write_frames(
     mut wr: OwnedWriteHalf,
     channels: ConnChannels,
     reader_done: &CancellationToken,
+    gate: &Gate,
 ) {
     let ConnChannels {
         mut rx,
@@ -396,21 +407,36 @@ async fn write_frames(
         };
         let mut closing = false;
         let mut bytes = 0;
+        let mut hold = None;
         match first {
             Some(Out::Frame(f)) => {
                 bytes += f.len();
                 batch.push_back(f);
             }
+            Some(Out::Delay(ms)) => hold = Some(ms),
             Some(Out::Close) | None => closing = true,
         }
-        while !closing && batch.len() < MAX_BATCH_FRAMES && bytes < MAX_BATCH_BYTES {
+        while !closing
+            && hold.is_none()
+            && batch.len() < MAX_BATCH_FRAMES
+            && bytes < MAX_BATCH_BYTES
+        {
             match rx.try_recv() {
                 Ok(Out::Frame(f)) => {
                     bytes += f.len();
                     batch.push_back(f);
                 }
+                Ok(Out::Delay(ms)) => hold = Some(ms),
                 Ok(Out::Close) | Err(TryRecvError::Disconnected) => closing = true,
                 Err(TryRecvError::Empty) => break,
+            }
+        }
+        if gate.is_paused() {
+            // Stop-the-world pause: nothing is written until it ends.
+            tokio::select! {
+                biased;
+                _ = kill.cancelled() => return,
+                _ = gate.wait() => {}
             }
         }
         if !batch.is_empty() {
@@ -426,6 +452,14 @@ async fn write_frames(
                 }
             }
             queued.fetch_sub(bytes, Ordering::Relaxed);
+        }
+        if let Some(ms) = hold {
+            tokio::select! {
+                biased;
+                _ = kill.cancelled() => return,
+                _ = &mut linger => return,
+                _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+            }
         }
         if closing {
             tokio::select! {

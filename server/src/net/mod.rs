@@ -17,7 +17,9 @@
 //! reconnects like after any connection loss. Frames are shared `Bytes`, so a notification
 //! fanned out to many connections is stored once however many queues hold it.
 
+pub(crate) mod clock;
 mod conn;
+pub(crate) mod gate;
 mod host;
 pub(crate) mod latency;
 
@@ -35,7 +37,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::FourLetterWhitelist;
-use crate::core::{ConnId, Core, Outbox};
+use crate::core::{ConnId, Core, Now, Outbox};
 use crate::fourlw::{NetFacts, DEFAULT_TRACE_MASK};
 use crate::Config;
 
@@ -54,6 +56,8 @@ pub(crate) fn now_ms() -> i64 {
 /// What the core sends a connection.
 pub(crate) enum Out {
     Frame(Bytes),
+    /// Hold what follows for this many ms (a `delay` fault rule).
+    Delay(u64),
     /// Flush what came before, then close.
     Close,
 }
@@ -101,6 +105,10 @@ pub(crate) struct Shared {
     /// When the ticker plans to wake next (epoch ms).
     planned_tick: AtomicI64,
     wake_ticker: Notify,
+    /// The session and wall clocks the core is given.
+    pub(crate) clock: clock::Clock,
+    /// Pause and connection-refusal switches of the control plane.
+    pub(crate) gate: gate::Gate,
     /// Set once a core call panicked; the core is never entered again.
     failure: OnceLock<ServerFailure>,
     /// Cancelled when `failure` is set: stops the listener and the ticker.
@@ -184,6 +192,14 @@ impl Outbox for Registry<'_> {
             let _ = h.tx.send(Out::Close);
         }
     }
+
+    fn delay(&mut self, conn: ConnId, ms: u64) {
+        if let Some(h) = self.conns.get_mut(&conn) {
+            if !h.closing && h.tx.send(Out::Delay(ms)).is_err() {
+                h.closing = true;
+            }
+        }
+    }
 }
 
 /// [`NetFacts`] over the registry, for reports.
@@ -241,7 +257,14 @@ impl Shared {
             wake_ticker: Notify::new(),
             failure: OnceLock::new(),
             failed: CancellationToken::new(),
+            clock: clock::Clock::new(config.clock),
+            gate: gate::Gate::new(),
         }
+    }
+
+    /// The time to give the core now (session clock and wall clock).
+    pub(crate) fn now(&self) -> Now {
+        self.clock.now()
     }
 
     /// Runs `f` on the whole state behind the lock. This is the one place the core is
@@ -294,6 +317,14 @@ impl Shared {
         self.failure.get()
     }
 
+    /// `Err` once the core is poisoned.
+    pub(crate) fn failure_check(&self) -> Result<(), CoreFailed> {
+        match self.failure.get() {
+            Some(_) => Err(CoreFailed),
+            None => Ok(()),
+        }
+    }
+
     /// Resolves once the core is poisoned.
     pub(crate) async fn failed(&self) -> ServerFailure {
         self.failed.cancelled().await;
@@ -340,7 +371,7 @@ impl Shared {
     /// Registers an accepted socket with the core; `Ok(None)` = over the per-IP limit.
     fn open(&self, remote: SocketAddr) -> Result<Option<(ConnId, ConnChannels)>, CoreFailed> {
         self.with_state(|state| {
-            let id = state.core.open_connection(remote, now_ms())?;
+            let id = state.core.open_connection(remote, self.now())?;
             let (tx, rx) = mpsc::unbounded_channel();
             let queued = Arc::new(AtomicUsize::new(0));
             let kill = CancellationToken::new();
@@ -364,7 +395,7 @@ impl Shared {
         let latencies = &self.latencies;
         self.with_state(|state| {
             let State { core, conns } = state;
-            let now = now_ms();
+            let now = self.now();
             for frame in frames {
                 if conns.get(&id).is_none_or(|h| h.closing) {
                     break;
@@ -415,6 +446,10 @@ pub(crate) async fn accept_loop(
             _ = shutdown.cancelled() => break,
             _ = shared.failed.cancelled() => break,
             accepted = listener.accept() => match accepted {
+                Ok((stream, _)) if shared.gate.rejecting() => {
+                    tracing::debug!("refusing a connection: new connections are rejected (control plane)");
+                    drop(stream);
+                }
                 Ok((stream, remote)) => {
                     let _ = stream.set_nodelay(true);
                     match shared.open(remote) {
@@ -453,19 +488,24 @@ pub(crate) async fn accept_loop(
     tasks.shutdown().await;
 }
 
-/// Calls [`Core::tick`] at the core's next deadline, and at least every tick period.
+/// Calls [`Core::tick`] at the core's next deadline (on the session clock), and at least
+/// every tick period. It stands still during a pause. Under a manual clock the deadlines
+/// are reached only by `advance`, which ticks the core itself.
 pub(crate) async fn ticker(shared: Arc<Shared>) {
     let period = shared.cfg.tick_period_ms;
     loop {
-        let now = now_ms();
+        shared.gate.wait().await;
+        let at = shared.now();
+        let now = at.mono;
         let limit = shared.cfg.max_outbound_bytes;
         let Ok(next) = shared.with_state(|state| {
             let State { core, conns } = state;
-            core.tick(now, &mut Registry { conns, limit });
+            core.tick(at, &mut Registry { conns, limit });
             core.next_deadline()
         }) else {
             return;
         };
+        let next = next.filter(|_| shared.clock.mode() == crate::ClockMode::Real);
         let wake = next
             .map_or(now + period, |d| d.min(now + period))
             .max(now + 1);

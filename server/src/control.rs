@@ -1,0 +1,217 @@
+//! The test control plane as Rust operations on a running server: list, expire and
+//! disconnect sessions, pause and resume traffic, fault rules, reset, and the virtual clock.
+//! [`crate::Server`]'s methods and the admin HTTP routes both call these, so both take
+//! effect the same way: through the core, in the one order of client requests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::core::SessionOpError;
+use crate::net::{CoreFailed, Shared};
+use crate::ClockMode;
+
+pub use crate::core::{FaultAction, FaultRule, FaultStatus, SessionReport, MAX_FAULT_RULES};
+
+/// Whether the session clock runs during a pause.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PauseClock {
+    /// The clock runs on (default), as during a long stop-the-world GC pause: sessions
+    /// whose clients gave up expire when the pause ends.
+    #[default]
+    Runs,
+    /// The clock stops for the pause: every deadline moves later by the pause's length.
+    Frozen,
+}
+
+/// How to pause.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PauseOptions {
+    /// End the pause by itself after this long; `None` = until `resume`.
+    pub duration: Option<Duration>,
+    pub clock: PauseClock,
+}
+
+/// The session clock as reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockReport {
+    pub mode: ClockMode,
+    /// Session-clock reading in ms (starts at the wall time the server started).
+    pub now_ms: i64,
+    /// Milliseconds the session clock has moved since the server started.
+    pub elapsed_ms: i64,
+    /// Whether traffic is paused.
+    pub paused: bool,
+}
+
+/// Why a control operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlError {
+    NoSuchSession(i64),
+    NotConnected(i64),
+    AlreadyPaused,
+    NotPaused,
+    ClockNotManual,
+    TooManyFaults(String),
+    NoSuchFault(u64),
+    Failed,
+}
+
+impl std::fmt::Display for ControlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControlError::NoSuchSession(id) => write!(f, "no session {}", hex(*id)),
+            ControlError::NotConnected(id) => {
+                write!(f, "session {} has no connection to close", hex(*id))
+            }
+            ControlError::AlreadyPaused => f.write_str("the server is already paused"),
+            ControlError::NotPaused => f.write_str("the server is not paused"),
+            ControlError::ClockNotManual => f.write_str(
+                "the clock is real time; start the server with the manual clock (--clock manual) to move it",
+            ),
+            ControlError::TooManyFaults(msg) => f.write_str(msg),
+            ControlError::NoSuchFault(id) => write!(f, "no fault rule {id}"),
+            ControlError::Failed => f.write_str(
+                "the server failed closed after an internal error and serves nothing more",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ControlError {}
+
+impl From<CoreFailed> for ControlError {
+    fn from(_: CoreFailed) -> ControlError {
+        ControlError::Failed
+    }
+}
+
+/// A session id as ZooKeeper prints it: `0x` and lower-case hex.
+pub fn hex(id: i64) -> String {
+    format!("0x{id:x}")
+}
+
+fn session_err(sid: i64, e: SessionOpError) -> ControlError {
+    match e {
+        SessionOpError::NoSuchSession => ControlError::NoSuchSession(sid),
+        SessionOpError::NotConnected => ControlError::NotConnected(sid),
+    }
+}
+
+pub(crate) fn sessions(shared: &Shared) -> Result<Vec<SessionReport>, ControlError> {
+    let now = shared.now();
+    Ok(shared.with_core(|core, _| core.sessions_report(now))?)
+}
+
+pub(crate) fn expire_session(shared: &Shared, sid: i64) -> Result<(), ControlError> {
+    let now = shared.now();
+    shared
+        .with_core(|core, out| core.expire_session(sid, now, out))?
+        .map_err(|e| session_err(sid, e))
+}
+
+pub(crate) fn expire_all_sessions(shared: &Shared) -> Result<usize, ControlError> {
+    let now = shared.now();
+    Ok(shared.with_core(|core, out| core.expire_all_sessions(now, out))?)
+}
+
+pub(crate) fn disconnect_session(shared: &Shared, sid: i64) -> Result<(), ControlError> {
+    shared
+        .with_core(|core, out| core.disconnect_session(sid, out))?
+        .map_err(|e| session_err(sid, e))
+}
+
+pub(crate) fn disconnect_all(shared: &Shared) -> Result<usize, ControlError> {
+    Ok(shared.with_core(|core, out| core.disconnect_all(out))?)
+}
+
+/// Starts a pause. A timed pause ends by itself (unless resumed and paused again before).
+pub(crate) fn pause(shared: &Arc<Shared>, opts: PauseOptions) -> Result<(), ControlError> {
+    shared.failure_check()?;
+    let generation = shared.gate.pause().ok_or(ControlError::AlreadyPaused)?;
+    if opts.clock == PauseClock::Frozen {
+        shared.clock.freeze();
+    }
+    tracing::info!(?opts, "traffic paused by control");
+    if let Some(d) = opts.duration {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(d).await;
+            if shared.gate.generation() == generation && shared.gate.is_paused() {
+                let _ = resume(&shared);
+            }
+        });
+    }
+    Ok(())
+}
+
+/// Ends a pause: the clock thaws, the core catches up on what fell due (expiring sessions
+/// whose clients gave up, if the clock ran), and only then do connections read again.
+pub(crate) fn resume(shared: &Shared) -> Result<(), ControlError> {
+    if !shared.gate.is_paused() {
+        return Err(ControlError::NotPaused);
+    }
+    shared.clock.thaw();
+    let now = shared.now();
+    let ticked = shared.with_core(|core, out| core.tick(now, out));
+    if !shared.gate.resume() {
+        return Err(ControlError::NotPaused);
+    }
+    tracing::info!("traffic resumed by control");
+    Ok(ticked?)
+}
+
+pub(crate) fn add_fault(shared: &Shared, rule: FaultRule) -> Result<u64, ControlError> {
+    shared
+        .with_core(|core, _| core.add_fault(rule))?
+        .map_err(ControlError::TooManyFaults)
+}
+
+pub(crate) fn faults(shared: &Shared) -> Result<Vec<FaultStatus>, ControlError> {
+    Ok(shared.with_core(|core, _| core.faults())?)
+}
+
+pub(crate) fn clear_faults(shared: &Shared) -> Result<usize, ControlError> {
+    Ok(shared.with_core(|core, _| core.clear_faults())?)
+}
+
+pub(crate) fn remove_fault(shared: &Shared, id: u64) -> Result<(), ControlError> {
+    if shared.with_core(|core, _| core.remove_fault(id))? {
+        Ok(())
+    } else {
+        Err(ControlError::NoSuchFault(id))
+    }
+}
+
+/// Deletes every node but `/zookeeper` (and expires every session first if asked); returns
+/// how many nodes were deleted.
+pub(crate) fn reset(shared: &Shared, expire_sessions: bool) -> Result<usize, ControlError> {
+    let now = shared.now();
+    Ok(shared.with_core(|core, out| core.reset(expire_sessions, now, out))?)
+}
+
+/// Moves the manual clock forward and runs everything that fell due, in order.
+pub(crate) fn advance_clock(shared: &Shared, by: Duration) -> Result<ClockReport, ControlError> {
+    shared.failure_check()?;
+    let ms = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+    shared
+        .clock
+        .advance(ms)
+        .ok_or(ControlError::ClockNotManual)?;
+    let now = shared.now();
+    shared.with_core(|core, out| core.tick(now, out))?;
+    Ok(clock(shared))
+}
+
+pub(crate) fn clock(shared: &Shared) -> ClockReport {
+    ClockReport {
+        mode: shared.clock.mode(),
+        now_ms: shared.clock.mono(),
+        elapsed_ms: shared.clock.elapsed(),
+        paused: shared.gate.is_paused(),
+    }
+}
+
+/// Refuses (`true`) or accepts again (`false`) new client connections.
+pub(crate) fn reject_connections(shared: &Shared, on: bool) {
+    shared.gate.set_rejecting(on);
+}
