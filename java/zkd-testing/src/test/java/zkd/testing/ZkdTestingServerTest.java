@@ -36,6 +36,7 @@ public final class ZkdTestingServerTest {
         test("manualClockExpiresSessions", ZkdTestingServerTest::manualClock);
         test("pauseHoldsRequestsUntilResume", ZkdTestingServerTest::pause);
         test("faultRuleFailsOneRequest", ZkdTestingServerTest::fault);
+        test("protectedCreateSurvivesDropAfter", ZkdTestingServerTest::protectedCreateUnderDropAfter);
         test("closeStopsTheProcessAndFreesThePort", ZkdTestingServerTest::close);
         test("adminErrorsCarryStatus", ZkdTestingServerTest::adminErrors);
         System.out.println(passed + " passed, " + failed + " failed");
@@ -208,6 +209,43 @@ public final class ZkdTestingServerTest {
                 }
                 check(new String(c.getData().forPath("/f")).equals("x"), "the rule fired twice");
                 server.clearFaults();
+            }
+        }
+    }
+
+    /**
+     * The create is applied but its reply is lost with the connection (drop-after): Curator's
+     * protected ephemeral-sequential create finds its own node on retry, so exactly one node
+     * results, and a plain create of the same kind sees the connection loss.
+     */
+    static void protectedCreateUnderDropAfter() throws Exception {
+        try (ZkdTestingServer server = new ZkdTestingServer()) {
+            try (CuratorFramework c = curator(server, null)) {
+                c.create().forPath("/jobs");
+                server.addFault("{\"action\":\"drop-after\",\"opcode\":\"create\",\"path\":\"/jobs/\",\"count\":1}");
+                String made = c.create().creatingParentsIfNeeded().withProtection()
+                        .withMode(CreateMode.EPHEMERAL_SEQUENTIAL).forPath("/jobs/job-");
+                List<String> kids = c.getChildren().forPath("/jobs");
+                check(kids.size() == 1, "expected exactly one node, got " + kids);
+                check(made.endsWith(kids.get(0)), made + " is not " + kids);
+                String faults = server.admin("GET", "/zkd/faults", null);
+                check(faults.contains("\"fired\":1"), "the drop-after rule did not fire: " + faults);
+
+                server.addFault("{\"action\":\"drop-after\",\"opcode\":\"create\",\"path\":\"/plain\",\"count\":1}");
+                try {
+                    c.getZookeeperClient().getZooKeeper().create("/plain", new byte[0],
+                            org.apache.zookeeper.ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+                    throw new AssertionError("the reply was not dropped");
+                } catch (org.apache.zookeeper.KeeperException.ConnectionLossException expected) {
+                    // applied, reply lost
+                }
+                check(eventually(() -> {
+                    try {
+                        return c.checkExists().forPath("/plain") != null;
+                    } catch (Exception e) {
+                        return false;
+                    }
+                }), "/plain was not created");
             }
         }
     }
