@@ -11,8 +11,9 @@ else
   echo "note: not root and no sudo; assuming the test dependencies are installed" >&2
 fi
 cargo test --workspace "$@"
-# The Python wheel, the Java helper and the crates as packaged for other ecosystems.
-bash scripts/test-packages.sh rust
+# The Python wheel (fresh virtualenv, kazoo through the pytest fixtures), the Java helper with
+# Curator, and the crates as packaged (scripts/test-packages.sh).
+bash scripts/test-packages.sh
 # The same end-to-end scenarios against Apache ZooKeeper: a test that passes on zkd must
 # pass there too, so this checks the expectations themselves.
 ZKD_TEST_TARGET=zookeeper cargo test -p zkd-client-tests \
