@@ -360,6 +360,11 @@ async fn lock_rounds(
             }
             return Err(fault("guarded write")(e));
         }
+        // Release explicitly: the crate's release on drop is a background delete that gives
+        // up on a connection reset, which would leave this session's node blocking its own
+        // next round. A release in doubt ends the session instead (the caller drops it).
+        let node = lock.lock_path().to_string();
+        client.delete(&node, None).await.map_err(fault("release"))?;
         drop(lock);
     }
     Ok(())
