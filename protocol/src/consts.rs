@@ -1,6 +1,6 @@
 //! Protocol enumerations: opcodes, error codes, event types, states, watch kinds, create modes.
 
-/// Request opcodes (PROTOCOL.md §4.2).
+/// Request opcodes (docs/protocol.md, "Opcodes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i32)]
 pub enum OpCode {
@@ -116,7 +116,7 @@ impl OpCode {
     }
 }
 
-/// Error codes carried in `ReplyHeader.err` (PROTOCOL.md §5.1).
+/// Error codes carried in `ReplyHeader.err` (docs/protocol.md, "Error codes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i32)]
 pub enum ErrorCode {
@@ -199,7 +199,7 @@ impl ErrorCode {
     }
 }
 
-/// Special xids (PROTOCOL.md §4.1).
+/// Special xids (docs/protocol.md, "Special xids").
 pub mod xid {
     pub const NOTIFICATION: i32 = -1;
     pub const PING: i32 = -2;

@@ -1,4 +1,5 @@
-//! multi (14) and multiRead (22): MultiHeader-delimited sub-requests and results (§9).
+//! multi (14) and multiRead (22): MultiHeader-delimited sub-requests and results
+//! (docs/protocol.md, "multi and multiRead").
 
 use bytes::{Bytes, BytesMut};
 

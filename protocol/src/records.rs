@@ -1,4 +1,5 @@
-//! Every Jute record on the client wire (PROTOCOL.md §1.3, §2, §4.3), field order as sent.
+//! Every Jute record on the client wire (docs/protocol.md, "Framing and encoding",
+//! "Handshake"), field order as sent.
 
 use bytes::{BufMut, Bytes, BytesMut};
 

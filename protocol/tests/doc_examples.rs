@@ -1,4 +1,4 @@
-//! The byte examples observed on a real server and quoted in PROTOCOL.md (§2.2, §4.3):
+//! The byte examples observed on a real server and quoted in docs/protocol.md ("Byte examples"):
 //! decoded, checked field by field, and re-encoded to the identical bytes.
 
 mod common;

@@ -685,7 +685,7 @@ fn acl(variety: bool) -> BoxedStrategy<AclSpec> {
 }
 
 /// Create opcodes and flags, mostly valid. Never opcode 21 with a non-TTL flag and a
-/// negative ttl: that input crashes ZooKeeper 3.8 (PROTOCOL.md §4.4).
+/// negative ttl: that input crashes ZooKeeper 3.8 (docs/protocol.md, "Create flags").
 fn create_kind() -> BoxedStrategy<CreateKind> {
     let plain_op = weighted(&[(3, OpCode::Create), (2, OpCode::Create2)]);
     let ordinary = (

@@ -1,4 +1,4 @@
-//! ACLs and identities (PROTOCOL.md §10): digest hashing, ACL validation with `auth`
+//! ACLs and identities (docs/protocol.md, "ACLs and authentication"): digest hashing, ACL validation with `auth`
 //! expansion, the permission check, and getACL masking.
 
 use base64::Engine;

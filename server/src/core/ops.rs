@@ -741,7 +741,8 @@ impl Core {
         Ok(MultiResponse(results))
     }
 
-    /// Re-registers watches after a reconnect, firing at once what changed (§7.5).
+    /// Re-registers watches after a reconnect, firing at once what changed
+    /// (docs/protocol.md, "setWatches after a reconnect").
     fn set_watches(&mut self, conn: ConnId, w: SetWatches2, out: &mut dyn Outbox) {
         let rel = w.relative_zxid;
         let mut fire_now = |core: &mut Core, event: i32, p: &str| {

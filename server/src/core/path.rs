@@ -1,4 +1,4 @@
-//! Znode path rules (PROTOCOL.md §6.1): validation and parent/child splitting.
+//! Znode path rules (docs/protocol.md, "Paths"): validation and parent/child splitting.
 
 /// Whether `path` is a valid znode path.
 pub fn is_valid(path: &str) -> bool {

@@ -1,5 +1,5 @@
 //! Sessions: id and password generation, timeout negotiation, and expiry on tick boundaries
-//! (PROTOCOL.md §2.4, §8.1).
+//! (docs/protocol.md, "Handshake" and "Sessions and zxids").
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 

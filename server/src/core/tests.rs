@@ -1,5 +1,6 @@
-//! Direct tests of the core: a recording outbox, an injected clock, and the reference's
-//! conformance checklist (PROTOCOL.md Appendix B) plus the subtle behaviours of §12.
+//! Direct tests of the core: a recording outbox, an injected clock, and the
+//! conformance scenarios of docs/protocol.md (fresh-server zxids, Stat bookkeeping, sequence
+//! numbers, watch triggers, failed multi results, setWatches catch-up, reconnects).
 
 use std::net::SocketAddr;
 

@@ -1,4 +1,4 @@
-//! The in-memory znode tree: nodes with their exact Stat bookkeeping (PROTOCOL.md §6).
+//! The in-memory znode tree: nodes with their exact Stat bookkeeping (docs/protocol.md, "Znodes").
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -113,7 +113,7 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// The initial tree of a fresh server (§6.6).
+    /// The initial tree of a fresh server (docs/protocol.md, "Initial tree").
     pub fn new(open: AclList, read_only: AclList) -> Tree {
         let mut tree = Tree {
             nodes: HashMap::new(),
