@@ -1,0 +1,191 @@
+//! Group membership with ephemeral nodes: joins, a close, an explicit leave and an expiry, seen by an observer.
+
+use super::*;
+
+#[derive(Debug)]
+enum Obs {
+    View {
+        members: Vec<String>,
+        stat: zk::Stat,
+    },
+    Event {
+        event: zk::EventType,
+        path: String,
+    },
+    Failed(String),
+}
+
+async fn observer(client: zk::Client, path: String, tx: mpsc::UnboundedSender<Obs>) {
+    loop {
+        match client.get_and_watch_children(&path).await {
+            Ok((mut members, stat, watcher)) => {
+                members.sort();
+                let _ = tx.send(Obs::View { members, stat });
+                let event = watcher.changed().await;
+                let _ = tx.send(Obs::Event {
+                    event: event.event_type,
+                    path: event.path,
+                });
+            }
+            Err(zk::Error::NoNode) => return,
+            Err(e) => {
+                let _ = tx.send(Obs::Failed(e.to_string()));
+                return;
+            }
+        }
+    }
+}
+
+async fn expect_view(
+    rx: &mut mpsc::UnboundedReceiver<Obs>,
+    members: &[&str],
+    cversion: i32,
+    what: &str,
+) -> zk::Stat {
+    match recv(rx, what).await {
+        Obs::View { members: got, stat } => {
+            assert_eq!(got, members, "{what}");
+            assert_eq!(
+                (stat.cversion, stat.num_children),
+                (cversion, members.len() as i32),
+                "{what}"
+            );
+            stat
+        }
+        Obs::Failed(error) => panic!("{what}: observer failed: {error}"),
+        other => panic!("{what}: expected a view, got {other:?}"),
+    }
+}
+
+async fn expect_obs_event(
+    rx: &mut mpsc::UnboundedReceiver<Obs>,
+    event: zk::EventType,
+    path: &str,
+    what: &str,
+) {
+    match recv(rx, what).await {
+        Obs::Event {
+            event: got,
+            path: got_path,
+        } => assert_eq!((got, got_path.as_str()), (event, path), "{what}"),
+        Obs::Failed(error) => panic!("{what}: observer failed: {error}"),
+        other => panic!("{what}: expected {event:?}, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_membership() {
+    let (target, admin, ns) = start("members").await;
+    let group = mkdir(&admin, &ns, "members").await;
+
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    tokio::spawn(observer(connect(&target).await, group.clone(), tx));
+    let mut pzxid = expect_view(&mut rx, &[], 0, "empty group").await.pzxid;
+
+    // Four members join one by one; m1 has a long session timeout (its close must not be
+    // mistaken for an expiry), m3 is detached so that it can expire later.
+    let names = ["m0", "m1", "m2", "m3"];
+    let mut members = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let member = match i {
+            1 => connect_long(&target).await,
+            3 => connect_detached(&target).await,
+            _ => connect(&target).await,
+        };
+        let (stat, _) = member
+            .create(
+                &format!("{group}/{name}"),
+                format!("host-{i}:2181").as_bytes(),
+                &ephemeral(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(stat.ephemeral_owner, member.session_id().0);
+        expect_obs_event(&mut rx, zk::EventType::NodeChildrenChanged, &group, "join").await;
+        let view = expect_view(&mut rx, &names[..=i], i as i32 + 1, "after a join").await;
+        assert_eq!(
+            view.pzxid, stat.czxid,
+            "pzxid is the zxid of the last child change"
+        );
+        pzxid = view.pzxid;
+        members.push(Some(member));
+    }
+    for (i, member) in members.iter().enumerate() {
+        let (data, stat) = admin
+            .get_data(&format!("{group}/{}", names[i]))
+            .await
+            .unwrap();
+        assert_eq!(data, format!("host-{i}:2181").into_bytes());
+        assert_eq!(
+            stat.ephemeral_owner,
+            member.as_ref().unwrap().session_id().0
+        );
+    }
+
+    // m1 closes its session: its node goes at once, not after the session timeout (40 s, far
+    // longer than the wait for the event).
+    drop(members[1].take());
+    expect_obs_event(
+        &mut rx,
+        zk::EventType::NodeChildrenChanged,
+        &group,
+        "m1 leaves",
+    )
+    .await;
+    let view = expect_view(&mut rx, &["m0", "m2", "m3"], 5, "after m1 closed").await;
+    assert!(view.pzxid > pzxid);
+    pzxid = view.pzxid;
+
+    // m2 leaves explicitly but keeps its session.
+    members[2]
+        .as_ref()
+        .unwrap()
+        .delete(&format!("{group}/m2"), Some(0))
+        .await
+        .unwrap();
+    expect_obs_event(
+        &mut rx,
+        zk::EventType::NodeChildrenChanged,
+        &group,
+        "m2 leaves",
+    )
+    .await;
+    let view = expect_view(&mut rx, &["m0", "m3"], 6, "after m2 deleted its node").await;
+    assert!(view.pzxid > pzxid);
+
+    // m3 disappears without closing: the server must expire it.
+    let m3_session = members[3].as_ref().unwrap().session().clone();
+    drop(members[3].take());
+    expect_obs_event(
+        &mut rx,
+        zk::EventType::NodeChildrenChanged,
+        &group,
+        "m3 expires",
+    )
+    .await;
+    expect_view(&mut rx, &["m0"], 7, "after m3 expired").await;
+    // Its node went because the session expired, not because the connection dropped.
+    assert_cannot_resume(&target, m3_session).await;
+
+    drop(members[0].take());
+    expect_obs_event(
+        &mut rx,
+        zk::EventType::NodeChildrenChanged,
+        &group,
+        "m0 leaves",
+    )
+    .await;
+    expect_view(&mut rx, &[], 8, "after everyone left").await;
+
+    admin.delete(&group, Some(0)).await.unwrap();
+    expect_obs_event(&mut rx, zk::EventType::NodeDeleted, &group, "group removed").await;
+    assert_eq!(
+        members[2]
+            .as_ref()
+            .unwrap()
+            .check_stat(&group)
+            .await
+            .unwrap(),
+        None
+    );
+}
