@@ -18,6 +18,7 @@ pub mod proc;
 pub mod progress;
 pub mod report;
 pub mod servers;
+pub mod snapshot;
 pub mod throughput;
 pub mod util;
 pub mod watchers;

@@ -101,6 +101,22 @@ enum Cmd {
         #[arg(long)]
         max_sessions: Option<usize>,
     },
+    /// Persistence at scale: snapshot an N-node tree under read load (longest stall), then
+    /// start zkd and Apache ZooKeeper 3.8 from that snapshot (time, peak RSS).
+    Snapshot {
+        /// Nodes in the tree [default: 1000000; quick: 20000].
+        #[arg(long)]
+        nodes: Option<usize>,
+        /// The zkd binary [default: next to zkd-bench, else on PATH].
+        #[arg(long)]
+        zkd_bin: Option<PathBuf>,
+        /// ZooKeeper's heap in MiB.
+        #[arg(long, default_value_t = 2000)]
+        zk_heap_mb: u32,
+        /// Scratch directory (the data directories are removed afterwards).
+        #[arg(long)]
+        work: Option<PathBuf>,
+    },
     /// Redraws the plots and the tables of a comparison from its compare.csv.
     Replot {
         /// compare.csv written by `compare`.
@@ -366,6 +382,20 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             let f = zkd_bench::footprint_figures(&out, &s);
             figs.extend(f.figures);
             notes.extend(f.notes);
+        }
+        Cmd::Snapshot {
+            nodes,
+            zkd_bin,
+            zk_heap_mb,
+            work,
+        } => {
+            let nodes = nodes.unwrap_or(if cli.quick { 20_000 } else { 1_000_000 });
+            let bin = zkd_bin.unwrap_or_else(servers::default_zkd_bin);
+            let work = work.unwrap_or_else(std::env::temp_dir);
+            let p = progress.sub("snapshot");
+            let f = zkd_bench::snapshot::run(&bin, zk_heap_mb, nodes, &work, &p).await?;
+            println!("{}", zkd_bench::snapshot::report(&f));
+            return Ok(());
         }
         Cmd::Replot { csv, out } => {
             let text = std::fs::read_to_string(&csv)

@@ -90,14 +90,16 @@ impl Persistence {
     pub(crate) fn snapshot(&self, shared: &Shared) -> Result<SnapshotInfo, String> {
         let _one = self.snapshotting.lock().unwrap_or_else(|e| e.into_inner());
         let started = Instant::now();
-        let (zxid, bytes) = shared
+        let (zxid, bytes, old_log) = shared
             .with_core(|core, _| {
-                let image = core.export_snapshot();
-                self.log.roll();
-                image
+                let (zxid, bytes) = core.export_snapshot();
+                (zxid, bytes, self.log.roll())
             })
             .map_err(|_| "the server has failed; no snapshot taken".to_string())?;
         let core_held = started.elapsed();
+        if let Some(f) = old_log {
+            TxnLog::sync_file(&f);
+        }
         let path = self.dir.write_snapshot(zxid, &bytes).map_err(|e| {
             format!(
                 "cannot write snapshot in {}: {e}",

@@ -66,20 +66,24 @@ impl TxnLog {
     }
 
     /// Called with the core held, right after it produced a snapshot: later transactions go
-    /// to a new file named after the first of them. The old file is synced first.
-    pub fn roll(&self) {
+    /// to a new file named after the first of them. Returns the old file, which the caller
+    /// syncs after releasing the core ([`TxnLog::sync_file`]).
+    #[must_use]
+    pub fn roll(&self) -> Option<Arc<File>> {
         let mut st = self.lock();
-        if let Some(f) = st.file.take() {
-            if st.policy != crate::config::FsyncPolicy::Never {
-                if let Err(e) = f.sync_data() {
-                    tracing::error!(error = %e, "cannot sync the transaction log");
-                }
-            }
-        }
         st.dirty = false;
         st.since_snapshot = 0;
         // The snapshot just taken holds everything a failed write lost.
         st.failed = false;
+        let old = st.file.take();
+        old.filter(|_| st.policy != FsyncPolicy::Never)
+    }
+
+    /// Syncs a file returned by [`TxnLog::roll`].
+    pub fn sync_file(file: &File) {
+        if let Err(e) = file.sync_data() {
+            tracing::error!(error = %e, "cannot sync the transaction log");
+        }
     }
 
     /// Syncs the current file if something was written since the last sync (batch policy).
