@@ -15,6 +15,7 @@ mod herd;
 mod metrics;
 mod monitor_keys;
 mod persist;
+mod web;
 mod zk_controller;
 
 use std::net::SocketAddr;
@@ -53,6 +54,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .merge(metrics::routes())
         .merge(herd::routes())
         .merge(zk_controller::routes())
+        .merge(web::routes())
         .fallback(unknown_route)
         .with_state(state)
 }

@@ -1,0 +1,337 @@
+//! The web view in a real headless browser: Debian's chromium driven through chromium-driver
+//! (WebDriver over HTTP). The page is opened once; a node created by a client shows up in the
+//! tree, the client's session appears in the sessions table, its watch appears under watches
+//! by path, and a data change made by the client arrives in the open node pane without a
+//! reload. A screenshot is saved to `target/tmp/web-view.png` (or `$ZKD_WEBVIEW_SCREENSHOT`).
+
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use serde_json::{json, Value};
+use zkd_protocol::{Acl, Create, OpCode, PathWatchRequest, Request, SetDataRequest};
+use zkd_testkit::raw::RawClient;
+
+const NOT_INSTALLED: &str =
+    "chromium and chromium-driver are not installed: run scripts/install-test-deps.sh";
+
+/// How long the page may take to show any one change.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// chromedriver, killed on drop, with its own browser profile directory.
+struct Driver {
+    child: Child,
+    url: String,
+    profile: std::path::PathBuf,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into()
+}
+
+fn wd(method: &str, url: &str, body: Option<Value>) -> Value {
+    let a = agent();
+    let r = match (method, body) {
+        ("GET", _) => a.get(url).call(),
+        ("DELETE", _) => a.delete(url).call(),
+        (_, Some(b)) => a
+            .post(url)
+            .header("content-type", "application/json")
+            .send(b.to_string().as_bytes()),
+        (_, None) => a.post(url).send_empty(),
+    };
+    let mut r = r.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}: {e}: {text}"))
+}
+
+fn start_driver() -> Driver {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port");
+    let child = Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{NOT_INSTALLED} (cannot run chromedriver: {e})"));
+    let profile = std::env::temp_dir().join(format!("zkd-webview-profile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&profile);
+    let driver = Driver {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        profile,
+    };
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let ready = agent()
+            .get(&format!("{}/status", driver.url))
+            .call()
+            .ok()
+            .and_then(|mut r| r.body_mut().read_to_string().ok())
+            .is_some_and(|t| t.contains("\"ready\":true"));
+        if ready {
+            return driver;
+        }
+        assert!(Instant::now() < deadline, "chromedriver did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One browser session.
+struct Browser<'a> {
+    driver: &'a Driver,
+    session: String,
+}
+
+impl Browser<'_> {
+    fn open(driver: &Driver) -> Browser<'_> {
+        let caps = json!({
+            "capabilities": { "alwaysMatch": {
+                "browserName": "chrome",
+                "goog:chromeOptions": {
+                    "binary": "/usr/bin/chromium",
+                    "args": [
+                        "--headless", "--no-sandbox", "--disable-gpu",
+                        "--disable-background-networking", "--disable-component-update",
+                        "--disable-sync", "--no-first-run", "--window-size=1500,1000",
+                        format!("--user-data-dir={}", driver.profile.display()),
+                    ],
+                },
+            }},
+        });
+        let r = wd("POST", &format!("{}/session", driver.url), Some(caps));
+        let session = r["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no WebDriver session: {r}"))
+            .to_string();
+        Browser { driver, session }
+    }
+
+    fn url(&self, tail: &str) -> String {
+        format!("{}/session/{}{tail}", self.driver.url, self.session)
+    }
+
+    fn go(&self, url: &str) {
+        wd("POST", &self.url("/url"), Some(json!({ "url": url })));
+    }
+
+    /// Runs a script in the page and returns its value.
+    fn eval(&self, script: &str) -> Value {
+        wd(
+            "POST",
+            &self.url("/execute/sync"),
+            Some(json!({ "script": script, "args": [] })),
+        )["value"]
+            .clone()
+    }
+
+    /// Waits until `script` returns true.
+    fn wait_for(&self, what: &str, script: &str) {
+        let deadline = Instant::now() + WAIT;
+        while self.eval(script) != Value::Bool(true) {
+            assert!(
+                Instant::now() < deadline,
+                "the page never showed {what}; page text:\n{}",
+                self.eval("return document.body.innerText")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn click(&self, css: &str) {
+        let r = wd(
+            "POST",
+            &self.url("/element"),
+            Some(json!({ "using": "css selector", "value": css })),
+        );
+        let id = r["value"]
+            .as_object()
+            .and_then(|o| o.values().next())
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("no element {css}: {r}"))
+            .to_string();
+        wd(
+            "POST",
+            &self.url(&format!("/element/{id}/click")),
+            Some(json!({})),
+        );
+    }
+
+    fn screenshot(&self) -> Vec<u8> {
+        let r = wd("GET", &self.url("/screenshot"), None);
+        let b64 = r["value"].as_str().expect("screenshot data");
+        base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .expect("screenshot base64")
+    }
+}
+
+impl Drop for Browser<'_> {
+    fn drop(&mut self) {
+        let _ = agent().delete(&self.url("")).call();
+    }
+}
+
+fn create(path: &str, data: &'static [u8], flags: i32) -> Request {
+    Request::Create(Create {
+        op: OpCode::Create,
+        path: path.to_string(),
+        data: Some(Bytes::from_static(data)),
+        acl: Acl::open_unsafe(),
+        flags,
+        ttl: -1,
+    })
+}
+
+async fn call(c: &RawClient, r: Request) {
+    let reply = c.call(&r).await.expect("call");
+    assert_eq!(reply.err, 0, "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_view_shows_live_state_in_a_real_browser() {
+    let server = zkd_server::Server::start(zkd_server::Config {
+        port: 0,
+        admin_port: Some(0),
+        ..Default::default()
+    })
+    .await
+    .expect("embedded zkd");
+    let admin: SocketAddr = server.admin_addr().expect("admin address");
+    let page = format!("http://{admin}/");
+
+    let driver = tokio::task::spawn_blocking(start_driver)
+        .await
+        .expect("driver");
+    let driver = std::sync::Arc::new(driver);
+
+    // Open the page first, so everything after arrives live.
+    let d = driver.clone();
+    let p = page.clone();
+    let session = tokio::task::spawn_blocking(move || {
+        let b = Browser::open(&d);
+        b.go(&p);
+        b.wait_for(
+            "the tree root",
+            r#"return !!document.querySelector('.node[data-path="/zookeeper"]')"#,
+        );
+        let s = b.session.clone();
+        std::mem::forget(b);
+        s
+    })
+    .await
+    .expect("browser");
+
+    let client = RawClient::connect(server.local_addr(), 30_000)
+        .await
+        .expect("session");
+    call(&client, create("/app", b"", 0)).await;
+    call(&client, create("/app/config", b"{\"color\":\"blue\"}", 0)).await;
+    call(&client, create("/app/member-", b"m", 3)).await;
+    call(
+        &client,
+        Request::GetData(PathWatchRequest {
+            path: "/app/config".into(),
+            watch: true,
+        }),
+    )
+    .await;
+    call(
+        &client,
+        Request::GetChildren(PathWatchRequest {
+            path: "/app".into(),
+            watch: true,
+        }),
+    )
+    .await;
+    let sid = format!("0x{:x}", client.session_id);
+
+    let d = driver.clone();
+    let s = session.clone();
+    let sid2 = sid.clone();
+    tokio::task::spawn_blocking(move || {
+        let b = Browser {
+            driver: &d,
+            session: s,
+        };
+        b.wait_for(
+            "the node created by the client",
+            r#"return !!document.querySelector('.node[data-path="/app"]')"#,
+        );
+        b.wait_for(
+            "the client's session",
+            &format!("return !!document.querySelector('#sessions tr[data-session=\"{sid2}\"]')"),
+        );
+        b.wait_for(
+            "the client's watch",
+            r#"return !!document.querySelector('#watched tr[data-watched="/app/config"]')"#,
+        );
+        // Open /app and select its config node.
+        b.eval(r#"document.querySelector('li[data-path="/app"] > .toggle').click(); return true"#);
+        b.wait_for(
+            "the children of /app",
+            r#"return !!document.querySelector('.node[data-path="/app/config"]')"#,
+        );
+        b.click(r#".node[data-path="/app/config"]"#);
+        b.wait_for(
+            "the node's data",
+            r#"return document.getElementById('nodeData').textContent.includes('blue')"#,
+        );
+        std::mem::forget(b);
+    })
+    .await
+    .expect("browser checks");
+
+    // A data change made by the client arrives without a reload.
+    call(
+        &client,
+        Request::SetData(SetDataRequest {
+            path: "/app/config".into(),
+            data: Some(Bytes::from_static(b"{\"color\":\"green\"}")),
+            version: -1,
+        }),
+    )
+    .await;
+    let d = driver.clone();
+    let png = tokio::task::spawn_blocking(move || {
+        let b = Browser {
+            driver: &d,
+            session,
+        };
+        b.wait_for(
+            "the data change",
+            r#"return document.getElementById('nodeData').textContent.includes('green')"#,
+        );
+        b.wait_for(
+            "the notification count",
+            r#"return document.getElementById('sNotif').textContent !== '0'"#,
+        );
+        let png = b.screenshot();
+        drop(b);
+        png
+    })
+    .await
+    .expect("screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+    let out = std::env::var_os("ZKD_WEBVIEW_SCREENSHOT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-view.png"));
+    std::fs::write(&out, &png).expect("save screenshot");
+    drop(client);
+}
