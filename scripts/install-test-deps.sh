@@ -50,6 +50,8 @@ APT_PACKAGES=(
     chromium-driver      # its WebDriver server
     g++                  # builds libFuzzer for scripts/fuzz.sh
     python3-venv       # scripts/test-packages.sh: the wheel is tested in a fresh virtualenv
+    make               # builds jemalloc, the zkd binary's allocator
+    util-linux         # prlimit: the memory tests run zkd under an address-space limit
 )
 
 # A JDK with javac: keep whatever is installed (java 17 on the reference machines) and only add

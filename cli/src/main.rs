@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+mod alloc;
 mod ctl;
 mod serve;
 mod snapshot;

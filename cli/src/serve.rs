@@ -110,6 +110,24 @@ pub struct ServeArgs {
     /// that only the admin API's clock advance moves.
     #[arg(long, value_name = "real|manual", default_value = "real", value_parser = parse_clock)]
     clock: ClockMode,
+
+    /// Unwritten reply and notification bytes one connection may hold; a client that lets
+    /// more pile up (it does not read) is disconnected.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_outbound_bytes: u64,
+
+    /// Unwritten reply and notification bytes all connections together may hold; past it
+    /// the connections holding the most are dropped first.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 << 20,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_total_outbound_bytes: u64,
+
+    /// Input buffer bytes (requests not yet complete) all connections together may hold; a
+    /// connection whose buffer would grow past it is closed.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 << 20,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_total_input_bytes: u64,
 }
 
 fn parse_clock(text: &str) -> Result<ClockMode, String> {
@@ -147,9 +165,17 @@ impl ServeArgs {
             fsync: self.fsync,
             snap_retain_count: usize::try_from(self.snap_retain_count).unwrap_or(usize::MAX),
             clock: self.clock,
+            max_outbound_bytes: bytes(self.max_outbound_bytes),
+            max_total_outbound_bytes: bytes(self.max_total_outbound_bytes),
+            max_total_input_bytes: bytes(self.max_total_input_bytes),
             ..Config::default()
         })
     }
+}
+
+/// A byte count as `usize` (saturating on 32-bit targets).
+fn bytes(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
 }
 
 /// Runs the server until a signal; the exit code says how it ended.
@@ -166,6 +192,10 @@ pub fn run(args: ServeArgs) -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+
+    if let Err(e) = crate::alloc::tune() {
+        tracing::warn!("cannot tune the allocator ({e}); freed memory may stay resident");
+    }
 
     let mut config = match args.config() {
         Ok(c) => c,

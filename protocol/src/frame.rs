@@ -58,18 +58,26 @@ impl Default for FrameCodec {
 }
 
 impl FrameCodec {
-    /// Takes one payload off the front of `src` if it is complete.
-    pub fn next_frame(&self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
-        if src.len() < 4 {
+    /// The payload length the frame at the front of `src` claims, once its four length bytes
+    /// are there; an error if it is below zero or above `max`.
+    pub fn payload_len(&self, src: &[u8]) -> Result<Option<usize>, FrameError> {
+        let Some(head) = src.get(..4) else {
             return Ok(None);
-        }
-        let len = i32::from_be_bytes([src[0], src[1], src[2], src[3]]);
+        };
+        let len = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
         if len < 0 || len as usize > self.max {
             return Err(FrameError::BadLength { len, max: self.max });
         }
-        let len = len as usize;
+        Ok(Some(len as usize))
+    }
+
+    /// Takes one payload off the front of `src` if it is complete. Nothing is reserved for
+    /// a partial frame: the claimed length costs no memory until its bytes arrive.
+    pub fn next_frame(&self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+        let Some(len) = self.payload_len(src)? else {
+            return Ok(None);
+        };
         if src.len() < 4 + len {
-            src.reserve(4 + len - src.len());
             return Ok(None);
         }
         src.advance(4);

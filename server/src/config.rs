@@ -65,6 +65,13 @@ pub struct Config {
     /// What drives session expiry, TTL expiry and the container reaper: real monotonic time
     /// (default), or a virtual clock that only the control plane's `advance` moves.
     pub clock: ClockMode,
+    /// Bytes of input buffers all connections together may hold (partial requests not yet
+    /// complete). A connection whose buffer would have to grow past it is closed. Each
+    /// connection's buffer also stays within one largest frame plus 8 KiB. Default 256 MiB.
+    pub max_total_input_bytes: usize,
+    /// Bytes of unwritten replies and notifications all connections together may hold. Past
+    /// it, the connections holding the most are dropped first. Default 256 MiB.
+    pub max_total_outbound_bytes: usize,
 }
 
 /// The session clock's source.
@@ -133,6 +140,8 @@ impl Default for Config {
             snap_retain_count: 3,
             seed: Vec::new(),
             clock: ClockMode::Real,
+            max_total_input_bytes: 256 << 20,
+            max_total_outbound_bytes: 256 << 20,
         }
     }
 }
@@ -165,6 +174,16 @@ impl Config {
                 "max frame length {} is outside 1..=2147483647",
                 self.max_frame_len
             ));
+        }
+        if self.max_total_input_bytes < self.max_frame_len.saturating_add(4) {
+            return Err(format!(
+                "the server-wide input limit ({} bytes) is smaller than one largest frame \
+                 ({} bytes plus its 4-byte length)",
+                self.max_total_input_bytes, self.max_frame_len
+            ));
+        }
+        if self.max_outbound_bytes == 0 || self.max_total_outbound_bytes == 0 {
+            return Err("outbound limits must be at least 1 byte".into());
         }
         if self.reaper_interval.as_millis() == 0 {
             return Err("reaper interval must be at least 1 ms".into());

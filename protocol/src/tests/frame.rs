@@ -169,3 +169,21 @@ fn four_letter_words() {
     assert_eq!(four_letter_word(*b"RUOK"), None);
     assert_eq!(four_letter_word(*b"kill"), None);
 }
+
+#[test]
+fn a_claimed_length_reserves_nothing() {
+    let codec = FrameCodec {
+        max: i32::MAX as usize,
+    };
+    let mut b = length_prefix(i32::MAX, b"abc");
+    let before = b.capacity();
+    assert!(codec.next_frame(&mut b).unwrap().is_none());
+    assert_eq!(
+        b.capacity(),
+        before,
+        "the partial frame's length was reserved"
+    );
+    assert_eq!(codec.payload_len(&b).unwrap(), Some(i32::MAX as usize));
+    assert_eq!(codec.payload_len(&b[..3]).unwrap(), None);
+    assert!(FrameCodec::default().payload_len(&b).is_err());
+}

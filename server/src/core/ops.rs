@@ -45,6 +45,9 @@ fn multi_create(c: &zkd_protocol::Create) -> Option<zkd_protocol::Create> {
     })
 }
 
+/// Encoded size of a Stat.
+const STAT_LEN: usize = 68;
+
 /// A reply under construction.
 struct Reply {
     buf: BytesMut,
@@ -582,6 +585,10 @@ impl Core {
     ) -> OpResult {
         self.readable(ids, p)?;
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        // Size the frame once: grown by doubling, a large reply would hold up to twice its
+        // length while it waits in an outbound queue.
+        let data_len = node.data.as_ref().map_or(0, |d| d.len());
+        body.reserve(data_len + 4 + STAT_LEN);
         GetDataResponse {
             data: node.data.clone(),
             stat: node.stat(),

@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -33,18 +33,13 @@ use zkd_protocol::frame::TELNET_INTERRUPT;
 use zkd_protocol::{FourLetterWord, FrameCodec};
 
 use super::gate::Gate;
+use super::input::InputBuf;
 use super::{host, now_ms, ConnChannels, Out, Shared};
 use crate::core::{ConnId, Handshake};
 use crate::fourlw::{self, HostInfo};
 
 /// Smallest valid payload after the handshake: a RequestHeader.
 const REQUEST_HEADER_LEN: usize = 8;
-/// Initial read buffer size, and the spare room below which it grows by [`READ_CHUNK`].
-/// Small, so that thousands of mostly idle connections stay cheap; a frame larger than the
-/// buffer makes it grow to the frame's size.
-const READ_MIN: usize = 1024;
-/// Read buffer growth step.
-const READ_CHUNK: usize = 8 * 1024;
 /// Most buffers handed to one vectored write (Linux's IOV_MAX).
 const MAX_IOV: usize = 1024;
 /// Most frames / bytes taken off the queue for one round of writes.
@@ -94,7 +89,13 @@ pub(crate) async fn run(
         done: false,
     };
     let deadline = Instant::now() + shared.cfg.handshake_timeout;
-    let mut buf = BytesMut::with_capacity(READ_MIN);
+    let mut buf = match InputBuf::new(shared.input.clone(), shared.cfg.max_frame_len) {
+        Ok(b) => b,
+        Err(reason) => {
+            tracing::warn!(conn = id, %remote, "closing connection: {reason}");
+            return;
+        }
+    };
 
     // The first four bytes: a four-letter word, or the ConnectRequest's length.
     match read_at_least(&mut stream, &mut buf, 4, deadline).await {
@@ -108,7 +109,8 @@ pub(crate) async fn run(
             return;
         }
     }
-    let first = [buf[0], buf[1], buf[2], buf[3]];
+    let b = buf.bytes();
+    let first = [b[0], b[1], b[2], b[3]];
     if first == TELNET_INTERRUPT {
         // The telnet interrupt sequence: just close.
         return;
@@ -126,7 +128,7 @@ pub(crate) async fn run(
         max: shared.cfg.max_frame_len,
     };
     let connect = loop {
-        match codec.next_frame(&mut buf) {
+        match buf.next_frame(&codec) {
             Ok(Some(payload)) => break payload,
             Ok(None) => {
                 let want = buf.len() + 1;
@@ -190,32 +192,20 @@ pub(crate) async fn run(
 /// Reads until `buf` holds at least `n` bytes. Ok(false) = EOF first.
 async fn read_at_least(
     stream: &mut TcpStream,
-    buf: &mut BytesMut,
+    buf: &mut InputBuf,
     n: usize,
     deadline: Instant,
 ) -> Result<bool, String> {
     while buf.len() < n {
-        reserve(buf);
-        match timeout_at(deadline, stream.read_buf(buf)).await {
+        match timeout_at(deadline, buf.read_from(stream)).await {
             Err(_) => return Err("no complete first frame within the handshake timeout".into()),
-            Ok(Ok(0)) => return Ok(false),
-            Ok(Ok(_)) => {}
+            Ok(Ok(Ok(0))) => return Ok(false),
+            Ok(Ok(Ok(_))) => {}
+            Ok(Ok(Err(reason))) => return Err(reason.to_string()),
             Ok(Err(e)) => return Err(format!("read failed: {e}")),
         }
     }
     Ok(true)
-}
-
-/// Makes room for the next read. An idle connection keeps a small buffer; one whose last
-/// read filled what it had grows in `READ_CHUNK` steps (and a partly read large frame has
-/// already reserved its full length in the frame decoder).
-fn reserve(buf: &mut BytesMut) {
-    let free = buf.capacity() - buf.len();
-    if free == 0 && buf.capacity() >= READ_MIN {
-        buf.reserve(READ_CHUNK);
-    } else if free < READ_MIN / 4 {
-        buf.reserve(READ_MIN);
-    }
 }
 
 /// Writes a four-letter word's reply and shuts down the sending side. Returns the reading
@@ -225,7 +215,7 @@ async fn answer_four_letter_word(
     id: ConnId,
     remote: SocketAddr,
     mut stream: TcpStream,
-    mut buf: BytesMut,
+    mut buf: InputBuf,
     word: FourLetterWord,
     deadline: Instant,
 ) -> Option<OwnedReadHalf> {
@@ -242,7 +232,7 @@ async fn answer_four_letter_word(
                 return None;
             }
             let mut mask = [0u8; 8];
-            mask.copy_from_slice(&buf[4..12]);
+            mask.copy_from_slice(&buf.bytes()[4..12]);
             shared
                 .trace_mask
                 .store(i64::from_be_bytes(mask), Ordering::Relaxed);
@@ -297,7 +287,7 @@ async fn read_requests(
     id: ConnId,
     remote: SocketAddr,
     mut rd: OwnedReadHalf,
-    mut buf: BytesMut,
+    mut buf: InputBuf,
     codec: FrameCodec,
     mut feeding: bool,
     writer_done: &CancellationToken,
@@ -307,7 +297,7 @@ async fn read_requests(
             let mut frames = Vec::new();
             let mut bad = None;
             loop {
-                match codec.next_frame(&mut buf) {
+                match buf.next_frame(&codec) {
                     Ok(Some(f)) if f.len() < REQUEST_HEADER_LEN => {
                         bad = Some(format!(
                             "{}-byte payload is shorter than a request header",
@@ -343,17 +333,22 @@ async fn read_requests(
         if !feeding {
             buf.clear();
         }
-        reserve(&mut buf);
+        buf.shrink_if_idle();
         tokio::select! {
             biased;
             _ = writer_done.cancelled() => break,
-            read = rd.read_buf(&mut buf) => match read {
-                Ok(0) => {
+            read = buf.read_from(&mut rd) => match read {
+                Ok(Ok(0)) => {
                     tracing::debug!(conn = id, %remote, "client closed the connection");
                     shared.close(id);
                     return None;
                 }
-                Ok(_) => {}
+                Ok(Ok(_)) => {}
+                Ok(Err(reason)) => {
+                    tracing::warn!(conn = id, %remote, "closing connection: {reason}");
+                    shared.close(id);
+                    feeding = false;
+                }
                 Err(e) => {
                     tracing::debug!(conn = id, %remote, error = %e, "read failed");
                     shared.close(id);
@@ -390,6 +385,7 @@ async fn write_frames(
     let ConnChannels {
         mut rx,
         queued,
+        budget,
         kill,
     } = channels;
     let linger = async {
@@ -451,7 +447,7 @@ async fn write_frames(
                     }
                 }
             }
-            queued.fetch_sub(bytes, Ordering::Relaxed);
+            queued.written(bytes, &budget);
         }
         if let Some(ms) = hold {
             tokio::select! {

@@ -14,19 +14,27 @@
 //! outbox counts the bytes queued for each connection, and when a frame would push a
 //! connection over the limit the connection is dropped at once (its queue is discarded, its
 //! socket closed) instead of queueing more. Such a client was not reading its socket; it
-//! reconnects like after any connection loss. Frames are shared `Bytes`, so a notification
-//! fanned out to many connections is stored once however many queues hold it.
+//! reconnects like after any connection loss. The total over all connections is bounded by
+//! [`crate::Config::max_total_outbound_bytes`]: past it, the connections holding the most are
+//! dropped first (see [`outbound`]). Frames are shared `Bytes`, so a notification fanned out
+//! to many connections is stored once however many queues hold it (and counted per queue).
+//!
+//! Input is bounded the same way (see [`input`]): a connection's buffer grows only as bytes
+//! arrive, up to one largest frame, and all buffers together stay within
+//! [`crate::Config::max_total_input_bytes`].
 
 pub(crate) mod clock;
 mod conn;
 pub(crate) mod gate;
 mod host;
+mod input;
 pub(crate) mod latency;
+mod outbound;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -40,6 +48,7 @@ use crate::config::FourLetterWhitelist;
 use crate::core::{ConnId, Core, Now, Outbox};
 use crate::fourlw::{NetFacts, DEFAULT_TRACE_MASK};
 use crate::Config;
+use outbound::OutBudget;
 
 /// Facts about the host and process, for reports.
 pub(crate) fn host_info() -> crate::fourlw::HostInfo {
@@ -66,7 +75,7 @@ pub(crate) enum Out {
 pub(crate) struct ConnHandle {
     tx: mpsc::UnboundedSender<Out>,
     /// Bytes queued and not yet written.
-    queued: Arc<AtomicUsize>,
+    queued: Arc<outbound::Queued>,
     /// Drops the connection without flushing (outbound overflow).
     kill: CancellationToken,
     /// The core (or the reader) asked for a close: nothing more is queued or fed to the core.
@@ -84,7 +93,6 @@ pub(crate) struct NetConfig {
     /// The port clients connect to (the one actually bound).
     pub(crate) client_port: u16,
     pub(crate) max_frame_len: usize,
-    pub(crate) max_outbound_bytes: usize,
     pub(crate) whitelist: FourLetterWhitelist,
     /// Connections allowed per client IP (0 = unlimited), for the refusal log line.
     pub(crate) max_client_cnxns: u32,
@@ -98,6 +106,10 @@ pub(crate) struct NetConfig {
 pub(crate) struct Shared {
     state: Mutex<State>,
     pub(crate) cfg: NetConfig,
+    /// Input buffer bytes all connections hold, against `--max-total-input-bytes`.
+    pub(crate) input: Arc<input::InputBudget>,
+    /// Outbound limits and the bytes queued on all connections.
+    pub(crate) outbound: Arc<OutBudget>,
     /// The trace mask `gtmk` shows and `stmk` sets.
     pub(crate) trace_mask: AtomicI64,
     /// Time spent in the core per read and per update request.
@@ -154,7 +166,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// The [`Outbox`] handed to the core: the connection registry.
 struct Registry<'a> {
     conns: &'a mut HashMap<ConnId, ConnHandle>,
-    limit: usize,
+    budget: &'a OutBudget,
 }
 
 impl Outbox for Registry<'_> {
@@ -166,20 +178,24 @@ impl Outbox for Registry<'_> {
             return;
         }
         let len = frame.len();
-        let queued = h.queued.fetch_add(len, Ordering::Relaxed) + len;
-        if queued > self.limit {
+        let queued = h.queued.add(len, self.budget);
+        if queued > self.budget.per_conn {
             tracing::info!(
                 conn,
                 queued,
-                limit = self.limit,
-                "closing connection: client is not reading its replies"
+                limit = self.budget.per_conn,
+                "closing connection: client is not reading its replies (--max-outbound-bytes)"
             );
-            h.closing = true;
-            h.kill.cancel();
+            outbound::drop_connection(h, self.budget);
             return;
         }
         if h.tx.send(Out::Frame(frame)).is_err() {
-            h.closing = true;
+            // The writer is gone: nothing will write or free this.
+            outbound::drop_connection(h, self.budget);
+            return;
+        }
+        if self.budget.total() > self.budget.limit {
+            outbound::enforce_total(self.conns, self.budget);
         }
     }
 
@@ -218,16 +234,15 @@ impl NetFacts for Facts<'_> {
     }
 
     fn queued_bytes(&self, conn: ConnId) -> u64 {
-        self.conns
-            .get(&conn)
-            .map_or(0, |h| h.queued.load(Ordering::Relaxed) as u64)
+        self.conns.get(&conn).map_or(0, |h| h.queued.get() as u64)
     }
 }
 
 /// The receiving ends a connection task gets when it is registered.
 pub(crate) struct ConnChannels {
     pub(crate) rx: mpsc::UnboundedReceiver<Out>,
-    pub(crate) queued: Arc<AtomicUsize>,
+    pub(crate) queued: Arc<outbound::Queued>,
+    pub(crate) budget: Arc<OutBudget>,
     pub(crate) kill: CancellationToken,
 }
 
@@ -243,7 +258,6 @@ impl Shared {
             cfg: NetConfig {
                 client_port,
                 max_frame_len: config.max_frame_len,
-                max_outbound_bytes: config.max_outbound_bytes,
                 whitelist: config.four_letter_whitelist.clone(),
                 max_client_cnxns: config.max_client_cnxns,
                 tick_period_ms: tick_ms.min(reaper_ms).max(1),
@@ -251,6 +265,11 @@ impl Shared {
                     crate::fourlw::SESSIONLESS_CNXN_TIMEOUT_MS as u64,
                 ),
             },
+            input: Arc::new(input::InputBudget::new(config.max_total_input_bytes)),
+            outbound: Arc::new(OutBudget::new(
+                config.max_outbound_bytes,
+                config.max_total_outbound_bytes,
+            )),
             trace_mask: AtomicI64::new(DEFAULT_TRACE_MASK),
             latencies: latency::Latencies::default(),
             planned_tick: AtomicI64::new(i64::MAX),
@@ -344,10 +363,10 @@ impl Shared {
         &self,
         f: impl FnOnce(&mut Core, &mut dyn Outbox) -> R,
     ) -> Result<R, CoreFailed> {
-        let limit = self.cfg.max_outbound_bytes;
+        let budget = &*self.outbound;
         self.with_state(|state| {
             let State { core, conns } = state;
-            let mut out = Registry { conns, limit };
+            let mut out = Registry { conns, budget };
             f(core, &mut out)
         })
     }
@@ -373,7 +392,7 @@ impl Shared {
         self.with_state(|state| {
             let id = state.core.open_connection(remote, self.now())?;
             let (tx, rx) = mpsc::unbounded_channel();
-            let queued = Arc::new(AtomicUsize::new(0));
+            let queued = Arc::new(outbound::Queued::default());
             let kill = CancellationToken::new();
             state.conns.insert(
                 id,
@@ -384,14 +403,22 @@ impl Shared {
                     closing: false,
                 },
             );
-            Some((id, ConnChannels { rx, queued, kill }))
+            Some((
+                id,
+                ConnChannels {
+                    rx,
+                    queued,
+                    budget: self.outbound.clone(),
+                    kill,
+                },
+            ))
         })
     }
 
     /// Feeds `frames` (payloads after the handshake) to the core in order, all under one
     /// lock. Returns false once the connection is closing (stop reading).
     pub(crate) fn requests(&self, id: ConnId, frames: Vec<Bytes>) -> bool {
-        let limit = self.cfg.max_outbound_bytes;
+        let budget = &*self.outbound;
         let latencies = &self.latencies;
         self.with_state(|state| {
             let State { core, conns } = state;
@@ -400,7 +427,7 @@ impl Shared {
                 if conns.get(&id).is_none_or(|h| h.closing) {
                     break;
                 }
-                let mut out = Registry { conns, limit };
+                let mut out = Registry { conns, budget };
                 let started = Instant::now();
                 let op = frame.slice(..frame.len().min(8));
                 core.request(id, frame, now, &mut out);
@@ -420,7 +447,10 @@ impl Shared {
     /// The socket of `id` is gone: forget it here and in the core.
     pub(crate) fn closed(&self, id: ConnId) {
         let _ = self.with_state(|state| {
-            state.conns.remove(&id);
+            if let Some(h) = state.conns.remove(&id) {
+                // Whatever the writer left unwritten is freed with the task.
+                h.queued.discard(&self.outbound);
+            }
             state.core.connection_closed(id);
         });
     }
@@ -497,10 +527,10 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
         shared.gate.wait().await;
         let at = shared.now();
         let now = at.mono;
-        let limit = shared.cfg.max_outbound_bytes;
+        let budget = &*shared.outbound;
         let Ok(next) = shared.with_state(|state| {
             let State { core, conns } = state;
-            core.tick(at, &mut Registry { conns, limit });
+            core.tick(at, &mut Registry { conns, budget });
             core.next_deadline()
         }) else {
             return;

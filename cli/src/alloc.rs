@@ -1,0 +1,33 @@
+//! The process allocator: jemalloc, tuned so that memory freed after a burst (replies queued
+//! for clients that do not read, large requests) goes back to the OS within about a second.
+//!
+//! Why: with glibc's malloc, and with mimalloc, most of the memory freed after such a burst
+//! stayed resident (measured: 30 non-reading clients left 130 MiB behind for good), because
+//! it is freed on other threads than it was allocated on and an idle server makes no further
+//! calls that would trim it. jemalloc's background thread purges unused pages on its own
+//! schedule, whatever the server does. Only the binary chooses an allocator; the library
+//! leaves that to whoever embeds it.
+
+use tikv_jemalloc_ctl::{background_thread, Access, AsName};
+
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// How long freed pages may stay resident before the background thread returns them.
+const DECAY_MS: isize = 1000;
+
+/// Turns on the background purging thread and a short decay. Call once, early (before the
+/// runtime's threads start, so that every arena gets the short decay).
+pub fn tune() -> Result<(), String> {
+    let set = |key: &'static [u8], v: isize| {
+        key.name()
+            .write(v)
+            .map_err(|e| format!("{}: {e}", String::from_utf8_lossy(&key[..key.len() - 1])))
+    };
+    // Arenas created from now on, and arena 0 (the only one so far).
+    set(b"arenas.dirty_decay_ms\0", DECAY_MS)?;
+    set(b"arenas.muzzy_decay_ms\0", 0)?;
+    set(b"arena.0.dirty_decay_ms\0", DECAY_MS)?;
+    set(b"arena.0.muzzy_decay_ms\0", 0)?;
+    background_thread::write(true).map_err(|e| format!("background_thread: {e}"))
+}
