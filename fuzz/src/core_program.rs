@@ -12,7 +12,8 @@
 //! another, each starting with a tag byte (`tag % 8`):
 //! 0 open a connection (1 byte: client address) · 1 raw frame (1 byte: connection,
 //! u16: length, payload) · 2 well-formed frame (1 byte: connection, then choices) ·
-//! 3 advance the clock (u16: milliseconds ×8) and tick · 4 the socket closes (1 byte:
+//! 3 advance the session clock (u16: milliseconds ×8; top bit set: step the wall clock
+//! instead, 1 byte) and tick · 4 the socket closes (1 byte:
 //! connection) · 5 a state report (what the four-letter words read) or a statistics reset
 //! (1 byte) · 6, 7 like 2.
 //! A frame on a connection that has not shaken hands is its handshake.
@@ -27,7 +28,7 @@ use zkd_protocol::{
     ReplyHeader, Request, SaslToken, SetAclRequest, SetDataRequest, SetWatches, SetWatches2,
     SyncRequest, WatchTypeRequest, WatcherEvent,
 };
-use zkd_server::core::{ConnId, Core, CoreConfig, Handshake, Outbox};
+use zkd_server::core::{ConnId, Core, CoreConfig, Handshake, Now, Outbox};
 
 const MAX_CONNS: usize = 6;
 
@@ -358,7 +359,10 @@ impl Outbox for Wire {
 
 struct Harness {
     core: Core,
+    /// Session clock (only moves forward).
     now: i64,
+    /// How far the wall clock is from the session clock (steps both ways).
+    skew: i64,
     /// Connections the network layer holds (until their socket closes).
     open: Vec<ConnId>,
     established: HashSet<ConnId>,
@@ -382,10 +386,19 @@ impl Harness {
         Harness {
             core: Core::new(cfg, now),
             now,
+            skew: 0,
             open: Vec::new(),
             established: HashSet::new(),
             wire: Wire::default(),
             next_xid: 0,
+        }
+    }
+
+    /// Both clocks as the core takes them.
+    fn clock(&self) -> Now {
+        Now {
+            mono: self.now,
+            wall: self.now + self.skew,
         }
     }
 
@@ -401,9 +414,13 @@ impl Harness {
             if payload.starts_with(&[0xff; 4]) {
                 self.wire.xid_minus_one.insert(conn);
             }
-            self.core.request(conn, payload, self.now, &mut self.wire);
+            self.core
+                .request(conn, payload, self.clock(), &mut self.wire);
         } else {
-            match self.core.handshake(conn, payload, self.now, &mut self.wire) {
+            match self
+                .core
+                .handshake(conn, payload, self.clock(), &mut self.wire)
+            {
                 Handshake::Established => {
                     self.established.insert(conn);
                 }
@@ -455,7 +472,7 @@ impl Harness {
                 let ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1 + b % 3));
                 let remote = SocketAddr::new(ip, 40000 + b as u16);
                 if self.open.len() < MAX_CONNS {
-                    if let Some(id) = self.core.open_connection(remote, self.now) {
+                    if let Some(id) = self.core.open_connection(remote, self.clock()) {
                         self.open.push(id);
                     }
                 }
@@ -472,8 +489,14 @@ impl Harness {
                 }
             }
             3 => {
-                self.now += input.u16() as i64 * 8;
-                self.core.tick(self.now, &mut self.wire);
+                let step = input.u16();
+                // The top bit steps the wall clock instead (forward or back by up to a day).
+                if step & 0x8000 != 0 {
+                    self.skew = input.pick(&[-86_400_000, -3_600_000, -1000, 0, 5000, 86_400_000]);
+                } else {
+                    self.now += step as i64 * 8;
+                }
+                self.core.tick(self.clock(), &mut self.wire);
             }
             4 => {
                 if let Some(i) =
@@ -571,7 +594,7 @@ pub fn run(data: &[u8]) {
     }
     // Expiring every session leaves no ephemeral behind.
     h.now += 10_000;
-    h.core.tick(h.now, &mut h.wire);
+    h.core.tick(h.clock(), &mut h.wire);
     if let Err(e) = h.core.check_invariants() {
         panic!("invariant broken after every session expired: {e}");
     }
