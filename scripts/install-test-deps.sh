@@ -13,11 +13,13 @@
 #
 # Environment:
 #   KAZOO_VERSION   kazoo version to install with pip (default 2.11.0)
+#   PURE_SASL_VERSION  pure-sasl version (kazoo's SASL DIGEST-MD5; default 0.6.2)
 #   PYTHON          python interpreter to install kazoo for (default: python3 on PATH)
 #   MATURIN_VERSION maturin version to install with pip (default 1.9.6)
 set -euo pipefail
 
 KAZOO_VERSION="${KAZOO_VERSION:-2.11.0}"
+PURE_SASL_VERSION="${PURE_SASL_VERSION:-0.6.2}"
 PYTHON="${PYTHON:-python3}"
 export DEBIAN_FRONTEND=noninteractive
 
@@ -107,6 +109,20 @@ else
     log "pip: installing kazoo==$KAZOO_VERSION (found: ${installed_kazoo:-none})"
     $SUDO "$PYTHON" -m pip "${pip_args[@]}"
     log "pip: kazoo $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("kazoo"))')"
+fi
+
+# pure-sasl, pinned: kazoo's SASL (DIGEST-MD5) support.
+installed_sasl="$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("pure-sasl"))' 2>/dev/null || true)"
+if [ "$installed_sasl" = "$PURE_SASL_VERSION" ]; then
+    log "pip: pure-sasl $PURE_SASL_VERSION already installed"
+else
+    pip_args=(install --quiet --disable-pip-version-check --root-user-action=ignore "pure-sasl==$PURE_SASL_VERSION")
+    stdlib="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
+    if [ -e "$stdlib/EXTERNALLY-MANAGED" ]; then
+        pip_args+=(--break-system-packages)
+    fi
+    log "pip: installing pure-sasl==$PURE_SASL_VERSION (found: ${installed_sasl:-none})"
+    $SUDO "$PYTHON" -m pip "${pip_args[@]}"
 fi
 
 # maturin, pinned: scripts/test-packages.sh builds the zkd wheel with it.

@@ -2,12 +2,15 @@
 
 use std::io::{IsTerminal as _, Write as _};
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
 use tracing_subscriber::EnvFilter;
-use zkd_server::{ClockMode, Config, FourLetterWhitelist, Server};
+use zkd_server::{
+    ClientAuth, ClockMode, Config, FourLetterWhitelist, SaslUsers, Server, TlsConfig,
+};
 
 /// The server's flags.
 #[derive(Args, Debug)]
@@ -105,6 +108,41 @@ pub struct ServeArgs {
     /// only when the directory holds no state yet.
     #[arg(long, value_name = "FILE.json")]
     seed: Option<std::path::PathBuf>,
+    /// Port of the secure (TLS) client listener, beside the plain one; 0 picks a free one.
+    /// Needs --tls-cert and --tls-key.
+    #[arg(long, value_name = "N")]
+    secure_port: Option<u16>,
+
+    /// The server's certificate chain for the secure port (PEM, leaf first).
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+
+    /// The server's private key for the secure port (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+
+    /// CA certificates (PEM) that client certificates are verified against; a client with a
+    /// verified certificate is authenticated as x509:<subject DN>.
+    #[arg(long, value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
+
+    /// Whether the secure port asks for client certificates: need, want or none
+    /// [default: need with --tls-client-ca, else none].
+    #[arg(long, value_name = "need|want|none")]
+    tls_client_auth: Option<ClientAuth>,
+
+    /// Subject DN (as x509 ACLs write it, e.g. "CN=admin,O=example") of the x509 super user.
+    #[arg(long, value_name = "DN")]
+    x509_super_user: Option<String>,
+
+    /// SASL DIGEST-MD5 users: a file of name:password lines, or a JAAS file whose Server
+    /// section lists user_NAME="password" options.
+    #[arg(long, value_name = "FILE")]
+    sasl_users: Option<PathBuf>,
+
+    /// SASL user name that is super user.
+    #[arg(long, value_name = "NAME")]
+    sasl_super_user: Option<String>,
 
     /// What drives session expiry, TTLs and the reaper: `real` time, or a `manual` clock
     /// that only the admin API's clock advance moves.
@@ -144,6 +182,36 @@ impl ServeArgs {
             Some(list) => FourLetterWhitelist::parse(list)?,
             None => FourLetterWhitelist::default(),
         };
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsConfig {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self.tls_client_ca.clone(),
+                client_auth: self
+                    .tls_client_auth
+                    .unwrap_or(if self.tls_client_ca.is_some() {
+                        ClientAuth::Need
+                    } else {
+                        ClientAuth::None
+                    }),
+            }),
+            (None, None) => None,
+            _ => return Err("--tls-cert and --tls-key go together".into()),
+        };
+        if self.secure_port.is_none() && (tls.is_some() || self.tls_client_ca.is_some()) {
+            return Err("TLS settings were given without --secure-port".into());
+        }
+        let sasl_users = match &self.sasl_users {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read --sasl-users {}: {e}", path.display()))?;
+                Some(
+                    SaslUsers::parse(&text, "Server")
+                        .map_err(|e| format!("--sasl-users {}: {e}", path.display()))?,
+                )
+            }
+            None => None,
+        };
         Ok(Config {
             bind: self.bind,
             port: self.port,
@@ -168,6 +236,11 @@ impl ServeArgs {
             max_outbound_bytes: bytes(self.max_outbound_bytes),
             max_total_outbound_bytes: bytes(self.max_total_outbound_bytes),
             max_total_input_bytes: bytes(self.max_total_input_bytes),
+            secure_port: self.secure_port,
+            tls,
+            x509_super_user: self.x509_super_user.clone(),
+            sasl_users,
+            sasl_super_user: self.sasl_super_user.clone(),
             ..Config::default()
         })
     }
@@ -252,6 +325,9 @@ async fn serve(config: Config) -> ExitCode {
     {
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "zkd listening on {}", server.local_addr());
+        if let Some(secure) = server.secure_addr() {
+            let _ = writeln!(stdout, "zkd secure listening on {secure}");
+        }
         if let Some(admin) = server.admin_addr() {
             let _ = writeln!(stdout, "zkd admin on {admin}");
         }

@@ -2,3 +2,5 @@
 //! ZooKeeper launcher, the raw client) is the `zkd-testkit` crate.
 
 #![forbid(unsafe_code)]
+
+pub mod certs;

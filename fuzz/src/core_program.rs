@@ -382,6 +382,7 @@ impl Harness {
             ttl_enabled: true,
             reaper_interval_ms: 300,
             herd_warn: 2,
+            auth: Default::default(),
         };
         Harness {
             core: Core::new(cfg, now),

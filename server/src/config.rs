@@ -3,11 +3,13 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use zkd_protocol::FourLetterWord;
 
-use crate::core::CoreConfig;
+use crate::core::{AuthConfig, CoreConfig};
+use crate::SaslUsers;
 
 /// Configuration for one server instance.
 #[derive(Clone, Debug)]
@@ -62,6 +64,17 @@ pub struct Config {
     /// Nodes created at start (a fixture; see `fixture::from_json` for the JSON form). With a
     /// data directory they are created only when it holds no state yet.
     pub seed: Vec<crate::core::FixtureNode>,
+    /// Port of the secure (TLS) client listener, on the same `bind` address; `None` = none
+    /// (default), `Some(0)` = a free port. Needs `tls` and the `tls` cargo feature.
+    pub secure_port: Option<u16>,
+    /// Certificates for the secure port.
+    pub tls: Option<TlsConfig>,
+    /// Subject DN (as the x509 scheme writes it) of the x509 super user.
+    pub x509_super_user: Option<String>,
+    /// Users of SASL DIGEST-MD5 (opcode 102); `None` = SASL not configured.
+    pub sasl_users: Option<SaslUsers>,
+    /// SASL user name that is super user (`zookeeper.superUser`).
+    pub sasl_super_user: Option<String>,
     /// What drives session expiry, TTL expiry and the container reaper: real monotonic time
     /// (default), or a virtual clock that only the control plane's `advance` moves.
     pub clock: ClockMode,
@@ -115,6 +128,42 @@ impl std::str::FromStr for FsyncPolicy {
     }
 }
 
+/// Whether the secure port asks clients for a certificate (ZooKeeper's `ssl.clientAuth`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// A verified client certificate is required.
+    Need,
+    /// A certificate is asked for; clients without one are admitted (without x509 identity).
+    Want,
+    /// No certificate is asked for.
+    None,
+}
+
+impl std::str::FromStr for ClientAuth {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ClientAuth, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "need" => Ok(ClientAuth::Need),
+            "want" => Ok(ClientAuth::Want),
+            "none" => Ok(ClientAuth::None),
+            _ => Err(format!("{s:?} is not one of need, want, none")),
+        }
+    }
+}
+
+/// PEM files of the secure port.
+#[derive(Clone, Debug)]
+pub struct TlsConfig {
+    /// The server's certificate chain (PEM, leaf first).
+    pub cert: PathBuf,
+    /// The server's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// CA certificates client certificates are verified against (PEM bundle).
+    pub client_ca: Option<PathBuf>,
+    /// Whether to ask for client certificates; needs `client_ca` unless `None`.
+    pub client_auth: ClientAuth,
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -142,6 +191,11 @@ impl Default for Config {
             clock: ClockMode::Real,
             max_total_input_bytes: 256 << 20,
             max_total_outbound_bytes: 256 << 20,
+            secure_port: None,
+            tls: None,
+            x509_super_user: None,
+            sasl_users: None,
+            sasl_super_user: None,
         }
     }
 }
@@ -200,6 +254,20 @@ impl Config {
         if self.snap_retain_count == 0 {
             return Err("snapshots to retain must be at least 1".into());
         }
+        if self.secure_port.is_some() {
+            if !cfg!(feature = "tls") {
+                return Err("a secure port was asked for, but zkd-server was built without its \"tls\" feature".into());
+            }
+            let Some(tls) = &self.tls else {
+                return Err(
+                    "a secure port needs a server certificate and key (--tls-cert, --tls-key)"
+                        .into(),
+                );
+            };
+            if tls.client_auth != ClientAuth::None && tls.client_ca.is_none() {
+                return Err("client certificate verification (need or want) needs a CA bundle (--tls-client-ca)".into());
+            }
+        }
         if let Some(d) = &self.super_digest {
             if !d.contains(':') {
                 return Err(format!("super digest {d:?} is not of the form user:hash"));
@@ -219,8 +287,24 @@ impl Config {
             ttl_enabled: self.ttl_enabled,
             reaper_interval_ms: millis(self.reaper_interval),
             herd_warn: self.herd_warn,
+            auth: AuthConfig {
+                x509: self.secure_port.is_some(),
+                x509_super_user: self.x509_super_user.clone(),
+                sasl_users: self.sasl_users.clone().map(Arc::new),
+                sasl_super_user: self.sasl_super_user.clone(),
+                nonce_seed: random_seed(),
+            },
         }
     }
+}
+
+/// 16 random bytes (zero only if the system has no random source).
+fn random_seed() -> [u8; 16] {
+    let mut seed = [0u8; 16];
+    if getrandom::fill(&mut seed).is_err() {
+        tracing::warn!("no system random source: SASL nonces are predictable");
+    }
+    seed
 }
 
 fn millis(d: Duration) -> i64 {

@@ -12,9 +12,11 @@ pub mod fixture;
 pub mod fourlw;
 mod net;
 mod persist;
+mod sasl_users;
 mod server;
 
-pub use config::{ClockMode, Config, FourLetterWhitelist, FsyncPolicy};
+pub use config::{ClientAuth, ClockMode, Config, FourLetterWhitelist, FsyncPolicy, TlsConfig};
 pub use net::ServerFailure;
 pub use persist::SnapshotInfo;
+pub use sasl_users::SaslUsers;
 pub use server::Server;

@@ -22,9 +22,11 @@ use crate::Config;
 pub struct Server {
     addr: SocketAddr,
     admin_addr: Option<SocketAddr>,
+    secure_addr: Option<SocketAddr>,
     pub(crate) shared: Arc<Shared>,
     shutdown: CancellationToken,
     acceptor: Option<JoinHandle<()>>,
+    secure_acceptor: Option<JoinHandle<()>>,
     ticker: Option<JoinHandle<()>>,
     admin: Option<JoinHandle<()>>,
     persist: Option<Arc<Persistence>>,
@@ -40,6 +42,14 @@ impl Server {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let listener = TcpListener::bind((config.bind, config.port)).await?;
         let addr = listener.local_addr()?;
+        #[cfg(feature = "tls")]
+        let secure = match (config.secure_port, &config.tls) {
+            (Some(port), Some(tls)) => {
+                let setup = Arc::new(net::tls::TlsSetup::load(tls)?);
+                Some((TcpListener::bind((config.bind, port)).await?, setup))
+            }
+            _ => None,
+        };
         #[cfg(feature = "admin")]
         let admin_listener = match config.admin_port {
             Some(port) => Some(crate::admin::bind(SocketAddr::new(config.admin_bind, port)).await?),
@@ -85,16 +95,37 @@ impl Server {
             }
             None => (None, None),
         };
-        let acceptor = tokio::spawn(net::accept_loop(listener, shared.clone(), shutdown.clone()));
+        let acceptor = tokio::spawn(net::accept_loop(
+            listener,
+            shared.clone(),
+            shutdown.clone(),
+            net::Transport::Plain,
+        ));
+        #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
+        let (mut secure_addr, mut secure_acceptor) = (None, None);
+        #[cfg(feature = "tls")]
+        if let Some((listener, setup)) = secure {
+            let at = listener.local_addr()?;
+            secure_acceptor = Some(tokio::spawn(net::accept_loop(
+                listener,
+                shared.clone(),
+                shutdown.clone(),
+                net::Transport::Tls(setup),
+            )));
+            secure_addr = Some(at);
+            tracing::info!(addr = %at, "zkd secure port serving");
+        }
         let ticker = tokio::spawn(net::ticker(shared.clone()));
         tracing::info!(%addr, "zkd serving");
         #[cfg_attr(not(feature = "admin"), allow(unused_mut))]
         let mut server = Server {
             addr,
             admin_addr: None,
+            secure_addr,
             shared,
             shutdown,
             acceptor: Some(acceptor),
+            secure_acceptor,
             ticker: Some(ticker),
             admin: None,
             persist,
@@ -123,6 +154,11 @@ impl Server {
     /// The address the server listens on (with the real port when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address of the secure (TLS) client listener, if one was asked for in the `Config`.
+    pub fn secure_addr(&self) -> Option<SocketAddr> {
+        self.secure_addr
     }
 
     /// The address of the admin HTTP listener, if one was asked for in the `Config`.
@@ -245,6 +281,9 @@ impl Server {
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.await;
         }
+        if let Some(acceptor) = self.secure_acceptor.take() {
+            let _ = acceptor.await;
+        }
         if let Some(p) = self.persist.take() {
             let shared = self.shared.clone();
             let done = tokio::task::spawn_blocking(move || {
@@ -266,6 +305,9 @@ impl Drop for Server {
         // Aborting the acceptor drops its listener and its set of connection tasks, which
         // aborts those too.
         if let Some(acceptor) = self.acceptor.take() {
+            acceptor.abort();
+        }
+        if let Some(acceptor) = self.secure_acceptor.take() {
             acceptor.abort();
         }
         if let Some(ticker) = self.ticker.take() {

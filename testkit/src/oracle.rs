@@ -37,6 +37,10 @@ pub const JARS: &[&str] = &[
     "zookeeper-jute.jar",
     "slf4j-api.jar",
     "slf4j-simple.jar",
+    // Netty parts the manifest leaves out, needed by the Netty connection factory (TLS).
+    "netty-codec.jar",
+    "netty-resolver.jar",
+    "netty-transport-native-unix-common.jar",
 ];
 
 /// Jars the AdminServer (embedded Jetty) needs on top of [`JARS`]; Debian's `libjetty9-java`

@@ -6,6 +6,8 @@ use sha1::{Digest, Sha1};
 use std::net::IpAddr;
 use zkd_protocol::{perms, Acl, Id};
 
+use super::AuthConfig;
+
 /// `user:base64(sha1("user:password"))` for an addauth digest credential.
 pub fn digest_id(credential: &str) -> String {
     let user = credential.split(':').next().unwrap_or("");
@@ -20,9 +22,16 @@ pub fn digest_id(credential: &str) -> String {
 #[derive(Debug, PartialEq, Eq)]
 pub struct InvalidAcl;
 
-/// Validates an ACL list for create/setACL: drops exact duplicates, expands `auth` entries to
-/// the caller's authenticated identities, and checks each scheme's id syntax.
+/// [`fixup_with`] on a server with only the built-in schemes (world, auth, digest, ip).
 pub fn fixup(acl: &[Acl], ids: &[Id]) -> Result<Vec<Acl>, InvalidAcl> {
+    fixup_with(acl, ids, &AuthConfig::default())
+}
+
+/// Validates an ACL list for create/setACL: drops exact duplicates, expands `auth` entries to
+/// the caller's authenticated identities, and checks each scheme's id syntax. The x509 and
+/// sasl schemes are known only when `auth` configures them, as ZooKeeper knows only the
+/// providers it registered.
+pub fn fixup_with(acl: &[Acl], ids: &[Id], auth: &AuthConfig) -> Result<Vec<Acl>, InvalidAcl> {
     if acl.is_empty() {
         return Err(InvalidAcl);
     }
@@ -53,6 +62,10 @@ pub fn fixup(acl: &[Acl], ids: &[Id]) -> Result<Vec<Acl>, InvalidAcl> {
             }
             "digest" if valid_digest_id(&entry.id.id) => push(entry.clone(), &mut out),
             "ip" if parse_ip_acl(&entry.id.id).is_some() => push(entry.clone(), &mut out),
+            "x509" if auth.x509 && valid_dn(&entry.id.id) => push(entry.clone(), &mut out),
+            "sasl" if auth.sasl_users.is_some() && valid_kerberos_name(&entry.id.id) => {
+                push(entry.clone(), &mut out)
+            }
             _ => return Err(InvalidAcl),
         }
     }
@@ -70,6 +83,92 @@ fn valid_digest_id(id: &str) -> bool {
         parts.pop();
     }
     parts.len() == 2
+}
+
+/// A Kerberos-style name as ZooKeeper's SASL provider accepts it: anything without `@`, or
+/// `name[/host]@realm` with no further `/` or `@`.
+fn valid_kerberos_name(id: &str) -> bool {
+    let Some((principal, realm)) = id.split_once('@') else {
+        return true;
+    };
+    if realm.contains(['/', '@']) {
+        return false;
+    }
+    principal.split('/').count() <= 2
+}
+
+/// Attribute keywords a Java X500Principal accepts in a distinguished name.
+const DN_KEYWORDS: &[&str] = &[
+    "CN",
+    "C",
+    "L",
+    "S",
+    "ST",
+    "O",
+    "OU",
+    "T",
+    "IP",
+    "STREET",
+    "DC",
+    "DNQUALIFIER",
+    "DNQ",
+    "SURNAME",
+    "GIVENNAME",
+    "INITIALS",
+    "GENERATION",
+    "EMAIL",
+    "EMAILADDRESS",
+    "UID",
+    "SERIALNUMBER",
+];
+
+/// Whether `dn` parses as a distinguished name (`type=value` pairs separated by `,`, `;` or
+/// `+`, backslash escapes, types being known keywords or OIDs); the empty name is valid.
+fn valid_dn(dn: &str) -> bool {
+    if dn.trim().is_empty() {
+        return true;
+    }
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    let mut chars = dn.chars();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                cur.push(c);
+                match chars.next() {
+                    Some(n) => cur.push(n),
+                    None => return false,
+                }
+            }
+            '"' => {
+                quoted = !quoted;
+                cur.push(c);
+            }
+            ',' | ';' | '+' if !quoted => parts.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    if quoted {
+        return false;
+    }
+    parts.push(cur);
+    parts.iter().all(|ava| {
+        let Some((key, _value)) = ava.split_once('=') else {
+            return false;
+        };
+        let key = key.trim();
+        let oid = key
+            .strip_prefix("OID.")
+            .or_else(|| key.strip_prefix("oid."))
+            .unwrap_or(key);
+        DN_KEYWORDS.iter().any(|k| k.eq_ignore_ascii_case(key))
+            || (!oid.is_empty()
+                && oid.split('.').count() >= 2
+                && oid
+                    .split('.')
+                    .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())))
+    })
 }
 
 /// An IPv4 address with optional `/bits` (0..=32).
@@ -112,6 +211,8 @@ pub fn allowed(acl: &[Acl], perm: i32, ids: &[Id]) -> bool {
                 id.scheme == a.id.scheme
                     && match a.id.scheme.as_str() {
                         "ip" => ip_matches(&a.id.id, &id.id),
+                        // The SASL provider lets a user named "super" match every sasl ACL.
+                        "sasl" => id.id == "super" || a.id.id == id.id,
                         _ => a.id.id == id.id,
                     }
             })
@@ -186,6 +287,48 @@ mod tests {
             Err(InvalidAcl)
         );
         assert!(fixup(&[Acl::new(0xff, "digest", "u:h")], &[]).is_ok());
+        // x509 and sasl are known only when configured.
+        let x509 = Acl::new(31, "x509", "CN=client,O=zkd");
+        let sasl = Acl::new(31, "sasl", "bob");
+        assert_eq!(fixup(std::slice::from_ref(&x509), &[]), Err(InvalidAcl));
+        assert_eq!(fixup(std::slice::from_ref(&sasl), &[]), Err(InvalidAcl));
+        let auth = AuthConfig {
+            x509: true,
+            sasl_users: Some(Default::default()),
+            ..AuthConfig::default()
+        };
+        assert!(fixup_with(&[x509, sasl], &[], &auth).is_ok());
+        for bad in ["CN", "FOO=bar", "CN=a,", "CN=a\\", "CN=\"x"] {
+            assert_eq!(
+                fixup_with(&[Acl::new(1, "x509", bad)], &[], &auth),
+                Err(InvalidAcl),
+                "{bad}"
+            );
+        }
+        for good in ["", "CN=a\\,b,OU=x+UID=3", "2.5.4.3=x", "OID.2.5.4.3=x;C=DE"] {
+            assert!(
+                fixup_with(&[Acl::new(1, "x509", good)], &[], &auth).is_ok(),
+                "{good}"
+            );
+        }
+        for (name, ok) in [
+            ("bob", true),
+            ("zk/host@REALM", true),
+            ("a@b@c", false),
+            ("a/b/c@R", false),
+        ] {
+            assert_eq!(
+                fixup_with(&[Acl::new(1, "sasl", name)], &[], &auth).is_ok(),
+                ok,
+                "{name}"
+            );
+        }
+        // An auth entry expands to x509 and sasl identities too.
+        let ids = [id("x509", "CN=c"), id("sasl", "bob")];
+        assert_eq!(
+            fixup_with(&[Acl::new(31, "auth", "")], &ids, &auth).map(|v| v.len()),
+            Ok(2)
+        );
     }
 
     #[test]
@@ -200,6 +343,11 @@ mod tests {
         assert!(allowed(&acl, perms::WRITE, &[id("digest", "u:h")]));
         assert!(allowed(&acl, perms::WRITE, &[id("super", "")]));
         assert!(allowed(&[], perms::WRITE, &[]));
+        let sasl = vec![Acl::new(perms::READ, "sasl", "bob")];
+        assert!(allowed(&sasl, perms::READ, &[id("sasl", "bob")]));
+        assert!(allowed(&sasl, perms::READ, &[id("sasl", "super")]));
+        assert!(!allowed(&sasl, perms::READ, &[id("sasl", "eve")]));
+        assert!(!allowed(&sasl, perms::READ, &[id("x509", "bob")]));
         let masked = masked(&acl, &[id("ip", "10.1.2.3")]);
         assert_eq!(masked[1].id.id, "u:x");
     }

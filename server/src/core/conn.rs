@@ -23,6 +23,8 @@ pub struct Conn {
     pub last_response_ms: i64,
     /// Set once the core asked the outbox to close this connection.
     pub closing: bool,
+    /// The SASL exchange, once the client started one.
+    pub sasl: Option<super::digest_md5::DigestMd5>,
 }
 
 impl Conn {
@@ -43,6 +45,7 @@ impl Conn {
             last_zxid: -1,
             last_response_ms: 0,
             closing: false,
+            sasl: None,
         }
     }
 }

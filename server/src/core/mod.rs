@@ -59,6 +59,8 @@ pub struct CoreConfig {
     pub reaper_interval_ms: i64,
     /// Log a herd warning when one change notifies at least this many watchers (0 = off).
     pub herd_warn: u64,
+    /// The x509 and sasl schemes and their super users.
+    pub auth: AuthConfig,
 }
 
 /// What happened to a connection's handshake.
@@ -73,6 +75,7 @@ pub enum Handshake {
 mod acl;
 mod conn;
 mod control;
+mod digest_md5;
 mod fault;
 mod fixture;
 pub mod herd;
@@ -80,6 +83,7 @@ mod invariants;
 mod ops;
 pub mod path;
 pub mod report;
+mod secure_auth;
 mod session;
 mod snapshot;
 mod tree;
@@ -105,6 +109,7 @@ fn tests_config() -> CoreConfig {
         ttl_enabled: true,
         reaper_interval_ms: 1000,
         herd_warn: 100,
+        auth: AuthConfig::default(),
     }
 }
 
@@ -118,6 +123,7 @@ use conn::Conn;
 pub use control::{SessionOpError, SessionReport};
 pub use fault::{FaultAction, FaultRule, FaultStatus, MAX_FAULT_RULES};
 use herd::Herd;
+pub use secure_auth::AuthConfig;
 use session::Sessions;
 use tree::{AclList, Tree};
 use txn::Txn;
@@ -162,6 +168,8 @@ pub struct Core {
     txn_sink: Option<Box<dyn TxnSink>>,
     /// Sub-operations recorded for the write being executed.
     log_ops: Vec<(i32, Bytes)>,
+    /// DIGEST-MD5 nonces handed out so far.
+    nonces: u64,
 }
 
 impl Core {
@@ -192,6 +200,7 @@ impl Core {
             scratch: Vec::new(),
             txn_sink: None,
             log_ops: Vec::new(),
+            nonces: 0,
         }
     }
 

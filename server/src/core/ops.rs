@@ -6,8 +6,8 @@ use zkd_protocol::{
     add_watch_mode, event_type, perms, xid, AllChildrenNumberResponse, ChildrenResponse,
     ClientInfo, ConnectRequest, ConnectResponse, Create2Response, CreateMode, CreateResponse,
     DecodeError, ErrorCode, ErrorResponse, GetAclResponse, GetDataResponse, Id, Jute, MultiOp,
-    MultiResponse, MultiResult, OpCode, Reader, Request, RequestHeader, SaslToken, SetWatches2,
-    StatResponse, WhoAmIResponse,
+    MultiResponse, MultiResult, OpCode, Reader, Request, RequestHeader, SetWatches2, StatResponse,
+    WhoAmIResponse,
 };
 
 use super::fault::{FaultAction, Muted};
@@ -414,10 +414,7 @@ impl Core {
                 self.set_watches(conn, w, out);
                 Ok(())
             }
-            Request::Sasl(_) => {
-                SaslToken { token: None }.write(reply.body());
-                Ok(())
-            }
+            Request::Sasl(t) => return self.sasl(conn, xid, t.token, out),
             Request::GetEphemerals(r) => {
                 let prefix = r.path.trim();
                 let all = prefix.is_empty() || prefix == "/";

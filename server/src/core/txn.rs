@@ -113,7 +113,8 @@ impl Core {
             Some(p) if !c.path.contains('\0') => p,
             _ => return Err(ErrorCode::BadArguments),
         };
-        let acl = acl::fixup(&c.acl, ids).map_err(|_| ErrorCode::InvalidAcl)?;
+        let acl =
+            acl::fixup_with(&c.acl, ids, &self.cfg.auth).map_err(|_| ErrorCode::InvalidAcl)?;
         let parent = self.tree.get(parent_path).ok_or(ErrorCode::NoNode)?;
         if !acl::allowed(&parent.acl, perms::CREATE, ids) {
             return Err(ErrorCode::NoAuth);
@@ -259,7 +260,7 @@ impl Core {
         if !path::is_valid(p) {
             return Err(ErrorCode::BadArguments);
         }
-        let acl = acl::fixup(acl, ids).map_err(|_| ErrorCode::InvalidAcl)?;
+        let acl = acl::fixup_with(acl, ids, &self.cfg.auth).map_err(|_| ErrorCode::InvalidAcl)?;
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
         if !acl::allowed(&node.acl, perms::ADMIN, ids) {
             return Err(ErrorCode::NoAuth);

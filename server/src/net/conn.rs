@@ -23,9 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::time::{timeout, timeout_at, Instant};
 use tokio_util::sync::CancellationToken;
@@ -34,6 +32,7 @@ use zkd_protocol::{FourLetterWord, FrameCodec};
 
 use super::gate::Gate;
 use super::input::InputBuf;
+use super::stream::Stream;
 use super::{host, now_ms, ConnChannels, Out, Shared};
 use crate::core::{ConnId, Handshake};
 use crate::fourlw::{self, HostInfo};
@@ -76,10 +75,10 @@ impl Drop for Registered {
 }
 
 /// Serves one accepted, registered connection until it is closed.
-pub(crate) async fn run(
+pub(crate) async fn run<S: Stream>(
     shared: Arc<Shared>,
     id: ConnId,
-    mut stream: TcpStream,
+    mut stream: S,
     remote: SocketAddr,
     channels: ConnChannels,
 ) {
@@ -160,7 +159,7 @@ pub(crate) async fn run(
         Err(_) => return,
     };
 
-    let (rd, wr) = stream.into_split();
+    let (rd, wr) = stream.split();
     let reader_done = CancellationToken::new();
     let writer_done = CancellationToken::new();
     let reading = async {
@@ -191,7 +190,7 @@ pub(crate) async fn run(
 
 /// Reads until `buf` holds at least `n` bytes. Ok(false) = EOF first.
 async fn read_at_least(
-    stream: &mut TcpStream,
+    stream: &mut (impl AsyncRead + Unpin),
     buf: &mut InputBuf,
     n: usize,
     deadline: Instant,
@@ -210,15 +209,15 @@ async fn read_at_least(
 
 /// Writes a four-letter word's reply and shuts down the sending side. Returns the reading
 /// side to drain, if the reply went out.
-async fn answer_four_letter_word(
+async fn answer_four_letter_word<S: Stream>(
     shared: &Shared,
     id: ConnId,
     remote: SocketAddr,
-    mut stream: TcpStream,
+    mut stream: S,
     mut buf: InputBuf,
     word: FourLetterWord,
     deadline: Instant,
-) -> Option<OwnedReadHalf> {
+) -> Option<S::Read> {
     tracing::debug!(conn = id, %remote, %word, "four-letter word");
     let text = if !shared.cfg.whitelist.allows(word) {
         fourlw::not_whitelisted(word.as_str())
@@ -275,23 +274,23 @@ async fn answer_four_letter_word(
         tracing::debug!(conn = id, %remote, %word, "could not deliver the four-letter reply");
         return None;
     }
-    let (rd, _wr) = stream.into_split();
+    let (rd, _wr) = stream.split();
     Some(rd)
 }
 
 /// Feeds complete frames to the core until the connection closes. Returns the reading side
 /// to drain when the close came from our side (the client has not sent EOF yet).
 #[allow(clippy::too_many_arguments)]
-async fn read_requests(
+async fn read_requests<R: AsyncRead + Unpin>(
     shared: &Shared,
     id: ConnId,
     remote: SocketAddr,
-    mut rd: OwnedReadHalf,
+    mut rd: R,
     mut buf: InputBuf,
     codec: FrameCodec,
     mut feeding: bool,
     writer_done: &CancellationToken,
-) -> Option<OwnedReadHalf> {
+) -> Option<R> {
     loop {
         if feeding {
             let mut frames = Vec::new();
@@ -361,7 +360,7 @@ async fn read_requests(
 }
 
 /// Reads and discards input until EOF, for at most [`DRAIN`].
-async fn drain(mut rd: OwnedReadHalf) {
+async fn drain(mut rd: impl AsyncRead + Unpin) {
     let mut sink = [0u8; 4096];
     let _ = timeout(DRAIN, async {
         loop {
@@ -377,7 +376,7 @@ async fn drain(mut rd: OwnedReadHalf) {
 /// Writes queued frames, many per syscall, until a close, an error or an overflow.
 async fn write_frames(
     id: ConnId,
-    mut wr: OwnedWriteHalf,
+    mut wr: impl AsyncWrite + Unpin,
     channels: ConnChannels,
     reader_done: &CancellationToken,
     gate: &Gate,
@@ -469,7 +468,7 @@ async fn write_frames(
 
 /// Writes all of `batch` with vectored writes, dropping what has been written.
 async fn write_all_vectored(
-    wr: &mut OwnedWriteHalf,
+    wr: &mut (impl AsyncWrite + Unpin),
     batch: &mut VecDeque<Bytes>,
 ) -> io::Result<()> {
     while !batch.is_empty() {

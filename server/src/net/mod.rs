@@ -30,6 +30,11 @@ mod host;
 mod input;
 pub(crate) mod latency;
 mod outbound;
+mod stream;
+#[cfg(feature = "tls")]
+pub(crate) mod tls;
+#[cfg(feature = "tls")]
+mod x509_dn;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -464,11 +469,20 @@ impl Shared {
     }
 }
 
+/// What a listener speaks: the plain client protocol, or TLS around it (the secure port).
+#[derive(Clone)]
+pub(crate) enum Transport {
+    Plain,
+    #[cfg(feature = "tls")]
+    Tls(Arc<tls::TlsSetup>),
+}
+
 /// Accepts connections until `shutdown`; then stops every connection task and returns.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
     shutdown: CancellationToken,
+    transport: Transport,
 ) {
     let mut tasks = JoinSet::new();
     loop {
@@ -485,7 +499,15 @@ pub(crate) async fn accept_loop(
                     match shared.open(remote) {
                         Ok(Some((id, channels))) => {
                             tracing::debug!(conn = id, %remote, "accepted connection");
-                            tasks.spawn(conn::run(shared.clone(), id, stream, remote, channels));
+                            match &transport {
+                                Transport::Plain => {
+                                    tasks.spawn(conn::run(shared.clone(), id, stream, remote, channels));
+                                }
+                                #[cfg(feature = "tls")]
+                                Transport::Tls(setup) => {
+                                    tasks.spawn(tls::serve(setup.clone(), shared.clone(), id, stream, remote, channels));
+                                }
+                            }
                         }
                         Ok(None) => {
                             tracing::warn!(

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""kazoo over the secure transports: TLS with a client certificate, SASL DIGEST-MD5.
+
+    usage: secure_checks.py tls  HOST:PORT PKI_DIR CLIENT_DN
+           secure_checks.py sasl HOST:PORT
+
+Prints `PASS name` / `FAIL name: reason` per check and `N passed, M failed`; exit 1 on any
+failure. Every wait is bounded.
+"""
+
+import logging
+import os
+import sys
+import time
+import traceback
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import AuthFailedError, ConnectionClosedError, NoAuthError
+from kazoo.protocol.states import KeeperState
+from kazoo.security import ACL, Id, Permissions
+
+WAIT = 15.0
+BASE = "/kazoo-secure-%d" % os.getpid()
+passed = 0
+failed = 0
+
+
+def check(name, fn):
+    global passed, failed
+    try:
+        fn()
+        passed += 1
+        print("PASS " + name, flush=True)
+    except Exception as e:  # noqa: BLE001 - every failure is reported
+        failed += 1
+        print("FAIL %s: %r" % (name, e), flush=True)
+        traceback.print_exc(file=sys.stderr)
+
+
+def expect(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def tls_client(addr, pki, identity):
+    return KazooClient(
+        hosts=addr,
+        use_ssl=True,
+        ca=os.path.join(pki, "ca.pem"),
+        certfile=os.path.join(pki, identity + ".pem"),
+        keyfile=os.path.join(pki, identity + ".key"),
+        verify_certs=True,
+        timeout=WAIT,
+        connection_retry={"max_tries": 1},
+    )
+
+
+def tls(addr, pki, dn):
+    zk = tls_client(addr, pki, "client")
+    check("tls: kazoo connects with the CA's client certificate", lambda: zk.start(timeout=WAIT))
+    if not zk.connected:
+        return
+    mine = [ACL(Permissions.ALL, Id("x509", dn))]
+
+    def recipes():
+        zk.create(BASE, b"v1", acl=mine)
+        data, _ = zk.get(BASE)
+        expect(data == b"v1", "data %r" % data)
+        lock = zk.Lock(BASE + "/lock", "me")
+        expect(lock.acquire(timeout=WAIT), "lock not acquired")
+        lock.release()
+        counter = zk.Counter(BASE + "/counter")
+        counter += 5
+        expect(counter.value == 5, "counter %r" % counter.value)
+        expect(zk.get_acls(BASE)[0] == mine, "acl %r" % (zk.get_acls(BASE)[0],))
+
+    check("tls: recipes under an x509 ACL", recipes)
+
+    def refused():
+        other = tls_client(addr, pki, "other")
+        other.start(timeout=WAIT)
+        try:
+            try:
+                other.get(BASE)
+                raise AssertionError("read allowed")
+            except NoAuthError:
+                pass
+        finally:
+            other.stop()
+            other.close()
+
+    check("tls: another certificate is refused by the x509 ACL", refused)
+
+    def rogue():
+        r = tls_client(addr, pki, "rogue")
+        try:
+            r.start(timeout=3)
+            raise AssertionError("connected")
+        except Exception as e:  # noqa: BLE001 - a timeout or a TLS error
+            expect(not isinstance(e, AssertionError), str(e))
+        finally:
+            r.stop()
+            r.close()
+
+    check("tls: a certificate from an unknown CA cannot connect", rogue)
+    check("tls: cleanup", lambda: zk.delete(BASE, recursive=True))
+    zk.stop()
+    zk.close()
+
+
+def sasl_client(addr, user, password):
+    return KazooClient(
+        hosts=addr,
+        sasl_options={"mechanism": "DIGEST-MD5", "username": user, "password": password},
+        timeout=WAIT,
+        connection_retry={"max_tries": 1},
+    )
+
+
+def sasl(addr):
+    zk = sasl_client(addr, "bob", "bobsecret")
+    check("sasl: kazoo authenticates with DIGEST-MD5", lambda: zk.start(timeout=WAIT))
+    if not zk.connected:
+        return
+    bob = [ACL(Permissions.ALL, Id("sasl", "bob"))]
+
+    def admitted():
+        zk.create(BASE, b"s", acl=bob)
+        expect(zk.get(BASE)[0] == b"s", "data")
+        zk.set(BASE, b"t")
+
+    check("sasl: the sasl ACL admits its user", admitted)
+
+    def other_user():
+        alice = sasl_client(addr, "alice", "alicesecret")
+        alice.start(timeout=WAIT)
+        try:
+            try:
+                alice.get(BASE)
+                raise AssertionError("read allowed")
+            except NoAuthError:
+                pass
+        finally:
+            alice.stop()
+            alice.close()
+
+    check("sasl: another user is refused by the sasl ACL", other_user)
+
+    def wrong_password():
+        # kazoo reports CONNECTED once the session exists, then runs SASL; the server's
+        # AUTHFAILED answer moves the client to AUTH_FAILED and it stops connecting (its
+        # state then reads CLOSED); calls fail instead of reaching the server.
+        wrong = sasl_client(addr, "bob", "not-the-password")
+        try:
+            try:
+                wrong.start(timeout=WAIT)
+            except AuthFailedError:
+                pass
+            final = (KeeperState.AUTH_FAILED, KeeperState.CLOSED)
+            deadline = time.time() + WAIT
+            while wrong.client_state not in final and time.time() < deadline:
+                time.sleep(0.05)
+            expect(wrong.client_state in final, "state %r" % wrong.client_state)
+            expect(not wrong.connected, "still connected")
+            try:
+                wrong.get("/")
+                raise AssertionError("read allowed")
+            except (AuthFailedError, ConnectionClosedError):
+                pass
+        finally:
+            wrong.stop()
+            wrong.close()
+
+    check("sasl: a wrong password fails with AuthFailedError", wrong_password)
+    check("sasl: cleanup", lambda: zk.delete(BASE))
+    zk.stop()
+    zk.close()
+
+
+def main():
+    logging.basicConfig(level=logging.CRITICAL)
+    mode, addr = sys.argv[1], sys.argv[2]
+    if mode == "tls":
+        tls(addr, sys.argv[3], sys.argv[4])
+    elif mode == "sasl":
+        sasl(addr)
+    else:
+        raise SystemExit("unknown mode " + mode)
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(0 if failed == 0 and passed > 0 else 1)
+
+
+if __name__ == "__main__":
+    main()
