@@ -216,6 +216,15 @@ impl Config {
         if self.tick_time.as_millis() == 0 {
             return Err("tick time must be at least 1 ms".into());
         }
+        if self.min_session_timeout() < self.tick_time {
+            return Err(format!(
+                "minimum session timeout ({} ms) is below one tick ({} ms): sessions expire on \
+                 tick boundaries, so no shorter timeout can be kept; raise the minimum session \
+                 timeout or lower the tick time",
+                self.min_session_timeout().as_millis(),
+                self.tick_time.as_millis()
+            ));
+        }
         if self.min_session_timeout() > self.max_session_timeout() {
             return Err(format!(
                 "minimum session timeout ({} ms) is larger than the maximum ({} ms)",
@@ -429,6 +438,19 @@ mod tests {
     #[test]
     fn validation() {
         assert!(Config::default().validate().is_ok());
+        for floor_breach in [0, 1, 1999] {
+            let bad = Config {
+                min_session_timeout: Some(Duration::from_millis(floor_breach)),
+                ..Config::default()
+            };
+            let err = bad.validate().unwrap_err();
+            assert!(err.contains("below one tick (2000 ms)"), "{err}");
+        }
+        let at_floor = Config {
+            min_session_timeout: Some(Duration::from_millis(2000)),
+            ..Config::default()
+        };
+        assert!(at_floor.validate().is_ok());
         let bad = Config {
             min_session_timeout: Some(Duration::from_secs(50)),
             ..Config::default()

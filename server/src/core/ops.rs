@@ -111,9 +111,11 @@ impl Core {
             self.finish_connection(conn, out);
             return Handshake::Closed;
         }
+        // Never below one tick, whatever the configuration says: expiry runs on ticks.
+        let floor = self.cfg.min_session_timeout_ms.max(self.cfg.tick_ms).max(1);
         let timeout = (req.timeout as i64)
-            .max(self.cfg.min_session_timeout_ms)
-            .min(self.cfg.max_session_timeout_ms);
+            .min(self.cfg.max_session_timeout_ms)
+            .max(floor);
         let ro = req.read_only;
         let sid = if req.session_id == 0 {
             self.zxid += 1;

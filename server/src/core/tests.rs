@@ -1075,3 +1075,33 @@ fn notifications_need_read_permission() {
 
 #[path = "control_tests.rs"]
 mod control_tests;
+
+#[test]
+fn negotiated_timeout_never_below_one_tick() {
+    // A core configured (directly, past `Config::validate`) with a zero minimum still
+    // negotiates at least one tick; clients asking for 0 or less get the floor.
+    let cfg = CoreConfig {
+        min_session_timeout_ms: 0,
+        ..config()
+    };
+    let mut h = Harness {
+        core: Core::new(cfg, T0),
+        now: T0,
+        out: Recorder::default(),
+        xid: 0,
+    };
+    for asked in [0, -5, 1, 1999] {
+        let conn = h.open();
+        let req = ConnectRequest {
+            timeout: asked,
+            passwd: Bytes::from_static(&[0; 16]),
+            read_only: Some(false),
+            ..Default::default()
+        };
+        h.core
+            .handshake(conn, jute::to_bytes(&req), h.now, &mut h.out);
+        let frame = h.take(conn).remove(0);
+        let resp: ConnectResponse = from_bytes(frame.slice(4..)).unwrap();
+        assert_eq!(resp.timeout, 2000, "asked for {asked} ms");
+    }
+}
