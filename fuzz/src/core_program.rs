@@ -298,9 +298,10 @@ struct Wire {
     max_zxid: i64,
     /// Connections that sent a request with xid -1, whose reply looks like a notification.
     xid_minus_one: HashSet<ConnId>,
-    /// (connection, xid) of SASL requests not answered yet: their replies carry zxid 0, as
-    /// ZooKeeper's do, so they are exempt from the zxid order.
-    sasl_xids: HashSet<(ConnId, i32)>,
+    /// (connection, xid) of auth and SASL requests not answered yet: their replies carry
+    /// zxid 0 (and echo the request's xid), as ZooKeeper's do, so they are exempt from the
+    /// zxid order.
+    zxid_zero_xids: HashSet<(ConnId, i32)>,
 }
 
 impl Outbox for Wire {
@@ -341,8 +342,8 @@ impl Outbox for Wire {
             return;
         }
         // Auth replies carry zxid 0, as ZooKeeper's do.
-        let sasl = self.sasl_xids.remove(&(conn, header.xid));
-        if header.zxid >= 0 && header.xid != -4 && !sasl {
+        let zxid_zero = self.zxid_zero_xids.remove(&(conn, header.xid));
+        if header.zxid >= 0 && header.xid != -4 && !zxid_zero {
             let last = self.last_zxid.entry(conn).or_insert(0);
             assert!(
                 header.zxid >= *last,
@@ -419,9 +420,12 @@ impl Harness {
             if payload.starts_with(&[0xff; 4]) {
                 self.wire.xid_minus_one.insert(conn);
             }
-            if payload.len() >= 8 && payload[4..8] == (OpCode::Sasl as i32).to_be_bytes() {
-                let xid = i32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
-                self.wire.sasl_xids.insert((conn, xid));
+            if payload.len() >= 8 {
+                let op = i32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
+                if op == OpCode::Auth as i32 || op == OpCode::Sasl as i32 {
+                    let xid = i32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
+                    self.wire.zxid_zero_xids.insert((conn, xid));
+                }
             }
             self.core
                 .request(conn, payload, self.clock(), &mut self.wire);
