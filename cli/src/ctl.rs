@@ -7,12 +7,13 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-/// `zkd ctl --admin HOST:PORT <operation>`.
+/// `zkd ctl --admin HOST:PORT <operation>`, or `zkd ctl gen-certs DIR` (no server needed).
 #[derive(Args, Debug)]
 pub struct CtlArgs {
-    /// The admin listener, as printed by the server's `zkd admin on HOST:PORT` line.
+    /// The admin listener, as printed by the server's `zkd admin on HOST:PORT` line (needed
+    /// by every operation but gen-certs).
     #[arg(long, value_name = "HOST:PORT")]
-    admin: String,
+    admin: Option<String>,
 
     /// Print the server's JSON answer instead of a human-readable summary.
     #[arg(long, global = true)]
@@ -68,6 +69,16 @@ enum Op {
     /// The session clock (`--clock manual` servers can be moved).
     #[command(subcommand)]
     Clock(ClockOp),
+    /// Write a throwaway CA, a server certificate (localhost, 127.0.0.1, ::1) and two client
+    /// certificates (x509:CN=client1,O=zkd and x509:CN=client2,O=zkd) as PEM files into DIR,
+    /// for the secure port in tests. Needs no running server.
+    GenCerts {
+        /// Directory to write into (created if needed).
+        dir: std::path::PathBuf,
+        /// Replace certificates already in DIR.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -114,8 +125,16 @@ enum ClockOp {
 /// A failed call: the sentence to print.
 struct Failure(String);
 
-/// Runs one control operation; exit code 1 with a sentence on stderr if it failed.
+/// Why an operation cannot run without `--admin`.
+const NEEDS_ADMIN: &str = "this operation needs the server's admin listener: --admin HOST:PORT";
+
+/// Runs one control operation; exit code 1 with a sentence on stderr if it failed (2 when
+/// `--admin` is missing).
 pub fn run(args: CtlArgs) -> ExitCode {
+    if args.admin.is_none() && !matches!(args.op, Op::GenCerts { .. }) {
+        eprintln!("zkd ctl: {NEEDS_ADMIN}");
+        return ExitCode::from(2);
+    }
     match execute(&args) {
         Ok(text) => {
             if !text.is_empty() {
@@ -155,7 +174,13 @@ fn parse_duration_ms(text: &str) -> Result<u64, Failure> {
 }
 
 fn execute(args: &CtlArgs) -> Result<String, Failure> {
-    let client = Client::new(&args.admin);
+    let client = match (&args.op, &args.admin) {
+        (Op::GenCerts { dir, force }, _) => {
+            return crate::gen_certs::generate(dir, *force).map_err(Failure)
+        }
+        (_, Some(admin)) => Client::new(admin),
+        (_, None) => return Err(Failure(NEEDS_ADMIN.into())),
+    };
     let json = args.json;
     match &args.op {
         Op::Sessions => client
@@ -247,6 +272,7 @@ fn execute(args: &CtlArgs) -> Result<String, Failure> {
                 .call("POST", &format!("/zkd/clock/advance?ms={ms}"))
                 .map(|v| human_or_json(&v, json, || clock_line(&v)))
         }
+        Op::GenCerts { .. } => Ok(String::new()),
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod alloc;
 mod ctl;
+mod gen_certs;
 mod serve;
 mod snapshot;
 
@@ -25,7 +26,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Control a running zkd through its admin listener (sessions, expiry, faults, clock).
+    /// Control a running zkd through its admin listener (sessions, expiry, faults, clock), or
+    /// make throwaway certificates for the secure port (gen-certs).
     Ctl(ctl::CtlArgs),
     /// Offline snapshot tools: print a snapshot file, or make one from a JSON fixture.
     Snapshot(snapshot::SnapshotArgs),

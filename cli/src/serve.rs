@@ -113,6 +113,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N")]
     secure_port: Option<u16>,
 
+    /// Listen only on the secure port, with no plain client port (as ZooKeeper with
+    /// secureClientPort and no clientPort). Needs --secure-port.
+    #[arg(long, requires = "secure_port", conflicts_with = "port")]
+    secure_only: bool,
+
     /// The server's certificate chain for the secure port (PEM, leaf first).
     #[arg(long, value_name = "FILE")]
     tls_cert: Option<PathBuf>,
@@ -238,6 +243,7 @@ impl ServeArgs {
             max_total_input_bytes: bytes(self.max_total_input_bytes),
             secure_port: self.secure_port,
             tls,
+            secure_only: self.secure_only,
             x509_super_user: self.x509_super_user.clone(),
             sasl_users,
             sasl_super_user: self.sasl_super_user.clone(),
@@ -305,7 +311,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
 }
 
 async fn serve(config: Config) -> ExitCode {
-    let (bind, port) = (config.bind, config.port);
+    let (bind, port, secure_only) = (config.bind, config.port, config.secure_only);
     let server = match Server::start(config).await {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
@@ -324,7 +330,9 @@ async fn serve(config: Config) -> ExitCode {
     };
     {
         let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(stdout, "zkd listening on {}", server.local_addr());
+        if !secure_only {
+            let _ = writeln!(stdout, "zkd listening on {}", server.local_addr());
+        }
         if let Some(secure) = server.secure_addr() {
             let _ = writeln!(stdout, "zkd secure listening on {secure}");
         }

@@ -69,6 +69,9 @@ pub struct Config {
     pub secure_port: Option<u16>,
     /// Certificates for the secure port.
     pub tls: Option<TlsConfig>,
+    /// Listen on the secure port only, with no plain client port (ZooKeeper with
+    /// `secureClientPort` and no `clientPort`); `port` is then unused. Needs `secure_port`.
+    pub secure_only: bool,
     /// Subject DN (as the x509 scheme writes it) of the x509 super user.
     pub x509_super_user: Option<String>,
     /// Users of SASL DIGEST-MD5 (opcode 102); `None` = SASL not configured.
@@ -193,6 +196,7 @@ impl Default for Config {
             max_total_outbound_bytes: 256 << 20,
             secure_port: None,
             tls: None,
+            secure_only: false,
             x509_super_user: None,
             sasl_users: None,
             sasl_super_user: None,
@@ -262,6 +266,9 @@ impl Config {
         }
         if self.snap_retain_count == 0 {
             return Err("snapshots to retain must be at least 1".into());
+        }
+        if self.secure_only && self.secure_port.is_none() {
+            return Err("secure-only mode needs a secure port (--secure-port)".into());
         }
         if self.secure_port.is_some() {
             if !cfg!(feature = "tls") {

@@ -40,8 +40,10 @@ impl Server {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let listener = TcpListener::bind((config.bind, config.port)).await?;
-        let addr = listener.local_addr()?;
+        let listener = match config.secure_only {
+            false => Some(TcpListener::bind((config.bind, config.port)).await?),
+            true => None,
+        };
         #[cfg(feature = "tls")]
         let secure = match (config.secure_port, &config.tls) {
             (Some(port), Some(tls)) => {
@@ -49,6 +51,18 @@ impl Server {
                 Some((TcpListener::bind((config.bind, port)).await?, setup))
             }
             _ => None,
+        };
+        #[cfg(not(feature = "tls"))]
+        let secure: Option<(TcpListener, ())> = None;
+        // The clients' address: the plain listener's, or in secure-only mode the secure one's.
+        let addr = match (&listener, &secure) {
+            (Some(l), _) | (None, Some((l, _))) => l.local_addr()?,
+            (None, None) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "secure-only mode needs a secure port",
+                ))
+            }
         };
         #[cfg(feature = "admin")]
         let admin_listener = match config.admin_port {
@@ -73,7 +87,8 @@ impl Server {
                 tracing::info!("seed not applied: the data directory already holds state");
             }
         }
-        let shared = Arc::new(Shared::new(&config, addr.port(), core));
+        let plain_port = listener.as_ref().map_or(0, |_| addr.port());
+        let shared = Arc::new(Shared::new(&config, plain_port, core));
         let shutdown = CancellationToken::new();
         let (persist, persister) = match persist {
             Some((p, snapshot_now)) => {
@@ -95,12 +110,14 @@ impl Server {
             }
             None => (None, None),
         };
-        let acceptor = tokio::spawn(net::accept_loop(
-            listener,
-            shared.clone(),
-            shutdown.clone(),
-            net::Transport::Plain,
-        ));
+        let acceptor = listener.map(|listener| {
+            tokio::spawn(net::accept_loop(
+                listener,
+                shared.clone(),
+                shutdown.clone(),
+                net::Transport::Plain,
+            ))
+        });
         #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
         let (mut secure_addr, mut secure_acceptor) = (None, None);
         #[cfg(feature = "tls")]
@@ -124,7 +141,7 @@ impl Server {
             secure_addr,
             shared,
             shutdown,
-            acceptor: Some(acceptor),
+            acceptor,
             secure_acceptor,
             ticker: Some(ticker),
             admin: None,
@@ -151,7 +168,8 @@ impl Server {
         Ok(server)
     }
 
-    /// The address the server listens on (with the real port when 0 was asked for).
+    /// The address clients connect to (with the real port when 0 was asked for): the plain
+    /// client listener's, or in secure-only mode the secure listener's.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
     }
