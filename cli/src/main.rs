@@ -4,14 +4,16 @@
 #![forbid(unsafe_code)]
 
 mod alloc;
+mod config_file;
 mod ctl;
 mod gen_certs;
 mod serve;
 mod snapshot;
+mod zoocfg;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 /// An in-memory coordination server that speaks the ZooKeeper client protocol.
 #[derive(Parser, Debug)]
@@ -34,10 +36,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match cli.command {
         Some(Command::Ctl(args)) => ctl::run(args),
         Some(Command::Snapshot(args)) => snapshot::run(args),
-        None => serve::run(cli.serve),
+        None => serve::run(cli.serve, &matches),
     }
 }

@@ -15,6 +15,16 @@ use zkd_server::{
 /// The server's flags.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
+    /// Read a ZooKeeper configuration file (zoo.cfg format) with ZooKeeper's defaults; flags
+    /// given on the command line override it.
+    #[arg(long, value_name = "FILE", conflicts_with = "env_config")]
+    config: Option<PathBuf>,
+
+    /// Read the official ZooKeeper image's ZOO_* variables (and Confluent's ZOOKEEPER_*) as
+    /// that image does; flags given on the command line override them.
+    #[arg(long)]
+    env_config: bool,
+
     /// TCP port to listen on; 0 picks a free one.
     #[arg(long, default_value_t = 2181)]
     port: u16,
@@ -80,6 +90,16 @@ pub struct ServeArgs {
     /// sessions and change the tree (a warning is logged).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     admin_bind: IpAddr,
+
+    /// Port of a read-only listener serving only ZooKeeper's AdminServer commands
+    /// (/commands); 0 picks a free one. Off unless given or set by a configuration's admin.*
+    /// keys.
+    #[arg(long, value_name = "N")]
+    admin_server_port: Option<u16>,
+
+    /// Address the AdminServer commands listener binds.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    admin_server_bind: IpAddr,
 
     /// Keep state across restarts in DIR (ZooKeeper's layout: DIR/version-2/snapshot.* and
     /// log.*). Without it everything stays in memory.
@@ -182,6 +202,16 @@ fn parse_clock(text: &str) -> Result<ClockMode, String> {
 }
 
 impl ServeArgs {
+    /// The `--config` file, if any.
+    pub(crate) fn config_file(&self) -> Option<&std::path::Path> {
+        self.config.as_deref()
+    }
+
+    /// Whether `--env-config` was given.
+    pub(crate) fn env_config(&self) -> bool {
+        self.env_config
+    }
+
     fn config(&self) -> Result<Config, String> {
         let four_letter_whitelist = match &self.four_letter_whitelist {
             Some(list) => FourLetterWhitelist::parse(list)?,
@@ -232,6 +262,8 @@ impl ServeArgs {
             herd_warn: self.herd_warn,
             admin_port: self.admin_port,
             admin_bind: self.admin_bind,
+            admin_server_port: self.admin_server_port,
+            admin_server_bind: self.admin_server_bind,
             data_dir: self.data_dir.clone(),
             snap_count: self.snap_count,
             snap_interval: self.snap_interval.map(Duration::from_millis),
@@ -257,8 +289,9 @@ fn bytes(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
 }
 
-/// Runs the server until a signal; the exit code says how it ended.
-pub fn run(args: ServeArgs) -> ExitCode {
+/// Runs the server until a signal; the exit code says how it ended. `matches` tells which
+/// flags were given on the command line (they override a configuration file).
+pub fn run(args: ServeArgs, matches: &clap::ArgMatches) -> ExitCode {
     let filter = match EnvFilter::try_new(&args.log) {
         Ok(f) => f,
         Err(e) => {
@@ -278,6 +311,13 @@ pub fn run(args: ServeArgs) -> ExitCode {
 
     let mut config = match args.config() {
         Ok(c) => c,
+        Err(e) => {
+            eprintln!("zkd: invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let zookeeper_mode = match crate::config_file::apply(&args, matches, &mut config) {
+        Ok(mode) => mode.is_some(),
         Err(e) => {
             eprintln!("zkd: invalid configuration: {e}");
             return ExitCode::from(2);
@@ -307,10 +347,12 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(serve(config))
+    runtime.block_on(serve(config, zookeeper_mode))
 }
 
-async fn serve(config: Config) -> ExitCode {
+/// Runs the server; `zookeeper_lines` adds the start-up lines ZooKeeper logs, which container
+/// tooling waits for.
+async fn serve(config: Config, zookeeper_lines: bool) -> ExitCode {
     let (bind, port, secure_only) = (config.bind, config.port, config.secure_only);
     let server = match Server::start(config).await {
         Ok(s) => s,
@@ -338,6 +380,12 @@ async fn serve(config: Config) -> ExitCode {
         }
         if let Some(admin) = server.admin_addr() {
             let _ = writeln!(stdout, "zkd admin on {admin}");
+        }
+        if let Some(at) = server.admin_server_addr() {
+            let _ = writeln!(stdout, "zkd admin server on {at}");
+        }
+        if zookeeper_lines {
+            crate::config_file::print_zookeeper_lines(&mut stdout, &server, secure_only);
         }
         let _ = stdout.flush();
     }

@@ -49,6 +49,12 @@ pub struct Config {
     /// Address the admin listener binds (default 127.0.0.1). Anything but loopback is logged
     /// as a warning: the admin API can end sessions and change the tree.
     pub admin_bind: IpAddr,
+    /// Port of a second, read-only admin listener that serves only ZooKeeper's AdminServer
+    /// commands (`/commands`, `/commands/<name>`), as `admin.serverPort` does: no control
+    /// plane, no web view. `None` (default) = no such listener, `Some(0)` = a free port.
+    pub admin_server_port: Option<u16>,
+    /// Address the read-only AdminServer listener binds (default 127.0.0.1).
+    pub admin_server_bind: IpAddr,
     /// Directory for snapshots and transaction logs in ZooKeeper's layout
     /// (`DIR/version-2/`); `None` (default) keeps everything in memory only.
     pub data_dir: Option<PathBuf>,
@@ -185,6 +191,8 @@ impl Default for Config {
             max_outbound_bytes: 64 << 20,
             admin_port: None,
             admin_bind: IpAddr::from([127, 0, 0, 1]),
+            admin_server_port: None,
+            admin_server_bind: IpAddr::from([127, 0, 0, 1]),
             data_dir: None,
             snap_count: 100_000,
             snap_interval: None,
@@ -255,7 +263,9 @@ impl Config {
         if self.reaper_interval.as_millis() == 0 {
             return Err("reaper interval must be at least 1 ms".into());
         }
-        if self.admin_port.is_some() && !cfg!(feature = "admin") {
+        if (self.admin_port.is_some() || self.admin_server_port.is_some())
+            && !cfg!(feature = "admin")
+        {
             return Err("an admin port was asked for, but zkd-server was built without its \"admin\" feature".into());
         }
         if self.snap_count == 0 {

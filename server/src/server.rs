@@ -22,6 +22,7 @@ use crate::Config;
 pub struct Server {
     addr: SocketAddr,
     admin_addr: Option<SocketAddr>,
+    admin_server_addr: Option<SocketAddr>,
     secure_addr: Option<SocketAddr>,
     pub(crate) shared: Arc<Shared>,
     shutdown: CancellationToken,
@@ -29,6 +30,7 @@ pub struct Server {
     secure_acceptor: Option<JoinHandle<()>>,
     ticker: Option<JoinHandle<()>>,
     admin: Option<JoinHandle<()>>,
+    admin_server: Option<JoinHandle<()>>,
     persist: Option<Arc<Persistence>>,
     persister: Option<JoinHandle<()>>,
 }
@@ -67,6 +69,11 @@ impl Server {
         #[cfg(feature = "admin")]
         let admin_listener = match config.admin_port {
             Some(port) => Some(crate::admin::bind(SocketAddr::new(config.admin_bind, port)).await?),
+            None => None,
+        };
+        #[cfg(feature = "admin")]
+        let admin_server_listener = match config.admin_server_port {
+            Some(port) => Some(TcpListener::bind((config.admin_server_bind, port)).await?),
             None => None,
         };
         let mut core = Core::new(config.core_config(), now_ms());
@@ -138,6 +145,7 @@ impl Server {
         let mut server = Server {
             addr,
             admin_addr: None,
+            admin_server_addr: None,
             secure_addr,
             shared,
             shutdown,
@@ -145,25 +153,38 @@ impl Server {
             secure_acceptor,
             ticker: Some(ticker),
             admin: None,
+            admin_server: None,
             persist,
             persister,
         };
         #[cfg(feature = "admin")]
-        if let Some(listener) = admin_listener {
-            let admin_addr = listener.local_addr()?;
+        {
             let state = crate::admin::AdminState {
                 shared: server.shared.clone(),
                 client_addr: addr,
                 persist: server.persist.clone(),
                 shutdown: server.shutdown.clone(),
             };
-            server.admin = Some(tokio::spawn(crate::admin::serve(
-                listener,
-                state,
-                server.shutdown.clone(),
-            )));
-            server.admin_addr = Some(admin_addr);
-            tracing::info!(addr = %admin_addr, "zkd admin serving");
+            if let Some(listener) = admin_listener {
+                let admin_addr = listener.local_addr()?;
+                server.admin = Some(tokio::spawn(crate::admin::serve(
+                    listener,
+                    crate::admin::router(state.clone()),
+                    server.shutdown.clone(),
+                )));
+                server.admin_addr = Some(admin_addr);
+                tracing::info!(addr = %admin_addr, "zkd admin serving");
+            }
+            if let Some(listener) = admin_server_listener {
+                let at = listener.local_addr()?;
+                server.admin_server = Some(tokio::spawn(crate::admin::serve(
+                    listener,
+                    crate::admin::commands_router(state),
+                    server.shutdown.clone(),
+                )));
+                server.admin_server_addr = Some(at);
+                tracing::info!(addr = %at, "zkd AdminServer commands serving");
+            }
         }
         Ok(server)
     }
@@ -182,6 +203,12 @@ impl Server {
     /// The address of the admin HTTP listener, if one was asked for in the `Config`.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin_addr
+    }
+
+    /// The address of the read-only AdminServer listener (`/commands` only), if one was
+    /// asked for with `Config::admin_server_port`.
+    pub fn admin_server_addr(&self) -> Option<SocketAddr> {
+        self.admin_server_addr
     }
 
     /// `Some` once the server has failed closed: a call into its core panicked, so it
@@ -292,7 +319,10 @@ impl Server {
             ticker.abort();
             let _ = ticker.await;
         }
-        if let Some(admin) = self.admin.take() {
+        for admin in [self.admin.take(), self.admin_server.take()]
+            .into_iter()
+            .flatten()
+        {
             admin.abort();
             let _ = admin.await;
         }
@@ -331,7 +361,10 @@ impl Drop for Server {
         if let Some(ticker) = self.ticker.take() {
             ticker.abort();
         }
-        if let Some(admin) = self.admin.take() {
+        for admin in [self.admin.take(), self.admin_server.take()]
+            .into_iter()
+            .flatten()
+        {
             admin.abort();
         }
         if let Some(task) = self.persister.take() {

@@ -59,6 +59,15 @@ pub(crate) fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
+/// The read-only AdminServer router (`Config::admin_server_port`): ZooKeeper's `/commands`
+/// only, none of the routes that show the tree or can end sessions.
+pub(crate) fn commands_router(state: AdminState) -> Router {
+    Router::new()
+        .merge(commands::routes())
+        .fallback(unknown_route)
+        .with_state(state)
+}
+
 /// 404 for any route nobody serves.
 async fn unknown_route(uri: Uri) -> ApiError {
     ApiError::not_found(format!("no such admin route: {}", uri.path()))
@@ -96,9 +105,8 @@ pub(crate) async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-/// Serves the admin API on `listener` until `shutdown`.
-pub(crate) async fn serve(listener: TcpListener, state: AdminState, shutdown: CancellationToken) {
-    let app = router(state);
+/// Serves `app` (one of the routers above) on `listener` until `shutdown`.
+pub(crate) async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await;

@@ -1,0 +1,416 @@
+//! `zkd --config zoo.cfg` and `zkd --env-config` as real processes: the zoo.cfg Debian's
+//! zookeeper package ships starts zkd and a real client uses it; malformed files are refused
+//! with exit code 2 and a sentence naming file, line and key; the official image's `ZOO_*`
+//! and Confluent's `ZOOKEEPER_*` variables configure it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use zookeeper_client as zk;
+
+/// Upper bound for any wait; generous so a loaded machine never fails a test.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The ZooKeeper start-up line container tooling waits for; zkd prints it last.
+const READY: &str = "PrepRequestProcessor (sid:0) started";
+
+/// A running zkd: killed when dropped.
+struct Running {
+    child: Child,
+    stdout: Vec<String>,
+    stderr: mpsc::Receiver<String>,
+    addr: SocketAddr,
+    admin_server: Option<SocketAddr>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Running {
+    /// Every stderr line logged so far.
+    fn stderr_so_far(&self) -> String {
+        self.stderr.try_iter().collect::<Vec<_>>().join("\n")
+    }
+
+    /// Stops it with SIGTERM and waits, so a data directory gets its final snapshot.
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts zkd with `args` and `env` (on top of an empty environment) and waits for the
+/// ZooKeeper readiness line.
+fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
+        .args(args)
+        .env_clear()
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("zkd runs");
+    let (out_tx, out_rx) = mpsc::channel();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = out_tx.send(line);
+        }
+    });
+    let (err_tx, err_rx) = mpsc::channel();
+    let stderr = child.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = err_tx.send(line);
+        }
+    });
+    let mut lines = Vec::new();
+    loop {
+        match out_rx.recv_timeout(WAIT) {
+            Ok(line) => {
+                let done = line.starts_with(READY);
+                lines.push(line);
+                if done {
+                    break;
+                }
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let err: Vec<String> = err_rx.try_iter().collect();
+                panic!(
+                    "zkd {args:?} did not become ready: {lines:?}\n{}",
+                    err.join("\n")
+                );
+            }
+        }
+    }
+    let find = |prefix: &str| {
+        lines
+            .iter()
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(|a| a.parse::<SocketAddr>().expect("address"))
+    };
+    let addr = find("zkd listening on ").expect("listening line");
+    let admin_server = find("zkd admin server on ");
+    Running {
+        child,
+        stdout: lines,
+        stderr: err_rx,
+        addr,
+        admin_server,
+    }
+}
+
+/// Runs zkd with `args` expecting it to refuse to start: exit code 2; returns stderr.
+fn refused(args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_zkd"))
+        .args(args)
+        .env_clear()
+        .envs(env.iter().copied())
+        .output()
+        .expect("zkd runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    stderr
+}
+
+/// A four-letter word's answer.
+fn four_letter(addr: SocketAddr, word: &str) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(WAIT)).expect("timeout");
+    s.write_all(word.as_bytes()).expect("write");
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer
+}
+
+/// GET on an HTTP listener: status and body.
+fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(WAIT))
+        .build()
+        .new_agent();
+    let mut resp = agent
+        .get(&format!("http://{addr}{path}"))
+        .call()
+        .expect("HTTP answer");
+    let status = resp.status().as_u16();
+    (status, resp.body_mut().read_to_string().unwrap_or_default())
+}
+
+/// Creates, reads and deletes a node with the Rust ZooKeeper client; returns the session
+/// timeout the server negotiated for a 30 s request.
+fn use_with_a_client(addr: SocketAddr) -> Duration {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let client = tokio::time::timeout(
+            WAIT,
+            zk::Client::connector()
+                .with_session_timeout(Duration::from_secs(30))
+                .connect(&addr.to_string()),
+        )
+        .await
+        .expect("connects in time")
+        .expect("connects");
+        let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        client
+            .create("/configured", b"from zoo.cfg", &opts)
+            .await
+            .expect("create");
+        let (data, _) = client.get_data("/configured").await.expect("get");
+        assert_eq!(data, b"from zoo.cfg");
+        client.delete("/configured", None).await.expect("delete");
+        client.session_timeout()
+    })
+}
+
+/// The zoo.cfg the Debian zookeeper package installs.
+fn debian_zoo_cfg() -> PathBuf {
+    [
+        "/etc/zookeeper/conf/zoo.cfg",
+        "/etc/zookeeper/conf_example/zoo.cfg",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+    .expect(
+        "Debian's zookeeper package is not installed (no /etc/zookeeper/conf/zoo.cfg); run \
+             scripts/install-test-deps.sh",
+    )
+}
+
+/// Writes `text` as `dir/name` and returns the path as a string.
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write config");
+    path.display().to_string()
+}
+
+#[test]
+fn debian_zoo_cfg_starts_zkd_and_a_client_uses_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    // The file as shipped; only its dataDir line moves into the test's directory.
+    let shipped = std::fs::read_to_string(debian_zoo_cfg()).expect("read zoo.cfg");
+    assert!(
+        shipped.lines().any(|l| l.starts_with("dataDir=")),
+        "{shipped}"
+    );
+    let text: String = shipped
+        .lines()
+        .map(|l| {
+            if l.starts_with("dataDir=") {
+                format!("dataDir={}\n", data.display())
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let cfg = write(dir.path(), "zoo.cfg", &text);
+    // Its clientPort (2181) and the AdminServer's default port (8080) are fixed; the flags
+    // move both to free ports, as flags override the file.
+    let zkd = start(
+        &["--config", &cfg, "--port", "0", "--admin-server-port", "0"],
+        &[],
+    );
+    assert!(
+        zkd.addr.ip().is_loopback(),
+        "no clientPortAddress: loopback"
+    );
+    let admin = zkd.admin_server.expect("the AdminServer is on by default");
+    assert!(zkd
+        .stdout
+        .iter()
+        .any(|l| l.starts_with("Started AdminServer on address 127.0.0.1, port ")));
+    assert!(zkd.stdout.iter().any(|l| l.starts_with("binding to port ")));
+
+    // tickTime=2000 from the file: sessions between 4 s and 40 s.
+    assert_eq!(use_with_a_client(zkd.addr), Duration::from_secs(30));
+    // ZooKeeper's default whitelist: srvr only.
+    assert!(four_letter(zkd.addr, "srvr").contains("Mode: standalone"));
+    assert_eq!(
+        four_letter(zkd.addr, "ruok"),
+        "ruok is not executed because it is not in the whitelist.\n"
+    );
+    // The AdminServer answers /commands (ruok included), and nothing of the control plane.
+    let (status, body) = get(admin, "/commands/ruok");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"error\":null"), "{body}");
+    let (status, body) = get(admin, "/commands/configuration");
+    assert!(
+        status == 200 && body.contains("\"tick_time\":2000"),
+        "{body}"
+    );
+    assert!(body.contains("\"min_session_timeout\":4000"), "{body}");
+    for route in ["/zkd/sessions", "/", "/metrics", "/command/ping"] {
+        assert_eq!(get(admin, route).0, 404, "{route} must not be served");
+    }
+
+    let stderr = zkd.stderr_so_far();
+    for needle in [
+        "line 5: key initLimit does not apply to zkd",
+        "line 8: key syncLimit does not apply to zkd",
+        "no clientPortAddress, so the client port binds 127.0.0.1",
+    ] {
+        assert!(stderr.contains(needle), "{needle}: {stderr}");
+    }
+    // dataDir is the data directory: a snapshot in ZooKeeper's layout.
+    zkd.stop();
+    let snaps = std::fs::read_dir(data.join("version-2"))
+        .expect("version-2")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("snapshot."))
+        .count();
+    assert!(snaps >= 1);
+}
+
+#[test]
+fn unknown_keys_warn_and_the_control_plane_needs_its_own_option() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = write(
+        dir.path(),
+        "zoo.cfg",
+        "clientPort=0\nadmin.serverPort=0\nfrobnicate=1\n",
+    );
+    let zkd = start(&["--config", &cfg], &[]);
+    let stderr = zkd.stderr_so_far();
+    assert!(
+        stderr.contains(&format!("{cfg} line 3: unknown key frobnicate: ignored")),
+        "{stderr}"
+    );
+    assert!(!zkd.stdout.iter().any(|l| l.starts_with("zkd admin on")));
+    drop(zkd);
+
+    // With --admin-port, the control plane is on its own loopback listener.
+    let zkd = start(&["--config", &cfg, "--admin-port", "0"], &[]);
+    let admin = zkd
+        .stdout
+        .iter()
+        .find_map(|l| l.strip_prefix("zkd admin on "))
+        .map(|a| a.parse::<SocketAddr>().expect("address"))
+        .expect("control plane");
+    assert!(admin.ip().is_loopback());
+    assert_eq!(get(admin, "/zkd/sessions").0, 200);
+    assert_eq!(
+        get(zkd.admin_server.expect("AdminServer"), "/zkd/sessions").0,
+        404
+    );
+}
+
+#[test]
+fn malformed_files_are_refused_naming_file_line_and_key() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (text, says) in [
+        ("tickTime=2000\nclientPort\n", "line 2: key clientPort: the line has no value"),
+        ("clientPort=2181\ntickTime=fast\n", "line 2: key tickTime: \"fast\" is not a whole number"),
+        ("clientPort=99999\n", "line 1: key clientPort: 99999 is outside 0..=65535"),
+        ("clientPort=0\nstandaloneEnabled=maybe\n", "line 2: key standaloneEnabled: \"maybe\" is not a boolean"),
+        ("clientPort=0\nserver.1=zoo1:2888\n", "line 2: key server.1: \"zoo1:2888\" is not of the form"),
+        (
+            "clientPort=0\nserver.1=zoo1:2888:3888\nserver.2=zoo2:2888:3888\nserver.3=zoo3:2888:3888\n",
+            "line 2: key server.1: this configuration describes an ensemble (3 server.N line(s))",
+        ),
+        ("tickTime=2000\n", "neither clientPort nor secureClientPort is set"),
+        ("clientPort=0\nminSessionTimeout=10\n", "minimum session timeout (10 ms) is below one tick (3000 ms)"),
+    ] {
+        let cfg = write(dir.path(), "bad.cfg", text);
+        let stderr = refused(&["--config", &cfg], &[]);
+        assert!(stderr.contains(&cfg) || says.starts_with("minimum"), "{text}: {stderr}");
+        assert!(stderr.contains(says), "{text}: {stderr}");
+    }
+    let missing = dir.path().join("missing.cfg").display().to_string();
+    let stderr = refused(&["--config", &missing], &[]);
+    assert!(stderr.contains("cannot read the file"), "{stderr}");
+}
+
+#[test]
+fn official_image_variables() {
+    let zkd = start(
+        &[
+            "--env-config",
+            "--bind",
+            "127.0.0.1",
+            "--admin-server-bind",
+            "127.0.0.1",
+        ],
+        &[
+            ("ZOO_TICK_TIME", "500"),
+            ("ZOO_MAX_CLIENT_CNXNS", "5"),
+            ("ZOO_4LW_COMMANDS_WHITELIST", "ruok,srvr"),
+            ("ZOO_STANDALONE_ENABLED", "true"),
+            ("ZOO_ADMINSERVER_ENABLED", "true"),
+            ("ZOO_SERVERS", "server.1=localhost:2888:3888"),
+            (
+                "ZOO_CFG_EXTRA",
+                "clientPort=0 admin.serverPort=0 metricsProvider.httpPort=7000",
+            ),
+            ("ZOO_MY_ID", "1"),
+        ],
+    );
+    // tickTime 500: the session timeout is capped at 20 ticks.
+    assert_eq!(use_with_a_client(zkd.addr), Duration::from_secs(10));
+    assert_eq!(four_letter(zkd.addr, "ruok"), "imok");
+    let (_, body) = get(
+        zkd.admin_server.expect("AdminServer"),
+        "/commands/configuration",
+    );
+    assert!(body.contains("\"max_client_cnxns\":5"), "{body}");
+    let stderr = zkd.stderr_so_far();
+    assert!(
+        stderr.contains(
+            "environment variable ZOO_CFG_EXTRA: key metricsProvider.httpPort does not apply"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn confluent_variables() {
+    let zkd = start(
+        &["--env-config", "--bind", "127.0.0.1"],
+        &[
+            ("ZOOKEEPER_CLIENT_PORT", "0"),
+            ("ZOOKEEPER_TICK_TIME", "400"),
+            ("ZOOKEEPER_ADMIN_ENABLE_SERVER", "false"),
+        ],
+    );
+    assert_eq!(use_with_a_client(zkd.addr), Duration::from_secs(8));
+    assert_eq!(zkd.admin_server, None);
+    assert!(!zkd
+        .stdout
+        .iter()
+        .any(|l| l.starts_with("Started AdminServer")));
+
+    let stderr = refused(
+        &["--env-config"],
+        &[(
+            "ZOOKEEPER_SERVERS",
+            "zoo1:2888:3888;zoo2:2888:3888;zoo3:2888:3888",
+        )],
+    );
+    assert!(
+        stderr.contains("environment variable ZOOKEEPER_SERVERS: key server.1: this configuration describes an ensemble"),
+        "{stderr}"
+    );
+    let stderr = refused(&["--env-config"], &[("ZOO_TICK_TIME", "soon")]);
+    assert!(
+        stderr.contains(
+            "environment variable ZOO_TICK_TIME: key tickTime: \"soon\" is not a whole number"
+        ),
+        "{stderr}"
+    );
+}
