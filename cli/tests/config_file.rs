@@ -24,6 +24,7 @@ struct Running {
     stdout: Vec<String>,
     stderr: mpsc::Receiver<String>,
     addr: SocketAddr,
+    secure: Option<SocketAddr>,
     admin_server: Option<SocketAddr>,
 }
 
@@ -104,6 +105,7 @@ fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
     let admin_server = find("zkd admin server on ");
     Running {
         child,
+        secure: find("zkd secure listening on "),
         stdout: lines,
         stderr: err_rx,
         addr,
@@ -410,6 +412,75 @@ fn confluent_variables() {
     assert!(
         stderr.contains(
             "environment variable ZOO_TICK_TIME: key tickTime: \"soon\" is not a whole number"
+        ),
+        "{stderr}"
+    );
+}
+
+/// Runs kazoo's secure checks (`client-tests/python/secure_checks.py MODE ARGS`); each
+/// failed check fails the test.
+fn kazoo_checks(args: &[&str]) {
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../client-tests/python/secure_checks.py");
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = Command::new("timeout")
+        .args(["-k", "5", "300", &python])
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python3 runs (scripts/install-test-deps.sh installs kazoo)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(" 0 failed"),
+        "kazoo {args:?}:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn tls_and_sasl_the_zookeeper_way() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pki = dir.path().join("pki");
+    let made = Command::new(env!("CARGO_BIN_EXE_zkd"))
+        .args(["ctl", "gen-certs"])
+        .arg(&pki)
+        .output()
+        .expect("gen-certs runs");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let jaas = write(
+        dir.path(),
+        "server.jaas",
+        "Server {\n    org.apache.zookeeper.server.auth.DigestLoginModule required\n    \
+         user_bob=\"bobsecret\"\n    user_alice=\"alicesecret\";\n};\n",
+    );
+    // The keys a ZooKeeper 3.8 set-up with a PEM key store and SASL writes.
+    let cfg = write(
+        dir.path(),
+        "zoo.cfg",
+        &format!(
+            "clientPort=0\nsecureClientPort=0\nadmin.enableServer=false\n\
+             serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+             authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n\
+             ssl.keyStore.location={pki}/server-combined.pem\nssl.keyStore.type=PEM\n\
+             ssl.trustStore.location={pki}/ca.pem\nssl.trustStore.type=PEM\n\
+             ssl.clientAuth=need\n",
+            pki = pki.display()
+        ),
+    );
+    let flags = format!("-Xmx512m -Djava.security.auth.login.config={jaas}");
+    let zkd = start(&["--config", &cfg], &[("SERVER_JVMFLAGS", &flags)]);
+    let secure = zkd.secure.expect("secure port").to_string();
+    let pki = pki.display().to_string();
+    kazoo_checks(&["tls", &secure, &pki, "CN=client1,O=zkd"]);
+    kazoo_checks(&["sasl", &zkd.addr.to_string()]);
+    let stderr = zkd.stderr_so_far();
+    assert!(
+        stderr.contains(
+            "environment variable SERVER_JVMFLAGS: SASL DIGEST-MD5 users from section Server"
         ),
         "{stderr}"
     );
