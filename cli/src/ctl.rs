@@ -79,6 +79,9 @@ enum Op {
         #[arg(long)]
         force: bool,
     },
+    /// The members of an ensemble (`zkd --ensemble N`): list, stop, start.
+    #[command(subcommand)]
+    Members(crate::members::MembersOp),
 }
 
 #[derive(Subcommand, Debug)]
@@ -123,7 +126,7 @@ enum ClockOp {
 }
 
 /// A failed call: the sentence to print.
-struct Failure(String);
+pub(crate) struct Failure(pub(crate) String);
 
 /// Why an operation cannot run without `--admin`.
 const NEEDS_ADMIN: &str = "this operation needs the server's admin listener: --admin HOST:PORT";
@@ -266,6 +269,7 @@ fn execute(args: &CtlArgs) -> Result<String, Failure> {
         Op::Clock(ClockOp::Show) => client
             .call("GET", "/zkd/clock")
             .map(|v| human_or_json(&v, json, || clock_line(&v))),
+        Op::Members(op) => crate::members::run(&client, op, json),
         Op::Clock(ClockOp::Advance { duration }) => {
             let ms = parse_duration_ms(duration)?;
             client
@@ -386,7 +390,7 @@ fn fault_line(v: &Value) -> String {
     line
 }
 
-fn human_or_json(v: &Value, json: bool, human: impl FnOnce() -> String) -> String {
+pub(crate) fn human_or_json(v: &Value, json: bool, human: impl FnOnce() -> String) -> String {
     if json {
         v.to_string()
     } else {
@@ -395,7 +399,7 @@ fn human_or_json(v: &Value, json: bool, human: impl FnOnce() -> String) -> Strin
 }
 
 /// The admin API over HTTP/1.1.
-struct Client {
+pub(crate) struct Client {
     base: String,
     agent: ureq::Agent,
 }
@@ -415,7 +419,7 @@ impl Client {
 
     /// Sends `method path` (with an optional JSON body) and returns the JSON answer, or the
     /// server's error sentence, or why the server could not be reached.
-    fn call(&self, method: &str, path: &str) -> Result<Value, Failure> {
+    pub(crate) fn call(&self, method: &str, path: &str) -> Result<Value, Failure> {
         self.call_with(method, path, None)
     }
 

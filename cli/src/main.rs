@@ -7,6 +7,7 @@ mod alloc;
 mod config_file;
 mod ctl;
 mod gen_certs;
+mod members;
 mod serve;
 mod snapshot;
 mod zoocfg;

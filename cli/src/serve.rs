@@ -9,7 +9,8 @@ use std::time::Duration;
 use clap::Args;
 use tracing_subscriber::EnvFilter;
 use zkd_server::{
-    ClientAuth, ClockMode, Config, FourLetterWhitelist, SaslUsers, Server, TlsConfig,
+    ClientAuth, ClockMode, Config, EnsembleConfig, FourLetterWhitelist, SaslUsers, Server,
+    TlsConfig,
 };
 
 /// The server's flags.
@@ -191,6 +192,17 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 256 << 20,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_total_input_bytes: u64,
+
+    /// Run a simulated ensemble of N members in this one process, all serving one state:
+    /// member i listens on --port + i - 1 (each on a free port with --port 0); member 1
+    /// starts as leader. One `zkd listening on` line is printed per member, in order.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=255))]
+    ensemble: Option<u64>,
+
+    /// With --ensemble: members that lost quorum close every client connection instead of
+    /// serving clients that asked for read-only mode.
+    #[arg(long, requires = "ensemble")]
+    no_read_only: bool,
 }
 
 fn parse_clock(text: &str) -> Result<ClockMode, String> {
@@ -247,7 +259,16 @@ impl ServeArgs {
             }
             None => None,
         };
+        let ensemble = match self.ensemble {
+            Some(n) => {
+                let mut e = EnsembleConfig::numbered(n, self.port)?;
+                e.read_only = !self.no_read_only;
+                Some(e)
+            }
+            None => None,
+        };
         Ok(Config {
+            ensemble,
             bind: self.bind,
             port: self.port,
             tick_time: Duration::from_millis(self.tick_time),
@@ -372,8 +393,16 @@ async fn serve(config: Config, zookeeper_lines: bool) -> ExitCode {
     };
     {
         let mut stdout = std::io::stdout().lock();
-        if !secure_only {
-            let _ = writeln!(stdout, "zkd listening on {}", server.local_addr());
+        match server.members() {
+            Ok(members) => {
+                for m in members {
+                    let _ = writeln!(stdout, "zkd listening on {}", m.client_addr);
+                }
+            }
+            Err(_) if !secure_only => {
+                let _ = writeln!(stdout, "zkd listening on {}", server.local_addr());
+            }
+            Err(_) => {}
         }
         if let Some(secure) = server.secure_addr() {
             let _ = writeln!(stdout, "zkd secure listening on {secure}");

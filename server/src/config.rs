@@ -94,6 +94,87 @@ pub struct Config {
     /// Bytes of unwritten replies and notifications all connections together may hold. Past
     /// it, the connections holding the most are dropped first. Default 256 MiB.
     pub max_total_outbound_bytes: usize,
+    /// A simulated ensemble: several members, each with its own client listener, serving
+    /// this one server's state (see [`EnsembleConfig`]). `None` (default) = one standalone
+    /// server on `port`.
+    pub ensemble: Option<EnsembleConfig>,
+}
+
+/// The members of a simulated ensemble (`--ensemble N`, or `server.N` lines of a zoo.cfg).
+/// Every member listens on its own client port on [`Config::bind`]; all of them serve the
+/// one state machine, so every change is still applied in one order. Member ids are
+/// ZooKeeper's server ids (`myid`, 1..=255). The member with the lowest id starts as leader.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnsembleConfig {
+    /// The members, each id once.
+    pub members: Vec<MemberConfig>,
+    /// Whether members that lost quorum serve clients that asked for read-only mode
+    /// (`readonlymode.enabled`); when false they close client connections until quorum
+    /// returns. On by default with `--ensemble`.
+    pub read_only: bool,
+}
+
+/// One member of a simulated ensemble.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberConfig {
+    /// The server id (1..=255).
+    pub id: u64,
+    /// Its client port; 0 picks a free one.
+    pub port: u16,
+}
+
+impl EnsembleConfig {
+    /// `n` members with ids 1..=n: with `port` 0 each gets a free port, otherwise member
+    /// `i` listens on `port + i - 1` (the `--ensemble N` scheme). Read-only mode on.
+    pub fn numbered(n: u64, port: u16) -> Result<EnsembleConfig, String> {
+        if !(1..=255).contains(&n) {
+            return Err(format!("an ensemble has 1 to 255 members, not {n}"));
+        }
+        let members = (1..=n)
+            .map(|id| {
+                let port = if port == 0 {
+                    Ok(0)
+                } else {
+                    u16::try_from(u64::from(port) + id - 1).map_err(|_| {
+                        format!(
+                            "member {id} would listen on port {} + {}, past 65535",
+                            port,
+                            id - 1
+                        )
+                    })
+                };
+                port.map(|port| MemberConfig { id, port })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(EnsembleConfig {
+            members,
+            read_only: true,
+        })
+    }
+
+    /// Checks the member list; the message says what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.members.is_empty() {
+            return Err("an ensemble needs at least one member".into());
+        }
+        let mut ids = BTreeSet::new();
+        let mut ports = BTreeSet::new();
+        for m in &self.members {
+            if !(1..=255).contains(&m.id) {
+                return Err(format!("member id {} is outside 1..=255", m.id));
+            }
+            if !ids.insert(m.id) {
+                return Err(format!("member id {} is given twice", m.id));
+            }
+            if m.port != 0 && !ports.insert(m.port) {
+                return Err(format!(
+                    "client port {} is given to two members; each member needs its own",
+                    m.port
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The session clock's source.
@@ -208,6 +289,7 @@ impl Default for Config {
             x509_super_user: None,
             sasl_users: None,
             sasl_super_user: None,
+            ensemble: None,
         }
     }
 }
@@ -292,6 +374,12 @@ impl Config {
             };
             if tls.client_auth != ClientAuth::None && tls.client_ca.is_none() {
                 return Err("client certificate verification (need or want) needs a CA bundle (--tls-client-ca)".into());
+            }
+        }
+        if let Some(e) = &self.ensemble {
+            e.validate()?;
+            if self.secure_port.is_some() {
+                return Err("a secure port cannot be combined with an ensemble yet".into());
             }
         }
         if let Some(d) = &self.super_digest {

@@ -53,6 +53,15 @@ pub enum ControlError {
     ClockNotManual,
     TooManyFaults(String),
     NoSuchFault(u64),
+    /// A member operation on a server that is not a simulated ensemble.
+    NotAnEnsemble,
+    NoSuchMember(u64),
+    /// Start of a member that runs.
+    MemberRunning(u64),
+    /// Stop of a member that is stopped.
+    MemberStopped(u64),
+    /// A member's listener could not be bound again.
+    Bind(String),
     Failed,
 }
 
@@ -70,6 +79,13 @@ impl std::fmt::Display for ControlError {
             ),
             ControlError::TooManyFaults(msg) => f.write_str(msg),
             ControlError::NoSuchFault(id) => write!(f, "no fault rule {id}"),
+            ControlError::NotAnEnsemble => f.write_str(
+                "this server is not an ensemble; start it with --ensemble N to have members",
+            ),
+            ControlError::NoSuchMember(id) => write!(f, "no member {id}"),
+            ControlError::MemberRunning(id) => write!(f, "member {id} is already running"),
+            ControlError::MemberStopped(id) => write!(f, "member {id} is already stopped"),
+            ControlError::Bind(msg) => f.write_str(msg),
             ControlError::Failed => f.write_str(
                 "the server failed closed after an internal error and serves nothing more",
             ),

@@ -7,6 +7,7 @@ mod admin;
 mod config;
 pub mod control;
 pub mod core;
+pub mod ensemble;
 #[cfg(feature = "json")]
 pub mod fixture;
 pub mod fourlw;
@@ -15,7 +16,10 @@ mod persist;
 mod sasl_users;
 mod server;
 
-pub use config::{ClientAuth, ClockMode, Config, FourLetterWhitelist, FsyncPolicy, TlsConfig};
+pub use config::{
+    ClientAuth, ClockMode, Config, EnsembleConfig, FourLetterWhitelist, FsyncPolicy, MemberConfig,
+    TlsConfig,
+};
 pub use net::ServerFailure;
 pub use persist::SnapshotInfo;
 pub use sasl_users::SaslUsers;

@@ -13,6 +13,7 @@ use crate::control::{
     self, ClockReport, ControlError, FaultRule, FaultStatus, PauseOptions, SessionReport,
 };
 use crate::core::Core;
+use crate::ensemble::MemberReport;
 use crate::net::{self, now_ms, ServerFailure, Shared};
 use crate::persist::{Persistence, SnapshotInfo};
 use crate::Config;
@@ -42,9 +43,18 @@ impl Server {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let listener = match config.secure_only {
-            false => Some(TcpListener::bind((config.bind, config.port)).await?),
-            true => None,
+        // A standalone server has one client listener (none in secure-only mode); an
+        // ensemble one per member, and the first member's address stands for the server.
+        let mut members = Vec::new();
+        let listener = match (&config.ensemble, config.secure_only) {
+            (Some(e), _) => {
+                for m in &e.members {
+                    members.push((m.id, TcpListener::bind((config.bind, m.port)).await?));
+                }
+                None
+            }
+            (None, false) => Some(TcpListener::bind((config.bind, config.port)).await?),
+            (None, true) => None,
         };
         #[cfg(feature = "tls")]
         let secure = match (config.secure_port, &config.tls) {
@@ -56,10 +66,12 @@ impl Server {
         };
         #[cfg(not(feature = "tls"))]
         let secure: Option<(TcpListener, ())> = None;
-        // The clients' address: the plain listener's, or in secure-only mode the secure one's.
-        let addr = match (&listener, &secure) {
-            (Some(l), _) | (None, Some((l, _))) => l.local_addr()?,
-            (None, None) => {
+        // The clients' address: the plain listener's (the first member's), or in secure-only
+        // mode the secure one's.
+        let first_member = members.first().map(|(_, l)| l);
+        let addr = match (&listener, first_member, &secure) {
+            (Some(l), _, _) | (None, Some(l), _) | (None, None, Some((l, _))) => l.local_addr()?,
+            (None, None, None) => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     "secure-only mode needs a secure port",
@@ -94,7 +106,10 @@ impl Server {
                 tracing::info!("seed not applied: the data directory already holds state");
             }
         }
-        let plain_port = listener.as_ref().map_or(0, |_| addr.port());
+        let plain_port = match (&listener, first_member) {
+            (None, None) => 0,
+            _ => addr.port(),
+        };
         let shared = Arc::new(Shared::new(&config, plain_port, core));
         let shutdown = CancellationToken::new();
         let (persist, persister) = match persist {
@@ -123,8 +138,12 @@ impl Server {
                 shared.clone(),
                 shutdown.clone(),
                 net::Transport::Plain,
+                0,
             ))
         });
+        if let Some(e) = &config.ensemble {
+            net::member::start_all(&shared, members, e.read_only, &shutdown)?;
+        }
         #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
         let (mut secure_addr, mut secure_acceptor) = (None, None);
         #[cfg(feature = "tls")]
@@ -135,6 +154,7 @@ impl Server {
                 shared.clone(),
                 shutdown.clone(),
                 net::Transport::Tls(setup),
+                0,
             )));
             secure_addr = Some(at);
             tracing::info!(addr = %at, "zkd secure port serving");
@@ -190,9 +210,43 @@ impl Server {
     }
 
     /// The address clients connect to (with the real port when 0 was asked for): the plain
-    /// client listener's, or in secure-only mode the secure listener's.
+    /// client listener's, or in secure-only mode the secure listener's. On an ensemble, the
+    /// first member's address (see [`Server::members`] for all of them).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The ensemble's members in id order: id, client address, mode, whether it runs.
+    /// Fails on a standalone server.
+    pub fn members(&self) -> Result<Vec<MemberReport>, ControlError> {
+        net::member::list(&self.shared)
+    }
+
+    /// The connection string of an ensemble (`host:port,host:port,...`, every member in id
+    /// order, stopped ones included), or of the standalone server.
+    pub fn connect_string(&self) -> String {
+        match self.members() {
+            Ok(members) => members
+                .iter()
+                .map(|m| m.client_addr.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            Err(_) => self.addr.to_string(),
+        }
+    }
+
+    /// Stops ensemble member `id`: its listener closes and its connections drop (clients
+    /// fail over to other members and keep their sessions). A stopped leader is replaced
+    /// by the running member with the lowest id; when a majority is stopped the remaining
+    /// members drop their clients and, with read-only mode on, serve only clients that ask
+    /// for read-only mode.
+    pub async fn stop_member(&self, id: u64) -> Result<(), ControlError> {
+        net::member::stop(&self.shared, id).await.map(|_| ())
+    }
+
+    /// Starts a stopped ensemble member again on its old address; returns that address.
+    pub async fn start_member(&self, id: u64) -> Result<SocketAddr, ControlError> {
+        net::member::start(&self.shared, id, &self.shutdown).await
     }
 
     /// The address of the secure (TLS) client listener, if one was asked for in the `Config`.
@@ -329,6 +383,7 @@ impl Server {
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.await;
         }
+        self.shared.listeners.join_all().await;
         if let Some(acceptor) = self.secure_acceptor.take() {
             let _ = acceptor.await;
         }
@@ -355,6 +410,7 @@ impl Drop for Server {
         if let Some(acceptor) = self.acceptor.take() {
             acceptor.abort();
         }
+        self.shared.listeners.abort_all();
         if let Some(acceptor) = self.secure_acceptor.take() {
             acceptor.abort();
         }

@@ -16,6 +16,8 @@ use zkd_protocol::FourLetterWord;
 
 use super::monitor_keys::{ZERO_AVERAGES, ZERO_COUNTS};
 use super::{AdminState, ApiResult};
+use crate::core::Serving;
+use crate::ensemble::MemberMode;
 use crate::fourlw::{self, FourLetterView, HostInfo, Needs, VERSION};
 use crate::net::now_ms;
 
@@ -127,9 +129,19 @@ async fn command(
     }
     let needs = needs(cmd);
     let now = now_ms();
+    // On an ensemble, `?member=ID` picks the member answering (default: the first).
+    let member = match params.get("member") {
+        Some(id) => super::members::parse_member_id(id)?,
+        None => st.shared.first_member(),
+    };
     let view = st
         .shared
-        .inspect(|core, net| fourlw::gather(core, needs, now, net))?;
+        .inspect_member(member, |core, net| fourlw::gather(core, needs, now, net))?;
+    if let (Some(_), None) = (params.get("member"), &view.member) {
+        return Err(super::ApiError::not_found(format!(
+            "no member {member}: this server is not an ensemble or has no such member"
+        )));
+    }
     let host = if needs.host {
         crate::net::host_info()
     } else {
@@ -153,14 +165,19 @@ pub fn render(cmd: &str, view: &FourLetterView, host: &HostInfo, trace_mask: i64
         "get_trace_mask" | "set_trace_mask" => obj(json!({ "tracemask": trace_mask })),
         "hash" => obj(json!({ "digests": [] })),
         "initial_configuration" => initial_configuration(view),
-        "is_read_only" => obj(json!({ "read_only": false })),
+        "is_read_only" => obj(json!({ "read_only": is_read_only(view) })),
         "last_snapshot" => obj(json!({
             "zxid": "0",
             "timestamp": (view.uptime_ms.max(0) / 1000),
         })),
-        "leader" => {
-            return json!({ "error": "server is not initialized", "command": cmd });
-        }
+        "leader" => match view.member.as_ref() {
+            Some(m) if m.mode.serving() == Serving::ReadWrite => obj(json!({
+                "is_leader": m.mode == MemberMode::Leader,
+                "leader_id": m.leader_id,
+                "leader_ip": m.leader_ip,
+            })),
+            _ => return json!({ "error": "server is not initialized", "command": cmd }),
+        },
         "monitor" => monitor(view, host),
         "observers" => obj(json!({ "synced_observers": 0, "observers": [] })),
         "server_stats" => server_stats(view),
@@ -181,6 +198,13 @@ pub fn render(cmd: &str, view: &FourLetterView, host: &HostInfo, trace_mask: i64
     body.insert("command".into(), json!(cmd));
     body.insert("error".into(), Value::Null);
     Value::Object(body)
+}
+
+/// Whether the member answering serves read-only.
+fn is_read_only(view: &FourLetterView) -> bool {
+    view.member
+        .as_ref()
+        .is_some_and(|m| m.mode == MemberMode::ReadOnly)
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -329,7 +353,7 @@ fn server_stats(view: &FourLetterView) -> Map<String, Value> {
     });
     obj(json!({
         "version": VERSION,
-        "read_only": false,
+        "read_only": is_read_only(view),
         "server_stats": {
             "packets_sent": view.packets_sent,
             "packets_received": view.packets_received,
@@ -338,7 +362,7 @@ fn server_stats(view: &FourLetterView) -> Map<String, Value> {
             "data_dir_size": 0,
             "log_dir_size": 0,
             "provider_null": false,
-            "server_state": "standalone",
+            "server_state": fourlw::server_state(view),
             "last_processed_zxid": view.last_zxid,
             "outstanding_requests": view.outstanding_requests,
             "avg_latency": view.latency.avg,
@@ -358,7 +382,7 @@ fn server_stats(view: &FourLetterView) -> Map<String, Value> {
 fn monitor(view: &FourLetterView, host: &HostInfo) -> Map<String, Value> {
     let mut m = obj(json!({
         "version": VERSION,
-        "server_state": "standalone",
+        "server_state": fourlw::server_state(view),
         "ephemerals_count": view.ephemerals_count,
         "num_alive_connections": view.connection_count,
         "avg_latency": view.latency.avg,

@@ -40,8 +40,14 @@ pub(crate) fn routes() -> Router<AdminState> {
 impl From<ControlError> for ApiError {
     fn from(e: ControlError) -> ApiError {
         let status = match e {
-            ControlError::NoSuchSession(_) | ControlError::NoSuchFault(_) => StatusCode::NOT_FOUND,
-            ControlError::NotConnected(_)
+            ControlError::NoSuchSession(_)
+            | ControlError::NoSuchFault(_)
+            | ControlError::NoSuchMember(_) => StatusCode::NOT_FOUND,
+            ControlError::Bind(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ControlError::NotAnEnsemble
+            | ControlError::MemberRunning(_)
+            | ControlError::MemberStopped(_)
+            | ControlError::NotConnected(_)
             | ControlError::AlreadyPaused
             | ControlError::NotPaused
             | ControlError::ClockNotManual

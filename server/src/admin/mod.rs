@@ -12,6 +12,7 @@ mod commands;
 mod control;
 mod error;
 mod herd;
+mod members;
 mod metrics;
 mod monitor_keys;
 mod persist;
@@ -49,6 +50,7 @@ pub(crate) struct AdminState {
 pub(crate) fn router(state: AdminState) -> Router {
     Router::new()
         .merge(control::routes())
+        .merge(members::routes())
         .merge(commands::routes())
         .merge(persist::routes())
         .merge(metrics::routes())

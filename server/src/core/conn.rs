@@ -6,9 +6,28 @@ use std::sync::Arc;
 
 use zkd_protocol::Id;
 
+/// How the member a connection arrived on serves clients (always `ReadWrite` on a
+/// standalone server). Fixed for the connection's lifetime: a member whose mode changes
+/// drops its connections.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Serving {
+    /// Reads and writes (a leader or follower with quorum, or a standalone server).
+    #[default]
+    ReadWrite,
+    /// Quorum lost, read-only mode on: only clients whose handshake asks for read-only
+    /// mode are admitted, and every write is answered NOTREADONLY.
+    ReadOnly,
+    /// Quorum lost, read-only mode off: four-letter words are answered, handshakes are not.
+    NotServing,
+}
+
 #[derive(Debug)]
 pub struct Conn {
     pub remote: SocketAddr,
+    /// The ensemble member the connection arrived on (0 on a standalone server).
+    pub member: u64,
+    /// How that member served when the connection was accepted.
+    pub serving: Serving,
     pub session: Option<i64>,
     /// Identities: `ip:<addr>` from accept, plus whatever addauth added.
     pub ids: Arc<Vec<Id>>,
@@ -31,6 +50,8 @@ impl Conn {
     pub fn new(remote: SocketAddr, now_ms: i64) -> Conn {
         Conn {
             remote,
+            member: 0,
+            serving: Serving::ReadWrite,
             session: None,
             ids: Arc::new(vec![Id {
                 scheme: "ip".into(),

@@ -80,6 +80,7 @@ mod fault;
 mod fixture;
 pub mod herd;
 mod invariants;
+pub mod member;
 mod ops;
 pub mod path;
 pub mod report;
@@ -120,6 +121,7 @@ use std::sync::Arc;
 use zkd_protocol::{keeper_state, perms, xid, Acl, Jute, ReplyHeader, WatcherEvent};
 
 use conn::Conn;
+pub use conn::Serving;
 pub use control::{SessionOpError, SessionReport};
 pub use fault::{FaultAction, FaultRule, FaultStatus, MAX_FAULT_RULES};
 use herd::Herd;
@@ -160,6 +162,8 @@ pub struct Core {
     next_reap: i64,
     open_acl: AclList,
     counters: Counters,
+    /// Packet counters per ensemble member (empty on a standalone server).
+    member_counters: std::collections::BTreeMap<u64, Counters>,
     herd: Herd,
     /// The time of the call being processed (for the herd detector's windows).
     now_ms: i64,
@@ -195,6 +199,7 @@ impl Core {
             next_reap,
             open_acl,
             counters: Counters::default(),
+            member_counters: Default::default(),
             herd: Herd::new(cfg_herd_warn),
             now_ms: now.mono,
             scratch: Vec::new(),
@@ -215,6 +220,18 @@ impl Core {
 
     /// Registers an accepted socket. `None` means the per-IP limit is reached: close it.
     pub fn open_connection(&mut self, remote: SocketAddr, now: impl Into<Now>) -> Option<ConnId> {
+        self.open_member_connection(remote, now, 0, Serving::ReadWrite)
+    }
+
+    /// Registers a socket accepted by ensemble member `member`, which serves as `serving`.
+    /// `None` means the per-IP limit is reached: close it.
+    pub fn open_member_connection(
+        &mut self,
+        remote: SocketAddr,
+        now: impl Into<Now>,
+        member: u64,
+        serving: Serving,
+    ) -> Option<ConnId> {
         let now_ms = now.into().wall;
         let ip = remote.ip();
         let count = self.per_ip.entry(ip).or_insert(0);
@@ -224,7 +241,10 @@ impl Core {
         *count += 1;
         let id = self.next_conn;
         self.next_conn += 1;
-        self.conns.insert(id, Conn::new(remote, now_ms));
+        let mut conn = Conn::new(remote, now_ms);
+        conn.member = member;
+        conn.serving = serving;
+        self.conns.insert(id, conn);
         Some(id)
     }
 
@@ -274,6 +294,8 @@ impl Core {
     fn send(&mut self, out: &mut dyn Outbox, conn: ConnId, frame: Bytes) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.sent += 1;
+            let member = c.member;
+            self.count_member_sent(member);
         }
         self.counters.sent += 1;
         out.send(conn, frame);

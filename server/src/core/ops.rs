@@ -13,7 +13,7 @@ use zkd_protocol::{
 use super::fault::{FaultAction, Muted};
 use super::txn::Txn;
 use super::watch::WatchKind;
-use super::{acl, notification_frame, ConnId, Core, Handshake, Now, Outbox};
+use super::{acl, member, notification_frame, ConnId, Core, Handshake, Now, Outbox, Serving};
 
 /// Bytes before a reply body: frame length (4) and ReplyHeader (16).
 const HEADER_LEN: usize = 20;
@@ -101,6 +101,36 @@ impl Core {
             return Handshake::Closed;
         }
         self.counters.received += 1;
+        self.count_member_received(conn);
+        let serving = self.conn_serving(conn);
+        match serving {
+            Serving::ReadWrite => {}
+            Serving::NotServing => {
+                tracing::debug!(
+                    conn,
+                    "member has no quorum and read-only mode is off; closing"
+                );
+                self.finish_connection(conn, out);
+                return Handshake::Closed;
+            }
+            Serving::ReadOnly if req.read_only != Some(true) => {
+                tracing::debug!(
+                    conn,
+                    "read-only member: refusing a client that did not ask for read-only mode"
+                );
+                self.finish_connection(conn, out);
+                return Handshake::Closed;
+            }
+            Serving::ReadOnly if req.session_id == 0 => {
+                // A read-only member cannot create a global session (docs/protocol.md,
+                // "Read-only mode"): ZooKeeper answers with a bare NOTREADONLY header.
+                let frame = header_only(0, self.zxid, ErrorCode::NotReadOnly.code());
+                self.send(out, conn, frame);
+                self.finish_connection(conn, out);
+                return Handshake::Closed;
+            }
+            Serving::ReadOnly => {}
+        }
         if req.last_zxid_seen > self.zxid {
             tracing::info!(
                 conn,
@@ -157,7 +187,7 @@ impl Core {
             timeout: timeout as i32,
             session_id: sid,
             passwd: Bytes::copy_from_slice(&passwd),
-            read_only: ro.map(|_| false),
+            read_only: ro.map(|_| serving == Serving::ReadOnly),
         };
         self.send(out, conn, zkd_protocol::frame::record_frame(&resp));
         Handshake::Established
@@ -191,6 +221,7 @@ impl Core {
         c.received += 1;
         c.last_cxid = header.xid;
         self.counters.received += 1;
+        self.count_member_received(conn);
         self.now_ms = now.mono;
         let op = OpCode::from_i32(header.op);
         let is_request = !matches!(
@@ -228,6 +259,17 @@ impl Core {
                     header.xid,
                     zxid,
                     header_only(header.xid, zxid, ErrorCode::MarshallingError.code()),
+                )
+            }
+            Some((op, Ok(_)))
+                if self.conn_serving(conn) == Serving::ReadOnly
+                    && member::refused_when_read_only(op) =>
+            {
+                let zxid = self.zxid;
+                (
+                    header.xid,
+                    zxid,
+                    header_only(header.xid, zxid, ErrorCode::NotReadOnly.code()),
                 )
             }
             Some((op, Ok(req))) => match self.faults.check(header.op, &req, sid) {

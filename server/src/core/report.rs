@@ -52,6 +52,8 @@ pub struct Summary {
 pub struct ConnectionReport {
     pub id: ConnId,
     pub remote: SocketAddr,
+    /// The ensemble member it arrived on (0 on a standalone server).
+    pub member: u64,
     pub packets_received: u64,
     pub packets_sent: u64,
     /// When this connection last got a reply (epoch ms), or when it was opened.
@@ -175,6 +177,7 @@ impl Core {
             .map(|(id, c)| ConnectionReport {
                 id: *id,
                 remote: c.remote,
+                member: c.member,
                 packets_received: c.received,
                 packets_sent: c.sent,
                 last_activity_ms: c.last_response_ms.max(c.established_ms),
@@ -310,6 +313,7 @@ impl Core {
     /// `srst`: zero the server-wide packet counters.
     pub fn reset_server_stats(&mut self) {
         self.counters = Default::default();
+        self.member_counters.clear();
     }
 
     /// `crst`: zero every connection's packet counters.

@@ -7,6 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::report::{ConnWatches, ConnectionInfo, FourLetterView, HostInfo, SessionInfo};
 use super::{SESSIONLESS_CNXN_TIMEOUT_MS, VERSION};
+use crate::ensemble::MemberMode;
 
 /// The reply to a known word that is not whitelisted.
 pub fn not_whitelisted(word: &str) -> String {
@@ -17,19 +18,41 @@ pub fn ruok() -> String {
     "imok".to_string()
 }
 
-/// A single server is always read-write.
-pub fn isro() -> String {
-    "rw".to_string()
+/// `rw`, or `ro` on a read-only ensemble member.
+pub fn isro(view: &FourLetterView) -> String {
+    match view.member.as_ref().map(|m| m.mode) {
+        Some(MemberMode::ReadOnly) => "ro",
+        _ => "rw",
+    }
+    .to_string()
+}
+
+/// What a member that serves no client (no quorum, read-only mode off) answers to most words.
+pub const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests";
+
+/// The first lines of `srvr` and `stat`: the version, and on a read-only member a line
+/// saying so.
+fn version_lines(view: &FourLetterView) -> String {
+    let mut s = format!("Zookeeper version: {VERSION}\n");
+    if view
+        .member
+        .as_ref()
+        .is_some_and(|m| m.mode == MemberMode::ReadOnly)
+    {
+        s.push_str("READ-ONLY mode; serving only read-only clients\n");
+    }
+    s
 }
 
 pub fn srvr(view: &FourLetterView) -> String {
-    let mut s = format!("Zookeeper version: {VERSION}\n");
+    let mut s = version_lines(view);
     server_stats(&mut s, view);
     s
 }
 
 pub fn stat(view: &FourLetterView) -> String {
-    let mut s = format!("Zookeeper version: {VERSION}\nClients:\n");
+    let mut s = version_lines(view);
+    s.push_str("Clients:\n");
     for c in &view.connections {
         connection_line(&mut s, c, true);
         s.push('\n');
@@ -204,7 +227,16 @@ pub fn conf(view: &FourLetterView) -> String {
     let _ = writeln!(s, "minSessionTimeout={}", c.min_session_timeout_ms);
     let _ = writeln!(s, "maxSessionTimeout={}", c.max_session_timeout_ms);
     s.push_str("clientPortListenBacklog=-1\n");
-    s.push_str("serverId=0\n");
+    match &view.member {
+        None => s.push_str("serverId=0\n"),
+        Some(m) => {
+            let _ = writeln!(s, "serverId={}", m.id);
+            s.push_str("electionAlg=3\nelectionPort=0\nquorumPort=0\npeerType=0\n");
+            s.push_str("membership: \n");
+            s.push_str(&m.membership);
+            s.push('\n');
+        }
+    }
     s
 }
 
@@ -250,7 +282,7 @@ pub fn dirs() -> String {
 pub fn mntr(view: &FourLetterView, host: &HostInfo) -> String {
     let mut lines: Vec<(&str, String)> = vec![
         ("version", VERSION.to_string()),
-        ("server_state", "standalone".to_string()),
+        ("server_state", server_state(view).to_string()),
         ("avg_latency", java_double(view.latency.avg)),
         ("max_latency", view.latency.max.to_string()),
         ("min_latency", view.latency.min.to_string()),
@@ -288,6 +320,27 @@ pub fn mntr(view: &FourLetterView, host: &HostInfo) -> String {
         ("connection_drop_probability", "0.0".to_string()),
         ("outstanding_tls_handshake", "0".to_string()),
     ]);
+    if let Some(m) = &view.member {
+        lines.push(("quorum_size", m.quorum_size.to_string()));
+        match m.mode {
+            MemberMode::Leader => lines.extend([
+                ("peer_state", "leading - broadcast".to_string()),
+                ("learners", m.followers.to_string()),
+                ("synced_followers", m.followers.to_string()),
+                ("synced_non_voting_followers", "0".to_string()),
+                ("synced_observers", "0".to_string()),
+                ("pending_syncs", "0".to_string()),
+                ("leader_uptime", view.uptime_ms.to_string()),
+                ("last_proposal_size", "-1".to_string()),
+                ("min_proposal_size", "-1".to_string()),
+                ("max_proposal_size", "-1".to_string()),
+            ]),
+            MemberMode::Follower => {
+                lines.push(("peer_state", "following - broadcast".to_string()));
+            }
+            _ => {}
+        }
+    }
     let mut s = String::new();
     for (k, v) in lines {
         let _ = writeln!(s, "zk_{k}\t{v}");
@@ -315,8 +368,22 @@ fn server_stats(s: &mut String, view: &FourLetterView) {
     let _ = writeln!(s, "Connections: {}", view.connection_count);
     let _ = writeln!(s, "Outstanding: {}", view.outstanding_requests);
     let _ = writeln!(s, "Zxid: 0x{:x}", view.last_zxid);
-    s.push_str("Mode: standalone\n");
+    let _ = writeln!(s, "Mode: {}", server_state(view));
     let _ = writeln!(s, "Node count: {}", view.znode_count + 1);
+    if view
+        .member
+        .as_ref()
+        .is_some_and(|m| m.mode == MemberMode::Leader)
+    {
+        s.push_str("Proposal sizes last/min/max: -1/-1/-1\n");
+    }
+}
+
+/// `standalone`, or an ensemble member's mode (`leader`, `follower`, `read-only`).
+pub fn server_state(view: &FourLetterView) -> &'static str {
+    view.member
+        .as_ref()
+        .map_or("standalone", |m| m.mode.as_str())
 }
 
 /// One connection as `stat` (brief) and `cons` (full) print it, without the newline.
@@ -517,7 +584,65 @@ mod tests {
                 max_frame_len: 0xFFFFF,
                 ttl_enabled: true,
             },
+            member: None,
         }
+    }
+
+    fn as_member(mode: MemberMode) -> FourLetterView {
+        FourLetterView {
+            member: Some(super::super::MemberFacts {
+                id: 2,
+                mode,
+                quorum_size: 3,
+                followers: 2,
+                membership: "server.1=127.0.0.1:0:0:participant;127.0.0.1:2181\nversion=0".into(),
+                leader_id: Some(2),
+                leader_ip: Some("127.0.0.1".into()),
+            }),
+            ..sample()
+        }
+    }
+
+    #[test]
+    fn ensemble_members_report_their_mode_as_zookeeper_does() {
+        let leader = as_member(MemberMode::Leader);
+        let text = srvr(&leader);
+        assert!(
+            text.contains("Mode: leader\nNode count: 8\nProposal sizes last/min/max: -1/-1/-1\n"),
+            "{text}"
+        );
+        let m = mntr(&leader, &HostInfo::default());
+        for line in [
+            "zk_server_state\tleader\n",
+            "zk_synced_followers\t2\n",
+            "zk_learners\t2\n",
+            "zk_pending_syncs\t0\n",
+            "zk_quorum_size\t3\n",
+        ] {
+            assert!(m.contains(line), "{line:?} missing from {m}");
+        }
+        let follower = as_member(MemberMode::Follower);
+        assert!(srvr(&follower).contains("Mode: follower\nNode count: 8\n"));
+        assert!(!mntr(&follower, &HostInfo::default()).contains("zk_synced_followers"));
+        let ro = as_member(MemberMode::ReadOnly);
+        assert!(srvr(&ro).starts_with(&format!(
+            "Zookeeper version: {VERSION}\nREAD-ONLY mode; serving only read-only clients\n"
+        )));
+        assert!(stat(&ro).contains("READ-ONLY mode; serving only read-only clients\nClients:\n"));
+        assert_eq!(
+            (isro(&ro), isro(&leader), isro(&sample())),
+            ("ro".into(), "rw".into(), "rw".into())
+        );
+        assert!(conf(&follower).ends_with("serverId=2\nelectionAlg=3\nelectionPort=0\nquorumPort=0\npeerType=0\nmembership: \nserver.1=127.0.0.1:0:0:participant;127.0.0.1:2181\nversion=0\n"));
+        let looking = as_member(MemberMode::Looking);
+        let h = HostInfo::default();
+        use zkd_protocol::FourLetterWord as W;
+        assert_eq!(
+            super::super::render(W::Srvr, &looking, &h, 0),
+            format!("{NOT_SERVING}\n")
+        );
+        assert_eq!(super::super::render(W::Isro, &looking, &h, 0), "null");
+        assert_eq!(super::super::render(W::Ruok, &looking, &h, 0), "imok");
     }
 
     #[test]

@@ -7,6 +7,8 @@ pub mod report;
 
 use zkd_protocol::FourLetterWord;
 
+use crate::core::Serving;
+
 pub use format::*;
 pub use report::*;
 
@@ -104,9 +106,24 @@ pub fn render(
     trace_mask: i64,
 ) -> String {
     use FourLetterWord as W;
+    if view
+        .member
+        .as_ref()
+        .is_some_and(|m| m.mode.serving() == Serving::NotServing)
+    {
+        // A member without quorum and without read-only mode runs no server to ask.
+        return match word {
+            W::Ruok => ruok(),
+            W::Isro => "null".to_string(),
+            W::Envi => envi(host),
+            W::Gtmk | W::Stmk => trace_mask.to_string(),
+            W::Hash => NOT_SERVING.to_string(),
+            _ => format!("{NOT_SERVING}\n"),
+        };
+    }
     match word {
         W::Ruok => ruok(),
-        W::Isro => isro(),
+        W::Isro => isro(view),
         W::Srvr => srvr(view),
         W::Stat => stat(view),
         W::Cons => cons(view),

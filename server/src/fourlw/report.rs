@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use super::Needs;
 use crate::core::report::{ConnectionReport, Summary};
 use crate::core::{ConnId, Core};
+use crate::ensemble::MemberMode;
 
 /// What the network layer owns and reports about itself.
 pub trait NetFacts {
@@ -16,20 +17,53 @@ pub trait NetFacts {
     fn max_frame_len(&self) -> usize;
     /// Bytes queued for `conn` and not yet written.
     fn queued_bytes(&self, conn: ConnId) -> u64;
+    /// The ensemble member reporting, on a simulated ensemble.
+    fn member(&self) -> Option<MemberFacts> {
+        None
+    }
+}
+
+/// What an ensemble member reports about its place in the ensemble.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberFacts {
+    /// Its server id.
+    pub id: u64,
+    pub mode: MemberMode,
+    /// Members in the ensemble (`zk_quorum_size`).
+    pub quorum_size: u64,
+    /// Followers of the leader (`zk_learners`, `zk_synced_followers`), shown by the leader.
+    pub followers: u64,
+    /// The membership text of `/zookeeper/config`.
+    pub membership: String,
+    /// The leader's id and client host, while there is one.
+    pub leader_id: Option<u64>,
+    pub leader_ip: Option<String>,
 }
 
 /// Gathers what `needs` asks for. Runs under the core's lock: it copies only the summary and
 /// the lists the word prints.
 pub fn gather(core: &Core, needs: Needs, now_ms: i64, net: &dyn NetFacts) -> FourLetterView {
-    let mut view = FourLetterView::default();
+    let mut view = FourLetterView {
+        member: net.member(),
+        ..FourLetterView::default()
+    };
+    let member = view.member.as_ref().map(|m| m.id);
     if needs.summary || needs.connections || needs.sessions {
         let s = core.summary(now_ms);
         fill_summary(&mut view, &s, net);
+        if let Some(m) = member {
+            // A member reports its own connections and packets, the shared state's rest.
+            let own = core.member_summary(m);
+            view.connection_count = own.connection_count;
+            view.packets_received = own.packets_received;
+            view.packets_sent = own.packets_sent;
+        }
     }
     if needs.connections {
         view.connections = core
             .connection_reports()
             .into_iter()
+            .filter(|c| member.is_none_or(|m| c.member == m))
             .map(|c| connection_info(c, net))
             .collect();
     }
@@ -143,6 +177,9 @@ pub struct FourLetterView {
     pub uptime_ms: i64,
     /// The configuration `conf` shows.
     pub conf: ConfInfo,
+    /// On a simulated ensemble, the member reporting (its mode decides `Mode:`,
+    /// `zk_server_state` and the leader's extra lines).
+    pub member: Option<MemberFacts>,
 }
 
 /// Request latency statistics in ms.

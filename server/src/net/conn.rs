@@ -115,7 +115,9 @@ pub(crate) async fn run<S: Stream>(
         return;
     }
     if let Some(word) = FourLetterWord::from_bytes(first) {
-        let rd = answer_four_letter_word(&shared, id, remote, stream, buf, word, deadline).await;
+        let member = channels.member;
+        let rd =
+            answer_four_letter_word(&shared, id, remote, stream, buf, word, deadline, member).await;
         registered.finish();
         if let Some(rd) = rd {
             drain(rd).await;
@@ -209,6 +211,7 @@ async fn read_at_least(
 
 /// Writes a four-letter word's reply and shuts down the sending side. Returns the reading
 /// side to drain, if the reply went out.
+#[allow(clippy::too_many_arguments)]
 async fn answer_four_letter_word<S: Stream>(
     shared: &Shared,
     id: ConnId,
@@ -217,6 +220,7 @@ async fn answer_four_letter_word<S: Stream>(
     mut buf: InputBuf,
     word: FourLetterWord,
     deadline: Instant,
+    member: u64,
 ) -> Option<S::Read> {
     tracing::debug!(conn = id, %remote, %word, "four-letter word");
     let text = if !shared.cfg.whitelist.allows(word) {
@@ -249,8 +253,9 @@ async fn answer_four_letter_word<S: Stream>(
             }
         }
         let needs = fourlw::needs(word);
-        let Ok(view) = shared.inspect(|core, net| fourlw::gather(core, needs, now_ms(), net))
-        else {
+        let Ok(view) = shared.inspect_member(member, |core, net| {
+            fourlw::gather(core, needs, now_ms(), net)
+        }) else {
             return None;
         };
         let host = if needs.host {
@@ -386,6 +391,7 @@ async fn write_frames(
         queued,
         budget,
         kill,
+        ..
     } = channels;
     let linger = async {
         reader_done.cancelled().await;

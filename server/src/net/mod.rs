@@ -29,6 +29,7 @@ pub(crate) mod gate;
 mod host;
 mod input;
 pub(crate) mod latency;
+pub(crate) mod member;
 mod outbound;
 mod stream;
 #[cfg(feature = "tls")]
@@ -50,8 +51,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::FourLetterWhitelist;
-use crate::core::{ConnId, Core, Now, Outbox};
-use crate::fourlw::{NetFacts, DEFAULT_TRACE_MASK};
+use crate::core::{ConnId, Core, Now, Outbox, Serving};
+use crate::ensemble::{MemberId, Membership};
+use crate::fourlw::{MemberFacts, NetFacts, DEFAULT_TRACE_MASK};
 use crate::Config;
 use outbound::OutBudget;
 
@@ -85,12 +87,17 @@ pub(crate) struct ConnHandle {
     kill: CancellationToken,
     /// The core (or the reader) asked for a close: nothing more is queued or fed to the core.
     closing: bool,
+    /// The ensemble member whose listener accepted it (0 on a standalone server).
+    member: MemberId,
 }
 
 /// What sits behind the lock.
 pub(crate) struct State {
     pub(crate) core: Core,
     pub(crate) conns: HashMap<ConnId, ConnHandle>,
+    /// The simulated ensemble's membership (`None` on a standalone server). It sits behind
+    /// the core's lock so a member's mode and the connections it admits change together.
+    pub(crate) members: Option<Membership>,
 }
 
 /// Settings the network layer needs.
@@ -126,6 +133,8 @@ pub(crate) struct Shared {
     pub(crate) clock: clock::Clock,
     /// Pause and connection-refusal switches of the control plane.
     pub(crate) gate: gate::Gate,
+    /// The ensemble members' listeners (empty on a standalone server).
+    pub(crate) listeners: member::Listeners,
     /// Set once a core call panicked; the core is never entered again.
     failure: OnceLock<ServerFailure>,
     /// Cancelled when `failure` is set: stops the listener and the ticker.
@@ -223,15 +232,36 @@ impl Outbox for Registry<'_> {
     }
 }
 
-/// [`NetFacts`] over the registry, for reports.
+/// [`NetFacts`] over the registry, for reports (of one ensemble member when `member` is
+/// set).
 struct Facts<'a> {
     cfg: &'a NetConfig,
     conns: &'a HashMap<ConnId, ConnHandle>,
+    members: Option<&'a Membership>,
+    member: MemberId,
 }
 
 impl NetFacts for Facts<'_> {
     fn client_port(&self) -> u16 {
-        self.cfg.client_port
+        self.members
+            .and_then(|m| m.addr(self.member))
+            .map_or(self.cfg.client_port, |a| a.port())
+    }
+
+    fn member(&self) -> Option<MemberFacts> {
+        let m = self.members?;
+        m.contains(self.member).then(|| MemberFacts {
+            id: self.member,
+            mode: m.mode(self.member),
+            quorum_size: m.size() as u64,
+            followers: m.followers(),
+            membership: m.config_text(),
+            leader_id: m.leader(),
+            leader_ip: m
+                .leader()
+                .and_then(|l| m.addr(l))
+                .map(|a| a.ip().to_string()),
+        })
     }
 
     fn max_frame_len(&self) -> usize {
@@ -249,6 +279,8 @@ pub(crate) struct ConnChannels {
     pub(crate) queued: Arc<outbound::Queued>,
     pub(crate) budget: Arc<OutBudget>,
     pub(crate) kill: CancellationToken,
+    /// The ensemble member whose listener accepted it (0 on a standalone server).
+    pub(crate) member: MemberId,
 }
 
 impl Shared {
@@ -259,6 +291,7 @@ impl Shared {
             state: Mutex::new(State {
                 core,
                 conns: HashMap::new(),
+                members: None,
             }),
             cfg: NetConfig {
                 client_port,
@@ -283,6 +316,7 @@ impl Shared {
             failed: CancellationToken::new(),
             clock: clock::Clock::new(config.clock),
             gate: gate::Gate::new(),
+            listeners: member::Listeners::default(),
         }
     }
 
@@ -370,7 +404,7 @@ impl Shared {
     ) -> Result<R, CoreFailed> {
         let budget = &*self.outbound;
         self.with_state(|state| {
-            let State { core, conns } = state;
+            let State { core, conns, .. } = state;
             let mut out = Registry { conns, budget };
             f(core, &mut out)
         })
@@ -382,20 +416,60 @@ impl Shared {
         &self,
         f: impl FnOnce(&Core, &dyn NetFacts) -> R,
     ) -> Result<R, CoreFailed> {
+        let first = self.first_member();
+        self.inspect_member(first, f)
+    }
+
+    /// [`Shared::inspect`] as ensemble member `member` reports (its port, mode and
+    /// connections); on a standalone server the same as `inspect`.
+    pub(crate) fn inspect_member<R>(
+        &self,
+        member: MemberId,
+        f: impl FnOnce(&Core, &dyn NetFacts) -> R,
+    ) -> Result<R, CoreFailed> {
         let cfg = &self.cfg;
         self.with_state(|state| {
             let facts = Facts {
                 cfg,
                 conns: &state.conns,
+                members: state.members.as_ref(),
+                member,
             };
             f(&state.core, &facts)
         })
     }
 
+    /// The lowest member id of an ensemble (0 on a standalone server).
+    pub(crate) fn first_member(&self) -> MemberId {
+        self.with_members(|m| m.ids().next().unwrap_or(0))
+            .ok()
+            .flatten()
+            .unwrap_or(0)
+    }
+
+    /// Runs `f` on the ensemble's membership under the core's lock; `Ok(None)` on a
+    /// standalone server.
+    pub(crate) fn with_members<R>(
+        &self,
+        f: impl FnOnce(&Membership) -> R,
+    ) -> Result<Option<R>, CoreFailed> {
+        self.with_state(|state| state.members.as_ref().map(f))
+    }
+
     /// Registers an accepted socket with the core; `Ok(None)` = over the per-IP limit.
-    fn open(&self, remote: SocketAddr) -> Result<Option<(ConnId, ConnChannels)>, CoreFailed> {
+    fn open(
+        &self,
+        remote: SocketAddr,
+        member: MemberId,
+    ) -> Result<Option<(ConnId, ConnChannels)>, CoreFailed> {
         self.with_state(|state| {
-            let id = state.core.open_connection(remote, self.now())?;
+            let serving = match &state.members {
+                Some(m) => m.mode(member).serving(),
+                None => Serving::ReadWrite,
+            };
+            let id = state
+                .core
+                .open_member_connection(remote, self.now(), member, serving)?;
             let (tx, rx) = mpsc::unbounded_channel();
             let queued = Arc::new(outbound::Queued::default());
             let kill = CancellationToken::new();
@@ -406,6 +480,7 @@ impl Shared {
                     queued: queued.clone(),
                     kill: kill.clone(),
                     closing: false,
+                    member,
                 },
             );
             Some((
@@ -415,6 +490,7 @@ impl Shared {
                     queued,
                     budget: self.outbound.clone(),
                     kill,
+                    member,
                 },
             ))
         })
@@ -426,7 +502,7 @@ impl Shared {
         let budget = &*self.outbound;
         let latencies = &self.latencies;
         self.with_state(|state| {
-            let State { core, conns } = state;
+            let State { core, conns, .. } = state;
             let now = self.now();
             for frame in frames {
                 if conns.get(&id).is_none_or(|h| h.closing) {
@@ -478,11 +554,13 @@ pub(crate) enum Transport {
 }
 
 /// Accepts connections until `shutdown`; then stops every connection task and returns.
+/// `member` is the ensemble member the listener belongs to (0 on a standalone server).
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
     shutdown: CancellationToken,
     transport: Transport,
+    member: MemberId,
 ) {
     let mut tasks = JoinSet::new();
     loop {
@@ -496,7 +574,7 @@ pub(crate) async fn accept_loop(
                 }
                 Ok((stream, remote)) => {
                     let _ = stream.set_nodelay(true);
-                    match shared.open(remote) {
+                    match shared.open(remote, member) {
                         Ok(Some((id, channels))) => {
                             tracing::debug!(conn = id, %remote, "accepted connection");
                             match &transport {
@@ -551,7 +629,7 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
         let now = at.mono;
         let budget = &*shared.outbound;
         let Ok(next) = shared.with_state(|state| {
-            let State { core, conns } = state;
+            let State { core, conns, .. } = state;
             core.tick(at, &mut Registry { conns, budget });
             core.next_deadline()
         }) else {

@@ -1,0 +1,64 @@
+//! The ensemble's membership routes under `/zkd/members`: list the members, stop and start
+//! one. Per-member routes sit under `/zkd/members/{id}/`.
+
+use axum::extract::{Path, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::{AdminState, ApiError, ApiResult};
+use crate::ensemble::{MemberId, MemberReport};
+use crate::net::member;
+
+pub(crate) fn routes() -> Router<AdminState> {
+    Router::new()
+        .route("/zkd/members", get(list))
+        .route("/zkd/members/{id}/stop", post(stop))
+        .route("/zkd/members/{id}/start", post(start))
+}
+
+/// A member id from the path: a decimal server id.
+pub(crate) fn parse_member_id(text: &str) -> ApiResult<MemberId> {
+    text.trim().parse::<MemberId>().map_err(|_| {
+        ApiError::bad_request(format!(
+            "member id {text:?} is not a server id such as 1, 2 or 3"
+        ))
+    })
+}
+
+fn member_json(m: &MemberReport) -> Value {
+    json!({
+        "id": m.id,
+        "client_address": m.client_addr.to_string(),
+        "mode": m.mode.as_str(),
+        "state": if m.running { "running" } else { "stopped" },
+    })
+}
+
+/// Every member, and the leader's id (null without quorum).
+fn members_json(members: &[MemberReport]) -> Value {
+    let leader = members
+        .iter()
+        .find(|m| m.mode == crate::ensemble::MemberMode::Leader)
+        .map(|m| m.id);
+    json!({
+        "members": members.iter().map(member_json).collect::<Vec<_>>(),
+        "leader": leader,
+    })
+}
+
+async fn list(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+    Ok(Json(members_json(&member::list(&st.shared)?)))
+}
+
+async fn stop(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let id = parse_member_id(&id)?;
+    member::stop(&st.shared, id).await?;
+    Ok(Json(members_json(&member::list(&st.shared)?)))
+}
+
+async fn start(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let id = parse_member_id(&id)?;
+    member::start(&st.shared, id, &st.shutdown).await?;
+    Ok(Json(members_json(&member::list(&st.shared)?)))
+}

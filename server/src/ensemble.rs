@@ -1,0 +1,316 @@
+//! The simulated ensemble's membership as plain data: which members run, which one leads,
+//! whether a quorum is up, each member's mode, and the membership text `/zookeeper/config`
+//! and `conf` show. No I/O: the network layer keeps one [`Membership`] behind the core's
+//! lock and acts on the [`Transition`]s it reports (see docs/architecture.md, "Ensemble").
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+
+use crate::core::Serving;
+
+/// A member's server id (ZooKeeper's `myid`, 1..=255).
+pub type MemberId = u64;
+
+/// What a member is doing, as its reports name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberMode {
+    /// Running, and the leader of a quorum.
+    Leader,
+    /// Running, following the leader of a quorum.
+    Follower,
+    /// Running without quorum, read-only mode on: serves read-only clients.
+    ReadOnly,
+    /// Running without quorum, read-only mode off: looking for a leader, serving no client.
+    Looking,
+    /// Stopped: its listener is closed.
+    Stopped,
+}
+
+impl MemberMode {
+    /// The name `GET /zkd/members` and `srvr`'s `Mode:` line use (`looking` and `stopped`
+    /// members answer no `srvr`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberMode::Leader => "leader",
+            MemberMode::Follower => "follower",
+            MemberMode::ReadOnly => "read-only",
+            MemberMode::Looking => "looking",
+            MemberMode::Stopped => "stopped",
+        }
+    }
+
+    /// How a member in this mode serves client connections.
+    pub fn serving(self) -> Serving {
+        match self {
+            MemberMode::Leader | MemberMode::Follower => Serving::ReadWrite,
+            MemberMode::ReadOnly => Serving::ReadOnly,
+            MemberMode::Looking | MemberMode::Stopped => Serving::NotServing,
+        }
+    }
+}
+
+/// One member as the control plane lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberReport {
+    pub id: MemberId,
+    /// Its client listener's address (kept while it is stopped; a start binds it again).
+    pub client_addr: SocketAddr,
+    pub mode: MemberMode,
+    /// Whether its listener is open.
+    pub running: bool,
+}
+
+/// What a stop or start changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Transition {
+    /// Members whose client connections must be dropped: the one stopped, and every member
+    /// whose way of serving changed (quorum lost or regained, a new leader elected after
+    /// the old one stopped is not such a change for the others).
+    pub drop_connections: Vec<MemberId>,
+    /// The leader before and after.
+    pub leader_before: Option<MemberId>,
+    pub leader_after: Option<MemberId>,
+}
+
+#[derive(Clone, Debug)]
+struct Member {
+    id: MemberId,
+    addr: SocketAddr,
+    running: bool,
+}
+
+/// The members, who leads, and whether read-only mode is on.
+#[derive(Clone, Debug)]
+pub struct Membership {
+    members: Vec<Member>,
+    leader: Option<MemberId>,
+    read_only: bool,
+}
+
+impl Membership {
+    /// Every member running; the lowest id leads.
+    pub fn new(members: impl IntoIterator<Item = (MemberId, SocketAddr)>, read_only: bool) -> Self {
+        let mut members: Vec<Member> = members
+            .into_iter()
+            .map(|(id, addr)| Member {
+                id,
+                addr,
+                running: true,
+            })
+            .collect();
+        members.sort_by_key(|m| m.id);
+        let mut m = Membership {
+            members,
+            leader: None,
+            read_only,
+        };
+        m.elect();
+        m
+    }
+
+    /// Member ids in order.
+    pub fn ids(&self) -> impl Iterator<Item = MemberId> + '_ {
+        self.members.iter().map(|m| m.id)
+    }
+
+    pub fn contains(&self, id: MemberId) -> bool {
+        self.members.iter().any(|m| m.id == id)
+    }
+
+    /// How many members there are (`zk_quorum_size`).
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_running(&self, id: MemberId) -> bool {
+        self.members.iter().any(|m| m.id == id && m.running)
+    }
+
+    /// Whether a majority of the members runs.
+    pub fn has_quorum(&self) -> bool {
+        2 * self.members.iter().filter(|m| m.running).count() > self.members.len()
+    }
+
+    pub fn leader(&self) -> Option<MemberId> {
+        self.leader
+    }
+
+    pub fn read_only_enabled(&self) -> bool {
+        self.read_only
+    }
+
+    pub fn mode(&self, id: MemberId) -> MemberMode {
+        if !self.is_running(id) {
+            MemberMode::Stopped
+        } else if !self.has_quorum() {
+            if self.read_only {
+                MemberMode::ReadOnly
+            } else {
+                MemberMode::Looking
+            }
+        } else if self.leader == Some(id) {
+            MemberMode::Leader
+        } else {
+            MemberMode::Follower
+        }
+    }
+
+    /// Followers of the leader (`zk_learners`, `zk_synced_followers`): running members
+    /// other than the leader, when there is one.
+    pub fn followers(&self) -> u64 {
+        match self.leader {
+            Some(l) => self
+                .members
+                .iter()
+                .filter(|m| m.running && m.id != l)
+                .count() as u64,
+            None => 0,
+        }
+    }
+
+    pub fn report(&self) -> Vec<MemberReport> {
+        self.members
+            .iter()
+            .map(|m| MemberReport {
+                id: m.id,
+                client_addr: m.addr,
+                mode: self.mode(m.id),
+                running: m.running,
+            })
+            .collect()
+    }
+
+    pub fn addr(&self, id: MemberId) -> Option<SocketAddr> {
+        self.members.iter().find(|m| m.id == id).map(|m| m.addr)
+    }
+
+    /// Records the address a member's listener got.
+    pub fn set_addr(&mut self, id: MemberId, addr: SocketAddr) {
+        if let Some(m) = self.members.iter_mut().find(|m| m.id == id) {
+            m.addr = addr;
+        }
+    }
+
+    /// Marks a member running or stopped and elects a leader if needed. `None` when nothing
+    /// changed (unknown member, or already in that state).
+    pub fn set_running(&mut self, id: MemberId, running: bool) -> Option<Transition> {
+        let before: Vec<(MemberId, Serving)> =
+            self.ids().map(|i| (i, self.mode(i).serving())).collect();
+        let leader_before = self.leader;
+        let m = self.members.iter_mut().find(|m| m.id == id)?;
+        if m.running == running {
+            return None;
+        }
+        m.running = running;
+        self.elect();
+        let drop_connections = before
+            .into_iter()
+            .filter(|(i, serving)| *i == id || self.mode(*i).serving() != *serving)
+            .map(|(i, _)| i)
+            .collect();
+        Some(Transition {
+            drop_connections,
+            leader_before,
+            leader_after: self.leader,
+        })
+    }
+
+    /// Without quorum there is no leader; with quorum a running leader stays, otherwise the
+    /// running member with the lowest id takes over.
+    fn elect(&mut self) {
+        if !self.has_quorum() {
+            self.leader = None;
+        } else if !self.leader.is_some_and(|l| self.is_running(l)) {
+            self.leader = self.members.iter().find(|m| m.running).map(|m| m.id);
+        }
+    }
+
+    /// The membership as `/zookeeper/config` holds it: one
+    /// `server.ID=HOST:QUORUMPORT:ELECTIONPORT:participant;HOST:CLIENTPORT` line per member
+    /// and `version=0` (a static configuration), without a final newline. Members have no
+    /// quorum or election ports; those fields are 0.
+    pub fn config_text(&self) -> String {
+        let mut s = String::new();
+        for m in &self.members {
+            let host = m.addr.ip();
+            let _ = writeln!(
+                s,
+                "server.{}={host}:0:0:participant;{host}:{}",
+                m.id,
+                m.addr.port()
+            );
+        }
+        s.push_str("version=0");
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn three(read_only: bool) -> Membership {
+        Membership::new(
+            (1..=3).map(|i| (i, SocketAddr::from(([127, 0, 0, 1], 2180 + i as u16)))),
+            read_only,
+        )
+    }
+
+    fn modes(m: &Membership) -> Vec<&'static str> {
+        m.ids().map(|i| m.mode(i).as_str()).collect()
+    }
+
+    #[test]
+    fn member_one_leads_and_stopping_the_leader_elects_the_lowest_running() {
+        let mut m = three(true);
+        assert_eq!(modes(&m), ["leader", "follower", "follower"]);
+        assert_eq!(m.followers(), 2);
+        let t = m.set_running(1, false).expect("a change");
+        assert_eq!(t.drop_connections, [1], "followers keep their clients");
+        assert_eq!((t.leader_before, t.leader_after), (Some(1), Some(2)));
+        assert_eq!(modes(&m), ["stopped", "leader", "follower"]);
+        assert_eq!(m.followers(), 1);
+        assert_eq!(m.set_running(1, false), None, "already stopped");
+        let t = m.set_running(1, true).expect("a change");
+        assert_eq!(t.drop_connections, [1]);
+        assert_eq!(modes(&m), ["follower", "leader", "follower"]);
+        assert_eq!(m.set_running(9, true), None, "unknown member");
+    }
+
+    #[test]
+    fn losing_quorum_drops_every_client_and_serves_read_only_or_nothing() {
+        for (ro, mode) in [(true, "read-only"), (false, "looking")] {
+            let mut m = three(ro);
+            m.set_running(2, false);
+            let t = m.set_running(3, false).expect("a change");
+            assert_eq!(t.drop_connections, [1, 3]);
+            assert_eq!(t.leader_after, None);
+            assert_eq!(modes(&m), [mode, "stopped", "stopped"]);
+            assert_eq!(m.followers(), 0);
+            let t = m.set_running(3, true).expect("a change");
+            assert_eq!(t.drop_connections, [1, 3], "back to read-write");
+            assert_eq!(modes(&m), ["leader", "stopped", "follower"]);
+        }
+    }
+
+    #[test]
+    fn config_text_lists_every_member_with_its_client_address() {
+        assert_eq!(
+            three(true).config_text(),
+            "server.1=127.0.0.1:0:0:participant;127.0.0.1:2181\n\
+             server.2=127.0.0.1:0:0:participant;127.0.0.1:2182\n\
+             server.3=127.0.0.1:0:0:participant;127.0.0.1:2183\n\
+             version=0"
+        );
+    }
+
+    #[test]
+    fn a_single_member_always_has_quorum() {
+        let mut m = Membership::new([(1, SocketAddr::from(([127, 0, 0, 1], 1)))], true);
+        assert_eq!(m.mode(1), MemberMode::Leader);
+        m.set_running(1, false);
+        assert_eq!(m.mode(1), MemberMode::Stopped);
+        m.set_running(1, true);
+        assert_eq!(m.mode(1), MemberMode::Leader);
+    }
+}
