@@ -48,88 +48,86 @@ pub struct TargetCheck {
     pub met: Option<bool>,
 }
 
+impl TargetCheck {
+    /// The zkd/ZooKeeper ratio of `row` (when measured) checked with `ok`.
+    fn ratio(target: String, row: Option<&Row>, bound: String, ok: impl Fn(f64) -> bool) -> Self {
+        let measured = row.map(Row::ratio).filter(|v| v.is_finite());
+        TargetCheck {
+            target,
+            bound,
+            measured,
+            met: measured.map(ok),
+        }
+    }
+}
+
 /// Evaluates the targets from the task description against the measured ratios.
 pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
     let mut out = Vec::new();
-    let mut le = |target: String, row: Option<&Row>, bound: f64| {
-        let measured = row.map(Row::ratio).filter(|v| v.is_finite());
-        out.push(TargetCheck {
-            target,
-            bound: format!("<= {}", num(bound)),
-            measured,
-            met: measured.map(|m| m <= bound),
-        });
+    let le = |target: String, row: Option<&Row>, bound: f64| {
+        TargetCheck::ratio(target, row, format!("<= {}", num(bound)), move |m| {
+            m <= bound
+        })
     };
     let fp = crate::FOOTPRINT;
-    le(
+    out.push(le(
         "start-up to first handshake".into(),
         c.find(fp, "start-up"),
         1.0 / 40.0,
-    );
-    le("idle RSS".into(), c.find(fp, "idle RSS"), 1.0 / 10.0);
-    le(
+    ));
+    out.push(le("idle RSS".into(), c.find(fp, "idle RSS"), 1.0 / 10.0));
+    out.push(le(
         "RSS per znode".into(),
         c.find(fp, "RSS per znode"),
         1.0 / 10.0,
-    );
-    le(
+    ));
+    out.push(le(
         "RSS per idle session".into(),
         c.find(fp, "RSS per idle session"),
         1.0 / 5.0,
-    );
+    ));
     for w in [Workload::Get, Workload::Set] {
         let item = crate::throughput_item(w, s);
-        le(
+        out.push(le(
             format!("server CPU per op, {item}"),
             c.find(&item, "server CPU per op"),
             1.0 / 5.0,
-        );
+        ));
     }
     for w in &s.tp_workloads {
         let item = crate::throughput_item(*w, s);
-        let row = c.find(&item, "ops/s");
-        let measured = row.map(Row::ratio).filter(|v| v.is_finite());
-        out.push(TargetCheck {
-            target: format!("ops/s, {item}"),
-            bound: ">= 3".into(),
-            measured,
-            met: measured.map(|m| m >= 3.0),
-        });
+        out.push(TargetCheck::ratio(
+            format!("ops/s, {item}"),
+            c.find(&item, "ops/s"),
+            ">= 3".into(),
+            |m| m >= 3.0,
+        ));
     }
-    let mut le = |target: String, row: Option<&Row>, bound: f64| {
-        let measured = row.map(Row::ratio).filter(|v| v.is_finite());
-        out.push(TargetCheck {
-            target,
-            bound: format!("<= {}", num(bound)),
-            measured,
-            met: measured.map(|m| m <= bound),
-        });
-    };
     let w = s.fan_watchers.iter().copied().max().unwrap_or(0);
     let fan = crate::fanout_item(w);
-    le(
+    out.push(le(
         format!("fan-out to {w} watchers (last notified)"),
         c.find(&fan, "time until last"),
         1.0 / 10.0,
-    );
+    ));
     let herd_n = if s.herd_n.contains(&5000) {
         5000
     } else {
         s.herd_n.iter().copied().max().unwrap_or(0)
     };
     let item = crate::herd_item(Mode::Herd, herd_n);
-    le(
+    out.push(le(
         format!("{item}: time until all quiet"),
         c.find(&item, "time until all quiet"),
         1.0 / 5.0,
-    );
+    ));
     for n in &s.herd_n {
         let item = crate::herd_item(Mode::Predecessor, *n);
-        le(
+        out.push(le(
             format!("{item}: time until next leader knows"),
             c.find(&item, "time until next leader knows"),
             1.0 / 2.0,
-        );
+        ));
     }
     // Sessions: the descriptor limit, not the server, must be the cap.
     if let Some(row) = c.find(fp, "max concurrent sessions") {
@@ -195,19 +193,24 @@ pub async fn run(o: &Options) -> Comparison {
         over
     };
 
+    // The progress line and the error prefix of one item on one server in one round.
+    let labels = |round: usize, label: &str, k: usize| {
+        let p = prog.sub(format!(
+            "round {}/{} {label} {}",
+            round + 1,
+            s.rounds,
+            names[k]
+        ));
+        (p, format!("round {} {label} {}", round + 1, names[k]))
+    };
+
     if o.groups.contains(&Group::Footprint) {
         for round in 0..s.rounds {
             for &k in order(round, 0).iter() {
                 if over_budget(&mut c, "footprint") {
                     break;
                 }
-                let p = prog.sub(format!(
-                    "round {}/{} footprint {}",
-                    round + 1,
-                    s.rounds,
-                    names[k]
-                ));
-                let what = format!("round {} footprint {}", round + 1, names[k]);
+                let (p, what) = labels(round, "footprint", k);
                 let result = undisturbed(o, &mut c, &p, &what, &[], || async {
                     footprint::run_spawned(specs[k], &s.footprint, &p)
                         .await
@@ -271,13 +274,7 @@ pub async fn run(o: &Options) -> Comparison {
                         Item::Fanout(w) => crate::fanout_item(*w),
                         Item::Herd(m, n) => crate::herd_item(*m, *n),
                     };
-                    let p = prog.sub(format!(
-                        "round {}/{} {label} {}",
-                        round + 1,
-                        s.rounds,
-                        names[k]
-                    ));
-                    let what = format!("round {} {label} {}", round + 1, names[k]);
+                    let (p, what) = labels(round, &label, k);
                     let result = undisturbed(o, &mut c, &p, &what, &ours, || async {
                         match item {
                             Item::Throughput(w) => {

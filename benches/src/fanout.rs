@@ -8,13 +8,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use zkd_protocol::{DeleteRequest, Request, SetDataRequest};
-use zkd_testkit::raw::RawClient;
+use zkd_protocol::{Request, SetDataRequest};
 
-use crate::pool;
 use crate::proc;
 use crate::progress::Progress;
-use crate::util::{call_ok, create, quantile_sorted, unique, BenchResult};
+use crate::util::{delete, quantile_sorted, session_with_node, BenchResult};
 use crate::watchers::Watchers;
 
 #[derive(Debug, Clone)]
@@ -49,17 +47,9 @@ pub struct Outcome {
 
 /// Runs the fan-out benchmark against `addr`.
 pub async fn run(addr: SocketAddr, p: &Params, progress: &Progress) -> BenchResult<Outcome> {
-    let admin = RawClient::connect(addr, pool::SESSION_TIMEOUT_MS)
-        .await
-        .map_err(|e| format!("connecting to {addr}: {e}"))?;
-    let path = unique("fanout");
-    call_ok(
-        &admin,
-        &create(&path, Some(Bytes::from_static(b"0")), 0),
-        p.timeout,
-        "creating the watched node",
-    )
-    .await?;
+    let data = Some(Bytes::from_static(b"0"));
+    let (admin, path) =
+        session_with_node(addr, "fanout", data, p.timeout, "the watched node").await?;
     let result = match Watchers::connect(addr, p.watchers, progress).await {
         Ok(w) => {
             let (p2, path2) = (p.clone(), path.clone());
@@ -71,11 +61,7 @@ pub async fn run(addr: SocketAddr, p: &Params, progress: &Progress) -> BenchResu
         }
         Err(e) => Err(e),
     };
-    let _ = tokio::time::timeout(
-        Duration::from_secs(10),
-        admin.call(&Request::Delete(DeleteRequest { path, version: -1 })),
-    )
-    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), admin.call(&delete(path))).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), admin.close()).await;
     result.map(|samples| Outcome {
         watchers: p.watchers,
@@ -116,9 +102,7 @@ fn rounds(
                 last: Duration::from_secs_f64(times.last().copied().unwrap_or(0.0)),
                 median: Duration::from_secs_f64(quantile_sorted(&times, 0.5)),
                 first: Duration::from_secs_f64(times.first().copied().unwrap_or(0.0)),
-                server_cpu: cpu0
-                    .zip(cpu1)
-                    .map(|(a, b)| Duration::from_secs_f64(a.until(&b))),
+                server_cpu: proc::CpuSample::between(cpu0, cpu1),
             };
             progress.say(format!(
                 "write {}/{}: first {:.3} ms, median {:.3} ms, last {:.3} ms",

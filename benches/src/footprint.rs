@@ -14,7 +14,7 @@ use crate::pool::{self, Keepalive};
 use crate::proc::{self, FdLimits};
 use crate::progress::Progress;
 use crate::servers::ServerSpec;
-use crate::util::{call_ok, create, unique, BenchResult};
+use crate::util::{call_ok, create, delete, session_with_node, BenchResult};
 
 #[derive(Debug, Clone)]
 pub struct Params {
@@ -130,17 +130,7 @@ pub async fn znodes(
     progress: &Progress,
 ) -> BenchResult<ZnodeOutcome> {
     let limit = Duration::from_secs(60);
-    let admin = RawClient::connect(addr, pool::SESSION_TIMEOUT_MS)
-        .await
-        .map_err(|e| format!("connecting to {addr}: {e}"))?;
-    let parent = unique("znodes");
-    call_ok(
-        &admin,
-        &create(&parent, None, 0),
-        limit,
-        "creating the parent",
-    )
-    .await?;
+    let (admin, parent) = session_with_node(addr, "znodes", None, limit, "the parent").await?;
     let before = rss(pid)?;
     let data = Bytes::from(vec![b'z'; size]);
     let t0 = Instant::now();
@@ -173,19 +163,8 @@ pub async fn znodes(
         per(before, after, count).map_or(String::new(), |b| format!(", {b:.0} B RSS each"))
     ));
     if cleanup {
-        let dels =
-            paths.map(|path| Request::Delete(zkd_protocol::DeleteRequest { path, version: -1 }));
-        pipeline(&admin, dels, 1000, limit, "delete", progress).await?;
-        let _ = call_ok(
-            &admin,
-            &Request::Delete(zkd_protocol::DeleteRequest {
-                path: parent,
-                version: -1,
-            }),
-            limit,
-            "delete",
-        )
-        .await;
+        pipeline(&admin, paths.map(delete), 1000, limit, "delete", progress).await?;
+        let _ = call_ok(&admin, &delete(parent), limit, "delete").await;
     }
     let _ = admin.close().await;
     Ok(ZnodeOutcome {

@@ -19,14 +19,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use zkd_protocol::{
-    event_type, CreateMode, CreateResponse, DeleteRequest, ErrorCode, PathWatchRequest, Request,
-};
+use zkd_protocol::{event_type, CreateMode, CreateResponse, ErrorCode, PathWatchRequest, Request};
 use zkd_testkit::raw::{Event, RawClient};
 
 use crate::pool::{self, Keepalive, Totals};
 use crate::progress::Progress;
-use crate::util::{call_ok, create, unique, BenchResult};
+use crate::util::{create, delete, session_with_node, BenchResult};
 
 /// How candidates watch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -213,19 +211,9 @@ pub async fn run(addr: SocketAddr, p: &Params, progress: &Progress) -> BenchResu
             p.failures, p.n
         ));
     }
-    let admin = Arc::new(
-        RawClient::connect(addr, pool::SESSION_TIMEOUT_MS)
-            .await
-            .map_err(|e| format!("connecting to {addr}: {e}"))?,
-    );
-    let parent = unique("herd");
-    call_ok(
-        &admin,
-        &create(&parent, None, 0),
-        p.timeout,
-        "creating the election node",
-    )
-    .await?;
+    let (admin, parent) =
+        session_with_node(addr, "herd", None, p.timeout, "the election node").await?;
+    let admin = Arc::new(admin);
     let keepalive = Keepalive::start();
     keepalive.add(std::slice::from_ref(&admin));
     let mut run = Run {
@@ -241,14 +229,7 @@ pub async fn run(addr: SocketAddr, p: &Params, progress: &Progress) -> BenchResu
     }
     // Sessions the leaders closed themselves are gone: a request on them would get no reply.
     pool::close_all(&run.clients[run.closed..], Duration::from_secs(30)).await;
-    let _ = tokio::time::timeout(
-        Duration::from_secs(10),
-        admin.call(&Request::Delete(DeleteRequest {
-            path: parent,
-            version: -1,
-        })),
-    )
-    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), admin.call(&delete(parent))).await;
     pool::close_all(&[admin], Duration::from_secs(5)).await;
     result
 }
@@ -409,10 +390,7 @@ impl Run {
             shared.last_activity.store(t0, Ordering::SeqCst);
             let leader = &self.clients[k];
             let req = match p.failure {
-                Failure::Delete => Request::Delete(DeleteRequest {
-                    path: paths[k].clone(),
-                    version: -1,
-                }),
+                Failure::Delete => delete(paths[k].clone()),
                 Failure::Close => Request::CloseSession,
             };
             let fail_rx = leader
@@ -496,9 +474,7 @@ impl Run {
                 notifications: delta.events,
                 requests: delta.requests,
                 bytes: delta.bytes,
-                server_cpu: cpu0
-                    .zip(cpu1)
-                    .map(|(a, b)| Duration::from_secs_f64(a.until(&b))),
+                server_cpu: crate::proc::CpuSample::between(cpu0, cpu1),
             };
             progress.say(format!(
                 "failure {}/{}: leader known {:.3} ms, quiet {:.3} ms, {} notifications, {} requests, {} bytes",

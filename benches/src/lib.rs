@@ -169,6 +169,24 @@ pub struct Figures {
     pub notes: Vec<String>,
 }
 
+/// One figure: name, unit, value and which way is better.
+type FigureRow<'a> = (&'a str, &'static str, f64, Better);
+
+impl Figures {
+    /// The figures of `item`, all in plot series `series` at `x`, one per row.
+    fn series(item: &str, series: &str, x: Option<f64>, rows: &[FigureRow]) -> Figures {
+        Figures {
+            figures: rows
+                .iter()
+                .map(|&(name, unit, value, better)| {
+                    Figure::new(item, name, unit, value, better).at(series, x)
+                })
+                .collect(),
+            notes: Vec::new(),
+        }
+    }
+}
+
 pub fn herd_item(mode: Mode, n: usize) -> String {
     format!("herd N={n} {}", mode.label())
 }
@@ -196,74 +214,48 @@ pub async fn herd_figures(
     let med = |f: &dyn Fn(&herd::FailureStats) -> f64| {
         median(&out.failures.iter().map(f).collect::<Vec<_>>())
     };
-    let x = Some(n as f64);
-    let l = mode.label();
-    let mut figs = Figures {
-        figures: vec![
-            Figure::new(
-                &item,
-                "time until next leader knows",
-                "ms",
-                med(&|f| util::ms(f.leader_known)),
-                Better::Lower,
-            )
-            .at(l, x),
-            Figure::new(
-                &item,
-                "time until all quiet",
-                "ms",
-                med(&|f| util::ms(f.quiet)),
-                Better::Lower,
-            )
-            .at(l, x),
-            Figure::new(
-                &item,
-                "notifications per failure",
-                "",
-                med(&|f| f.notifications as f64),
-                Better::Neither,
-            )
-            .at(l, x),
-            Figure::new(
-                &item,
-                "requests per failure",
-                "",
-                med(&|f| f.requests as f64),
-                Better::Neither,
-            )
-            .at(l, x),
-            Figure::new(
-                &item,
-                "server bytes per failure",
-                "B",
-                med(&|f| f.bytes as f64),
-                Better::Lower,
-            )
-            .at(l, x),
-            Figure::new(
-                &item,
-                "set-up time",
-                "s",
-                out.setup.as_secs_f64(),
-                Better::Lower,
-            )
-            .at(l, x),
-        ],
-        notes: Vec::new(),
-    };
+    let mut rows = vec![
+        (
+            "time until next leader knows",
+            "ms",
+            med(&|f| util::ms(f.leader_known)),
+            Better::Lower,
+        ),
+        (
+            "time until all quiet",
+            "ms",
+            med(&|f| util::ms(f.quiet)),
+            Better::Lower,
+        ),
+        (
+            "notifications per failure",
+            "",
+            med(&|f| f.notifications as f64),
+            Better::Neither,
+        ),
+        (
+            "requests per failure",
+            "",
+            med(&|f| f.requests as f64),
+            Better::Neither,
+        ),
+        (
+            "server bytes per failure",
+            "B",
+            med(&|f| f.bytes as f64),
+            Better::Lower,
+        ),
+        ("set-up time", "s", out.setup.as_secs_f64(), Better::Lower),
+    ];
     if out.failures.iter().all(|f| f.server_cpu.is_some()) {
-        figs.figures.push(
-            Figure::new(
-                &item,
-                "server CPU per failure",
-                "ms",
-                med(&|f| f.server_cpu.map_or(f64::NAN, util::ms)),
-                Better::Lower,
-            )
-            .at(l, x),
-        );
+        rows.push((
+            "server CPU per failure",
+            "ms",
+            med(&|f| f.server_cpu.map_or(f64::NAN, util::ms)),
+            Better::Lower,
+        ));
     }
-    Ok(figs)
+    Ok(Figures::series(&item, mode.label(), Some(n as f64), &rows))
 }
 
 pub fn throughput_item(w: Workload, s: &Settings) -> String {
@@ -289,33 +281,25 @@ pub async fn throughput_figures(
     };
     let o = throughput::run(addr, pid, &p, progress).await?;
     let item = throughput_item(w, s);
-    let k = w.key();
-    let mut figures = vec![
-        Figure::new(&item, "ops/s", "ops/s", o.ops_per_sec, Better::Higher).at(k, None),
-        Figure::new(&item, "latency p50", "us", o.p50_us, Better::Lower).at(k, None),
-        Figure::new(&item, "latency p99", "us", o.p99_us, Better::Lower).at(k, None),
-        Figure::new(&item, "latency p99.9", "us", o.p999_us, Better::Lower).at(k, None),
+    let mut rows = vec![
+        ("ops/s", "ops/s", o.ops_per_sec, Better::Higher),
+        ("latency p50", "us", o.p50_us, Better::Lower),
+        ("latency p99", "us", o.p99_us, Better::Lower),
+        ("latency p99.9", "us", o.p999_us, Better::Lower),
     ];
     if let Some(c) = o.server_cpu_us_per_op {
-        figures.push(Figure::new(&item, "server CPU per op", "us", c, Better::Lower).at(k, None));
+        rows.push(("server CPU per op", "us", c, Better::Lower));
     }
     if let Some(c) = o.server_cores {
-        figures.push(Figure::new(&item, "server CPU (cores)", "", c, Better::Neither).at(k, None));
+        rows.push(("server CPU (cores)", "", c, Better::Neither));
     }
-    figures.push(
-        Figure::new(
-            &item,
-            "bench client CPU (cores)",
-            "",
-            o.client_cores,
-            Better::Neither,
-        )
-        .at(k, None),
-    );
-    Ok(Figures {
-        figures,
-        notes: Vec::new(),
-    })
+    rows.push((
+        "bench client CPU (cores)",
+        "",
+        o.client_cores,
+        Better::Neither,
+    ));
+    Ok(Figures::series(&item, w.key(), None, &rows))
 }
 
 pub fn fanout_item(w: usize) -> String {
@@ -341,49 +325,29 @@ pub async fn fanout_figures(
     let item = fanout_item(watchers);
     let med =
         |f: &dyn Fn(&fanout::Sample) -> f64| median(&o.samples.iter().map(f).collect::<Vec<_>>());
-    let x = Some(watchers as f64);
-    let mut figs = Figures {
-        figures: vec![
-            Figure::new(
-                &item,
-                "time until last watcher notified",
-                "ms",
-                med(&|s| util::ms(s.last)),
-                Better::Lower,
-            )
-            .at("fanout", x),
-            Figure::new(
-                &item,
-                "time until half notified",
-                "ms",
-                med(&|s| util::ms(s.median)),
-                Better::Lower,
-            )
-            .at("fanout", x),
-            Figure::new(
-                &item,
-                "time until first notified",
-                "ms",
-                med(&|s| util::ms(s.first)),
-                Better::Lower,
-            )
-            .at("fanout", x),
-        ],
-        notes: Vec::new(),
-    };
+    let times: [(&str, fn(&fanout::Sample) -> Duration); 3] = [
+        ("time until last watcher notified", |s| s.last),
+        ("time until half notified", |s| s.median),
+        ("time until first notified", |s| s.first),
+    ];
+    let mut rows: Vec<FigureRow> = times
+        .iter()
+        .map(|(name, time)| (*name, "ms", med(&|s| util::ms(time(s))), Better::Lower))
+        .collect();
     if o.samples.iter().all(|s| s.server_cpu.is_some()) {
-        figs.figures.push(
-            Figure::new(
-                &item,
-                "server CPU per write",
-                "ms",
-                med(&|s| s.server_cpu.map_or(f64::NAN, util::ms)),
-                Better::Lower,
-            )
-            .at("fanout", x),
-        );
+        rows.push((
+            "server CPU per write",
+            "ms",
+            med(&|s| s.server_cpu.map_or(f64::NAN, util::ms)),
+            Better::Lower,
+        ));
     }
-    Ok(figs)
+    Ok(Figures::series(
+        &item,
+        "fanout",
+        Some(watchers as f64),
+        &rows,
+    ))
 }
 
 pub const FOOTPRINT: &str = "footprint";

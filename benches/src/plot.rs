@@ -93,28 +93,21 @@ fn herd_lines(c: &Comparison, name: &str) -> Vec<Line> {
     ] {
         let pts = s.get(mode).cloned().unwrap_or_default();
         let keep = |v: f64| v.is_finite() && v > 0.0;
-        lines.push(Line {
-            label: format!("zkd, {mode}"),
-            points: pts
-                .iter()
-                .filter(|p| keep(p.1))
-                .map(|p| (p.0, p.1))
-                .collect(),
-            color: zkd_color,
-            triangle,
-            width: 5,
-        });
-        lines.push(Line {
-            label: format!("ZooKeeper, {mode}"),
-            points: pts
-                .iter()
-                .filter(|p| keep(p.2))
-                .map(|p| (p.0, p.2))
-                .collect(),
-            color: zk_color,
-            triangle,
-            width: 2,
-        });
+        let servers = [("zkd", zkd_color, 5), ("ZooKeeper", zk_color, 2)];
+        for (k, (server, color, width)) in servers.into_iter().enumerate() {
+            let value = |p: &(f64, f64, f64)| if k == 0 { p.1 } else { p.2 };
+            lines.push(Line {
+                label: format!("{server}, {mode}"),
+                points: pts
+                    .iter()
+                    .filter(|p| keep(value(p)))
+                    .map(|p| (p.0, value(p)))
+                    .collect(),
+                color,
+                triangle,
+                width,
+            });
+        }
     }
     lines
 }
@@ -199,15 +192,7 @@ pub fn log_log(
                 .map_err(|e| err(&e))?;
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE)
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
+    finish(&mut chart, &root, SeriesLabelPosition::UpperLeft, path)
 }
 
 /// Grouped bars: per category, zkd and ZooKeeper.
@@ -270,15 +255,25 @@ pub fn bar_chart(
             .label(label)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
     }
+    finish(&mut chart, &root, SeriesLabelPosition::UpperRight, path)
+}
+
+/// Draws the legend at `legend` and writes the file.
+fn finish<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    root: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
+    legend: SeriesLabelPosition,
+    path: &Path,
+) -> BenchResult<()> {
+    let err = |e: &dyn std::fmt::Display| format!("plotting {}: {e}", path.display());
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(legend)
         .background_style(WHITE)
         .border_style(BLACK)
         .draw()
         .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
+    root.present().map_err(|e| err(&e))
 }
 
 /// Axis labels: 1, 10, 100, 1k, 10k, 1M; decimals below 1.

@@ -62,6 +62,12 @@ impl CpuSample {
         })
     }
 
+    /// CPU time between two samples, when both were taken.
+    pub fn between(from: Option<CpuSample>, to: Option<CpuSample>) -> Option<std::time::Duration> {
+        from.zip(to)
+            .map(|(a, b)| std::time::Duration::from_secs_f64(a.until(&b)))
+    }
+
     /// CPU seconds from `self` to `later`: the precise figure when the same threads were
     /// there at both ends and it agrees with the coarse one, else the coarse one.
     pub fn until(&self, later: &CpuSample) -> f64 {
@@ -159,7 +165,8 @@ pub fn rss_bytes(pid: u32) -> io::Result<u64> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no VmRSS in /proc/PID/status"))
 }
 
-/// A `kB` value from `/proc/PID/status`.
+/// The first number after `key` on its line: a `kB` value of `/proc/PID/status`, or the
+/// soft limit of a `/proc/PID/limits` line.
 pub fn parse_status_kb(status: &str, key: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(key))?;
     line[key.len()..].split_whitespace().next()?.parse().ok()
@@ -168,12 +175,7 @@ pub fn parse_status_kb(status: &str, key: &str) -> Option<u64> {
 /// The "Max open files" soft limit of another process, from `/proc/PID/limits`.
 pub fn process_nofile_limit(pid: u32) -> Option<u64> {
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line["Max open files".len()..]
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    parse_status_kb(&limits, "Max open files")
 }
 
 /// File-descriptor limits of this process, before and after raising the soft limit.

@@ -16,20 +16,19 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use zkd_protocol::{
-    from_bytes, ConnectRequest, ConnectResponse, CreateMode, CreateResponse, DeleteRequest,
-    FrameCodec, Jute, PathWatchRequest, Reader, ReplyHeader, Request, RequestHeader,
-    SetDataRequest,
+    from_bytes, ConnectRequest, ConnectResponse, CreateMode, CreateResponse, FrameCodec, Jute,
+    PathWatchRequest, Reader, ReplyHeader, Request, SetDataRequest,
 };
 use zkd_testkit::raw::RawClient;
 
 use crate::pool;
 use crate::proc;
 use crate::progress::Progress;
-use crate::util::{call_ok, create, quantile_sorted, unique, BenchResult};
+use crate::util::{call_ok, create, delete, quantile_sorted, session_with_node, BenchResult};
 
 /// What each request does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -134,18 +133,9 @@ pub async fn run(
         return Err("throughput needs at least one session and one request in flight".into());
     }
     let limit = Duration::from_secs(30);
-    let admin = RawClient::connect(addr, pool::SESSION_TIMEOUT_MS)
-        .await
-        .map_err(|e| format!("connecting to {addr}: {e}"))?;
-    let parent = unique(&format!("tp-{}", p.workload.key()));
+    let prefix = format!("tp-{}", p.workload.key());
+    let (admin, parent) = session_with_node(addr, &prefix, None, limit, "the parent").await?;
     let value = Bytes::from(vec![b'v'; p.value_size]);
-    call_ok(
-        &admin,
-        &create(&parent, None, 0),
-        limit,
-        "creating the parent",
-    )
-    .await?;
     let nodes: Vec<String> = (0..p.sessions).map(|i| format!("{parent}/n-{i}")).collect();
     let mut rxs = Vec::new();
     for n in &nodes {
@@ -258,29 +248,14 @@ pub async fn run(
     // Remove the data nodes (ephemerals went with their sessions).
     let mut rxs = Vec::new();
     for n in &nodes {
-        if let Ok(rx) = admin
-            .send(&Request::Delete(DeleteRequest {
-                path: n.clone(),
-                version: -1,
-            }))
-            .await
-        {
+        if let Ok(rx) = admin.send(&delete(n.clone())).await {
             rxs.push(rx);
         }
     }
     for rx in rxs {
         let _ = rx.await;
     }
-    let _ = call_ok(
-        &admin,
-        &Request::Delete(DeleteRequest {
-            path: parent,
-            version: -1,
-        }),
-        limit,
-        "deleting the parent",
-    )
-    .await;
+    let _ = call_ok(&admin, &delete(parent), limit, "deleting the parent").await;
     let _ = admin.close().await;
     if errors > 0 {
         return Err(format!(
@@ -368,6 +343,66 @@ struct Slot {
     workload: Workload,
 }
 
+/// The requests a session sends on its node: read it, write it, create an ephemeral
+/// sequential sibling.
+struct Requests {
+    get: Request,
+    set: Request,
+    create: Request,
+}
+
+impl Requests {
+    fn new(node: &str, parent: &str, value: &Bytes) -> Requests {
+        Requests {
+            get: Request::GetData(PathWatchRequest {
+                path: node.to_string(),
+                watch: false,
+            }),
+            set: Request::SetData(SetDataRequest {
+                path: node.to_string(),
+                data: Some(value.clone()),
+                version: -1,
+            }),
+            create: create(
+                &format!("{parent}/e-"),
+                None,
+                CreateMode::EphemeralSequential.flags(),
+            ),
+        }
+    }
+
+    /// The request of `Get`, `Set` or `Create` (the create for anything else).
+    fn of(&self, op: Op) -> &Request {
+        match op {
+            Op::Get => &self.get,
+            Op::Set => &self.set,
+            _ => &self.create,
+        }
+    }
+}
+
+impl Workload {
+    /// The next request kind: the workload's own, or for `Mixed` a set one time in ten
+    /// (xorshift64 on `rng`).
+    fn next_op(self, rng: &mut u64) -> Op {
+        match self {
+            Workload::Get => Op::Get,
+            Workload::Set => Op::Set,
+            Workload::CreateDelete => Op::Create,
+            Workload::Mixed => {
+                *rng ^= *rng << 13;
+                *rng ^= *rng >> 7;
+                *rng ^= *rng << 17;
+                if rng.is_multiple_of(10) {
+                    Op::Set
+                } else {
+                    Op::Get
+                }
+            }
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Op {
     Get,
@@ -375,20 +410,6 @@ enum Op {
     Create,
     Delete,
     Close,
-}
-
-/// Appends one request frame to `out`.
-fn encode(out: &mut BytesMut, xid: i32, req: &Request) {
-    let start = out.len();
-    out.put_i32(0);
-    RequestHeader {
-        xid,
-        op: req.op() as i32,
-    }
-    .write(out);
-    req.write(out);
-    let len = (out.len() - start - 4) as i32;
-    out[start..start + 4].copy_from_slice(&len.to_be_bytes());
 }
 
 /// One session of the lean driver: keeps `inflight` requests outstanding; per batch of
@@ -405,20 +426,7 @@ async fn lean_session(
         errors: 0,
         first_error: None,
     };
-    let get = Request::GetData(PathWatchRequest {
-        path: slot.node.clone(),
-        watch: false,
-    });
-    let set = Request::SetData(SetDataRequest {
-        path: slot.node.clone(),
-        data: Some(slot.value.clone()),
-        version: -1,
-    });
-    let eph = create(
-        &format!("{}/e-", slot.parent),
-        None,
-        CreateMode::EphemeralSequential.flags(),
-    );
+    let reqs = Requests::new(&slot.node, &slot.parent, &slot.value);
     let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut xid = 0i32;
     let mut out = BytesMut::with_capacity(16 * 1024);
@@ -427,35 +435,12 @@ async fn lean_session(
     let mut issue = |out: &mut BytesMut, op: Op, path: Option<String>| {
         xid += 1;
         match op {
-            Op::Get => encode(out, xid, &get),
-            Op::Set => encode(out, xid, &set),
-            Op::Create => encode(out, xid, &eph),
-            Op::Delete => encode(
-                out,
-                xid,
-                &Request::Delete(DeleteRequest {
-                    path: path.unwrap_or_default(),
-                    version: -1,
-                }),
-            ),
-            Op::Close => encode(out, xid, &Request::CloseSession),
+            Op::Get | Op::Set | Op::Create => reqs.of(op).write_frame(xid, out),
+            Op::Delete => delete(path.unwrap_or_default()).write_frame(xid, out),
+            Op::Close => Request::CloseSession.write_frame(xid, out),
         }
     };
-    let mut next = || match slot.workload {
-        Workload::Get => Op::Get,
-        Workload::Set => Op::Set,
-        Workload::CreateDelete => Op::Create,
-        Workload::Mixed => {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            if rng.is_multiple_of(10) {
-                Op::Set
-            } else {
-                Op::Get
-            }
-        }
-    };
+    let mut next = || slot.workload.next_op(&mut rng);
     let now = Instant::now();
     for _ in 0..inflight {
         let op = next();
@@ -570,41 +555,13 @@ async fn worker(
         first_error: None,
     };
     let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let get = Request::GetData(PathWatchRequest {
-        path: node.clone(),
-        watch: false,
-    });
-    let set = Request::SetData(SetDataRequest {
-        path: node.clone(),
-        data: Some(value.clone()),
-        version: -1,
-    });
-    let eph = create(
-        &format!("{parent}/e-"),
-        None,
-        CreateMode::EphemeralSequential.flags(),
-    );
+    let reqs = Requests::new(&node, &parent, &value);
     loop {
         let state = phase.load(Ordering::Relaxed);
         if state == STOP {
             return res;
         }
-        let req = match workload {
-            Workload::Get => &get,
-            Workload::Set => &set,
-            Workload::CreateDelete => &eph,
-            Workload::Mixed => {
-                // xorshift64
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                if rng.is_multiple_of(10) {
-                    &set
-                } else {
-                    &get
-                }
-            }
-        };
+        let req = reqs.of(workload.next_op(&mut rng));
         let Some(reply) = timed(&client, req, &phase, &mut res).await else {
             return res;
         };
@@ -615,10 +572,7 @@ async fn worker(
                     .get_or_insert("undecodable create reply".into());
                 return res;
             };
-            let del = Request::Delete(DeleteRequest {
-                path: created.path,
-                version: -1,
-            });
+            let del = delete(created.path);
             if timed(&client, &del, &phase, &mut res).await.is_none() {
                 return res;
             }

@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use zkd_protocol::{Acl, Create, OpCode, Request};
+use std::net::SocketAddr;
+
+use zkd_protocol::{Acl, Create, DeleteRequest, OpCode, Request};
 use zkd_testkit::raw::{RawClient, Reply};
 
 /// Every benchmark error is a message saying what went wrong.
@@ -63,6 +65,34 @@ pub fn create(path: &str, data: Option<Bytes>, flags: i32) -> Request {
         flags,
         ttl: -1,
     })
+}
+
+/// A delete request for any version.
+pub fn delete(path: String) -> Request {
+    Request::Delete(DeleteRequest { path, version: -1 })
+}
+
+/// Opens a set-up session and creates a fresh node named after `prefix` with `data`;
+/// returns the session and the node's path. `what` names the node in errors.
+pub async fn session_with_node(
+    addr: SocketAddr,
+    prefix: &str,
+    data: Option<Bytes>,
+    limit: Duration,
+    what: &str,
+) -> BenchResult<(RawClient, String)> {
+    let admin = RawClient::connect(addr, crate::pool::SESSION_TIMEOUT_MS)
+        .await
+        .map_err(|e| format!("connecting to {addr}: {e}"))?;
+    let path = unique(prefix);
+    call_ok(
+        &admin,
+        &create(&path, data, 0),
+        limit,
+        &format!("creating {what}"),
+    )
+    .await?;
+    Ok((admin, path))
 }
 
 /// Sends a request, waits at most `limit` for the reply and insists on `err == 0`.

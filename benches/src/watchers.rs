@@ -8,10 +8,10 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 use futures_util::stream::{self, StreamExt};
 use zkd_protocol::{
-    FrameCodec, Jute, PathWatchRequest, Reader, ReplyHeader, Request, RequestHeader, WatcherEvent,
+    FrameCodec, Jute, PathWatchRequest, Reader, ReplyHeader, Request, WatcherEvent,
 };
 
 use crate::progress::Progress;
@@ -98,20 +98,6 @@ pub struct Watchers {
     closing: bool,
 }
 
-/// Appends one request frame.
-fn frame(out: &mut BytesMut, xid: i32, req: &Request) {
-    let start = out.len();
-    out.put_i32(0);
-    RequestHeader {
-        xid,
-        op: req.op() as i32,
-    }
-    .write(out);
-    req.write(out);
-    let len = (out.len() - start - 4) as i32;
-    out[start..start + 4].copy_from_slice(&len.to_be_bytes());
-}
-
 impl Watchers {
     /// Opens `n` watcher sessions plus one writer session.
     pub async fn connect(addr: SocketAddr, n: usize, progress: &Progress) -> BenchResult<Watchers> {
@@ -158,7 +144,7 @@ impl Watchers {
         let s = &mut self.socks[i];
         s.xid += 1;
         let mut out = BytesMut::with_capacity(64);
-        frame(&mut out, s.xid, req);
+        req.write_frame(s.xid, &mut out);
         write_all(&mut s.stream, &out).map_err(|e| format!("session {i}: write: {e}"))
     }
 

@@ -12,11 +12,18 @@ pub const DEFAULT_MAX_FRAME: usize = 0xFFFFF;
 /// Builds a frame: reserves the length, lets `body` write the payload, patches the length.
 pub fn encode_frame(body: impl FnOnce(&mut BytesMut)) -> Bytes {
     let mut out = BytesMut::with_capacity(64);
-    out.put_i32(0);
-    body(&mut out);
-    let len = (out.len() - 4) as i32;
-    out[..4].copy_from_slice(&len.to_be_bytes());
+    append_frame(&mut out, body);
     out.freeze()
+}
+
+/// Appends a frame to `out`: reserves the length, lets `body` write the payload after it,
+/// patches the length.
+pub fn append_frame(out: &mut BytesMut, body: impl FnOnce(&mut BytesMut)) {
+    let start = out.len();
+    out.put_i32(0);
+    body(out);
+    let len = (out.len() - start - 4) as i32;
+    out[start..start + 4].copy_from_slice(&len.to_be_bytes());
 }
 
 /// A reply frame: header plus optional body (omitted by callers when `err != 0`).

@@ -147,7 +147,14 @@ impl Request {
 
     /// A complete frame (length, header, body) for this request with the given xid.
     pub fn to_frame(&self, xid: i32) -> bytes::Bytes {
-        crate::frame::encode_frame(|out| {
+        let mut out = BytesMut::with_capacity(64);
+        self.write_frame(xid, &mut out);
+        out.freeze()
+    }
+
+    /// Appends the frame [`Request::to_frame`] builds to `out` (for pipelined writes).
+    pub fn write_frame(&self, xid: i32, out: &mut BytesMut) {
+        crate::frame::append_frame(out, |out| {
             RequestHeader {
                 xid,
                 op: self.op() as i32,
