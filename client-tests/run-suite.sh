@@ -36,7 +36,6 @@ esac
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-300}
-LIB=${ZK_JAVA_LIB:-/usr/share/java}
 
 missing() {
     echo "missing dependency: $1; run scripts/install-test-deps.sh"
@@ -63,14 +62,10 @@ case "$NAME" in
 java)
     need_cmd java "a Java runtime (JDK 11+)"
     need_cmd javac "a JDK (javac)"
-    jars=()
-    for j in zookeeper zookeeper-jute curator-client curator-framework curator-recipes guava slf4j-api; do
-        [ -f "$LIB/$j.jar" ] || missing "$LIB/$j.jar"
-        jars+=("$LIB/$j.jar")
-    done
-    # optional: silence logging (otherwise SLF4J prints a one-time notice and uses its no-op logger)
-    [ -f "$LIB/slf4j-nop.jar" ] && jars+=("$LIB/slf4j-nop.jar")
-    CP=$(IFS=:; echo "${jars[*]}")
+    if ! CP=$(bash "$HERE/../scripts/curator-classpath.sh"); then
+        echo "$CP"
+        exit 3
+    fi
     BUILD=$(mktemp -d "${TMPDIR:-/tmp}/zk-java-suite.XXXXXX")
     trap 'rm -rf "$BUILD"' EXIT
     if ! timeout 120 javac -nowarn -d "$BUILD" -cp "$CP" "$HERE"/java/*.java; then

@@ -95,49 +95,31 @@ done
 log "java: $(java -version 2>&1 | head -n1)"
 log "javac: $(javac -version 2>&1 | head -n1)"
 
-# kazoo, pinned. Use the interpreter's own pip; Debian's system python is "externally managed"
-# (PEP 668), which needs --break-system-packages for a system-wide install.
-installed_kazoo="$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("kazoo"))' 2>/dev/null || true)"
-if [ "$installed_kazoo" = "$KAZOO_VERSION" ]; then
-    log "pip: kazoo $KAZOO_VERSION already installed for $("$PYTHON" -c 'import sys; print(sys.executable)')"
-else
-    pip_args=(install --quiet --disable-pip-version-check --root-user-action=ignore "kazoo==$KAZOO_VERSION")
+# pip_pin DIST VERSION: installs DIST==VERSION with the interpreter's own pip unless that
+# version is there. Debian's system python is "externally managed" (PEP 668), which needs
+# --break-system-packages for a system-wide install.
+pip_pin() {
+    local dist=$1 version=$2 installed pip_args stdlib
+    installed="$("$PYTHON" -c "import importlib.metadata as m; print(m.version('$dist'))" 2>/dev/null || true)"
+    if [ "$installed" = "$version" ]; then
+        log "pip: $dist $version already installed for $("$PYTHON" -c 'import sys; print(sys.executable)')"
+        return
+    fi
+    pip_args=(install --quiet --disable-pip-version-check --root-user-action=ignore "$dist==$version")
     stdlib="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
     if [ -e "$stdlib/EXTERNALLY-MANAGED" ]; then
         pip_args+=(--break-system-packages)
     fi
-    log "pip: installing kazoo==$KAZOO_VERSION (found: ${installed_kazoo:-none})"
+    log "pip: installing $dist==$version (found: ${installed:-none})"
     $SUDO "$PYTHON" -m pip "${pip_args[@]}"
-    log "pip: kazoo $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("kazoo"))')"
-fi
+    log "pip: $dist $("$PYTHON" -c "import importlib.metadata as m; print(m.version('$dist'))")"
+}
 
-# pure-sasl, pinned: kazoo's SASL (DIGEST-MD5) support.
-installed_sasl="$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("pure-sasl"))' 2>/dev/null || true)"
-if [ "$installed_sasl" = "$PURE_SASL_VERSION" ]; then
-    log "pip: pure-sasl $PURE_SASL_VERSION already installed"
-else
-    pip_args=(install --quiet --disable-pip-version-check --root-user-action=ignore "pure-sasl==$PURE_SASL_VERSION")
-    stdlib="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
-    if [ -e "$stdlib/EXTERNALLY-MANAGED" ]; then
-        pip_args+=(--break-system-packages)
-    fi
-    log "pip: installing pure-sasl==$PURE_SASL_VERSION (found: ${installed_sasl:-none})"
-    $SUDO "$PYTHON" -m pip "${pip_args[@]}"
-fi
-
-# maturin, pinned: scripts/test-packages.sh builds the zkd wheel with it.
+pip_pin kazoo "$KAZOO_VERSION"
+# kazoo's SASL (DIGEST-MD5) support.
+pip_pin pure-sasl "$PURE_SASL_VERSION"
+# scripts/test-packages.sh builds the zkd wheel with maturin.
 MATURIN_VERSION="${MATURIN_VERSION:-1.9.6}"
-installed_maturin="$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("maturin"))' 2>/dev/null || true)"
-if [ "$installed_maturin" = "$MATURIN_VERSION" ]; then
-    log "pip: maturin $MATURIN_VERSION already installed"
-else
-    pip_args=(install --quiet --disable-pip-version-check --root-user-action=ignore "maturin==$MATURIN_VERSION")
-    stdlib="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
-    if [ -e "$stdlib/EXTERNALLY-MANAGED" ]; then
-        pip_args+=(--break-system-packages)
-    fi
-    log "pip: installing maturin==$MATURIN_VERSION (found: ${installed_maturin:-none})"
-    $SUDO "$PYTHON" -m pip "${pip_args[@]}"
-fi
+pip_pin maturin "$MATURIN_VERSION"
 
 log "all test dependencies present"

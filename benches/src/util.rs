@@ -1,12 +1,12 @@
 //! Small helpers: statistics, formatting, unique paths, request shorthands.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use std::net::SocketAddr;
 
-use zkd_protocol::{Acl, Create, DeleteRequest, OpCode, Request};
+use zkd_protocol::{DeleteRequest, Request};
 use zkd_testkit::raw::{RawClient, Reply};
 
 /// Every benchmark error is a message saying what went wrong.
@@ -57,14 +57,7 @@ pub fn unique(prefix: &str) -> String {
 
 /// A create request with the open ACL.
 pub fn create(path: &str, data: Option<Bytes>, flags: i32) -> Request {
-    Request::Create(Create {
-        op: OpCode::Create,
-        path: path.to_string(),
-        data,
-        acl: Acl::open_unsafe(),
-        flags,
-        ttl: -1,
-    })
+    zkd_testkit::raw::create(path, data, flags)
 }
 
 /// A delete request for any version.

@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
 const MIB: u64 = 1 << 20;
 
 /// The server under test; killed when dropped.
@@ -44,16 +46,7 @@ impl Zkd {
             .spawn()
             .unwrap_or_else(|e| panic!("starting zkd through prlimit (util-linux): {e}"));
         let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("the listening line");
-        let addr = line
-            .trim()
-            .strip_prefix("zkd listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .expect("address");
+        let addr = common::listening_addr(&mut BufReader::new(stdout));
         let evictions = Arc::new(AtomicUsize::new(0));
         let stderr = child.stderr.take().expect("stderr");
         let counter = evictions.clone();

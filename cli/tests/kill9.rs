@@ -4,7 +4,7 @@
 //! nothing under any of them; the policies differ only on power loss).
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -12,8 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use zkd_protocol::{Acl, Create, OpCode, PathWatchRequest, Request};
-use zkd_testkit::raw::RawClient;
+use zkd_protocol::{PathWatchRequest, Request};
+use zkd_testkit::raw::{self, RawClient};
+
+mod common;
 
 /// Starts `zkd` on a free port with `args`; returns the child and its client address.
 fn start(data: &Path, fsync: &str) -> (Child, SocketAddr) {
@@ -33,16 +35,7 @@ fn start(data: &Path, fsync: &str) -> (Child, SocketAddr) {
         .spawn()
         .expect("zkd runs");
     let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("listening line");
-    let addr = line
-        .trim()
-        .strip_prefix("zkd listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .expect("address");
+    let addr = common::listening_addr(&mut BufReader::new(stdout));
     (child, addr)
 }
 
@@ -55,14 +48,7 @@ async fn writer(addr: SocketAddr, id: usize, acked: Arc<Mutex<BTreeSet<String>>>
     let mut inflight = std::collections::VecDeque::new();
     for i in 0.. {
         let path = format!("/load/w{id}-{i:08}");
-        let req = Request::Create(Create {
-            op: OpCode::Create,
-            path: path.clone(),
-            data: Some(Bytes::from_static(b"payload")),
-            acl: Acl::open_unsafe(),
-            flags: 0,
-            ttl: -1,
-        });
+        let req = raw::create(&path, Some(Bytes::from_static(b"payload")), 0);
         let Ok(rx) = c.send(&req).await else { break };
         inflight.push_back((path, rx));
         if inflight.len() >= 16 {
@@ -93,14 +79,7 @@ async fn kill_under_load(fsync: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let (mut child, addr) = start(tmp.path(), fsync);
     let setup = RawClient::connect(addr, 30_000).await.expect("connect");
-    let root = Request::Create(Create {
-        op: OpCode::Create,
-        path: "/load".into(),
-        data: None,
-        acl: Acl::open_unsafe(),
-        flags: 0,
-        ttl: -1,
-    });
+    let root = raw::create("/load", None, 0);
     assert_eq!(setup.call(&root).await.expect("reply").err, 0);
 
     let acked = Arc::new(Mutex::new(BTreeSet::new()));

@@ -2,16 +2,18 @@
 //! `zkd snapshot dump` on a snapshot written by Apache ZooKeeper, `zkd snapshot convert`,
 //! clear errors on bad files, and `--seed` → `zkd ctl export` → `--seed` round trips.
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
 use bytes::Bytes;
 use serde_json::{json, Value};
-use zkd_protocol::{Acl, Create, GetDataResponse, OpCode, PathWatchRequest, Request};
+use zkd_protocol::{GetDataResponse, PathWatchRequest, Request};
 use zkd_testkit::oracle::Launcher;
-use zkd_testkit::raw::RawClient;
+use zkd_testkit::raw::{self, RawClient};
+
+mod common;
 
 fn zkd(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_zkd"))
@@ -30,23 +32,10 @@ fn serve(args: &[&str]) -> (Child, SocketAddr, Option<String>) {
         .spawn()
         .expect("zkd runs");
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("listening line");
-    let addr = line
-        .trim()
-        .strip_prefix("zkd listening on ")
-        .unwrap_or_else(|| panic!("unexpected line {line:?}"))
-        .parse()
-        .expect("address");
-    let admin = if args.contains(&"--admin-port") {
-        let mut line = String::new();
-        out.read_line(&mut line).expect("admin line");
-        line.trim()
-            .strip_prefix("zkd admin on ")
-            .map(str::to_string)
-    } else {
-        None
-    };
+    let addr = common::listening_addr(&mut out);
+    let admin = args
+        .contains(&"--admin-port")
+        .then(|| common::announced(&mut out, "zkd admin on "));
     (child, addr, admin)
 }
 
@@ -60,14 +49,7 @@ fn text(b: &[u8]) -> String {
 }
 
 async fn create(c: &RawClient, path: &str, data: &[u8]) {
-    let req = Request::Create(Create {
-        op: OpCode::Create,
-        path: path.into(),
-        data: Some(Bytes::copy_from_slice(data)),
-        acl: Acl::open_unsafe(),
-        flags: 0,
-        ttl: -1,
-    });
+    let req = raw::create(path, Some(Bytes::copy_from_slice(data)), 0);
     assert_eq!(c.call(&req).await.expect("reply").err, 0, "create {path}");
 }
 

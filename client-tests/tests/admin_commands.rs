@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::Value;
-use zkd_protocol::{Acl, Create, OpCode, PathWatchRequest, Request};
+use zkd_protocol::{PathWatchRequest, Request};
 use zkd_testkit::oracle::{free_port, Launcher};
 use zkd_testkit::raw::RawClient;
 
@@ -150,14 +150,7 @@ fn shape_diff(at: &str, ours: &Value, theirs: &Value, out: &mut Vec<String>) {
 }
 
 fn create(path: &str, flags: i32) -> Request {
-    Request::Create(Create {
-        op: OpCode::Create,
-        path: path.to_string(),
-        data: Some(Bytes::from_static(b"x")),
-        acl: Acl::open_unsafe(),
-        flags,
-        ttl: -1,
-    })
+    zkd_testkit::raw::create(path, Some(Bytes::from_static(b"x")), flags)
 }
 
 /// One session with an ephemeral node, a data watch, an exist watch and a child watch.

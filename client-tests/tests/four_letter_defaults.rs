@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zkd_protocol::{Acl, Create, FourLetterWord, OpCode, PathWatchRequest, Request};
+use zkd_protocol::{FourLetterWord, PathWatchRequest, Request};
 use zkd_testkit::raw::RawClient;
 
 async fn four_letter(addr: SocketAddr, word: &str) -> String {
@@ -19,14 +19,7 @@ async fn four_letter(addr: SocketAddr, word: &str) -> String {
 }
 
 fn create(path: &str, flags: i32) -> Request {
-    Request::Create(Create {
-        op: OpCode::Create,
-        path: path.to_string(),
-        data: Some(Bytes::from_static(b"x")),
-        acl: Acl::open_unsafe(),
-        flags,
-        ttl: -1,
-    })
+    zkd_testkit::raw::create(path, Some(Bytes::from_static(b"x")), flags)
 }
 
 /// A session owning an ephemeral node and watching two paths.

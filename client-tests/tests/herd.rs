@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use zkd_protocol::{Acl, Create, DeleteRequest, OpCode, PathWatchRequest, Request};
+use zkd_protocol::{DeleteRequest, PathWatchRequest, Request};
 use zkd_testkit::raw::RawClient;
 
 const PARTICIPANTS: usize = 501;
@@ -60,14 +60,7 @@ fn capture_logs() -> Captured {
 }
 
 fn create(path: &str, flags: i32) -> Request {
-    Request::Create(Create {
-        op: OpCode::Create,
-        path: path.to_string(),
-        data: Some(Bytes::new()),
-        acl: Acl::open_unsafe(),
-        flags,
-        ttl: -1,
-    })
+    zkd_testkit::raw::create(path, Some(Bytes::new()), flags)
 }
 
 fn watch(path: &str) -> PathWatchRequest {

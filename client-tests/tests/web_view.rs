@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{json, Value};
-use zkd_protocol::{Acl, Create, OpCode, PathWatchRequest, Request, SetDataRequest};
+use zkd_protocol::{PathWatchRequest, Request, SetDataRequest};
 use zkd_testkit::raw::RawClient;
 
 const NOT_INSTALLED: &str =
@@ -189,14 +189,7 @@ impl Drop for Browser<'_> {
 }
 
 fn create(path: &str, data: &'static [u8], flags: i32) -> Request {
-    Request::Create(Create {
-        op: OpCode::Create,
-        path: path.to_string(),
-        data: Some(Bytes::from_static(data)),
-        acl: Acl::open_unsafe(),
-        flags,
-        ttl: -1,
-    })
+    zkd_testkit::raw::create(path, Some(Bytes::from_static(data)), flags)
 }
 
 async fn call(c: &RawClient, r: Request) {

@@ -14,7 +14,6 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 OUT=${OUT:-$ROOT/target/zkd-testing}
-LIB=${ZK_JAVA_LIB:-/usr/share/java}
 
 missing() {
     echo "missing dependency: $1; run scripts/install-test-deps.sh" >&2
@@ -31,13 +30,11 @@ echo "built $OUT/zkd-testing.jar"
 
 [ "${1:-}" = test ] || exit 0
 
-jars=()
-for j in zookeeper zookeeper-jute curator-client curator-framework curator-recipes guava slf4j-api; do
-    [ -f "$LIB/$j.jar" ] || missing "$LIB/$j.jar"
-    jars+=("$LIB/$j.jar")
-done
-[ -f "$LIB/slf4j-nop.jar" ] && jars+=("$LIB/slf4j-nop.jar")
-CP="$OUT/zkd-testing.jar:$(IFS=:; echo "${jars[*]}")"
+if ! JARS=$(bash "$ROOT/scripts/curator-classpath.sh"); then
+    echo "$JARS" >&2
+    exit 3
+fi
+CP="$OUT/zkd-testing.jar:$JARS"
 javac -nowarn -d "$OUT/test-classes" -cp "$CP" $(find "$HERE/src/test/java" -name '*.java')
 export ZKD_BINARY=${ZKD_BINARY:-$ROOT/target/debug/zkd}
 [ -x "$ZKD_BINARY" ] || { echo "no zkd binary at $ZKD_BINARY (cargo build -p zkd)" >&2; exit 3; }

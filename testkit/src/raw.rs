@@ -17,6 +17,18 @@ use zkd_protocol::{
     WatcherEvent,
 };
 
+/// A create request for a node with the open ACL (`world:anyone`, every permission).
+pub fn create(path: &str, data: Option<Bytes>, flags: i32) -> Request {
+    Request::Create(zkd_protocol::Create {
+        op: zkd_protocol::OpCode::Create,
+        path: path.to_string(),
+        data,
+        acl: zkd_protocol::Acl::open_unsafe(),
+        flags,
+        ttl: -1,
+    })
+}
+
 /// One reply: its header and undecoded body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {

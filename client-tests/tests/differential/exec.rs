@@ -21,7 +21,9 @@ use zkd_protocol::{
 use zkd_testkit::raw::{ClientError, Event, RawClient, Reply};
 
 use super::normalize::{Body, Ctx, NEvent, NReply};
-use super::program::{AuthUser, Op, Prefix, Program, RelPath, Step, SubOp, SysAction, Ver};
+use super::program::{
+    AclSpec, AuthUser, CreateKind, Data, Op, Prefix, Program, RelPath, Step, SubOp, SysAction, Ver,
+};
 
 /// Session timeout the program's sessions ask for (both servers grant it: 2 s tick, 40 s max).
 const SESSION_TIMEOUT_MS: i32 = 30_000;
@@ -419,6 +421,32 @@ impl<'a> Run<'a> {
         })
     }
 
+    fn create(&self, path: RelPath, data: &Data, acl: &AclSpec, kind: &CreateKind) -> Create {
+        Create {
+            op: kind.op,
+            path: self.full(path),
+            data: data.bytes(),
+            acl: acl.acl(),
+            flags: kind.flags,
+            ttl: kind.ttl,
+        }
+    }
+
+    async fn delete(&self, path: RelPath, version: Ver) -> Result<DeleteRequest, String> {
+        Ok(DeleteRequest {
+            path: self.full(path),
+            version: self.version(path, version, false).await?,
+        })
+    }
+
+    async fn set_data(&self, path: RelPath, data: &Data, v: Ver) -> Result<SetDataRequest, String> {
+        Ok(SetDataRequest {
+            path: self.full(path),
+            data: data.bytes(),
+            version: self.version(path, v, false).await?,
+        })
+    }
+
     async fn sub_op(&self, op: &SubOp) -> Result<MultiOp, String> {
         Ok(match op {
             SubOp::Create {
@@ -426,27 +454,13 @@ impl<'a> Run<'a> {
                 data,
                 acl,
                 kind,
-            } => MultiOp::Create(Create {
-                op: kind.op,
-                path: self.full(path),
-                data: data.bytes(),
-                acl: acl.acl(),
-                flags: kind.flags,
-                ttl: kind.ttl,
-            }),
-            SubOp::Delete { path, version } => MultiOp::Delete(DeleteRequest {
-                path: self.full(path),
-                version: self.version(path, *version, false).await?,
-            }),
+            } => MultiOp::Create(self.create(path, data, acl, kind)),
+            SubOp::Delete { path, version } => MultiOp::Delete(self.delete(path, *version).await?),
             SubOp::SetData {
                 path,
                 data,
                 version,
-            } => MultiOp::SetData(SetDataRequest {
-                path: self.full(path),
-                data: data.bytes(),
-                version: self.version(path, *version, false).await?,
-            }),
+            } => MultiOp::SetData(self.set_data(path, data, *version).await?),
             SubOp::Check { path, version } => MultiOp::Check(CheckVersionRequest {
                 path: self.full(path),
                 version: self.version(path, *version, false).await?,
@@ -474,27 +488,13 @@ impl<'a> Run<'a> {
                 data,
                 acl,
                 kind,
-            } => Request::Create(Create {
-                op: kind.op,
-                path: self.full(path),
-                data: data.bytes(),
-                acl: acl.acl(),
-                flags: kind.flags,
-                ttl: kind.ttl,
-            }),
-            Op::Delete { path, version } => Request::Delete(DeleteRequest {
-                path: self.full(path),
-                version: self.version(path, *version, false).await?,
-            }),
+            } => Request::Create(self.create(path, data, acl, kind)),
+            Op::Delete { path, version } => Request::Delete(self.delete(path, *version).await?),
             Op::SetData {
                 path,
                 data,
                 version,
-            } => Request::SetData(SetDataRequest {
-                path: self.full(path),
-                data: data.bytes(),
-                version: self.version(path, *version, false).await?,
-            }),
+            } => Request::SetData(self.set_data(path, data, *version).await?),
             Op::Exists { path, watch } => Request::Exists(pw(path, *watch)),
             Op::GetData { path, watch } => Request::GetData(pw(path, *watch)),
             Op::GetChildren {
@@ -739,6 +739,20 @@ impl<'a> Run<'a> {
 
     /// Tries to resume a closed session; an accepted connection is dropped again at once.
     async fn resume_closed(&self, s: usize) -> NReply {
+        match self.resume(s).await {
+            Ok(c) => {
+                let negotiated = c.timeout_ms;
+                c.abort().await;
+                NReply::Connected {
+                    timeout: negotiated,
+                }
+            }
+            Err(failed) => failed,
+        }
+    }
+
+    /// Resumes session `s` on a new connection; a failure as the reply it shows as.
+    async fn resume(&self, s: usize) -> Result<RawClient, NReply> {
         let sess = &self.sess[s];
         let resumed = timeout(
             CALL_TIMEOUT,
@@ -752,16 +766,10 @@ impl<'a> Run<'a> {
         )
         .await;
         match resumed {
-            Ok(Ok(c)) => {
-                let negotiated = c.timeout_ms;
-                c.abort().await;
-                NReply::Connected {
-                    timeout: negotiated,
-                }
-            }
-            Ok(Err(ClientError::Rejected)) => NReply::ConnectFailed("session rejected".into()),
-            Ok(Err(e)) => NReply::ConnectFailed(e.to_string()),
-            Err(_) => NReply::NoReply,
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(ClientError::Rejected)) => Err(NReply::ConnectFailed("session rejected".into())),
+            Ok(Err(e)) => Err(NReply::ConnectFailed(e.to_string())),
+            Err(_) => Err(NReply::NoReply),
         }
     }
 
@@ -771,30 +779,10 @@ impl<'a> Run<'a> {
             self.sess[s].drain(&mut dropped);
             c.abort().await;
         }
-        let sess = &self.sess[s];
-        let resumed = timeout(
-            CALL_TIMEOUT,
-            RawClient::resume(
-                self.side.addr,
-                sess.id,
-                sess.passwd.clone(),
-                SESSION_TIMEOUT_MS,
-                sess.last_zxid,
-            ),
-        )
-        .await;
-        let client = match resumed {
-            Ok(Ok(c)) => c,
-            Ok(Err(ClientError::Rejected)) => {
-                replies.push((Vec::new(), NReply::ConnectFailed("session rejected".into())));
-                return;
-            }
-            Ok(Err(e)) => {
-                replies.push((Vec::new(), NReply::ConnectFailed(e.to_string())));
-                return;
-            }
-            Err(_) => {
-                replies.push((Vec::new(), NReply::NoReply));
+        let client = match self.resume(s).await {
+            Ok(c) => c,
+            Err(failed) => {
+                replies.push((Vec::new(), failed));
                 return;
             }
         };
@@ -1044,14 +1032,18 @@ impl Report {
         };
         let rec = &self.records[index];
         let mut out = format!("step {}: {}\n", index + 1, program.steps[index]);
+        let names = self.names;
+        let mut both = |title: String, a: String, b: String| {
+            out.push_str(&format!("  {title}:\n"));
+            out.push_str(&format!("    {:<9} {a}\n", names[0]));
+            out.push_str(&format!("    {:<9} {b}\n", names[1]));
+        };
         let n = rec.a.replies.len().max(rec.b.replies.len());
         for i in 0..n {
             let a = rec.a.replies.get(i);
             let b = rec.b.replies.get(i);
             if a != b {
-                out.push_str(&format!("  reply {}:\n", i + 1));
-                out.push_str(&format!("    {:<9} {}\n", self.names[0], show_reply(a)));
-                out.push_str(&format!("    {:<9} {}\n", self.names[1], show_reply(b)));
+                both(format!("reply {}", i + 1), show_reply(a), show_reply(b));
             }
         }
         for i in 0..rec.a.pings.len().max(rec.b.pings.len()) {
@@ -1062,9 +1054,11 @@ impl Report {
                     Some(Some(r)) => r.to_string(),
                     _ => "-".to_string(),
                 };
-                out.push_str(&format!("  ping of s{} after the step:\n", i + 1));
-                out.push_str(&format!("    {:<9} {}\n", self.names[0], show(a)));
-                out.push_str(&format!("    {:<9} {}\n", self.names[1], show(b)));
+                both(
+                    format!("ping of s{} after the step", i + 1),
+                    show(a),
+                    show(b),
+                );
             }
         }
         for i in 0..rec.a.events.len().max(rec.b.events.len()) {
@@ -1081,9 +1075,7 @@ impl Report {
                     ),
                     None => "-".to_string(),
                 };
-                out.push_str(&format!("  events of s{}:\n", i + 1));
-                out.push_str(&format!("    {:<9} {}\n", self.names[0], show(a)));
-                out.push_str(&format!("    {:<9} {}\n", self.names[1], show(b)));
+                both(format!("events of s{}", i + 1), show(a), show(b));
             }
         }
         Some(out)
