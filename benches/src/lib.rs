@@ -325,15 +325,19 @@ pub async fn fanout_figures(
     let item = fanout_item(watchers);
     let med =
         |f: &dyn Fn(&fanout::Sample) -> f64| median(&o.samples.iter().map(f).collect::<Vec<_>>());
-    let times: [(&str, fn(&fanout::Sample) -> Duration); 3] = [
-        ("time until last watcher notified", |s| s.last),
-        ("time until half notified", |s| s.median),
-        ("time until first notified", |s| s.first),
+    let last = med(&|s| util::ms(s.last));
+    let half = med(&|s| util::ms(s.median));
+    let first = med(&|s| util::ms(s.first));
+    let mut rows = vec![
+        (
+            "time until last watcher notified",
+            "ms",
+            last,
+            Better::Lower,
+        ),
+        ("time until half notified", "ms", half, Better::Lower),
+        ("time until first notified", "ms", first, Better::Lower),
     ];
-    let mut rows: Vec<FigureRow> = times
-        .iter()
-        .map(|(name, time)| (*name, "ms", med(&|s| util::ms(time(s))), Better::Lower))
-        .collect();
     if o.samples.iter().all(|s| s.server_cpu.is_some()) {
         rows.push((
             "server CPU per write",
