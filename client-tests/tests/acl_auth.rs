@@ -4,7 +4,7 @@
 #[path = "common/zk_rust.rs"]
 mod common;
 
-use common::{connect, within, Ns};
+use common::{connect, with_acl, within, Ns};
 use zkd_testkit::target::Target;
 use zookeeper_client as zk;
 
@@ -83,14 +83,7 @@ async fn get_acl_masks_digests_without_admin() {
         zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("digest", USER_ID)),
         zk::Acl::new(zk::Permission::READ, zk::AuthId::anyone()),
     ];
-    owner
-        .create(
-            &node,
-            b"v",
-            &zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acls)),
-        )
-        .await
-        .unwrap();
+    owner.create(&node, b"v", &with_acl(&acls)).await.unwrap();
     let (seen, _) = reader.get_acl(&node).await.unwrap();
     assert_eq!(
         seen[0],
@@ -125,20 +118,9 @@ async fn ip_acls_match_by_cidr() {
     )];
     let here = format!("{}/here", ns.root);
     let there = format!("{}/there", ns.root);
+    client.create(&here, b"h", &with_acl(&local)).await.unwrap();
     client
-        .create(
-            &here,
-            b"h",
-            &zk::CreateMode::Persistent.with_acls(zk::Acls::new(&local)),
-        )
-        .await
-        .unwrap();
-    client
-        .create(
-            &there,
-            b"t",
-            &zk::CreateMode::Persistent.with_acls(zk::Acls::new(&remote)),
-        )
+        .create(&there, b"t", &with_acl(&remote))
         .await
         .unwrap();
     assert_eq!(client.get_data(&here).await.unwrap().0, b"h");
@@ -149,11 +131,7 @@ async fn ip_acls_match_by_cidr() {
     )];
     assert_eq!(
         client
-            .create(
-                &format!("{}/bad", ns.root),
-                b"",
-                &zk::CreateMode::Persistent.with_acls(zk::Acls::new(&bad))
-            )
+            .create(&format!("{}/bad", ns.root), b"", &with_acl(&bad))
             .await
             .map(|_| ()),
         Err(zk::Error::InvalidAcl)

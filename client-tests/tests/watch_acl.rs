@@ -30,14 +30,24 @@ async fn expect(w: &mut zk::PersistentWatcher, who: &str, want: &[Event]) {
     }
 }
 
+/// Three sessions on the target: the owner (authenticated as `USER`), a stranger and one more.
+async fn owner_stranger_and(target: &Target) -> (zk::Client, zk::Client, zk::Client) {
+    let owner = connect(target).await;
+    within("addauth", owner.auth("digest", USER)).await.unwrap();
+    (owner, connect(target).await, connect(target).await)
+}
+
+/// Opens `path` to everyone.
+async fn make_readable(owner: &zk::Client, path: &str) {
+    let anyone = [zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())];
+    owner.set_acl(path, &anyone, None).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn watchers_only_see_what_they_may_read() {
     use zk::EventType::*;
     let target = Target::start().await;
-    let owner = connect(&target).await;
-    let stranger = connect(&target).await;
-    let insider = connect(&target).await;
-    within("addauth", owner.auth("digest", USER)).await.unwrap();
+    let (owner, stranger, insider) = owner_stranger_and(&target).await;
     within("addauth", insider.auth("digest", USER))
         .await
         .unwrap();
@@ -81,30 +91,25 @@ async fn watchers_only_see_what_they_may_read() {
     owner.set_data(&public, b"p2", None).await.unwrap();
 
     // The private node becomes readable: from now on the stranger sees its events.
-    owner
-        .set_acl(
-            &secret,
-            &[zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())],
-            None,
-        )
-        .await
-        .unwrap();
+    make_readable(&owner, &secret).await;
     owner.set_data(&secret, b"s3", None).await.unwrap();
     owner.create(&hidden, b"h", &persistent()).await.unwrap();
 
     let ev = |t, p: &str| (t, p.to_string());
+    // What everyone may read: the open child, the public node, the secret once readable.
+    let readable = [
+        ev(NodeCreated, &open),
+        ev(NodeDataChanged, &open),
+        ev(NodeDeleted, &open),
+        ev(NodeCreated, &public),
+        ev(NodeDataChanged, &public),
+        ev(NodeDataChanged, &secret),
+        ev(NodeCreated, &hidden),
+    ];
     expect(
         &mut recursive,
         "recursive watcher on / without credentials",
-        &[
-            ev(NodeCreated, &open),
-            ev(NodeDataChanged, &open),
-            ev(NodeDeleted, &open),
-            ev(NodeCreated, &public),
-            ev(NodeDataChanged, &public),
-            ev(NodeDataChanged, &secret),
-            ev(NodeCreated, &hidden),
-        ],
+        &readable,
     )
     .await;
     expect(
@@ -116,22 +121,16 @@ async fn watchers_only_see_what_they_may_read() {
         ],
     )
     .await;
+    let hidden_changes = [
+        ev(NodeCreated, &hidden),
+        ev(NodeDataChanged, &hidden),
+        ev(NodeDataChanged, &secret),
+        ev(NodeDeleted, &hidden),
+    ];
     expect(
         &mut insider_recursive,
         "recursive watcher on / with the owner's credentials",
-        &[
-            ev(NodeCreated, &hidden),
-            ev(NodeDataChanged, &hidden),
-            ev(NodeDataChanged, &secret),
-            ev(NodeDeleted, &hidden),
-            ev(NodeCreated, &open),
-            ev(NodeDataChanged, &open),
-            ev(NodeDeleted, &open),
-            ev(NodeCreated, &public),
-            ev(NodeDataChanged, &public),
-            ev(NodeDataChanged, &secret),
-            ev(NodeCreated, &hidden),
-        ],
+        &[&hidden_changes[..], &readable[..]].concat(),
     )
     .await;
 }
@@ -141,11 +140,9 @@ async fn watchers_only_see_what_they_may_read() {
 #[tokio::test(flavor = "multi_thread")]
 async fn one_shot_watch_fired_while_unreadable_is_used_up() {
     let target = Target::start().await;
-    let owner = connect(&target).await;
-    let stranger = connect(&target).await;
-    // A separate session: a client hands an event to every local watcher of its path.
-    let observer = connect(&target).await;
-    within("addauth", owner.auth("digest", USER)).await.unwrap();
+    // The third, separate session observes: a client hands an event to every local watcher
+    // of its path.
+    let (owner, stranger, observer) = owner_stranger_and(&target).await;
     let ns = Ns::create(&owner, "watch-acl-oneshot").await;
     let node = ns.path("n");
     owner.create(&node, b"1", &persistent()).await.unwrap();
@@ -161,14 +158,7 @@ async fn one_shot_watch_fired_while_unreadable_is_used_up() {
     )];
     owner.set_acl(&node, &creator_all, None).await.unwrap();
     owner.set_data(&node, b"2", None).await.unwrap();
-    owner
-        .set_acl(
-            &node,
-            &[zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())],
-            None,
-        )
-        .await
-        .unwrap();
+    make_readable(&owner, &node).await;
     owner.set_data(&node, b"3", None).await.unwrap();
     let marker = ns.path("marker");
     owner.create(&marker, b"", &persistent()).await.unwrap();

@@ -56,6 +56,11 @@ pub fn opts(mode: zk::CreateMode) -> zk::CreateOptions<'static> {
     mode.with_acls(zk::Acls::anyone_all())
 }
 
+/// A persistent node with the given ACL.
+pub fn with_acl(acl: &[zk::Acl]) -> zk::CreateOptions<'_> {
+    zk::CreateMode::Persistent.with_acls(zk::Acls::new(acl))
+}
+
 pub fn persistent() -> zk::CreateOptions<'static> {
     opts(zk::CreateMode::Persistent)
 }

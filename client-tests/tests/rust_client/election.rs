@@ -190,6 +190,20 @@ async fn leader_session(admin: &zk::Client, dir: &str) -> Option<i64> {
     Some(stat.ephemeral_owner)
 }
 
+/// The first round: candidate 0 is elected, every other one arms its watch; the server
+/// agrees that candidate 0 leads.
+async fn expect_initial_election(
+    rx: &mut mpsc::UnboundedReceiver<Election>,
+    admin: &zk::Client,
+    dir: &str,
+    cands: &[Candidate],
+) {
+    let mut initial = vec![Election::Elected(0)];
+    initial.extend((1..cands.len()).map(Election::Armed));
+    expect_reports(rx, initial, "initial election").await;
+    assert_eq!(leader_session(admin, dir).await, Some(cands[0].session.0));
+}
+
 fn notified(who: usize, event: &str, path: &str) -> Election {
     Election::Notified {
         who,
@@ -220,15 +234,7 @@ async fn leader_election_herd_child_watches() {
         expected
     };
 
-    let initial = vec![
-        Election::Elected(0),
-        Election::Armed(1),
-        Election::Armed(2),
-        Election::Armed(3),
-        Election::Armed(4),
-    ];
-    expect_reports(&mut rx, initial, "initial election").await;
-    assert_eq!(leader_session(&admin, &dir).await, Some(cands[0].session.0));
+    expect_initial_election(&mut rx, &admin, &dir, &cands).await;
 
     // A follower leaves: every other follower is told, nobody takes over.
     stop_candidate(&mut cands[2]).await;
@@ -278,15 +284,7 @@ async fn leader_election_predecessor_watches_with_expiry() {
     let node = |i: usize| format!("{dir}/n-{i:010}");
     let deleted = |who: usize, pred: usize| notified(who, "NodeDeleted", &node(pred));
 
-    let initial = vec![
-        Election::Elected(0),
-        Election::Armed(1),
-        Election::Armed(2),
-        Election::Armed(3),
-        Election::Armed(4),
-    ];
-    expect_reports(&mut rx, initial, "initial election").await;
-    assert_eq!(leader_session(&admin, &dir).await, Some(cands[0].session.0));
+    expect_initial_election(&mut rx, &admin, &dir, &cands).await;
 
     // A follower in the middle leaves: only its successor hears about it (and now watches the
     // node before the one that left). Then leaders close one after another: only the next in

@@ -35,15 +35,36 @@ async fn acquire_lock(client: &zk::Client, dir: &str) -> Result<String, String> 
     }
 }
 
+/// A target, an admin session and a namespace holding a counter node at "0".
+async fn start_with_counter(name: &str) -> (Target, zk::Client, Ns, String) {
+    let (target, admin, ns) = start(name).await;
+    let counter = ns.path("counter");
+    admin.create(&counter, b"0", &persistent()).await.unwrap();
+    (target, admin, ns, counter)
+}
+
+/// Reads the counter under the lock, then lingers a little so that a second holder would
+/// overlap (the read-modify-write is not atomic).
+async fn read_counter(client: &zk::Client, counter: &str) -> Result<(usize, zk::Stat), String> {
+    let (data, stat) = client.get_data(counter).await.map_err(err_text)?;
+    let value: usize = String::from_utf8(data).unwrap().parse().unwrap();
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    Ok((value, stat))
+}
+
+/// Every increment arrived: the counter holds `total` and was written `total` times.
+async fn assert_counter(admin: &zk::Client, counter: &str, total: usize) {
+    let (data, stat) = admin.get_data(counter).await.unwrap();
+    assert_eq!(String::from_utf8(data).unwrap(), total.to_string());
+    assert_eq!(stat.version, total as i32);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn distributed_lock_mutual_exclusion() {
     const WORKERS: usize = 4;
     const ROUNDS: usize = 5;
-    let (target, admin, ns) = start("lock").await;
-    let dir = ns.path("lock");
-    let counter = ns.path("counter");
-    admin.create(&dir, b"", &persistent()).await.unwrap();
-    admin.create(&counter, b"0", &persistent()).await.unwrap();
+    let (target, admin, ns, counter) = start_with_counter("lock").await;
+    let dir = mkdir(&admin, &ns, "lock").await;
 
     let holders = Arc::new(AtomicUsize::new(0));
     let grants = Arc::new(Mutex::new(Vec::new()));
@@ -64,9 +85,7 @@ async fn distributed_lock_mutual_exclusion() {
                 }
                 grants.lock().unwrap().push(me.clone());
                 // Non-atomic read-modify-write, protected only by the lock.
-                let (data, stat) = client.get_data(&counter).await.map_err(err_text)?;
-                let value: usize = String::from_utf8(data).unwrap().parse().unwrap();
-                tokio::time::sleep(Duration::from_millis(3)).await;
+                let (value, stat) = read_counter(&client, &counter).await?;
                 client
                     .set_data(
                         &counter,
@@ -89,9 +108,7 @@ async fn distributed_lock_mutual_exclusion() {
     }
 
     let total = WORKERS * ROUNDS;
-    let (data, stat) = admin.get_data(&counter).await.unwrap();
-    assert_eq!(String::from_utf8(data).unwrap(), total.to_string());
-    assert_eq!(stat.version, total as i32);
+    assert_counter(&admin, &counter, total).await;
     // The recipe grants strictly in sequence order, and sequence numbers are never reused.
     let grants = grants.lock().unwrap().clone();
     assert_eq!(grants.len(), total);
@@ -108,10 +125,8 @@ async fn distributed_lock_mutual_exclusion() {
 async fn crate_lock_recipe() {
     const WORKERS: usize = 3;
     const ROUNDS: usize = 3;
-    let (target, admin, ns) = start("crate-lock").await;
+    let (target, admin, ns, counter) = start_with_counter("crate-lock").await;
     let dir = ns.path("locks/mutex");
-    let counter = ns.path("counter");
-    admin.create(&counter, b"0", &persistent()).await.unwrap();
 
     let holders = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -135,9 +150,7 @@ async fn crate_lock_recipe() {
                 if holders.fetch_add(1, Ordering::SeqCst) != 0 {
                     return Err(format!("{path} acquired the lock while it was held"));
                 }
-                let (data, stat) = client.get_data(&counter).await.map_err(err_text)?;
-                let value: usize = String::from_utf8(data).unwrap().parse().unwrap();
-                tokio::time::sleep(Duration::from_millis(3)).await;
+                let (value, stat) = read_counter(&client, &counter).await?;
                 let new_stat = lock
                     .set_data(
                         &counter,
@@ -161,12 +174,7 @@ async fn crate_lock_recipe() {
     for task in tasks {
         within("crate lock workers", task).await.unwrap().unwrap();
     }
-    let (data, stat) = admin.get_data(&counter).await.unwrap();
-    assert_eq!(
-        String::from_utf8(data).unwrap(),
-        (WORKERS * ROUNDS).to_string()
-    );
-    assert_eq!(stat.version, (WORKERS * ROUNDS) as i32);
+    assert_counter(&admin, &counter, WORKERS * ROUNDS).await;
     eventually("released lock nodes to be deleted", || async {
         sorted_children(&admin, &dir).await.is_empty()
     })

@@ -73,6 +73,20 @@ async fn expect_obs_event(
     }
 }
 
+/// The group's children changed (`what`), and the observer's next view (`view`) shows
+/// `members` at `cversion`.
+async fn expect_change(
+    rx: &mut mpsc::UnboundedReceiver<Obs>,
+    group: &str,
+    members: &[&str],
+    cversion: i32,
+    what: &str,
+    view: &str,
+) -> zk::Stat {
+    expect_obs_event(rx, zk::EventType::NodeChildrenChanged, group, what).await;
+    expect_view(rx, members, cversion, view).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_membership() {
     let (target, admin, ns) = start("members").await;
@@ -101,8 +115,15 @@ async fn group_membership() {
             .await
             .unwrap();
         assert_eq!(stat.ephemeral_owner, member.session_id().0);
-        expect_obs_event(&mut rx, zk::EventType::NodeChildrenChanged, &group, "join").await;
-        let view = expect_view(&mut rx, &names[..=i], i as i32 + 1, "after a join").await;
+        let view = expect_change(
+            &mut rx,
+            &group,
+            &names[..=i],
+            i as i32 + 1,
+            "join",
+            "after a join",
+        )
+        .await;
         assert_eq!(
             view.pzxid, stat.czxid,
             "pzxid is the zxid of the last child change"
@@ -125,14 +146,15 @@ async fn group_membership() {
     // m1 closes its session: its node goes at once, not after the session timeout (40 s, far
     // longer than the wait for the event).
     drop(members[1].take());
-    expect_obs_event(
+    let view = expect_change(
         &mut rx,
-        zk::EventType::NodeChildrenChanged,
         &group,
+        &["m0", "m2", "m3"],
+        5,
         "m1 leaves",
+        "after m1 closed",
     )
     .await;
-    let view = expect_view(&mut rx, &["m0", "m2", "m3"], 5, "after m1 closed").await;
     assert!(view.pzxid > pzxid);
     pzxid = view.pzxid;
 
@@ -143,39 +165,34 @@ async fn group_membership() {
         .delete(&format!("{group}/m2"), Some(0))
         .await
         .unwrap();
-    expect_obs_event(
+    let view = expect_change(
         &mut rx,
-        zk::EventType::NodeChildrenChanged,
         &group,
+        &["m0", "m3"],
+        6,
         "m2 leaves",
+        "after m2 deleted its node",
     )
     .await;
-    let view = expect_view(&mut rx, &["m0", "m3"], 6, "after m2 deleted its node").await;
     assert!(view.pzxid > pzxid);
 
     // m3 disappears without closing: the server must expire it.
     let m3_session = members[3].as_ref().unwrap().session().clone();
     drop(members[3].take());
-    expect_obs_event(
+    expect_change(
         &mut rx,
-        zk::EventType::NodeChildrenChanged,
         &group,
+        &["m0"],
+        7,
         "m3 expires",
+        "after m3 expired",
     )
     .await;
-    expect_view(&mut rx, &["m0"], 7, "after m3 expired").await;
     // Its node went because the session expired, not because the connection dropped.
     assert_cannot_resume(&target, m3_session).await;
 
     drop(members[0].take());
-    expect_obs_event(
-        &mut rx,
-        zk::EventType::NodeChildrenChanged,
-        &group,
-        "m0 leaves",
-    )
-    .await;
-    expect_view(&mut rx, &[], 8, "after everyone left").await;
+    expect_change(&mut rx, &group, &[], 8, "m0 leaves", "after everyone left").await;
 
     admin.delete(&group, Some(0)).await.unwrap();
     expect_obs_event(&mut rx, zk::EventType::NodeDeleted, &group, "group removed").await;

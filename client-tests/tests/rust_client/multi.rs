@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// Committing `writer` fails at operation `index` with `source`.
+async fn assert_fails_at(mut writer: zk::MultiWriter<'_>, index: usize, source: zk::Error) {
+    let got = writer.commit().await;
+    assert_eq!(
+        got,
+        Err(zk::MultiWriteError::OperationFailed { index, source })
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_and_multi_read() {
     let (target, client, ns) = start("multi").await;
@@ -83,34 +92,16 @@ async fn multi_and_multi_read() {
     writer.add_create(&x, b"", &persistent()).unwrap();
     writer.add_check_version(&m, 7).unwrap();
     writer.add_delete(&m, None).unwrap();
-    assert_eq!(
-        writer.commit().await,
-        Err(zk::MultiWriteError::OperationFailed {
-            index: 1,
-            source: zk::Error::BadVersion
-        })
-    );
+    assert_fails_at(writer, 1, zk::Error::BadVersion).await;
     let mut writer = client.new_multi_writer();
     writer.add_create(&x, b"", &persistent()).unwrap();
     writer.add_set_data(&m, b"zz", None).unwrap();
     writer.add_create(&m, b"", &persistent()).unwrap();
-    assert_eq!(
-        writer.commit().await,
-        Err(zk::MultiWriteError::OperationFailed {
-            index: 2,
-            source: zk::Error::NodeExists
-        })
-    );
+    assert_fails_at(writer, 2, zk::Error::NodeExists).await;
     let mut writer = client.new_multi_writer();
     writer.add_delete(&ns.path("nope"), None).unwrap();
     writer.add_create(&x, b"", &persistent()).unwrap();
-    assert_eq!(
-        writer.commit().await,
-        Err(zk::MultiWriteError::OperationFailed {
-            index: 0,
-            source: zk::Error::NoNode
-        })
-    );
+    assert_fails_at(writer, 0, zk::Error::NoNode).await;
     assert_eq!(client.check_stat(&x).await.unwrap(), None);
     assert_eq!(client.get_data(&m).await.unwrap(), (b"bb".to_vec(), stat));
     assert!(

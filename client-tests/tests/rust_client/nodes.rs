@@ -186,10 +186,8 @@ async fn sequential_numbering_and_cversion() {
         .create(&format!("{dir}/y"), b"", &persistent())
         .await
         .unwrap();
-    assert_eq!(
-        client.create(&format!("{dir}/y"), b"", &persistent()).await,
-        Err(zk::Error::NodeExists)
-    );
+    let y = format!("{dir}/y");
+    create_fails(&client, &y, &persistent(), zk::Error::NodeExists).await;
     let (_, s5) = client
         .create(&format!("{dir}/r-"), b"", &ephemeral_sequential())
         .await
@@ -279,12 +277,8 @@ async fn set_data_set_acl_and_stat() {
         client.set_data(&node, b"x", None).await,
         Err(zk::Error::NoAuth)
     );
-    assert_eq!(
-        client
-            .create(&format!("{node}/child"), b"", &persistent())
-            .await,
-        Err(zk::Error::NoAuth)
-    );
+    let child = format!("{node}/child");
+    create_fails(&client, &child, &persistent(), zk::Error::NoAuth).await;
     assert_eq!(
         client.set_acl(&node, &zk::Acls::anyone_all(), None).await,
         Err(zk::Error::NoAuth)
@@ -298,15 +292,20 @@ async fn set_data_set_acl_and_stat() {
         zk::AuthId::new("world", "nobody"),
     )];
     assert_eq!(
-        client
-            .create(
-                &ns.path("bad"),
-                b"",
-                &zk::CreateMode::Persistent.with_acls(zk::Acls::new(&bad))
-            )
-            .await,
+        client.create(&ns.path("bad"), b"", &with_acl(&bad)).await,
         Err(zk::Error::InvalidAcl)
     );
+}
+
+/// Creating `path` (empty, with `options`) fails with `error`.
+async fn create_fails(
+    client: &zk::Client,
+    path: &str,
+    options: &zk::CreateOptions<'_>,
+    error: zk::Error,
+) {
+    let got = client.create(path, b"", options).await;
+    assert_eq!(got, Err(error), "create {path}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -319,22 +318,17 @@ async fn error_codes() {
         .unwrap();
     let missing = ns.path("missing");
 
-    assert_eq!(
-        client.create(&node, b"", &persistent()).await,
-        Err(zk::Error::NodeExists)
-    );
-    assert_eq!(
-        client
-            .create(&format!("{missing}/x"), b"", &persistent())
-            .await,
-        Err(zk::Error::NoNode)
-    );
-    assert_eq!(
-        client
-            .create(&format!("{missing}/x-"), b"", &persistent_sequential())
-            .await,
-        Err(zk::Error::NoNode)
-    );
+    for (path, options, error) in [
+        (node.clone(), persistent(), zk::Error::NodeExists),
+        (format!("{missing}/x"), persistent(), zk::Error::NoNode),
+        (
+            format!("{missing}/x-"),
+            persistent_sequential(),
+            zk::Error::NoNode,
+        ),
+    ] {
+        create_fails(&client, &path, &options, error).await;
+    }
     assert_eq!(
         client.delete(&node, Some(5)).await,
         Err(zk::Error::BadVersion)
@@ -381,16 +375,11 @@ async fn error_codes() {
 
     let eph = ns.path("eph");
     client.create(&eph, b"", &ephemeral()).await.unwrap();
-    assert_eq!(
-        client.create(&format!("{eph}/x"), b"", &persistent()).await,
-        Err(zk::Error::NoChildrenForEphemerals)
-    );
-    assert_eq!(
-        client
-            .create(&format!("{eph}/x-"), b"", &ephemeral_sequential())
-            .await,
-        Err(zk::Error::NoChildrenForEphemerals)
-    );
+    // Neither a plain nor a sequential child under an ephemeral node.
+    for (name, options) in [("x", persistent()), ("x-", ephemeral_sequential())] {
+        let path = format!("{eph}/{name}");
+        create_fails(&client, &path, &options, zk::Error::NoChildrenForEphemerals).await;
+    }
 
     // Failed operations change nothing.
     let (_, stat) = client.get_data(&node).await.unwrap();

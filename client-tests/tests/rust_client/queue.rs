@@ -40,6 +40,27 @@ async fn consume(
     }
 }
 
+/// Adds one worker's items to `all`: the worker saw them in increasing sequence order, and
+/// none of them was there already (`verb` says what twice would mean).
+fn add_in_order(
+    all: &mut BTreeMap<String, Vec<u8>>,
+    items: Vec<(String, Vec<u8>)>,
+    who: &str,
+    verb: &str,
+) {
+    let seqs: Vec<i64> = items.iter().map(|(name, _)| suffix(name)).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "{who} are not in increasing sequence order: {seqs:?}"
+    );
+    for (name, data) in items {
+        assert!(
+            all.insert(name.clone(), data).is_none(),
+            "{name} {verb} twice"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifo_queue() {
     const PRODUCERS: usize = 3;
@@ -83,17 +104,7 @@ async fn fifo_queue() {
     let mut produced = BTreeMap::new();
     for producer in producers {
         let sent = within("producers", producer).await.unwrap();
-        let seqs: Vec<i64> = sent.iter().map(|(name, _)| suffix(name)).collect();
-        assert!(
-            seqs.windows(2).all(|w| w[0] < w[1]),
-            "one producer's items got decreasing sequence numbers: {seqs:?}"
-        );
-        for (name, data) in sent {
-            assert!(
-                produced.insert(name.clone(), data).is_none(),
-                "sequence number of {name} handed out twice"
-            );
-        }
+        add_in_order(&mut produced, sent, "one producer's items", "handed out");
     }
     done.store(true, Ordering::SeqCst);
     let total = PRODUCERS * ITEMS;
@@ -106,17 +117,7 @@ async fn fifo_queue() {
     let mut consumed = BTreeMap::new();
     for consumer in consumers {
         let taken = within("consumers", consumer).await.unwrap().unwrap();
-        let seqs: Vec<i64> = taken.iter().map(|(name, _)| suffix(name)).collect();
-        assert!(
-            seqs.windows(2).all(|w| w[0] < w[1]),
-            "a consumer went backwards: {seqs:?}"
-        );
-        for (name, data) in taken {
-            assert!(
-                consumed.insert(name.clone(), data).is_none(),
-                "{name} was consumed twice"
-            );
-        }
+        add_in_order(&mut consumed, taken, "one consumer's items", "consumed");
     }
     assert_eq!(
         consumed, produced,

@@ -2,34 +2,45 @@
 
 use super::*;
 
+/// The next events of `w` are `expected`, in this order.
+async fn expect_in_order(
+    w: &mut zk::PersistentWatcher,
+    kind: &str,
+    expected: &[(zk::EventType, &String)],
+) {
+    for (i, (event_type, path)) in expected.iter().enumerate() {
+        let event = within(&format!("{kind} watch event"), w.changed()).await;
+        assert_eq!(
+            (event.event_type, &event.path),
+            (*event_type, *path),
+            "{kind} event #{i}"
+        );
+    }
+}
+
+/// The one-shot watch `w` fires (`what`) with `kind` on `path`, the session connected.
+async fn fires(w: zk::OneshotWatcher, what: &str, kind: zk::EventType, path: &str) {
+    let event = within(what, w.changed()).await;
+    assert_eq!((event.event_type, event.path.as_str()), (kind, path));
+    assert_eq!(event.session_state, zk::SessionState::SyncConnected);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oneshot_watches() {
     let (target, writer, ns) = start("watches").await;
     let watcher = connect(&target).await;
     let n = ns.path("n");
-    let expect = |event: zk::WatchedEvent, kind: zk::EventType, path: &str| {
-        assert_eq!((event.event_type, event.path.as_str()), (kind, path));
-        assert_eq!(event.session_state, zk::SessionState::SyncConnected);
-    };
 
     // exists-watch on a missing node fires NodeCreated.
     let (stat, w) = watcher.check_and_watch_stat(&n).await.unwrap();
     assert_eq!(stat, None);
     writer.create(&n, b"", &persistent()).await.unwrap();
-    expect(
-        within("NodeCreated", w.changed()).await,
-        zk::EventType::NodeCreated,
-        &n,
-    );
+    fires(w, "NodeCreated", zk::EventType::NodeCreated, &n).await;
 
     // exists-watch on an existing node: NodeDataChanged, then NodeDeleted on a fresh one.
     let (_, w) = watcher.check_and_watch_stat(&n).await.unwrap();
     writer.set_data(&n, b"1", None).await.unwrap();
-    expect(
-        within("NodeDataChanged", w.changed()).await,
-        zk::EventType::NodeDataChanged,
-        &n,
-    );
+    fires(w, "NodeDataChanged", zk::EventType::NodeDataChanged, &n).await;
 
     // Data watch: setACL, sync, reads and failed writes do not fire it.
     let (_, _, w) = watcher.get_and_watch_data(&n).await.unwrap();
@@ -52,22 +63,20 @@ async fn oneshot_watches() {
         Err(_) => watcher.get_and_watch_data(&n).await.unwrap().2,
     };
     writer.set_data(&n, b"2", None).await.unwrap();
-    expect(
-        within("NodeDataChanged", w.changed()).await,
-        zk::EventType::NodeDataChanged,
-        &n,
-    );
+    fires(w, "NodeDataChanged", zk::EventType::NodeDataChanged, &n).await;
 
     // Child watch: child create and delete fire NodeChildrenChanged on the parent, a child's
     // data change does not.
     let child = format!("{n}/c");
     let (_, _, w) = watcher.get_and_watch_children(&n).await.unwrap();
     writer.create(&child, b"", &persistent()).await.unwrap();
-    expect(
-        within("NodeChildrenChanged", w.changed()).await,
+    fires(
+        w,
+        "NodeChildrenChanged",
         zk::EventType::NodeChildrenChanged,
         &n,
-    );
+    )
+    .await;
     let (_, w) = watcher.list_and_watch_children(&n).await.unwrap();
     writer.set_data(&child, b"x", None).await.unwrap();
     writer.set_data(&n, b"x", None).await.unwrap();
@@ -76,32 +85,34 @@ async fn oneshot_watches() {
         Err(_) => watcher.list_and_watch_children(&n).await.unwrap().1,
     };
     writer.delete(&child, None).await.unwrap();
-    expect(
-        within("NodeChildrenChanged", w.changed()).await,
+    fires(
+        w,
+        "NodeChildrenChanged",
         zk::EventType::NodeChildrenChanged,
         &n,
-    );
+    )
+    .await;
 
     // Deleting the node fires NodeDeleted on its exists, data and child watches alike.
     let (_, exists_w) = watcher.check_and_watch_stat(&n).await.unwrap();
     let (_, _, data_w) = watcher.get_and_watch_data(&n).await.unwrap();
     let (_, child_w) = watcher.list_and_watch_children(&n).await.unwrap();
     writer.delete(&n, None).await.unwrap();
-    expect(
-        within("NodeDeleted (exists)", exists_w.changed()).await,
+    fires(
+        exists_w,
+        "NodeDeleted (exists)",
         zk::EventType::NodeDeleted,
         &n,
-    );
-    expect(
-        within("NodeDeleted (data)", data_w.changed()).await,
+    )
+    .await;
+    fires(data_w, "NodeDeleted (data)", zk::EventType::NodeDeleted, &n).await;
+    fires(
+        child_w,
+        "NodeDeleted (child)",
         zk::EventType::NodeDeleted,
         &n,
-    );
-    expect(
-        within("NodeDeleted (child)", child_w.changed()).await,
-        zk::EventType::NodeDeleted,
-        &n,
-    );
+    )
+    .await;
 
     // Reads with a watch on a missing node fail without leaving a watch behind.
     assert_eq!(
@@ -205,14 +216,7 @@ async fn persistent_and_recursive_watches() {
         (NodeCreated, &p),
         (NodeDataChanged, &p),
     ];
-    for (i, (kind, path)) in expected_persistent.iter().enumerate() {
-        let event = within("persistent watch event", pw.changed()).await;
-        assert_eq!(
-            (event.event_type, &event.path),
-            (*kind, *path),
-            "persistent event #{i}"
-        );
-    }
+    expect_in_order(&mut pw, "persistent", &expected_persistent).await;
     let expected_recursive = [
         (NodeCreated, &p),
         (NodeCreated, &child),
@@ -226,14 +230,7 @@ async fn persistent_and_recursive_watches() {
         (NodeCreated, &p),
         (NodeDataChanged, &p),
     ];
-    for (i, (kind, path)) in expected_recursive.iter().enumerate() {
-        let event = within("recursive watch event", rw.changed()).await;
-        assert_eq!(
-            (event.event_type, &event.path),
-            (*kind, *path),
-            "recursive event #{i}"
-        );
-    }
+    expect_in_order(&mut rw, "recursive", &expected_recursive).await;
     if let Ok(event) = tokio::time::timeout(QUIET, pw.changed()).await {
         panic!("extra persistent event {event:?}");
     }
