@@ -12,12 +12,18 @@ const USER: &[u8] = b"user:pass";
 /// base64(sha1("user:pass")), the id addauth digest user:pass yields.
 const USER_ID: &str = "user:smGaoVKd/cQkjm7b88GyorAUz20=";
 
+/// Two sessions on the target and a namespace the first one creates.
+async fn two_sessions(target: &Target, name: &str) -> (zk::Client, zk::Client, Ns) {
+    let owner = connect(target).await;
+    let other = connect(target).await;
+    let ns = Ns::create(&owner, name).await;
+    (owner, other, ns)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn digest_protected_subtree() {
     let target = Target::start().await;
-    let owner = connect(&target).await;
-    let stranger = connect(&target).await;
-    let ns = Ns::create(&owner, "acl-digest").await;
+    let (owner, stranger, ns) = two_sessions(&target, "acl-digest").await;
     within("addauth", owner.auth("digest", USER)).await.unwrap();
 
     // `auth` expands to the caller's digest identity.
@@ -75,9 +81,7 @@ async fn digest_protected_subtree() {
 #[tokio::test(flavor = "multi_thread")]
 async fn get_acl_masks_digests_without_admin() {
     let target = Target::start().await;
-    let owner = connect(&target).await;
-    let reader = connect(&target).await;
-    let ns = Ns::create(&owner, "acl-mask").await;
+    let (owner, reader, ns) = two_sessions(&target, "acl-mask").await;
     let node = format!("{}/n", ns.root);
     let acls = [
         zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("digest", USER_ID)),

@@ -36,6 +36,28 @@ async fn client(server: &Server, timeout: Duration) -> zk::Client {
     .expect("connect")
 }
 
+/// A server with an admin listener and a session on it with `timeout`.
+async fn with_client(timeout: Duration) -> (Server, std::net::SocketAddr, zk::Client) {
+    let server = start(Config::default()).await;
+    let admin = server.admin_addr().unwrap();
+    let c = client(&server, timeout).await;
+    (server, admin, c)
+}
+
+/// Opens a session with `timeout` and walks away from it: the connection is gone, the
+/// session stays until it expires. Returns its id.
+async fn abandoned_session(server: &Server, timeout: Duration) -> i64 {
+    let detached = zk::Client::connector()
+        .with_session_timeout(timeout)
+        .with_detached()
+        .connect(&server.local_addr().to_string())
+        .await
+        .unwrap();
+    let sid = detached.session_id().0;
+    drop(detached);
+    sid
+}
+
 fn hex(id: i64) -> String {
     format!("0x{id:x}")
 }
@@ -112,9 +134,7 @@ async fn admin_listener_is_off_unless_asked_and_loopback_by_default() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_are_listed_and_expire_ends_one() {
-    let server = start(Config::default()).await;
-    let admin = server.admin_addr().unwrap();
-    let owner = client(&server, Duration::from_secs(30)).await;
+    let (server, admin, owner) = with_client(Duration::from_secs(30)).await;
     let observer = client(&server, Duration::from_secs(30)).await;
     owner.create("/e", b"", &ephemeral()).await.unwrap();
     observer.create("/p", b"", &persistent()).await.unwrap();
@@ -173,9 +193,7 @@ async fn bad_requests_get_json_errors_and_the_server_keeps_serving() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn disconnect_closes_only_the_connection() {
-    let server = start(Config::default()).await;
-    let admin = server.admin_addr().unwrap();
-    let c = client(&server, Duration::from_secs(30)).await;
+    let (server, admin, c) = with_client(Duration::from_secs(30)).await;
     c.create("/mine", b"", &ephemeral()).await.unwrap();
     let sid = c.session_id().0;
     let old_peer = peer_of(admin, sid).await.unwrap();
@@ -194,14 +212,7 @@ async fn disconnect_closes_only_the_connection() {
         "ephemeral kept"
     );
     // A session without a connection cannot be disconnected: 409.
-    let detached = zk::Client::connector()
-        .with_session_timeout(Duration::from_secs(30))
-        .with_detached()
-        .connect(&server.local_addr().to_string())
-        .await
-        .unwrap();
-    let gone = detached.session_id().0;
-    drop(detached);
+    let gone = abandoned_session(&server, Duration::from_secs(30)).await;
     let a = within("the detached session to lose its connection", async {
         loop {
             let a = admin::call(
@@ -224,9 +235,7 @@ async fn disconnect_closes_only_the_connection() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn drop_after_applies_the_create_and_loses_the_reply() {
-    let server = start(Config::default()).await;
-    let admin = server.admin_addr().unwrap();
-    let c = client(&server, Duration::from_secs(30)).await;
+    let (_server, admin, c) = with_client(Duration::from_secs(30)).await;
     let added = admin::call(
         admin,
         "POST",
@@ -259,9 +268,7 @@ async fn drop_after_applies_the_create_and_loses_the_reply() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn error_and_delay_faults_reach_the_client() {
-    let server = start(Config::default()).await;
-    let admin = server.admin_addr().unwrap();
-    let c = client(&server, Duration::from_secs(30)).await;
+    let (_server, admin, c) = with_client(Duration::from_secs(30)).await;
     c.create("/d", b"", &persistent()).await.unwrap();
     admin::ok(
         admin,
@@ -337,9 +344,7 @@ async fn manual_clock_expires_sessions_and_reaps_ttl_nodes_without_waiting() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn reset_leaves_only_zookeeper_and_sessions_keep_working() {
-    let server = start(Config::default()).await;
-    let admin = server.admin_addr().unwrap();
-    let c = client(&server, Duration::from_secs(30)).await;
+    let (server, admin, c) = with_client(Duration::from_secs(30)).await;
     c.create("/a", b"", &persistent()).await.unwrap();
     c.create("/a/b", b"", &persistent()).await.unwrap();
     c.create("/e", b"", &ephemeral()).await.unwrap();
@@ -362,9 +367,7 @@ async fn reset_leaves_only_zookeeper_and_sessions_keep_working() {
 /// with the session clock running the session is gone on resume, with it frozen it survives.
 #[tokio::test(flavor = "multi_thread")]
 async fn pause_costs_the_connection_and_with_the_clock_running_the_session() {
-    let server = start(Config::default()).await;
-    let admin = server.admin_addr().unwrap();
-    let c = client(&server, Duration::from_secs(4)).await;
+    let (server, admin, c) = with_client(Duration::from_secs(4)).await;
     let sid = hex(c.session_id().0);
     let mut states = c.state_watcher();
     admin::ok(admin, "POST", "/zkd/pause", None).await;
@@ -401,14 +404,7 @@ async fn pause_costs_the_connection_and_with_the_clock_running_the_session() {
 
     // With the clock frozen, the same pause costs nothing: a session whose client is gone
     // (so nothing touches it) is still there right after the resume.
-    let d = zk::Client::connector()
-        .with_session_timeout(Duration::from_secs(4))
-        .with_detached()
-        .connect(&server.local_addr().to_string())
-        .await
-        .unwrap();
-    let sid = d.session_id().0;
-    drop(d);
+    let sid = abandoned_session(&server, Duration::from_secs(4)).await;
     admin::ok(admin, "POST", "/zkd/pause?clock=freeze", None).await;
     let before = admin::ok(admin, "GET", "/zkd/clock", None).await;
     tokio::time::sleep(Duration::from_millis(6500)).await;

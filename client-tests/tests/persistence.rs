@@ -193,6 +193,20 @@ fn assert_same(expected: &Tree, actual: &Tree) {
     );
 }
 
+/// zkd keeping its state in `dir`.
+async fn start_zkd(dir: &Path) -> zkd_server::Server {
+    zkd_server::Server::start(zkd_config(dir)).await.unwrap()
+}
+
+/// zkd keeping its state in `dir`, populated by the returned session, and the tree it
+/// holds then.
+async fn start_populated(dir: &Path) -> (zkd_server::Server, RawClient, Tree) {
+    let server = start_zkd(dir).await;
+    let owner = populate(server.local_addr()).await;
+    let tree = dump(server.local_addr()).await;
+    (server, owner, tree)
+}
+
 fn zkd_config(dir: &Path) -> zkd_server::Config {
     zkd_server::Config {
         port: 0,
@@ -275,9 +289,7 @@ async fn zookeeper_snapshot_alone_loads_in_zkd() {
 async fn zkd_data_dir_starts_zookeeper() {
     let base = tempfile::tempdir().unwrap();
     let data = base.path().join("data");
-    let server = zkd_server::Server::start(zkd_config(&data)).await.unwrap();
-    let owner = populate(server.local_addr()).await;
-    let expected = dump(server.local_addr()).await;
+    let (server, owner, expected) = start_populated(&data).await;
     owner.abort().await;
     server.shutdown().await;
     let newest = files(&data, "snapshot.").pop().expect("a snapshot");
@@ -303,9 +315,7 @@ async fn zkd_log_alone_starts_zookeeper() {
     // snapshot. ZooKeeper replays that log.
     let base = tempfile::tempdir().unwrap();
     let data = base.path().join("data");
-    let server = zkd_server::Server::start(zkd_config(&data)).await.unwrap();
-    let owner = populate(server.local_addr()).await;
-    let expected = dump(server.local_addr()).await;
+    let (server, owner, expected) = start_populated(&data).await;
     drop(server);
     drop(owner);
     assert!(!files(&data, "log.").is_empty());
@@ -317,18 +327,12 @@ async fn zkd_log_alone_starts_zookeeper() {
 #[tokio::test(flavor = "multi_thread")]
 async fn zkd_restarts_with_its_state_and_sessions() {
     let tmp = tempfile::tempdir().unwrap();
-    let server = zkd_server::Server::start(zkd_config(tmp.path()))
-        .await
-        .unwrap();
-    let owner = populate(server.local_addr()).await;
+    let (server, owner, expected) = start_populated(tmp.path()).await;
     let (sid, passwd) = (owner.session_id, owner.passwd.clone());
-    let expected = dump(server.local_addr()).await;
     owner.abort().await;
     server.shutdown().await;
 
-    let server = zkd_server::Server::start(zkd_config(tmp.path()))
-        .await
-        .unwrap();
+    let server = start_zkd(tmp.path()).await;
     assert_same(&expected, &dump(server.local_addr()).await);
     // The session survived the restart: it can resume, and closing it removes its ephemeral.
     let resumed = RawClient::resume(server.local_addr(), sid, passwd, 30_000, 0)
@@ -343,10 +347,7 @@ async fn zkd_restarts_with_its_state_and_sessions() {
 #[tokio::test(flavor = "multi_thread")]
 async fn damaged_last_snapshot_falls_back_to_the_previous_one() {
     let tmp = tempfile::tempdir().unwrap();
-    let server = zkd_server::Server::start(zkd_config(tmp.path()))
-        .await
-        .unwrap();
-    let owner = populate(server.local_addr()).await;
+    let (server, owner, _) = start_populated(tmp.path()).await;
     let first = server.snapshot().await.expect("snapshot");
     ok(
         &owner,
@@ -381,9 +382,7 @@ async fn damaged_last_snapshot_falls_back_to_the_previous_one() {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_snapshot_damaged_refuses_to_start() {
     let tmp = tempfile::tempdir().unwrap();
-    let server = zkd_server::Server::start(zkd_config(tmp.path()))
-        .await
-        .unwrap();
+    let server = start_zkd(tmp.path()).await;
     server.shutdown().await;
     for snap in files(tmp.path(), "snapshot.") {
         std::fs::write(&snap, b"ZKSN garbage").unwrap();
@@ -398,9 +397,7 @@ async fn every_snapshot_damaged_refuses_to_start() {
 #[tokio::test(flavor = "multi_thread")]
 async fn torn_log_tail_is_cut_at_the_last_good_entry() {
     let tmp = tempfile::tempdir().unwrap();
-    let server = zkd_server::Server::start(zkd_config(tmp.path()))
-        .await
-        .unwrap();
+    let server = start_zkd(tmp.path()).await;
     let c = client(server.local_addr()).await;
     ok(&c, create("/kept", Some(b"1"), Acl::open_unsafe(), 0)).await;
     ok(&c, create("/torn", Some(b"2"), Acl::open_unsafe(), 0)).await;

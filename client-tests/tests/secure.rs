@@ -452,28 +452,20 @@ const SASL_USERS: &str = "bob:bobsecret\nalice:alicesecret\n";
 
 /// The JAAS file of the Java client (and of ZooKeeper's Server section).
 fn jaas_file(dir: &Path) -> PathBuf {
-    let text = r#"
-Server {
-    org.apache.zookeeper.server.auth.DigestLoginModule required
-    user_bob="bobsecret"
-    user_alice="alicesecret";
-};
-Client {
-    org.apache.zookeeper.server.auth.DigestLoginModule required
-    username="bob"
-    password="bobsecret";
-};
-Alice {
-    org.apache.zookeeper.server.auth.DigestLoginModule required
-    username="alice"
-    password="alicesecret";
-};
-Wrong {
-    org.apache.zookeeper.server.auth.DigestLoginModule required
-    username="bob"
-    password="not-the-password";
-};
-"#;
+    let mut text = String::from(
+        "Server {\n    org.apache.zookeeper.server.auth.DigestLoginModule required\n    \
+         user_bob=\"bobsecret\"\n    user_alice=\"alicesecret\";\n};\n",
+    );
+    for (section, user, password) in [
+        ("Client", "bob", "bobsecret"),
+        ("Alice", "alice", "alicesecret"),
+        ("Wrong", "bob", "not-the-password"),
+    ] {
+        text.push_str(&format!(
+            "{section} {{\n    org.apache.zookeeper.server.auth.DigestLoginModule required\n    \
+             username=\"{user}\"\n    password=\"{password}\";\n}};\n"
+        ));
+    }
     let path = dir.join("jaas.conf");
     std::fs::write(&path, text).expect("jaas file");
     path
