@@ -9,6 +9,7 @@
 
 pub mod compare;
 pub mod comparison;
+pub mod ensemble_startup;
 pub mod fanout;
 pub mod footprint;
 pub mod herd;

@@ -117,6 +117,18 @@ enum Cmd {
         #[arg(long)]
         work: Option<PathBuf>,
     },
+    /// Start-up of a three-member ensemble until every client port listens and every member
+    /// serves: `zkd --ensemble 3` against three Apache ZooKeeper 3.8 JVMs, as a ratio.
+    EnsembleStartup {
+        #[command(flatten)]
+        spawn: SpawnArgs,
+        /// Members of each ensemble.
+        #[arg(long, default_value_t = 3)]
+        members: u64,
+        /// Rounds, each starting both once [default: 5; quick: 1].
+        #[arg(long)]
+        rounds: Option<usize>,
+    },
     /// Redraws the plots and the tables of a comparison from its compare.csv.
     Replot {
         /// compare.csv written by `compare`.
@@ -395,6 +407,29 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             let p = progress.sub("snapshot");
             let f = zkd_bench::snapshot::run(&bin, zk_heap_mb, nodes, &work, &p).await?;
             println!("{}", zkd_bench::snapshot::report(&f));
+            return Ok(());
+        }
+        Cmd::EnsembleStartup {
+            spawn,
+            members,
+            rounds,
+        } => {
+            let rounds = rounds.unwrap_or(if cli.quick { 1 } else { 5 });
+            let bin = spawn
+                .zkd_bin
+                .clone()
+                .unwrap_or_else(servers::default_zkd_bin);
+            let mut opts = servers::default_jvm_opts(spawn.zk_heap_mb);
+            opts.extend_from_slice(&spawn.zk_jvm_opts);
+            let launcher = zkd_testkit::oracle::Launcher::new()
+                .jvm_opts(opts)
+                .log_level("warn");
+            let report = tokio::task::spawn_blocking(move || {
+                zkd_bench::ensemble_startup::run(&bin, &launcher, members, rounds)
+            })
+            .await
+            .map_err(|e| e.to_string())??;
+            println!("{report}");
             return Ok(());
         }
         Cmd::Replot { csv, out } => {

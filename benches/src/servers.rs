@@ -271,7 +271,7 @@ impl Drop for ServerProcess {
 }
 
 /// The child gets SIGKILL when the bench dies, so no server outlives an interrupted run.
-fn kill_with_parent(cmd: &mut Command) {
+pub(crate) fn kill_with_parent(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {

@@ -58,3 +58,30 @@ fn extra_config_is_applied() {
     let conf = four_letter_word(&mut stream, b"conf");
     assert!(conf.contains("maxSessionTimeout=30000"), "{conf}");
 }
+
+#[test]
+fn oracle_ensemble_elects_one_leader_and_serves_on_every_member() {
+    use zkd_testkit::oracle::{ensemble::serving_mode, Launcher};
+    let started = Instant::now();
+    let ensemble = Launcher::new()
+        .start_ensemble(3)
+        .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!(
+        "ensemble {} serving in {:?}",
+        ensemble.connect_string(),
+        started.elapsed()
+    );
+    let mut modes: Vec<String> = ensemble
+        .members()
+        .iter()
+        .map(|m| serving_mode(m.addr).expect("serving"))
+        .collect();
+    modes.sort();
+    assert_eq!(modes, ["follower", "follower", "leader"]);
+    assert_eq!(ensemble.connect_string().split(',').count(), 3);
+    let addrs: Vec<_> = ensemble.members().iter().map(|m| m.addr).collect();
+    drop(ensemble);
+    for addr in addrs {
+        assert!(TcpStream::connect(addr).is_err(), "{addr} still listening");
+    }
+}

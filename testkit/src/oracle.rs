@@ -22,6 +22,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub mod ensemble;
+pub use ensemble::{EnsembleMember, OracleEnsemble};
+
 /// The message every "not installed" error starts with.
 pub const NOT_INSTALLED: &str =
     "Apache ZooKeeper is not installed: run scripts/install-test-deps.sh";
@@ -186,11 +189,17 @@ impl Launcher {
     /// that runs it (working directory `dir`, log `dir/zookeeper.log`; stdio left to the
     /// caller). Fails with [`NOT_INSTALLED`] when a jar is missing.
     pub fn command(&self, dir: &Path, port: u16) -> Result<Command, String> {
+        let data_dir = dir.join("data");
+        self.command_with(dir, &self.zoo_cfg(port, &data_dir), MAIN_CLASS)
+    }
+
+    /// Writes `dir/zoo.cfg` holding `cfg` (and creates `dir/data/`) and returns the command
+    /// that runs `main_class` on it.
+    fn command_with(&self, dir: &Path, cfg: &str, main_class: &str) -> Result<Command, String> {
         let extra: &[&str] = if self.admin { ADMIN_JARS } else { &[] };
         let classpath = classpath_in(&self.jar_dir, extra)?;
-        let data_dir = dir.join("data");
-        fs::create_dir_all(&data_dir)
-            .and_then(|()| fs::write(dir.join("zoo.cfg"), self.zoo_cfg(port, &data_dir)))
+        fs::create_dir_all(dir.join("data"))
+            .and_then(|()| fs::write(dir.join("zoo.cfg"), cfg))
             .map_err(|e| format!("cannot prepare {}: {e}", dir.display()))?;
         let mut cmd = Command::new(&self.java);
         cmd.args(&self.jvm_opts)
@@ -210,7 +219,7 @@ impl Launcher {
             ))
             .arg("-cp")
             .arg(classpath)
-            .arg(MAIN_CLASS)
+            .arg(main_class)
             .arg(dir.join("zoo.cfg"))
             .current_dir(dir)
             .stdin(Stdio::null());

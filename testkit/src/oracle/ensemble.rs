@@ -1,0 +1,242 @@
+//! An Apache ZooKeeper ensemble from the one launcher: N JVMs running `QuorumPeerMain`, each
+//! with the launcher's `zoo.cfg` settings plus `server.N` lines on free loopback ports and its
+//! own `data/myid`. Dropping an [`OracleEnsemble`] kills every member and removes the
+//! directory.
+
+use std::fs;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Instant;
+
+use super::{four_letter_word, read_logs, tail, temp_dir, Launcher, START_ATTEMPTS, START_TIMEOUT};
+
+/// The ensemble member's entry point.
+pub const QUORUM_MAIN_CLASS: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+
+/// One member of an ensemble.
+#[derive(Debug, Clone)]
+pub struct EnsembleMember {
+    /// Its server id (`myid`), 1..=N.
+    pub id: u64,
+    /// Its client address.
+    pub addr: SocketAddr,
+    /// Its directory (`zoo.cfg`, `data/`, logs).
+    pub dir: PathBuf,
+}
+
+impl Launcher {
+    /// Prepares an ensemble of `n` members under `dir` (one `member-<id>/` each, with
+    /// `zoo.cfg` and `data/myid`) on free loopback ports, and returns every member with the
+    /// command that runs it (stdio left to the caller).
+    pub fn ensemble_commands(
+        &self,
+        dir: &Path,
+        n: u64,
+    ) -> Result<Vec<(EnsembleMember, Command)>, String> {
+        // Hold every listener until all ports are chosen, so no port is picked twice.
+        let listeners = (0..3 * n)
+            .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| format!("cannot find free loopback ports: {e}"))?;
+        let ports = listeners
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.port()))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| format!("cannot read a port: {e}"))?;
+        drop(listeners);
+        let port = |id: u64, k: u64| ports[((id - 1) * 3 + k) as usize];
+        let servers: String = (1..=n)
+            .map(|id| format!("server.{id}=127.0.0.1:{}:{}\n", port(id, 1), port(id, 2)))
+            .collect();
+        let limits: String = [("initLimit", "10"), ("syncLimit", "5")]
+            .iter()
+            .filter(|(k, _)| !self.cfg.iter().any(|(ck, _)| ck == k))
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect();
+        (1..=n)
+            .map(|id| {
+                let member_dir = dir.join(format!("member-{id}"));
+                let client_port = port(id, 0);
+                let cfg = format!(
+                    "{}{limits}{servers}",
+                    self.zoo_cfg(client_port, &member_dir.join("data"))
+                );
+                let cmd = self.command_with(&member_dir, &cfg, QUORUM_MAIN_CLASS)?;
+                fs::write(member_dir.join("data").join("myid"), format!("{id}\n"))
+                    .map_err(|e| format!("cannot write myid: {e}"))?;
+                let member = EnsembleMember {
+                    id,
+                    addr: SocketAddr::from((Ipv4Addr::LOCALHOST, client_port)),
+                    dir: member_dir,
+                };
+                Ok((member, cmd))
+            })
+            .collect()
+    }
+
+    /// Starts an ensemble of `n` members in a fresh temporary directory and waits until every
+    /// member serves (its `srvr` reports leader, follower or observer). A port taken between
+    /// choosing and binding it is retried with fresh ports.
+    pub fn start_ensemble(&self, n: u64) -> Result<OracleEnsemble, String> {
+        let mut last = String::new();
+        for _ in 0..START_ATTEMPTS {
+            let dir = temp_dir("zkd-oracle-ensemble")
+                .map_err(|e| format!("cannot create a temporary dir: {e}"))?;
+            let mut ensemble = OracleEnsemble {
+                members: Vec::new(),
+                children: Vec::new(),
+                dir,
+            };
+            for (member, mut cmd) in self.ensemble_commands(&ensemble.dir, n)? {
+                let log = fs::File::create(member.dir.join("stdout.log"))
+                    .and_then(|f| Ok((f.try_clone()?, f)))
+                    .map_err(|e| format!("cannot write stdout.log: {e}"))?;
+                let child = cmd
+                    .stdout(log.0)
+                    .stderr(log.1)
+                    .spawn()
+                    .map_err(|e| format!("{} (cannot run java: {e})", super::NOT_INSTALLED))?;
+                ensemble.children.push(child);
+                ensemble.members.push(member);
+            }
+            match ensemble.wait_serving() {
+                Ok(()) => return Ok(ensemble),
+                Err((collision, e)) if collision => last = e,
+                Err((_, e)) => return Err(e),
+            }
+        }
+        Err(format!(
+            "the ZooKeeper ensemble could not bind free ports after {START_ATTEMPTS} attempts: \
+             {last}"
+        ))
+    }
+}
+
+/// The mode a member's `srvr` reports once it serves requests (`leader`, `follower`,
+/// `observer`, `standalone`); `None` while it does not serve.
+pub fn serving_mode(addr: SocketAddr) -> Option<String> {
+    let srvr = four_letter_word(addr, "srvr").ok()?;
+    srvr.lines()
+        .find_map(|l| l.strip_prefix("Mode: "))
+        .map(|m| m.trim().to_string())
+}
+
+/// A running Apache ZooKeeper ensemble owned by this process.
+pub struct OracleEnsemble {
+    members: Vec<EnsembleMember>,
+    children: Vec<Child>,
+    dir: PathBuf,
+}
+
+impl OracleEnsemble {
+    /// The members, in id order.
+    pub fn members(&self) -> &[EnsembleMember] {
+        &self.members
+    }
+
+    /// `host:port,host:port,...` of every member, for a client.
+    pub fn connect_string(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| m.addr.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Process ids of the member JVMs, in id order.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
+    /// Waits until every member serves; `Err((true, _))` when a member could not bind.
+    fn wait_serving(&mut self) -> Result<(), (bool, String)> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            for (child, member) in self.children.iter_mut().zip(&self.members) {
+                if let Ok(Some(status)) = child.try_wait() {
+                    let log = read_logs(&member.dir);
+                    let collision =
+                        log.contains("Address already in use") || log.contains("BindException");
+                    let msg = format!(
+                        "ZooKeeper member {} exited during start-up ({status}); log:\n{}",
+                        member.id,
+                        tail(&log, 40)
+                    );
+                    return Err((collision, msg));
+                }
+            }
+            if self.members.iter().all(|m| serving_mode(m.addr).is_some()) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let logs: String = self
+                    .members
+                    .iter()
+                    .map(|m| format!("member {}:\n{}\n", m.id, tail(&read_logs(&m.dir), 15)))
+                    .collect();
+                return Err((
+                    false,
+                    format!(
+                        "the ZooKeeper ensemble did not serve within {}s; logs:\n{logs}",
+                        START_TIMEOUT.as_secs()
+                    ),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for OracleEnsemble {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+        }
+        for child in &mut self.children {
+            let _ = child.wait();
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_member_gets_the_server_lines_and_its_myid() {
+        let dir = temp_dir("zkd-ensemble-plan").expect("temp dir");
+        let plan = Launcher::new()
+            .ensemble_commands(&dir, 3)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(plan.len(), 3);
+        let cfgs: Vec<String> = plan
+            .iter()
+            .map(|(m, _)| fs::read_to_string(m.dir.join("zoo.cfg")).expect("zoo.cfg"))
+            .collect();
+        for ((member, cmd), cfg) in plan.iter().zip(&cfgs) {
+            let myid = fs::read_to_string(member.dir.join("data/myid")).expect("myid");
+            assert_eq!(myid.trim(), member.id.to_string());
+            assert!(cfg.contains(&format!("clientPort={}\n", member.addr.port())));
+            assert!(cfg.contains("initLimit=10\n") && cfg.contains("syncLimit=5\n"));
+            for id in 1..=3 {
+                assert!(cfg.contains(&format!("server.{id}=127.0.0.1:")), "{cfg}");
+            }
+            let args: Vec<_> = cmd
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            assert!(args.iter().any(|a| a == QUORUM_MAIN_CLASS), "{args:?}");
+        }
+        // The same server lines everywhere, as a real ensemble's files have them.
+        let lines = |cfg: &str| {
+            cfg.lines()
+                .filter(|l| l.starts_with("server."))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(lines(&cfgs[0]), lines(&cfgs[2]));
+        fs::remove_dir_all(&dir).expect("cleanup");
+    }
+}
