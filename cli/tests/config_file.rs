@@ -154,6 +154,11 @@ fn get(addr: SocketAddr, path: &str) -> (u16, String) {
 /// Creates, reads and deletes a node with the Rust ZooKeeper client; returns the session
 /// timeout the server negotiated for a 30 s request.
 fn use_with_a_client(addr: SocketAddr) -> Duration {
+    use_with_a_client_asking(addr, Duration::from_secs(30))
+}
+
+/// [`use_with_a_client`] asking for a session timeout of `asked`.
+fn use_with_a_client_asking(addr: SocketAddr, asked: Duration) -> Duration {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -162,7 +167,7 @@ fn use_with_a_client(addr: SocketAddr) -> Duration {
         let client = tokio::time::timeout(
             WAIT,
             zk::Client::connector()
-                .with_session_timeout(Duration::from_secs(30))
+                .with_session_timeout(asked)
                 .connect(&addr.to_string()),
         )
         .await
@@ -483,5 +488,101 @@ fn tls_and_sasl_the_zookeeper_way() {
             "environment variable SERVER_JVMFLAGS: SASL DIGEST-MD5 users from section Server"
         ),
         "{stderr}"
+    );
+}
+
+/// Kills the child when dropped.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What a client and a monitor see of a server's settings: four-letter answers, the
+/// AdminServer's configuration and the session timeouts it negotiates.
+fn observed(addr: SocketAddr, admin: SocketAddr) -> Vec<String> {
+    let mut seen: Vec<String> = ["ruok", "conf", "stat", "mntr"]
+        .iter()
+        .map(|w| format!("{w}: {}", four_letter(addr, w)))
+        .collect();
+    let srvr = four_letter(addr, "srvr");
+    seen.push(format!(
+        "srvr standalone: {}",
+        srvr.contains("Mode: standalone")
+    ));
+    let (status, body) = get(admin, "/commands/configuration");
+    assert_eq!(status, 200, "{body}");
+    let conf: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    for key in [
+        "tick_time",
+        "max_client_cnxns",
+        "min_session_timeout",
+        "max_session_timeout",
+    ] {
+        seen.push(format!("{key}: {}", conf[key]));
+    }
+    for asked in [1, 100] {
+        let got = use_with_a_client_asking(addr, Duration::from_secs(asked));
+        seen.push(format!("session asked {asked}s: {got:?}"));
+    }
+    seen
+}
+
+#[test]
+fn a_file_means_to_zkd_what_it_means_to_zookeeper() {
+    use zkd_testkit::oracle::{four_letter_word, free_port, Launcher};
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Only where the data goes and the addresses: every other setting is the default.
+    let text = |data: &Path, port: u16, admin: u16| {
+        format!(
+            "dataDir={}\nclientPortAddress=127.0.0.1\nclientPort={port}\n\
+             admin.serverAddress=127.0.0.1\nadmin.serverPort={admin}\n",
+            data.display()
+        )
+    };
+    let zk_dir = dir.path().join("zookeeper");
+    let (port, admin) = (free_port().expect("port"), free_port().expect("port"));
+    let mut cmd = Launcher::new()
+        .admin_server(admin)
+        .command_for_file(&zk_dir, &text(&zk_dir.join("data"), port, admin))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _zookeeper = KillOnDrop(
+        cmd.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("java runs"),
+    );
+    let zk_addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let zk_admin = SocketAddr::from(([127, 0, 0, 1], admin));
+    let deadline = std::time::Instant::now() + WAIT;
+    while !four_letter_word(zk_addr, "srvr").is_ok_and(|s| s.contains("Mode: standalone"))
+        || TcpStream::connect(zk_admin).is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ZooKeeper did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let zkd_cfg = write(
+        dir.path(),
+        "zkd.cfg",
+        &text(&dir.path().join("zkd-data"), 0, 0),
+    );
+    let zkd = start(&["--config", &zkd_cfg], &[]);
+    let zk_view = observed(zk_addr, zk_admin);
+    let zkd_view = observed(zkd.addr, zkd.admin_server.expect("AdminServer"));
+    assert_eq!(zkd_view, zk_view);
+    // The defaults are ZooKeeper 3.8's: a 3 s tick, sessions of 2 to 20 ticks, 4lw srvr only.
+    assert!(
+        zk_view.contains(&"tick_time: 3000".to_string()),
+        "{zk_view:?}"
+    );
+    assert!(
+        zk_view.contains(&"session asked 100s: 60s".to_string()),
+        "{zk_view:?}"
     );
 }

@@ -193,6 +193,13 @@ impl Launcher {
         self.command_with(dir, &self.zoo_cfg(port, &data_dir), MAIN_CLASS)
     }
 
+    /// Writes `cfg` as it is to `dir/zoo.cfg` (none of the launcher's `zoo.cfg` settings are
+    /// added: the file's own keys and ZooKeeper's defaults apply) and returns the command that
+    /// runs a standalone server on it; `dir/data/` is created for the file to use.
+    pub fn command_for_file(&self, dir: &Path, cfg: &str) -> Result<Command, String> {
+        self.command_with(dir, cfg, MAIN_CLASS)
+    }
+
     /// Writes `dir/zoo.cfg` holding `cfg` (and creates `dir/data/`) and returns the command
     /// that runs `main_class` on it.
     fn command_with(&self, dir: &Path, cfg: &str, main_class: &str) -> Result<Command, String> {
