@@ -7,6 +7,11 @@
 #          python  kazoo and its recipes            (client-tests/python/)
 #          c       the C client's cli_mt shell      (client-tests/c/)
 #          cli     zkCli.sh, ZooKeeper's shell      (client-tests/cli/)
+#          java-ensemble    Curator against an ensemble  (client-tests/java/EnsembleSuite.java)
+#          python-ensemble  kazoo against an ensemble    (client-tests/python/kazoo_ensemble.py)
+#
+#   The ensemble suites take the whole connection string (HOST:PORT,HOST:PORT,...) and stop and
+#   start members through zkd's admin listener, given as ZKD_CONTROL_URL (http://HOST:PORT).
 #
 # Suites print `PASS name` / `FAIL name: reason` lines and end with `N passed, M failed`; the
 # exit status is the suite's (0 = all passed). A missing tool or library prints
@@ -22,7 +27,7 @@
 set -u
 
 usage() {
-    echo "usage: $0 {java|python|c|cli} HOST:PORT" >&2
+    echo "usage: $0 {java|python|c|cli|java-ensemble|python-ensemble} HOST:PORT[,HOST:PORT...]" >&2
     exit 2
 }
 
@@ -58,8 +63,10 @@ run() {
     return "$rc"
 }
 
-case "$NAME" in
-java)
+# java_suite DIR CLASS ARGS...: compiles DIR/*.java against the client jars and runs CLASS.
+java_suite() {
+    local dir=$1 class=$2
+    shift 2
     need_cmd java "a Java runtime (JDK 11+)"
     need_cmd javac "a JDK (javac)"
     if ! CP=$(bash "$HERE/../scripts/curator-classpath.sh"); then
@@ -68,18 +75,38 @@ java)
     fi
     BUILD=$(mktemp -d "${TMPDIR:-/tmp}/zk-java-suite.XXXXXX")
     trap 'rm -rf "$BUILD"' EXIT
-    if ! timeout 120 javac -nowarn -d "$BUILD" -cp "$CP" "$HERE"/java/*.java; then
-        echo "FAIL compile: javac failed for $HERE/java"
+    if ! timeout 120 javac -nowarn -d "$BUILD" -cp "$CP" "$dir"/*.java; then
+        echo "FAIL compile: javac failed for $dir"
         echo "0 passed, 1 failed"
         exit 1
     fi
-    run java -XX:+UseSerialGC -cp "$BUILD:$CP" JavaClientSuite "$ADDR"
+    run java -XX:+UseSerialGC -cp "$BUILD:$CP" "$class" "$@"
+}
+
+need_control_url() {
+    [ -n "${ZKD_CONTROL_URL:-}" ] || { echo "the $NAME suite needs ZKD_CONTROL_URL (zkd's admin listener, http://HOST:PORT)" >&2; exit 2; }
+}
+
+case "$NAME" in
+java)
+    java_suite "$HERE/java" JavaClientSuite "$ADDR"
+    ;;
+java-ensemble)
+    need_control_url
+    java_suite "$HERE/java" EnsembleSuite "$ADDR" "$ZKD_CONTROL_URL"
     ;;
 python)
     PY=${PYTHON:-python3}
     need_cmd "$PY" "Python 3"
     "$PY" -c 'import kazoo' >/dev/null 2>&1 || missing "the kazoo Python package (pip install kazoo)"
     run "$PY" "$HERE/python/kazoo_suite.py" "$ADDR"
+    ;;
+python-ensemble)
+    PY=${PYTHON:-python3}
+    need_cmd "$PY" "Python 3"
+    "$PY" -c 'import kazoo' >/dev/null 2>&1 || missing "the kazoo Python package (pip install kazoo)"
+    need_control_url
+    run "$PY" "$HERE/python/kazoo_ensemble.py" "$ADDR" "$ZKD_CONTROL_URL"
     ;;
 c)
     if [ -z "${CLI_MT:-}" ]; then

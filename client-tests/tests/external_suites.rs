@@ -25,14 +25,16 @@ struct SuiteRun {
     elapsed: Duration,
 }
 
-/// Runs the suite script to completion (or the time limit) on a blocking thread.
-fn run_suite_blocking(name: &str, addr: &str) -> SuiteRun {
+/// Runs the suite script to completion (or the time limit) on a blocking thread, with
+/// `envs` added to its environment.
+fn run_suite_blocking(name: &str, addr: &str, envs: &[(&str, String)]) -> SuiteRun {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("run-suite.sh");
     let started = Instant::now();
     let mut child = Command::new("bash")
         .arg(&script)
         .arg(name)
         .arg(addr)
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -95,10 +97,16 @@ async fn run_suite(name: &'static str) {
         target.kind()
     );
 
-    // The suite runs on a blocking thread so the embedded server keeps serving on the runtime.
+    check_suite(name, &addr, Vec::new()).await;
+    drop(target);
+}
+
+/// Runs suite `name` against `addr` on a blocking thread (so an embedded server keeps serving
+/// on the runtime) and fails the test unless every check passed.
+async fn check_suite(name: &'static str, addr: &str, envs: Vec<(&'static str, String)>) {
     let run = {
-        let addr = addr.clone();
-        tokio::task::spawn_blocking(move || run_suite_blocking(name, &addr))
+        let addr = addr.to_string();
+        tokio::task::spawn_blocking(move || run_suite_blocking(name, &addr, &envs))
             .await
             .expect("suite runner thread panicked")
     };
@@ -138,7 +146,23 @@ async fn run_suite(name: &'static str) {
         run.status,
         failures.join("\n")
     );
-    drop(target);
+}
+
+/// Runs an ensemble suite against a three-member zkd ensemble, whose members it stops and
+/// starts through the admin listener.
+async fn run_ensemble_suite(name: &'static str) {
+    let server = zkd_server::Server::start(zkd_server::Config {
+        port: 0,
+        admin_port: Some(0),
+        ensemble: Some(zkd_server::EnsembleConfig::numbered(3, 0).expect("three members")),
+        ..zkd_server::Config::default()
+    })
+    .await
+    .expect("ensemble starts");
+    let admin = server.admin_addr().expect("admin listener");
+    let control = vec![("ZKD_CONTROL_URL", format!("http://{admin}"))];
+    check_suite(name, &server.connect_string(), control).await;
+    server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -159,4 +183,14 @@ async fn c_client_cli_mt_suite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn zkcli_suite() {
     run_suite("cli").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn curator_ensemble_failover_suite() {
+    run_ensemble_suite("java-ensemble").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kazoo_ensemble_failover_and_read_only_suite() {
+    run_ensemble_suite("python-ensemble").await;
 }

@@ -227,15 +227,18 @@ impl Membership {
 
     /// The membership as `/zookeeper/config` holds it: one
     /// `server.ID=HOST:QUORUMPORT:ELECTIONPORT:participant;HOST:CLIENTPORT` line per member
-    /// and `version=0` (a static configuration), without a final newline. Members have no
-    /// quorum or election ports; those fields are 0.
+    /// and `version=0` (a static configuration), without a final newline. Members talk to
+    /// no one, so their quorum and election ports are only names: those of the usual
+    /// one-host layout (see [`quorum_ports`]), which ZooKeeper's parser accepts (it refuses
+    /// equal quorum and election ports); nothing listens there.
     pub fn config_text(&self) -> String {
         let mut s = String::new();
         for m in &self.members {
             let host = m.addr.ip();
+            let (quorum, election) = quorum_ports(m.id);
             let _ = writeln!(
                 s,
-                "server.{}={host}:0:0:participant;{host}:{}",
+                "server.{}={host}:{quorum}:{election}:participant;{host}:{}",
                 m.id,
                 m.addr.port()
             );
@@ -243,6 +246,12 @@ impl Membership {
         s.push_str("version=0");
         s
     }
+}
+
+/// The quorum and election ports a member's configuration names: 2888 and 3888 for member 1,
+/// one more for each following id (the layout of several servers on one host).
+pub fn quorum_ports(id: MemberId) -> (u64, u64) {
+    (2887 + id, 3887 + id)
 }
 
 #[cfg(test)]
@@ -297,9 +306,9 @@ mod tests {
     fn config_text_lists_every_member_with_its_client_address() {
         assert_eq!(
             three(true).config_text(),
-            "server.1=127.0.0.1:0:0:participant;127.0.0.1:2181\n\
-             server.2=127.0.0.1:0:0:participant;127.0.0.1:2182\n\
-             server.3=127.0.0.1:0:0:participant;127.0.0.1:2183\n\
+            "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\n\
+             server.2=127.0.0.1:2889:3889:participant;127.0.0.1:2182\n\
+             server.3=127.0.0.1:2890:3890:participant;127.0.0.1:2183\n\
              version=0"
         );
     }

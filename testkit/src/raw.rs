@@ -77,6 +77,9 @@ pub struct RawClient {
     pub session_id: i64,
     pub passwd: Bytes,
     pub timeout_ms: i32,
+    /// Whether the server said the session is served read-only (an ensemble member without
+    /// quorum).
+    pub read_only: bool,
     events: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
     reader: tokio::task::JoinHandle<()>,
 }
@@ -106,6 +109,19 @@ impl RawClient {
         timeout_ms: i32,
         last_zxid: i64,
     ) -> Result<RawClient, ClientError> {
+        Self::handshake(addr, session_id, passwd, timeout_ms, last_zxid, false).await
+    }
+
+    /// Connects with an existing session (or 0 for a new one), asking for read-only mode
+    /// when `read_only` is set (as clients that accept a read-only server do).
+    pub async fn handshake(
+        addr: SocketAddr,
+        session_id: i64,
+        passwd: Bytes,
+        timeout_ms: i32,
+        last_zxid: i64,
+        read_only: bool,
+    ) -> Result<RawClient, ClientError> {
         let mut stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let req = ConnectRequest {
@@ -114,7 +130,7 @@ impl RawClient {
             timeout: timeout_ms,
             session_id,
             passwd,
-            read_only: Some(false),
+            read_only: Some(read_only),
         };
         stream
             .write_all(&zkd_protocol::frame::record_frame(&req))
@@ -152,6 +168,7 @@ impl RawClient {
             session_id: resp.session_id,
             passwd: resp.passwd,
             timeout_ms: resp.timeout,
+            read_only: resp.read_only == Some(true),
             events: Mutex::new(Some(rx)),
             reader,
         })

@@ -231,7 +231,11 @@ pub fn conf(view: &FourLetterView) -> String {
         None => s.push_str("serverId=0\n"),
         Some(m) => {
             let _ = writeln!(s, "serverId={}", m.id);
-            s.push_str("electionAlg=3\nelectionPort=0\nquorumPort=0\npeerType=0\n");
+            let (quorum, election) = crate::ensemble::quorum_ports(m.id);
+            let _ = write!(
+                s,
+                "electionAlg=3\nelectionPort={election}\nquorumPort={quorum}\npeerType=0\n"
+            );
             s.push_str("membership: \n");
             s.push_str(&m.membership);
             s.push('\n');
@@ -595,7 +599,8 @@ mod tests {
                 mode,
                 quorum_size: 3,
                 followers: 2,
-                membership: "server.1=127.0.0.1:0:0:participant;127.0.0.1:2181\nversion=0".into(),
+                membership: "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nversion=0"
+                    .into(),
                 leader_id: Some(2),
                 leader_ip: Some("127.0.0.1".into()),
             }),
@@ -633,7 +638,7 @@ mod tests {
             (isro(&ro), isro(&leader), isro(&sample())),
             ("ro".into(), "rw".into(), "rw".into())
         );
-        assert!(conf(&follower).ends_with("serverId=2\nelectionAlg=3\nelectionPort=0\nquorumPort=0\npeerType=0\nmembership: \nserver.1=127.0.0.1:0:0:participant;127.0.0.1:2181\nversion=0\n"));
+        assert!(conf(&follower).ends_with("serverId=2\nelectionAlg=3\nelectionPort=3889\nquorumPort=2889\npeerType=0\nmembership: \nserver.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nversion=0\n"));
         let looking = as_member(MemberMode::Looking);
         let h = HostInfo::default();
         use zkd_protocol::FourLetterWord as W;

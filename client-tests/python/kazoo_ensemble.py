@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""kazoo against a three-member ensemble: a session and its ephemeral node survive stopping the
+member the client is connected to, and quorum loss gives a read-only client read-only mode
+(reads work, writes are refused) until quorum returns.
+
+    usage: kazoo_ensemble.py HOST:PORT,HOST:PORT,HOST:PORT CONTROL_URL
+
+CONTROL_URL is zkd's admin listener (http://HOST:PORT); members are stopped and started with
+POST CONTROL_URL/zkd/members/ID/stop|start, ID being the member's position in the connection
+string (1-based). Prints `PASS name` / `FAIL name: reason` per check and `N passed, M failed`;
+exits 1 if anything failed.
+"""
+
+import logging
+import os
+import sys
+import threading
+import traceback
+import urllib.request
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NotReadOnlyCallError
+from kazoo.protocol.states import KazooState, KeeperState
+
+from kazoo_suite import CheckFailed, expect, wait_until
+
+MEMBERS = []
+CONTROL = None
+results = []
+
+
+def member(mid, op):
+    req = urllib.request.Request("%s/zkd/members/%d/%s" % (CONTROL, mid, op), method="POST")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        expect(r.status == 200, "%s member %d answered %d" % (op, mid, r.status))
+
+
+def member_of(client):
+    port = client._connection._socket.getpeername()[1]
+    for i, m in enumerate(MEMBERS):
+        if m.endswith(":%d" % port):
+            return i + 1
+    raise CheckFailed("port %d is not a member" % port)
+
+
+def new_client(**kwargs):
+    c = KazooClient(hosts=",".join(MEMBERS), timeout=30.0, **kwargs)
+    states = []
+    c.add_listener(states.append)
+    c.start(timeout=10)
+    return c, states
+
+
+def session_and_ephemeral_survive_stopping_their_member():
+    c, states = new_client()
+    observer, _ = new_client()
+    try:
+        path = "/ensemble-kazoo-%d" % os.getpid()
+        c.create(path, b"mine", ephemeral=True)
+        session = c.client_id
+        for _ in range(2):
+            m = member_of(c)
+            del states[:]
+            member(m, "stop")
+            wait_until(lambda: KazooState.CONNECTED in states, "reconnection after stopping member %d" % m)
+            expect(member_of(c) != m, "moved to another member")
+            expect(c.client_id == session, "same session")
+            expect(KazooState.LOST not in states, "session never lost: %r" % states)
+            expect(observer.exists(path) is not None, "ephemeral kept")
+            c.set(path, b"again")
+            member(m, "start")
+    finally:
+        c.stop()
+        observer.stop()
+
+
+def quorum_loss_gives_read_only_mode_and_recovery():
+    c, states = new_client(read_only=True)
+    try:
+        path = "/ensemble-kazoo-ro-%d" % os.getpid()
+        c.create(path, b"before")
+        c.create(path + "-eph", b"e", ephemeral=True)
+        session = c.client_id
+        home = member_of(c)
+        others = [i for i in range(1, len(MEMBERS) + 1) if i != home]
+        del states[:]
+        for m in others:
+            member(m, "stop")
+        wait_until(lambda: c.client_state == KeeperState.CONNECTED_RO, "read-only mode")
+        expect(c.client_id == session, "same session in read-only mode")
+        expect(c.get(path)[0] == b"before", "reads work")
+        try:
+            c.set(path, b"refused")
+            raise CheckFailed("a write succeeded in read-only mode")
+        except NotReadOnlyCallError:
+            pass
+        member(others[0], "start")
+        wait_until(lambda: c.client_state == KeeperState.CONNECTED, "read-write again")
+        c.set(path, b"after")
+        expect(c.get(path)[0] == b"after", "writes work again")
+        expect(c.client_id == session, "same session after quorum returned")
+        expect(c.exists(path + "-eph") is not None, "ephemeral kept")
+        expect(KazooState.LOST not in states, "session never lost: %r" % states)
+        member(others[1], "start")
+        c.delete(path)
+    finally:
+        c.stop()
+
+
+def run(name, fn):
+    try:
+        fn()
+        results.append((name, True, ""))
+        print("PASS %s" % name, flush=True)
+    except Exception as e:  # noqa: BLE001 - report every failure as a FAIL line
+        reason = str(e) if isinstance(e, CheckFailed) else "".join(
+            traceback.format_exception_only(type(e), e)).strip()
+        results.append((name, False, reason))
+        print("FAIL %s: %s" % (name, reason), flush=True)
+
+
+def main():
+    global MEMBERS, CONTROL
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    MEMBERS = sys.argv[1].split(",")
+    CONTROL = sys.argv[2]
+    logging.basicConfig(level=logging.CRITICAL)
+    watchdog = threading.Timer(float(os.environ.get("KAZOO_SUITE_TIMEOUT", "240")), lambda: os._exit(2))
+    watchdog.daemon = True
+    watchdog.start()
+    run("kazoo_session_and_ephemeral_survive_stopping_its_member", session_and_ephemeral_survive_stopping_their_member)
+    run("kazoo_quorum_loss_read_only_mode_and_recovery", quorum_loss_gives_read_only_mode_and_recovery)
+    failed = sum(1 for _, ok, _ in results if not ok)
+    print("%d passed, %d failed" % (len(results) - failed, failed), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,455 @@
+//! The simulated ensemble through the wire protocol: members with their own listeners and
+//! modes, sessions moving between members, stopping members and the leader, quorum loss with
+//! and without read-only mode, and the membership in `/zookeeper/config`.
+
+#[path = "common/admin.rs"]
+mod admin;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use zkd_protocol::{Acl, ConnectRequest, Create, ErrorCode, OpCode, PathWatchRequest, Request};
+use zkd_server::{Config, EnsembleConfig, Server};
+use zkd_testkit::raw::RawClient;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn ensemble(read_only: bool) -> Server {
+    let mut e = EnsembleConfig::numbered(3, 0).expect("three members");
+    e.read_only = read_only;
+    Server::start(Config {
+        port: 0,
+        ensemble: Some(e),
+        admin_port: Some(0),
+        ..Config::default()
+    })
+    .await
+    .expect("ensemble starts")
+}
+
+fn addrs(server: &Server) -> Vec<SocketAddr> {
+    let members = server.members().expect("an ensemble");
+    members.iter().map(|m| m.client_addr).collect()
+}
+
+async fn word(addr: SocketAddr, w: &'static str) -> String {
+    tokio::task::spawn_blocking(move || zkd_testkit::oracle::four_letter_word(addr, w))
+        .await
+        .expect("word thread")
+        .unwrap_or_else(|e| panic!("{w} on {addr}: {e}"))
+}
+
+fn mode_line(srvr: &str) -> &str {
+    srvr.lines()
+        .find(|l| l.starts_with("Mode: "))
+        .unwrap_or("<no Mode line>")
+}
+
+fn create(path: &str, flags: i32) -> Request {
+    Request::Create(Create {
+        op: OpCode::Create,
+        path: path.to_string(),
+        data: Some(Bytes::from_static(b"v")),
+        acl: Acl::open_unsafe(),
+        flags,
+        ttl: -1,
+    })
+}
+
+fn get_data(path: &str) -> Request {
+    Request::GetData(PathWatchRequest {
+        path: path.to_string(),
+        watch: false,
+    })
+}
+
+/// Moves `c`'s session to `addr` (asking for read-only mode or not).
+async fn move_to(c: &RawClient, addr: SocketAddr, read_only: bool) -> RawClient {
+    tokio::time::timeout(
+        WAIT,
+        RawClient::handshake(
+            addr,
+            c.session_id,
+            c.passwd.clone(),
+            30_000,
+            c.last_zxid(),
+            read_only,
+        ),
+    )
+    .await
+    .expect("handshake in time")
+    .unwrap_or_else(|e| panic!("session moves to {addr}: {e}"))
+}
+
+/// Sends a ConnectRequest and returns every byte the server sends before closing (bounded).
+async fn raw_handshake(addr: SocketAddr, session_id: i64, passwd: Bytes, ro: bool) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let req = ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        timeout: 30_000,
+        session_id,
+        passwd,
+        read_only: Some(ro),
+    };
+    s.write_all(&zkd_protocol::frame::record_frame(&req))
+        .await
+        .expect("send");
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, s.read_to_end(&mut out))
+        .await
+        .expect("the server closes in time")
+        .expect("read");
+    out
+}
+
+/// Waits until `c`'s connection is closed by the server.
+async fn dropped(c: &RawClient) {
+    let gone = tokio::time::timeout(WAIT, async {
+        loop {
+            if c.call(&Request::Ping).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(gone.is_ok(), "the connection should have been dropped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_listen_on_their_own_ports_and_report_their_modes() {
+    let server = ensemble(true).await;
+    let a = addrs(&server);
+    assert_eq!(a.len(), 3);
+    assert_eq!(server.local_addr(), a[0]);
+    for (addr, mode) in a.iter().zip(["leader", "follower", "follower"]) {
+        let srvr = word(*addr, "srvr").await;
+        assert_eq!(mode_line(&srvr), format!("Mode: {mode}"), "{srvr}");
+        assert_eq!(word(*addr, "isro").await, "rw");
+    }
+    let mntr = word(a[0], "mntr").await;
+    for line in [
+        "zk_server_state\tleader",
+        "zk_synced_followers\t2",
+        "zk_learners\t2",
+    ] {
+        assert!(mntr.contains(line), "{line:?} missing:\n{mntr}");
+    }
+    // A client on member 2 counts there only.
+    let c = RawClient::connect(a[1], 30_000).await.expect("session");
+    let on = |srvr: String| srvr.contains("Connections: 2\n");
+    assert!(on(word(a[1], "srvr").await), "member 2 sees its client");
+    assert!(!on(word(a[2], "srvr").await), "member 3 does not");
+    // getConfig is getData of /zookeeper/config.
+    let config = c
+        .call(&get_data("/zookeeper/config"))
+        .await
+        .expect("config");
+    assert_eq!(config.err, 0);
+    let expected: String = a
+        .iter()
+        .enumerate()
+        .map(|(i, addr)| {
+            format!(
+                "server.{}=127.0.0.1:{}:{}:participant;127.0.0.1:{}\n",
+                i + 1,
+                2888 + i,
+                3888 + i,
+                addr.port()
+            )
+        })
+        .collect::<String>()
+        + "version=0";
+    let body = config.body.as_ref();
+    assert!(
+        body.windows(expected.len())
+            .any(|w| w == expected.as_bytes()),
+        "{:?}",
+        String::from_utf8_lossy(body)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_move_between_members_and_survive_stopping_the_member_and_the_leader() {
+    let server = ensemble(true).await;
+    let a = addrs(&server);
+    let c = RawClient::connect(a[2], 30_000)
+        .await
+        .expect("session on member 3");
+    assert_eq!(c.call(&create("/eph", 1)).await.expect("create").err, 0);
+
+    server.stop_member(3).await.expect("stop member 3");
+    dropped(&c).await;
+    assert!(
+        TcpStream::connect(a[2]).await.is_err(),
+        "member 3's port is closed"
+    );
+    let c = move_to(&c, a[0], false).await;
+    assert_eq!(
+        c.call(&get_data("/eph")).await.expect("get").err,
+        0,
+        "ephemeral kept"
+    );
+
+    server.start_member(3).await.expect("start member 3");
+    assert_eq!(mode_line(&word(a[2], "srvr").await), "Mode: follower");
+
+    // The leader goes: member 2 leads, member 1's clients move on.
+    server.stop_member(1).await.expect("stop the leader");
+    dropped(&c).await;
+    assert_eq!(mode_line(&word(a[1], "srvr").await), "Mode: leader");
+    let c = move_to(&c, a[1], false).await;
+    assert_eq!(c.call(&get_data("/eph")).await.expect("get").err, 0);
+    assert_eq!(c.call(&create("/after", 0)).await.expect("write").err, 0);
+
+    server.start_member(1).await.expect("start member 1");
+    let modes: Vec<&str> = server
+        .members()
+        .expect("members")
+        .iter()
+        .map(|m| m.mode.as_str())
+        .collect();
+    assert_eq!(modes, ["follower", "leader", "follower"]);
+    assert_eq!(mode_line(&word(a[0], "srvr").await), "Mode: follower");
+    let c = move_to(&c, a[2], false).await;
+    assert_eq!(c.call(&get_data("/after")).await.expect("get").err, 0);
+    assert!(server.stop_member(9).await.is_err(), "no member 9");
+    assert!(server.start_member(3).await.is_err(), "member 3 runs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_loss_serves_read_only_clients_until_quorum_returns() {
+    let server = ensemble(true).await;
+    let a = addrs(&server);
+    let c = RawClient::connect(a[0], 30_000).await.expect("session");
+    assert_eq!(c.call(&create("/kept", 0)).await.expect("create").err, 0);
+    assert_eq!(c.call(&create("/eph", 1)).await.expect("create").err, 0);
+
+    server.stop_member(2).await.expect("stop 2");
+    server.stop_member(3).await.expect("stop 3: quorum lost");
+    dropped(&c).await;
+    let srvr = word(a[0], "srvr").await;
+    assert!(
+        srvr.contains("\nREAD-ONLY mode; serving only read-only clients\n"),
+        "{srvr}"
+    );
+    assert_eq!(mode_line(&srvr), "Mode: read-only");
+    assert_eq!(word(a[0], "isro").await, "ro");
+
+    // A client that does not accept read-only mode is closed without an answer; a new
+    // session is refused with a bare NOTREADONLY header.
+    assert!(raw_handshake(a[0], 0, Bytes::from_static(&[0; 16]), false)
+        .await
+        .is_empty());
+    let refused = raw_handshake(a[0], 0, Bytes::from_static(&[0; 16]), true).await;
+    assert_eq!(refused.len(), 20, "{refused:?}");
+    assert_eq!(&refused[0..8], &[0, 0, 0, 16, 0, 0, 0, 0]);
+    let err = i32::from_be_bytes(refused[16..20].try_into().expect("4 bytes"));
+    assert_eq!(err, ErrorCode::NotReadOnly.code());
+
+    // The existing session is served read-only: reads work, writes and sync are refused.
+    let ro = move_to(&c, a[0], true).await;
+    assert!(ro.read_only, "the ConnectResponse says read-only");
+    assert_eq!(ro.call(&get_data("/kept")).await.expect("read").err, 0);
+    assert_eq!(ro.call(&get_data("/eph")).await.expect("read").err, 0);
+    let refused = ErrorCode::NotReadOnly.code();
+    assert_eq!(
+        ro.call(&create("/new", 0)).await.expect("write").err,
+        refused
+    );
+    let sync = Request::Sync(zkd_protocol::SyncRequest {
+        path: Some("/kept".into()),
+    });
+    assert_eq!(ro.call(&sync).await.expect("sync").err, refused);
+
+    // Quorum returns: the read-only connection drops and the session writes again.
+    server.start_member(2).await.expect("start 2");
+    dropped(&ro).await;
+    assert_eq!(word(a[0], "isro").await, "rw");
+    let rw = move_to(&ro, a[1], false).await;
+    assert!(!rw.read_only);
+    assert_eq!(rw.call(&create("/new", 0)).await.expect("write").err, 0);
+    assert_eq!(
+        rw.call(&get_data("/eph")).await.expect("read").err,
+        0,
+        "ephemeral kept"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_read_only_mode_members_without_quorum_serve_nobody() {
+    let server = ensemble(false).await;
+    let a = addrs(&server);
+    let c = RawClient::connect(a[0], 30_000).await.expect("session");
+    server.stop_member(1).await.expect("stop 1");
+    server.stop_member(2).await.expect("stop 2");
+    dropped(&c).await;
+    let not_serving = "This ZooKeeper instance is not currently serving requests\n";
+    assert_eq!(word(a[2], "srvr").await, not_serving);
+    assert_eq!(word(a[2], "isro").await, "null");
+    assert_eq!(word(a[2], "ruok").await, "imok");
+    assert!(raw_handshake(a[2], c.session_id, c.passwd.clone(), true)
+        .await
+        .is_empty());
+    let members = server.members().expect("members");
+    assert_eq!(members[2].mode.as_str(), "looking");
+    server.start_member(2).await.expect("start 2");
+    let c = move_to(&c, a[2], false).await;
+    assert_eq!(c.call(&create("/back", 0)).await.expect("write").err, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_over_http_and_per_member_admin_commands() {
+    let server = ensemble(true).await;
+    let admin = server.admin_addr().expect("admin listener");
+    let a = addrs(&server);
+    let list = admin::ok(admin, "GET", "/zkd/members", None).await;
+    assert_eq!(list["leader"], 1);
+    let members = list["members"].as_array().expect("members");
+    assert_eq!(members.len(), 3);
+    assert_eq!(members[1]["id"], 2);
+    assert_eq!(members[1]["client_address"], a[1].to_string());
+    assert_eq!(members[1]["mode"], "follower");
+    assert_eq!(members[1]["state"], "running");
+
+    let after = admin::ok(admin, "POST", "/zkd/members/1/stop", None).await;
+    assert_eq!(after["leader"], 2);
+    assert_eq!(after["members"][0]["state"], "stopped");
+    let stats = admin::ok(admin, "GET", "/commands/srvr?member=2", None).await;
+    assert_eq!(stats["server_stats"]["server_state"], "leader");
+    let leader = admin::ok(admin, "GET", "/commands/leader?member=3", None).await;
+    assert_eq!(
+        (leader["is_leader"].clone(), leader["leader_id"].clone()),
+        (false.into(), 2.into())
+    );
+    for (method, path, status) in [
+        ("POST", "/zkd/members/1/stop", 409),
+        ("POST", "/zkd/members/2/start", 409),
+        ("POST", "/zkd/members/9/stop", 404),
+        ("POST", "/zkd/members/one/stop", 400),
+        ("GET", "/commands/srvr?member=7", 404),
+    ] {
+        let answer = admin::call(admin, method, path, None).await;
+        assert_eq!(answer.status, status, "{method} {path}: {}", answer.body);
+        assert!(!admin::error_text(&answer).is_empty());
+    }
+    admin::ok(admin, "POST", "/zkd/members/3/stop", None).await;
+    let ro = admin::ok(admin, "GET", "/commands/is_read_only?member=2", None).await;
+    assert_eq!(ro["read_only"], true);
+    let back = admin::ok(admin, "POST", "/zkd/members/1/start", None).await;
+    // Quorum is back; without a leader the lowest running id is elected.
+    assert_eq!(back["members"][0]["mode"], "leader");
+    assert_eq!(back["leader"], 1);
+
+    // A standalone server has no members.
+    let single = Server::start(Config {
+        port: 0,
+        admin_port: Some(0),
+        ..Config::default()
+    })
+    .await
+    .expect("standalone");
+    let answer = admin::call(
+        single.admin_addr().expect("admin"),
+        "GET",
+        "/zkd/members",
+        None,
+    )
+    .await;
+    assert_eq!(answer.status, 409, "{}", answer.body);
+}
+
+/// Kills the binary when the test ends, however it ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
+    let bin = zkd_client_tests::certs::zkd_binary().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = Command::new(&bin)
+        .args([
+            "--ensemble",
+            "3",
+            "--port",
+            "0",
+            "--admin-port",
+            "0",
+            "--log",
+            "warn",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("zkd starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let running = Running(child);
+    let lines: Vec<String> = BufReader::new(stdout)
+        .lines()
+        .take(4)
+        .map(|l| l.expect("a line"))
+        .collect();
+    let ports: Vec<&str> = lines[..3]
+        .iter()
+        .map(|l| {
+            l.strip_prefix("zkd listening on 127.0.0.1:")
+                .unwrap_or_else(|| panic!("{l}"))
+        })
+        .collect();
+    assert_eq!(
+        ports
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        3,
+        "{lines:?}"
+    );
+    let admin = lines[3].strip_prefix("zkd admin on ").expect("admin line");
+    let ctl = |args: &[&str]| {
+        let out = Command::new(&bin)
+            .args(["ctl", "--admin", admin, "members"])
+            .args(args)
+            .output()
+            .expect("zkd ctl runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, text) = ctl(&["stop", "1"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.starts_with("member 1 stopped\n"), "{text}");
+    let (code, text) = ctl(&["list"]);
+    assert_eq!(code, Some(0), "{text}");
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        [
+            "1",
+            &format!("127.0.0.1:{}", ports[0]),
+            "stopped",
+            "stopped"
+        ]
+    );
+    assert_eq!(rows[1][2], "leader");
+    let (code, text) = ctl(&["stop", "1"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("member 1 is already stopped"), "{text}");
+    drop(running);
+}
