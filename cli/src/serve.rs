@@ -166,6 +166,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     sasl_users: Option<PathBuf>,
 
+    /// Serve nothing but authentication to a connection until it has authenticated with one
+    /// of these schemes (comma list: sasl, x509, digest, ip); other requests are answered
+    /// SESSIONCLOSEDREQUIRESASLAUTH and the connection is closed, as ZooKeeper does with
+    /// enforce.auth.schemes or sessionRequireClientSASLAuth. Off unless given.
+    #[arg(long, value_name = "SCHEMES", value_delimiter = ',')]
+    enforce_auth_schemes: Vec<String>,
+
     /// SASL user name that is super user.
     #[arg(long, value_name = "NAME")]
     sasl_super_user: Option<String>,
@@ -300,6 +307,7 @@ impl ServeArgs {
             x509_super_user: self.x509_super_user.clone(),
             sasl_users,
             sasl_super_user: self.sasl_super_user.clone(),
+            enforce_auth_schemes: self.enforce_auth_schemes.clone(),
             ..Config::default()
         })
     }

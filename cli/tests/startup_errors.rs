@@ -51,6 +51,18 @@ fn secure_only_without_a_secure_port() {
 }
 
 #[test]
+fn enforced_scheme_not_available() {
+    refused(
+        &["--port", "0", "--enforce-auth-schemes", "sasl"],
+        "authentication scheme \"sasl\" cannot be enforced",
+    );
+    refused(
+        &["--port", "0", "--enforce-auth-schemes", "digest,kerberos"],
+        "\"kerberos\" cannot be enforced",
+    );
+}
+
+#[test]
 fn ctl_without_admin_listener() {
     refused(&["ctl", "sessions"], "--admin HOST:PORT");
 }

@@ -4,6 +4,7 @@
 //   java SecureClient tls  HOST:PORT PKI_DIR CLIENT_DN
 //   java SecureClient sasl HOST:PORT      (needs -Djava.security.auth.login.config=FILE with
 //                                          sections Client (bob), Alice and Wrong)
+//   java SecureClient enforce HOST:PORT   (the same, against a server enforcing sasl)
 //
 // Prints `PASS name` / `FAIL name: reason` per check and `N passed, M failed`; exit 1 on any
 // failure.
@@ -223,10 +224,53 @@ public class SecureClient {
         me[0].close();
     }
 
+    /** Against a server that enforces the sasl scheme (ZooKeeper: enforce.auth.schemes=sasl). */
+    static void enforce(String addr) throws Exception {
+        check("enforce: a SASL user is served", () -> {
+            Client bob = new Client(addr, saslConfig("Client"));
+            try {
+                expect(bob.await(Watcher.Event.KeeperState.SaslAuthenticated), "no SaslAuthenticated");
+                bob.zk.create(BASE, "e".getBytes(), ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+                expect(new String(bob.zk.getData(BASE, false, null)).equals("e"), "data");
+                bob.zk.delete(BASE, -1);
+            } finally {
+                bob.close();
+            }
+        });
+        check("enforce: a client without SASL gets SessionClosedRequireAuthException", () -> {
+            Client anon = new Client(addr, saslConfig(null));
+            try {
+                expect(anon.await(Watcher.Event.KeeperState.SyncConnected), "no SyncConnected");
+                try {
+                    anon.zk.exists("/", false);
+                    throw new AssertionError("request served");
+                } catch (KeeperException.SessionClosedRequireAuthException expected) {
+                }
+            } finally {
+                anon.close();
+            }
+        });
+        check("enforce: a wrong password is never served", () -> {
+            Client wrong = new Client(addr, saslConfig("Wrong"));
+            try {
+                try {
+                    wrong.zk.exists("/", false);
+                    throw new AssertionError("request served");
+                } catch (KeeperException e) {
+                    expect(e.code() == KeeperException.Code.AUTHFAILED, "code " + e.code());
+                }
+                expect(!wrong.states.contains(Watcher.Event.KeeperState.SaslAuthenticated), "authenticated");
+            } finally {
+                wrong.close();
+            }
+        });
+    }
+
     public static void main(String[] args) throws Exception {
         switch (args[0]) {
             case "tls": tls(args[1], args[2], args[3]); break;
             case "sasl": sasl(args[1]); break;
+            case "enforce": enforce(args[1]); break;
             default: throw new IllegalArgumentException(args[0]);
         }
         System.out.println(passed + " passed, " + failed + " failed");

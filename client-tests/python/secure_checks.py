@@ -3,6 +3,7 @@
 
     usage: secure_checks.py tls  HOST:PORT PKI_DIR CLIENT_DN
            secure_checks.py sasl HOST:PORT
+           secure_checks.py enforce HOST:PORT   (a server enforcing the sasl scheme)
 
 Prints `PASS name` / `FAIL name: reason` per check and `N passed, M failed`; exit 1 on any
 failure. Every wait is bounded, generously: a wait ends as soon as what it waits for
@@ -16,7 +17,12 @@ import threading
 import traceback
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import AuthFailedError, ConnectionClosedError, NoAuthError
+from kazoo.exceptions import (
+    AuthFailedError,
+    ConnectionClosedError,
+    NoAuthError,
+    SessionClosedRequireSaslError,
+)
 from kazoo.protocol.states import KeeperState
 from kazoo.security import ACL, Id, Permissions
 
@@ -187,6 +193,38 @@ def sasl(addr):
     zk.close()
 
 
+def enforce(addr):
+    """Against a server that enforces the sasl scheme."""
+
+    def served():
+        bob = sasl_client(addr, "bob", "bobsecret")
+        bob.start(timeout=WAIT)
+        try:
+            bob.create(BASE, b"e")
+            expect(bob.get(BASE)[0] == b"e", "data")
+            bob.delete(BASE)
+        finally:
+            bob.stop()
+            bob.close()
+
+    check("enforce: a SASL user is served", served)
+
+    def refused():
+        anon = KazooClient(hosts=addr, timeout=SESSION_TIMEOUT)
+        anon.start(timeout=WAIT)
+        try:
+            try:
+                anon.exists("/")
+                raise AssertionError("request served")
+            except SessionClosedRequireSaslError:
+                pass
+        finally:
+            anon.stop()
+            anon.close()
+
+    check("enforce: a client without SASL gets SessionClosedRequireSaslError", refused)
+
+
 def main():
     logging.basicConfig(level=logging.CRITICAL)
     mode, addr = sys.argv[1], sys.argv[2]
@@ -194,6 +232,8 @@ def main():
         tls(addr, sys.argv[3], sys.argv[4])
     elif mode == "sasl":
         sasl(addr)
+    elif mode == "enforce":
+        enforce(addr)
     else:
         raise SystemExit("unknown mode " + mode)
     print("%d passed, %d failed" % (passed, failed))

@@ -471,19 +471,24 @@ fn jaas_file(dir: &Path) -> PathBuf {
     path
 }
 
-fn sasl_checks(addr: SocketAddr, jaas: &Path) {
+/// Runs the Java and kazoo SASL checks of `mode` (`sasl`, or `enforce` against a server that
+/// enforces the sasl scheme).
+fn sasl_checks(addr: SocketAddr, jaas: &Path, mode: &str) {
     let addr = addr.to_string();
     let jvm = [format!(
         "-Djava.security.auth.login.config={}",
         jaas.display()
     )];
-    run_checks("Java client with SASL", &mut java(&jvm, &["sasl", &addr]));
-    run_checks("kazoo with SASL", &mut kazoo(&["sasl", &addr]));
+    run_checks(
+        &format!("Java client, {mode}"),
+        &mut java(&jvm, &[mode, &addr]),
+    );
+    run_checks(&format!("kazoo, {mode}"), &mut kazoo(&[mode, &addr]));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sasl_digest_md5_on_zkd() {
-    let dir = TempDir(temp_dir("sasl-zkd"));
+/// zkd with the SASL users of the JAAS file, enforcing `enforce` schemes; runs the checks.
+async fn sasl_on_zkd(tag: &str, enforce: &[&str], mode: &'static str) {
+    let dir = TempDir(temp_dir(tag));
     let jaas = jaas_file(&dir.0);
     // The JAAS file's Server section is read as-is; the name:password form gives the same.
     let from_jaas =
@@ -495,24 +500,27 @@ async fn sasl_digest_md5_on_zkd() {
     let server = Server::start(Config {
         port: 0,
         sasl_users: Some(from_jaas),
+        enforce_auth_schemes: enforce.iter().map(|s| s.to_string()).collect(),
         ..Config::default()
     })
     .await
     .expect("zkd starts");
     let addr = server.local_addr();
-    blocking(move || sasl_checks(addr, &jaas)).await;
+    blocking(move || sasl_checks(addr, &jaas, mode)).await;
     server.shutdown().await;
 }
 
-#[test]
-fn sasl_digest_md5_on_zookeeper() {
-    let dir = TempDir(temp_dir("sasl-zk"));
+/// ZooKeeper with the SASL provider and the JAAS file, plus `cfg`; runs the checks.
+fn sasl_on_zookeeper(tag: &str, cfg: &[(&str, &str)], mode: &str) {
+    let dir = TempDir(temp_dir(tag));
     let jaas = jaas_file(&dir.0);
+    let mut settings = vec![(
+        "authProvider.1",
+        "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+    )];
+    settings.extend_from_slice(cfg);
     let oracle = Launcher::new()
-        .cfg(&[(
-            "authProvider.1",
-            "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
-        )])
+        .cfg(&settings)
         .jvm_opts(vec![
             "-Xshare:auto".into(),
             "-XX:TieredStopAtLevel=1".into(),
@@ -522,5 +530,32 @@ fn sasl_digest_md5_on_zookeeper() {
         ])
         .start()
         .unwrap_or_else(|e| panic!("{e}"));
-    sasl_checks(oracle.addr(), &jaas);
+    sasl_checks(oracle.addr(), &jaas, mode);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_digest_md5_on_zkd() {
+    sasl_on_zkd("sasl-zkd", &[], "sasl").await;
+}
+
+#[test]
+fn sasl_digest_md5_on_zookeeper() {
+    sasl_on_zookeeper("sasl-zk", &[], "sasl");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_enforced_on_zkd() {
+    sasl_on_zkd("enforce-zkd", &["sasl"], "enforce").await;
+}
+
+#[test]
+fn sasl_enforced_on_zookeeper() {
+    sasl_on_zookeeper(
+        "enforce-zk",
+        &[
+            ("enforce.auth.enabled", "true"),
+            ("enforce.auth.schemes", "sasl"),
+        ],
+        "enforce",
+    );
 }

@@ -84,6 +84,12 @@ pub struct Config {
     pub sasl_users: Option<SaslUsers>,
     /// SASL user name that is super user (`zookeeper.superUser`).
     pub sasl_super_user: Option<String>,
+    /// Authentication schemes (`sasl`, `x509`, `digest`, `ip`) one of which a connection must
+    /// have authenticated with before any request but auth and SASL is served; others are
+    /// answered SESSIONCLOSEDREQUIRESASLAUTH and the connection is closed. Empty (default) =
+    /// not enforced. ZooKeeper: `enforce.auth.enabled` with `enforce.auth.schemes`, or
+    /// `sessionRequireClientSASLAuth=true` for `["sasl"]`.
+    pub enforce_auth_schemes: Vec<String>,
     /// What drives session expiry, TTL expiry and the container reaper: real monotonic time
     /// (default), or a virtual clock that only the control plane's `advance` moves.
     pub clock: ClockMode,
@@ -290,6 +296,7 @@ impl Default for Config {
             sasl_users: None,
             sasl_super_user: None,
             ensemble: None,
+            enforce_auth_schemes: Vec::new(),
         }
     }
 }
@@ -382,6 +389,20 @@ impl Config {
                 return Err("a secure port cannot be combined with an ensemble yet".into());
             }
         }
+        for scheme in &self.enforce_auth_schemes {
+            let available = match scheme.as_str() {
+                "digest" | "ip" => true,
+                "x509" => self.secure_port.is_some(),
+                "sasl" => self.sasl_users.is_some(),
+                _ => false,
+            };
+            if !available {
+                return Err(format!(
+                    "authentication scheme {scheme:?} cannot be enforced: it is not available \
+                     (digest and ip always are, x509 with a secure port, sasl with SASL users)"
+                ));
+            }
+        }
         if let Some(d) = &self.super_digest {
             if !d.contains(':') {
                 return Err(format!("super digest {d:?} is not of the form user:hash"));
@@ -407,6 +428,7 @@ impl Config {
                 sasl_users: self.sasl_users.clone().map(Arc::new),
                 sasl_super_user: self.sasl_super_user.clone(),
                 nonce_seed: random_seed(),
+                enforce_schemes: self.enforce_auth_schemes.clone(),
             },
         }
     }

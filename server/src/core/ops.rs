@@ -228,6 +228,9 @@ impl Core {
             op,
             None | Some(OpCode::Notification | OpCode::Error | OpCode::CreateSession)
         );
+        if self.refuse_unauthenticated(conn, header.xid, header.op, out) {
+            return;
+        }
         if is_request && !matches!(op, Some(OpCode::Auth | OpCode::Sasl)) {
             self.sessions.touch(sid, now.mono);
         }

@@ -1,5 +1,6 @@
 //! Identities from the secure transports: the x509 identity of a verified client
-//! certificate (given by the network layer) and SASL DIGEST-MD5 over opcode 102.
+//! certificate (given by the network layer) and SASL DIGEST-MD5 over opcode 102; and the
+//! enforcement of authentication before other requests are served.
 
 use std::sync::Arc;
 
@@ -26,7 +27,13 @@ pub struct AuthConfig {
     pub sasl_super_user: Option<String>,
     /// Secret mixed into DIGEST-MD5 nonces, chosen at start-up.
     pub nonce_seed: [u8; 16],
+    /// Schemes one of which a connection must have authenticated with before anything but
+    /// auth (100) and sasl (102) is served (`zookeeper.enforce.auth.schemes`); empty = off.
+    pub enforce_schemes: Vec<String>,
 }
+
+/// Opcodes an unauthenticated connection may still send when authentication is enforced.
+const AUTH_OPCODES: [i32; 2] = [100, 102];
 
 fn id(scheme: &str, id: &str) -> Id {
     Id {
@@ -59,6 +66,47 @@ impl Core {
         ids.push(id("x509", dn));
         tracing::info!(conn, dn, "authenticated with a client certificate");
         self.add_ids(conn, ids);
+    }
+
+    /// With enforced schemes: refuses a request other than auth and sasl from a connection
+    /// that holds no identity of an enforced scheme, as ZooKeeper does: the reply header
+    /// carries SESSIONCLOSEDREQUIRESASLAUTH (zxid 0, no body) and the connection is closed.
+    /// The session itself is not closed; it expires unless the client comes back. Returns
+    /// whether the request was refused.
+    pub(super) fn refuse_unauthenticated(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        opcode: i32,
+        out: &mut dyn Outbox,
+    ) -> bool {
+        let enforced = &self.cfg.auth.enforce_schemes;
+        if enforced.is_empty() || AUTH_OPCODES.contains(&opcode) {
+            return false;
+        }
+        let Some(c) = self.conns.get(&conn) else {
+            return false;
+        };
+        if c.ids.iter().any(|id| enforced.contains(&id.scheme)) {
+            return false;
+        }
+        tracing::warn!(
+            conn,
+            opcode,
+            required = ?enforced,
+            "closing connection: request before authenticating with a required scheme"
+        );
+        let frame = zkd_protocol::encode_frame(|out| {
+            ReplyHeader {
+                xid,
+                zxid: 0,
+                err: ErrorCode::SessionClosedRequireSaslAuth.code(),
+            }
+            .write(out)
+        });
+        self.send(out, conn, frame);
+        self.finish_connection(conn, out);
+        true
     }
 
     /// Opcode 102. Without SASL users configured: OK with no token. Otherwise one step of
@@ -100,7 +148,14 @@ impl Core {
             }
             Err(e) => {
                 tracing::warn!(conn, reason = %e.0, "SASL authentication failed; closing");
-                self.send(out, conn, reply(None, ErrorCode::AuthFailed.code()));
+                // When sasl is an enforced scheme ZooKeeper answers with the enforcement
+                // code instead of AUTHFAILED.
+                let code = if self.cfg.auth.enforce_schemes.iter().any(|s| s == "sasl") {
+                    ErrorCode::SessionClosedRequireSaslAuth
+                } else {
+                    ErrorCode::AuthFailed
+                };
+                self.send(out, conn, reply(None, code.code()));
                 self.finish_connection(conn, out);
                 None
             }

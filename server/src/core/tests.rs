@@ -1076,6 +1076,9 @@ fn notifications_need_read_permission() {
 #[path = "control_tests.rs"]
 mod control_tests;
 
+#[path = "secure_auth_tests.rs"]
+mod secure_auth_tests;
+
 #[test]
 fn negotiated_timeout_never_below_one_tick() {
     // A core configured (directly, past `Config::validate`) with a zero minimum still
