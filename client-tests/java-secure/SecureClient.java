@@ -155,6 +155,23 @@ public class SecureClient {
         return c;
     }
 
+    /** A client without SASL connects; reading `path` must fail with `want`. */
+    static void anonymousRead(String addr, String path, Class<? extends KeeperException> want)
+            throws Exception {
+        Client anon = new Client(addr, saslConfig(null));
+        try {
+            expect(anon.await(Watcher.Event.KeeperState.SyncConnected), "no SyncConnected");
+            try {
+                anon.zk.getData(path, false, null);
+                throw new AssertionError("read allowed");
+            } catch (KeeperException e) {
+                expect(want.isInstance(e), "got " + e);
+            }
+        } finally {
+            anon.close();
+        }
+    }
+
     static void sasl(String addr) throws Exception {
         final Client[] me = new Client[1];
         check("sasl: DigestLoginModule user authenticates", () -> {
@@ -187,19 +204,8 @@ public class SecureClient {
                 alice.close();
             }
         });
-        check("sasl: a client without SASL is refused by the sasl ACL", () -> {
-            Client anon = new Client(addr, saslConfig(null));
-            try {
-                expect(anon.await(Watcher.Event.KeeperState.SyncConnected), "no SyncConnected");
-                try {
-                    anon.zk.getData(BASE, false, null);
-                    throw new AssertionError("read allowed");
-                } catch (KeeperException.NoAuthException expected) {
-                }
-            } finally {
-                anon.close();
-            }
-        });
+        check("sasl: a client without SASL is refused by the sasl ACL",
+            () -> anonymousRead(addr, BASE, KeeperException.NoAuthException.class));
         check("sasl: a wrong password gets AuthFailed", () -> {
             Client wrong = new Client(addr, saslConfig("Wrong"));
             try {
@@ -237,19 +243,8 @@ public class SecureClient {
                 bob.close();
             }
         });
-        check("enforce: a client without SASL gets SessionClosedRequireAuthException", () -> {
-            Client anon = new Client(addr, saslConfig(null));
-            try {
-                expect(anon.await(Watcher.Event.KeeperState.SyncConnected), "no SyncConnected");
-                try {
-                    anon.zk.exists("/", false);
-                    throw new AssertionError("request served");
-                } catch (KeeperException.SessionClosedRequireAuthException expected) {
-                }
-            } finally {
-                anon.close();
-            }
-        });
+        check("enforce: a client without SASL gets SessionClosedRequireAuthException",
+            () -> anonymousRead(addr, "/", KeeperException.SessionClosedRequireAuthException.class));
         check("enforce: a wrong password is never served", () -> {
             Client wrong = new Client(addr, saslConfig("Wrong"));
             try {
