@@ -13,7 +13,7 @@ use crate::report::{num, Table};
 use crate::servers::{ServerProcess, ServerSpec};
 use crate::throughput::Workload;
 use crate::util::BenchResult;
-use crate::{footprint, Figures, Settings};
+use crate::{footprint, Figures, Item, Settings};
 
 /// Which groups of items to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -162,12 +162,6 @@ pub fn targets_table(checks: &[TargetCheck]) -> Table {
     t
 }
 
-enum Item {
-    Throughput(Workload),
-    Fanout(usize),
-    Herd(Mode, usize),
-}
-
 /// Runs the comparison and writes the table, the raw values and the plots to `out_dir`.
 pub async fn run(o: &Options) -> Comparison {
     let started = Instant::now();
@@ -227,17 +221,13 @@ pub async fn run(o: &Options) -> Comparison {
 
     let mut items = Vec::new();
     if o.groups.contains(&Group::Throughput) {
-        items.extend(s.tp_workloads.iter().map(|w| Item::Throughput(*w)));
+        items.extend(Item::throughput(s));
     }
     if o.groups.contains(&Group::Fanout) {
-        items.extend(s.fan_watchers.iter().map(|w| Item::Fanout(*w)));
+        items.extend(Item::fanout(s));
     }
     if o.groups.contains(&Group::Herd) {
-        for n in &s.herd_n {
-            for m in &s.herd_modes {
-                items.push(Item::Herd(*m, *n));
-            }
-        }
+        items.extend(Item::herd(s));
     }
     if !items.is_empty() {
         let mut servers: [Option<ServerProcess>; 2] = [None, None];
@@ -269,20 +259,9 @@ pub async fn run(o: &Options) -> Comparison {
                     };
                     let (addr, pid) = (server.addr(), Some(server.pid()));
                     let ours: Vec<u32> = servers.iter().flatten().map(|p| p.pid()).collect();
-                    let label = match item {
-                        Item::Throughput(w) => crate::throughput_item(*w, s),
-                        Item::Fanout(w) => crate::fanout_item(*w),
-                        Item::Herd(m, n) => crate::herd_item(*m, *n),
-                    };
-                    let (p, what) = labels(round, &label, k);
-                    let result = undisturbed(o, &mut c, &p, &what, &ours, || async {
-                        match item {
-                            Item::Throughput(w) => {
-                                crate::throughput_figures(addr, pid, *w, s, &p).await
-                            }
-                            Item::Fanout(w) => crate::fanout_figures(addr, pid, *w, s, &p).await,
-                            Item::Herd(m, n) => crate::herd_figures(addr, pid, *m, *n, s, &p).await,
-                        }
+                    let (p, what) = labels(round, &item.label(s), k);
+                    let result = undisturbed(o, &mut c, &p, &what, &ours, || {
+                        item.figures(addr, pid, s, &p)
                     })
                     .await;
                     match result {

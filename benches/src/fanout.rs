@@ -12,7 +12,7 @@ use zkd_protocol::{Request, SetDataRequest};
 
 use crate::proc;
 use crate::progress::Progress;
-use crate::util::{delete, quantile_sorted, session_with_node, BenchResult};
+use crate::util::{delete, ms, quantile_sorted, session_with_node, BenchResult};
 use crate::watchers::Watchers;
 
 #[derive(Debug, Clone)]
@@ -104,14 +104,9 @@ fn rounds(
                 first: Duration::from_secs_f64(times.first().copied().unwrap_or(0.0)),
                 server_cpu: proc::CpuSample::between(cpu0, cpu1),
             };
-            progress.say(format!(
-                "write {}/{}: first {:.3} ms, median {:.3} ms, last {:.3} ms",
-                round + 1,
-                p.writes,
-                s.first.as_secs_f64() * 1e3,
-                s.median.as_secs_f64() * 1e3,
-                s.last.as_secs_f64() * 1e3
-            ));
+            let (first, median, last) = (ms(s.first), ms(s.median), ms(s.last));
+            let text = format!("first {first:.3} ms, median {median:.3} ms, last {last:.3} ms");
+            progress.step("write", round, p.writes, text);
             samples.push(s);
         }
         Ok(samples)

@@ -29,31 +29,20 @@ pub struct Params {
     pub settle: Duration,
 }
 
+/// Adding `count` things (znodes, idle sessions): how long it took and the server's RSS
+/// before and after.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ZnodeOutcome {
+pub struct Growth {
     pub count: usize,
-    /// Wall time of the pipelined creates.
-    pub create_secs: f64,
+    /// Wall time of adding them (the pipelined creates, the handshakes).
+    pub secs: f64,
     pub rss_before: Option<u64>,
     pub rss_after: Option<u64>,
 }
 
-impl ZnodeOutcome {
-    pub fn per_znode(&self) -> Option<f64> {
-        per(self.rss_before, self.rss_after, self.count)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionsOutcome {
-    pub count: usize,
-    pub open_secs: f64,
-    pub rss_before: Option<u64>,
-    pub rss_after: Option<u64>,
-}
-
-impl SessionsOutcome {
-    pub fn per_session(&self) -> Option<f64> {
+impl Growth {
+    /// RSS growth per thing added, where both RSS figures are known.
+    pub fn per_item(&self) -> Option<f64> {
         per(self.rss_before, self.rss_after, self.count)
     }
 }
@@ -76,8 +65,8 @@ pub struct MaxSessionsOutcome {
 pub struct Outcome {
     pub startup: Vec<Duration>,
     pub idle_rss: Option<u64>,
-    pub znodes: ZnodeOutcome,
-    pub sessions: SessionsOutcome,
+    pub znodes: Growth,
+    pub sessions: Growth,
     pub max_sessions: MaxSessionsOutcome,
 }
 
@@ -128,7 +117,7 @@ pub async fn znodes(
     settle: Duration,
     cleanup: bool,
     progress: &Progress,
-) -> BenchResult<ZnodeOutcome> {
+) -> BenchResult<Growth> {
     let limit = Duration::from_secs(60);
     let (admin, parent) = session_with_node(addr, "znodes", None, limit, "the parent").await?;
     let before = rss(pid)?;
@@ -167,9 +156,9 @@ pub async fn znodes(
         let _ = call_ok(&admin, &delete(parent), limit, "delete").await;
     }
     let _ = admin.close().await;
-    Ok(ZnodeOutcome {
+    Ok(Growth {
         count,
-        create_secs,
+        secs: create_secs,
         rss_before: before,
         rss_after: after,
     })
@@ -222,7 +211,7 @@ pub async fn idle_sessions(
     n: usize,
     settle: Duration,
     progress: &Progress,
-) -> BenchResult<SessionsOutcome> {
+) -> BenchResult<Growth> {
     let before = rss(pid)?;
     let keepalive = Keepalive::start();
     let t0 = Instant::now();
@@ -246,9 +235,9 @@ pub async fn idle_sessions(
         "{n} idle sessions opened in {open_secs:.2} s{}",
         per(before, after, n).map_or(String::new(), |b| format!(", {b:.0} B RSS each"))
     ));
-    Ok(SessionsOutcome {
+    Ok(Growth {
         count: n,
-        open_secs,
+        secs: open_secs,
         rss_before: before,
         rss_after: after,
     })

@@ -24,7 +24,7 @@ use zkd_testkit::raw::{Event, RawClient};
 
 use crate::pool::{self, Keepalive, Totals};
 use crate::progress::Progress;
-use crate::util::{create, delete, session_with_node, BenchResult};
+use crate::util::{create, delete, ms, session_with_node, BenchResult};
 
 /// How candidates watch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -476,16 +476,12 @@ impl Run {
                 bytes: delta.bytes,
                 server_cpu: crate::proc::CpuSample::between(cpu0, cpu1),
             };
-            progress.say(format!(
-                "failure {}/{}: leader known {:.3} ms, quiet {:.3} ms, {} notifications, {} requests, {} bytes",
-                k + 1,
-                p.failures,
-                stats.leader_known.as_secs_f64() * 1e3,
-                stats.quiet.as_secs_f64() * 1e3,
-                stats.notifications,
-                stats.requests,
-                stats.bytes
-            ));
+            let (known, quiet) = (ms(stats.leader_known), ms(stats.quiet));
+            let text = format!(
+                "leader known {known:.3} ms, quiet {quiet:.3} ms, {} notifications, {} requests, {} bytes",
+                stats.notifications, stats.requests, stats.bytes
+            );
+            progress.step("failure", k, p.failures, text);
             failures.push(stats);
         }
         for s in self.stops.iter_mut() {

@@ -173,6 +173,16 @@ pub struct Figures {
 /// One figure: name, unit, value and which way is better.
 type FigureRow<'a> = (&'a str, &'static str, f64, Better);
 
+/// The median server CPU time of `samples` as a row, when every sample has one.
+fn server_cpu_row<T>(
+    name: &'static str,
+    samples: &[T],
+    cpu: impl Fn(&T) -> Option<Duration>,
+) -> Option<FigureRow<'static>> {
+    let ms: Option<Vec<f64>> = samples.iter().map(|x| cpu(x).map(util::ms)).collect();
+    ms.map(|v| (name, "ms", median(&v), Better::Lower))
+}
+
 impl Figures {
     /// The figures of `item`, all in plot series `series` at `x`, one per row.
     fn series(item: &str, series: &str, x: Option<f64>, rows: &[FigureRow]) -> Figures {
@@ -193,14 +203,8 @@ pub fn herd_item(mode: Mode, n: usize) -> String {
 }
 
 /// One herd run as figures (medians over the failures).
-pub async fn herd_figures(
-    addr: SocketAddr,
-    pid: Option<u32>,
-    mode: Mode,
-    n: usize,
-    s: &Settings,
-    progress: &Progress,
-) -> BenchResult<Figures> {
+async fn herd_figures(mode: Mode, n: usize, at: At<'_>) -> BenchResult<Figures> {
+    let s = at.s;
     let p = herd::Params {
         n,
         mode,
@@ -208,9 +212,9 @@ pub async fn herd_figures(
         failure: s.herd_failure,
         settle: s.herd_settle,
         timeout: s.herd_timeout,
-        pid,
+        pid: at.pid,
     };
-    let out = herd::run(addr, &p, progress).await?;
+    let out = herd::run(at.addr, &p, at.progress).await?;
     let item = herd_item(mode, n);
     let med = |f: &dyn Fn(&herd::FailureStats) -> f64| {
         median(&out.failures.iter().map(f).collect::<Vec<_>>())
@@ -248,15 +252,81 @@ pub async fn herd_figures(
         ),
         ("set-up time", "s", out.setup.as_secs_f64(), Better::Lower),
     ];
-    if out.failures.iter().all(|f| f.server_cpu.is_some()) {
-        rows.push((
-            "server CPU per failure",
-            "ms",
-            med(&|f| f.server_cpu.map_or(f64::NAN, util::ms)),
-            Better::Lower,
-        ));
-    }
+    rows.extend(server_cpu_row(
+        "server CPU per failure",
+        &out.failures,
+        |f| f.server_cpu,
+    ));
     Ok(Figures::series(&item, mode.label(), Some(n as f64), &rows))
+}
+
+/// One measured item: a throughput workload, a fan-out size or a herd run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item {
+    Throughput(Workload),
+    Fanout(usize),
+    Herd(Mode, usize),
+}
+
+impl Item {
+    /// The throughput workloads of the settings.
+    pub fn throughput(s: &Settings) -> Vec<Item> {
+        s.tp_workloads
+            .iter()
+            .map(|w| Item::Throughput(*w))
+            .collect()
+    }
+
+    /// The fan-out sizes of the settings.
+    pub fn fanout(s: &Settings) -> Vec<Item> {
+        s.fan_watchers.iter().map(|w| Item::Fanout(*w)).collect()
+    }
+
+    /// Every herd size in every mode of the settings.
+    pub fn herd(s: &Settings) -> Vec<Item> {
+        let modes = |n: usize| s.herd_modes.iter().map(move |m| Item::Herd(*m, n));
+        s.herd_n.iter().flat_map(|n| modes(*n)).collect()
+    }
+
+    /// Its name in tables and progress lines.
+    pub fn label(&self, s: &Settings) -> String {
+        match *self {
+            Item::Throughput(w) => throughput_item(w, s),
+            Item::Fanout(w) => fanout_item(w),
+            Item::Herd(m, n) => herd_item(m, n),
+        }
+    }
+
+    /// Runs it against `addr` (`pid`: the server process, for CPU and RSS figures).
+    pub async fn figures(
+        self,
+        addr: SocketAddr,
+        pid: Option<u32>,
+        s: &Settings,
+        progress: &Progress,
+    ) -> BenchResult<Figures> {
+        let at = At {
+            addr,
+            pid,
+            s,
+            progress,
+        };
+        match self {
+            Item::Throughput(w) => throughput_figures(w, at).await,
+            Item::Fanout(w) => fanout_figures(w, at).await,
+            Item::Herd(m, n) => herd_figures(m, n, at).await,
+        }
+    }
+}
+
+/// Where and how one item runs: the server (`pid` for CPU and RSS figures), the settings,
+/// the progress line.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    addr: SocketAddr,
+    pid: Option<u32>,
+    s: &'a Settings,
+    progress: &'a Progress,
 }
 
 pub fn throughput_item(w: Workload, s: &Settings) -> String {
@@ -264,13 +334,8 @@ pub fn throughput_item(w: Workload, s: &Settings) -> String {
 }
 
 /// One throughput run as figures.
-pub async fn throughput_figures(
-    addr: SocketAddr,
-    pid: Option<u32>,
-    w: Workload,
-    s: &Settings,
-    progress: &Progress,
-) -> BenchResult<Figures> {
+async fn throughput_figures(w: Workload, at: At<'_>) -> BenchResult<Figures> {
+    let s = at.s;
     let p = throughput::Params {
         driver: s.tp_driver,
         sessions: s.tp_sessions,
@@ -280,7 +345,7 @@ pub async fn throughput_figures(
         warmup: s.tp_warmup,
         duration: s.tp_duration,
     };
-    let o = throughput::run(addr, pid, &p, progress).await?;
+    let o = throughput::run(at.addr, at.pid, &p, at.progress).await?;
     let item = throughput_item(w, s);
     let mut rows = vec![
         ("ops/s", "ops/s", o.ops_per_sec, Better::Higher),
@@ -308,21 +373,16 @@ pub fn fanout_item(w: usize) -> String {
 }
 
 /// One fan-out run as figures (medians over the writes).
-pub async fn fanout_figures(
-    addr: SocketAddr,
-    pid: Option<u32>,
-    watchers: usize,
-    s: &Settings,
-    progress: &Progress,
-) -> BenchResult<Figures> {
+async fn fanout_figures(watchers: usize, at: At<'_>) -> BenchResult<Figures> {
+    let s = at.s;
     let p = fanout::Params {
         watchers,
         writes: s.fan_writes,
         settle: s.fan_settle,
         timeout: s.fan_timeout,
-        pid,
+        pid: at.pid,
     };
-    let o = fanout::run(addr, &p, progress).await?;
+    let o = fanout::run(at.addr, &p, at.progress).await?;
     let item = fanout_item(watchers);
     let med =
         |f: &dyn Fn(&fanout::Sample) -> f64| median(&o.samples.iter().map(f).collect::<Vec<_>>());
@@ -339,14 +399,9 @@ pub async fn fanout_figures(
         ("time until half notified", "ms", half, Better::Lower),
         ("time until first notified", "ms", first, Better::Lower),
     ];
-    if o.samples.iter().all(|s| s.server_cpu.is_some()) {
-        rows.push((
-            "server CPU per write",
-            "ms",
-            med(&|s| s.server_cpu.map_or(f64::NAN, util::ms)),
-            Better::Lower,
-        ));
-    }
+    rows.extend(server_cpu_row("server CPU per write", &o.samples, |s| {
+        s.server_cpu
+    }));
     Ok(Figures::series(
         &item,
         "fanout",
@@ -380,7 +435,7 @@ pub fn footprint_figures(o: &footprint::Outcome, s: &Settings) -> Figures {
             Better::Lower,
         ));
     }
-    if let Some(b) = o.znodes.per_znode() {
+    if let Some(b) = o.znodes.per_item() {
         f.push(Figure::new(
             it,
             &format!("RSS per znode ({} B data)", s.footprint.znode_size),
@@ -396,10 +451,10 @@ pub fn footprint_figures(o: &footprint::Outcome, s: &Settings) -> Figures {
             o.znodes.count
         ),
         "s",
-        o.znodes.create_secs,
+        o.znodes.secs,
         Better::Lower,
     ));
-    if let Some(b) = o.sessions.per_session() {
+    if let Some(b) = o.sessions.per_item() {
         f.push(Figure::new(
             it,
             "RSS per idle session",
@@ -412,7 +467,7 @@ pub fn footprint_figures(o: &footprint::Outcome, s: &Settings) -> Figures {
         it,
         &format!("open {} sessions", o.sessions.count),
         "s",
-        o.sessions.open_secs,
+        o.sessions.secs,
         Better::Lower,
     ));
     f.push(Figure::new(

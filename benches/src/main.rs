@@ -15,7 +15,7 @@ use zkd_bench::progress::Progress;
 use zkd_bench::servers::{self, Endpoint, ServerProcess, ServerSpec};
 use zkd_bench::throughput::Workload;
 use zkd_bench::util::BenchResult;
-use zkd_bench::{footprint, proc, Figure, Settings};
+use zkd_bench::{footprint, proc, Figure, Item, Settings};
 
 /// Benchmarks for ZooKeeper-protocol servers: zkd and Apache ZooKeeper side by side.
 #[derive(Parser, Debug)]
@@ -301,27 +301,13 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             failures,
             fail,
         } => {
-            if !n.is_empty() {
-                s.herd_n = n;
-            }
-            if !mode.is_empty() {
-                s.herd_modes = mode;
-            }
+            set_if_given(&mut s.herd_n, n);
+            set_if_given(&mut s.herd_modes, mode);
             if let Some(f) = failures {
                 s.herd_failures = f;
             }
             s.herd_failure = fail;
-            let t = target.resolve(&progress).await?;
-            for &n in &s.herd_n {
-                for &m in &s.herd_modes {
-                    let p = progress.sub(zkd_bench::herd_item(m, n));
-                    figs.extend(
-                        zkd_bench::herd_figures(t.endpoint.addr, t.endpoint.pid, m, n, &s, &p)
-                            .await?
-                            .figures,
-                    );
-                }
-            }
+            figs.extend(run_items(&target, Item::herd(&s), &s, &progress).await?);
         }
         Cmd::Throughput {
             target,
@@ -333,9 +319,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             driver,
         } => {
             s.tp_driver = driver;
-            if !workload.is_empty() {
-                s.tp_workloads = workload;
-            }
+            set_if_given(&mut s.tp_workloads, workload);
             s.tp_sessions = sessions.unwrap_or(s.tp_sessions);
             s.tp_inflight = inflight.unwrap_or(s.tp_inflight);
             if let Some(w) = warmup {
@@ -344,34 +328,16 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             if let Some(d) = duration {
                 s.tp_duration = Duration::from_secs_f64(d);
             }
-            let t = target.resolve(&progress).await?;
-            for &w in &s.tp_workloads {
-                let p = progress.sub(zkd_bench::throughput_item(w, &s));
-                figs.extend(
-                    zkd_bench::throughput_figures(t.endpoint.addr, t.endpoint.pid, w, &s, &p)
-                        .await?
-                        .figures,
-                );
-            }
+            figs.extend(run_items(&target, Item::throughput(&s), &s, &progress).await?);
         }
         Cmd::Fanout {
             target,
             watchers,
             writes,
         } => {
-            if !watchers.is_empty() {
-                s.fan_watchers = watchers;
-            }
+            set_if_given(&mut s.fan_watchers, watchers);
             s.fan_writes = writes.unwrap_or(s.fan_writes);
-            let t = target.resolve(&progress).await?;
-            for &w in &s.fan_watchers {
-                let p = progress.sub(zkd_bench::fanout_item(w));
-                figs.extend(
-                    zkd_bench::fanout_figures(t.endpoint.addr, t.endpoint.pid, w, &s, &p)
-                        .await?
-                        .figures,
-                );
-            }
+            figs.extend(run_items(&target, Item::fanout(&s), &s, &progress).await?);
         }
         Cmd::Footprint {
             target,
@@ -449,9 +415,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
                 .collect();
             ns.sort_unstable();
             ns.dedup();
-            if !ns.is_empty() {
-                s.herd_n = ns;
-            }
+            set_if_given(&mut s.herd_n, ns);
             std::fs::create_dir_all(&dir)
                 .map_err(|e| format!("creating {}: {e}", dir.display()))?;
             for w in zkd_bench::plot::write_plots(&c, &dir)? {
@@ -478,12 +442,8 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             if let Some(r) = rounds {
                 s.rounds = r.max(1);
             }
-            if !herd_n.is_empty() {
-                s.herd_n = herd_n;
-            }
-            if !watchers.is_empty() {
-                s.fan_watchers = watchers;
-            }
+            set_if_given(&mut s.herd_n, herd_n);
+            set_if_given(&mut s.fan_watchers, watchers);
             let groups = if only.is_empty() {
                 vec![
                     Group::Footprint,
@@ -533,6 +493,30 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
 }
 
 /// The 1, 5 and 15 minute load averages.
+/// Replaces `setting` with what the command line gave, if it gave anything.
+fn set_if_given<T>(setting: &mut Vec<T>, given: Vec<T>) {
+    if !given.is_empty() {
+        *setting = given;
+    }
+}
+
+/// Runs `items` one after another against the target; their figures in order.
+async fn run_items(
+    target: &TargetArgs,
+    items: Vec<Item>,
+    s: &Settings,
+    progress: &Progress,
+) -> BenchResult<Vec<Figure>> {
+    let t = target.resolve(progress).await?;
+    let mut figs = Vec::new();
+    for item in items {
+        let p = progress.sub(item.label(s));
+        let (addr, pid) = (t.endpoint.addr, t.endpoint.pid);
+        figs.extend(item.figures(addr, pid, s, &p).await?.figures);
+    }
+    Ok(figs)
+}
+
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()

@@ -31,6 +31,11 @@ impl Progress {
     }
 
     /// Prints a line if none was printed in the last second.
+    /// Reports step `index` (from 0) of `of`: `what 3/10: text`.
+    pub fn step(&self, what: &str, index: usize, of: usize, text: impl std::fmt::Display) {
+        self.say(format!("{what} {}/{of}: {text}", index + 1));
+    }
+
     pub fn tick(&self, msg: impl FnOnce() -> String) {
         if !self.enabled {
             return;

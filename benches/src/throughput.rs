@@ -122,6 +122,16 @@ struct WorkerResult {
     first_error: Option<String>,
 }
 
+impl WorkerResult {
+    fn with_capacity(latencies: usize) -> WorkerResult {
+        WorkerResult {
+            latencies_us: Vec::with_capacity(latencies),
+            errors: 0,
+            first_error: None,
+        }
+    }
+}
+
 /// Runs one workload against `addr`; `pid` is the server process for CPU figures.
 pub async fn run(
     addr: SocketAddr,
@@ -421,11 +431,7 @@ async fn lean_session(
     seed: u64,
     phase: Arc<AtomicU8>,
 ) -> WorkerResult {
-    let mut res = WorkerResult {
-        latencies_us: Vec::with_capacity(64 * 1024),
-        errors: 0,
-        first_error: None,
-    };
+    let mut res = WorkerResult::with_capacity(64 * 1024);
     let reqs = Requests::new(&slot.node, &slot.parent, &slot.value);
     let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut xid = 0i32;
@@ -549,11 +555,7 @@ async fn worker(
     seed: u64,
     phase: Arc<AtomicU8>,
 ) -> WorkerResult {
-    let mut res = WorkerResult {
-        latencies_us: Vec::with_capacity(16 * 1024),
-        errors: 0,
-        first_error: None,
-    };
+    let mut res = WorkerResult::with_capacity(16 * 1024);
     let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let reqs = Requests::new(&node, &parent, &value);
     loop {

@@ -59,7 +59,8 @@ async fn quick_runs_of_every_benchmark_check_out() {
     }
 
     for w in Workload::ALL {
-        let figs = zkd_bench::throughput_figures(addr, None, w, &s, &quiet)
+        let figs = zkd_bench::Item::Throughput(w)
+            .figures(addr, None, &s, &quiet)
             .await
             .unwrap_or_else(|e| panic!("throughput {w:?}: {e}"));
         let ops = figs.figures.iter().find(|f| f.name == "ops/s").unwrap();
@@ -92,7 +93,7 @@ async fn quick_runs_of_every_benchmark_check_out() {
     assert_eq!(fp.znodes.count, s.footprint.znodes);
     assert_eq!(fp.sessions.count, s.footprint.sessions);
     assert_eq!(fp.max_sessions.opened, s.footprint.max_sessions);
-    assert!(fp.znodes.per_znode().is_none());
+    assert!(fp.znodes.per_item().is_none());
 
     assert!(
         started.elapsed() < Duration::from_secs(30),

@@ -10,13 +10,18 @@
 #[path = "common/zk_rust.rs"]
 mod common;
 
-use common::{connect, persistent, within, Ns};
+use common::{add_watch, connect, persistent, within, Ns};
 use zkd_testkit::target::Target;
 use zookeeper_client as zk;
 
 const USER: &[u8] = b"user:pass";
 
 type Event = (zk::EventType, String);
+
+/// Owned events from `(type, path)` pairs.
+fn events(list: &[(zk::EventType, &String)]) -> Vec<Event> {
+    list.iter().map(|(t, p)| (*t, p.to_string())).collect()
+}
 
 async fn next(w: &mut zk::PersistentWatcher, what: &str) -> Event {
     let e = within(what, w.changed()).await;
@@ -57,18 +62,10 @@ async fn watchers_only_see_what_they_may_read() {
     owner.create(&secret, b"s", &private).await.unwrap();
     assert_eq!(stranger.get_data(&secret).await, Err(zk::Error::NoAuth));
 
-    let mut recursive = stranger
-        .watch("/", zk::AddWatchMode::PersistentRecursive)
-        .await
-        .unwrap();
-    let mut on_secret = stranger
-        .watch(&secret, zk::AddWatchMode::Persistent)
-        .await
-        .unwrap();
-    let mut insider_recursive = insider
-        .watch("/", zk::AddWatchMode::PersistentRecursive)
-        .await
-        .unwrap();
+    let mut recursive = add_watch(&stranger, "/", zk::AddWatchMode::PersistentRecursive).await;
+    let mut on_secret = add_watch(&stranger, &secret, zk::AddWatchMode::Persistent).await;
+    let mut insider_recursive =
+        add_watch(&insider, "/", zk::AddWatchMode::PersistentRecursive).await;
 
     // Changes the stranger may not read: a private child created, changed and deleted, and
     // the private node's own data (its children changes are private too).
@@ -95,17 +92,16 @@ async fn watchers_only_see_what_they_may_read() {
     owner.set_data(&secret, b"s3", None).await.unwrap();
     owner.create(&hidden, b"h", &persistent()).await.unwrap();
 
-    let ev = |t, p: &str| (t, p.to_string());
     // What everyone may read: the open child, the public node, the secret once readable.
-    let readable = [
-        ev(NodeCreated, &open),
-        ev(NodeDataChanged, &open),
-        ev(NodeDeleted, &open),
-        ev(NodeCreated, &public),
-        ev(NodeDataChanged, &public),
-        ev(NodeDataChanged, &secret),
-        ev(NodeCreated, &hidden),
-    ];
+    let readable = events(&[
+        (NodeCreated, &open),
+        (NodeDataChanged, &open),
+        (NodeDeleted, &open),
+        (NodeCreated, &public),
+        (NodeDataChanged, &public),
+        (NodeDataChanged, &secret),
+        (NodeCreated, &hidden),
+    ]);
     expect(
         &mut recursive,
         "recursive watcher on / without credentials",
@@ -115,18 +111,15 @@ async fn watchers_only_see_what_they_may_read() {
     expect(
         &mut on_secret,
         "persistent watcher on the private node without credentials",
-        &[
-            ev(NodeDataChanged, &secret),
-            ev(NodeChildrenChanged, &secret),
-        ],
+        &events(&[(NodeDataChanged, &secret), (NodeChildrenChanged, &secret)]),
     )
     .await;
-    let hidden_changes = [
-        ev(NodeCreated, &hidden),
-        ev(NodeDataChanged, &hidden),
-        ev(NodeDataChanged, &secret),
-        ev(NodeDeleted, &hidden),
-    ];
+    let hidden_changes = events(&[
+        (NodeCreated, &hidden),
+        (NodeDataChanged, &hidden),
+        (NodeDataChanged, &secret),
+        (NodeDeleted, &hidden),
+    ]);
     expect(
         &mut insider_recursive,
         "recursive watcher on / with the owner's credentials",
@@ -147,10 +140,7 @@ async fn one_shot_watch_fired_while_unreadable_is_used_up() {
     let node = ns.path("n");
     owner.create(&node, b"1", &persistent()).await.unwrap();
     let (_, _, data_watch) = stranger.get_and_watch_data(&node).await.unwrap();
-    let mut recursive = observer
-        .watch(&ns.root, zk::AddWatchMode::PersistentRecursive)
-        .await
-        .unwrap();
+    let mut recursive = add_watch(&observer, &ns.root, zk::AddWatchMode::PersistentRecursive).await;
 
     let creator_all = [zk::Acl::new(
         zk::Permission::ALL,

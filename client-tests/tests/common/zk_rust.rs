@@ -52,6 +52,15 @@ pub async fn connect_detached(target: &Target) -> zk::Client {
     connect_with(target, connector).await
 }
 
+/// Adds a persistent (or persistent-recursive) watch on `path`.
+pub async fn add_watch(
+    client: &zk::Client,
+    path: &str,
+    mode: zk::AddWatchMode,
+) -> zk::PersistentWatcher {
+    within("addWatch", client.watch(path, mode)).await.unwrap()
+}
+
 pub fn opts(mode: zk::CreateMode) -> zk::CreateOptions<'static> {
     mode.with_acls(zk::Acls::anyone_all())
 }

@@ -4,8 +4,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listing_sync_ephemerals_counts_and_whoami() {
-    let (target, a, ns) = start("misc").await;
-    let b = connect(&target).await;
+    let (target, a, b, ns) = start_pair("misc").await;
     let dir = ns.path("d");
     a.create(&dir, b"dir", &persistent()).await.unwrap();
     a.create(&format!("{dir}/sub"), b"", &persistent())

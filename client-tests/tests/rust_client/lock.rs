@@ -44,12 +44,13 @@ async fn start_with_counter(name: &str) -> (Target, zk::Client, Ns, String) {
 }
 
 /// Reads the counter under the lock, then lingers a little so that a second holder would
-/// overlap (the read-modify-write is not atomic).
-async fn read_counter(client: &zk::Client, counter: &str) -> Result<(usize, zk::Stat), String> {
+/// overlap (the read-modify-write is not atomic). Returns the next value to write and the
+/// version read.
+async fn next_count(client: &zk::Client, counter: &str) -> Result<(Vec<u8>, i32), String> {
     let (data, stat) = client.get_data(counter).await.map_err(err_text)?;
     let value: usize = String::from_utf8(data).unwrap().parse().unwrap();
     tokio::time::sleep(Duration::from_millis(3)).await;
-    Ok((value, stat))
+    Ok(((value + 1).to_string().into_bytes(), stat.version))
 }
 
 /// Every increment arrived: the counter holds `total` and was written `total` times.
@@ -85,13 +86,9 @@ async fn distributed_lock_mutual_exclusion() {
                 }
                 grants.lock().unwrap().push(me.clone());
                 // Non-atomic read-modify-write, protected only by the lock.
-                let (value, stat) = read_counter(&client, &counter).await?;
+                let (next, version) = next_count(&client, &counter).await?;
                 client
-                    .set_data(
-                        &counter,
-                        (value + 1).to_string().as_bytes(),
-                        Some(stat.version),
-                    )
+                    .set_data(&counter, &next, Some(version))
                     .await
                     .map_err(|e| format!("counter update under the lock: {e}"))?;
                 holders.fetch_sub(1, Ordering::SeqCst);
@@ -150,19 +147,15 @@ async fn crate_lock_recipe() {
                 if holders.fetch_add(1, Ordering::SeqCst) != 0 {
                     return Err(format!("{path} acquired the lock while it was held"));
                 }
-                let (value, stat) = read_counter(&client, &counter).await?;
+                let (next, version) = next_count(&client, &counter).await?;
                 let new_stat = lock
-                    .set_data(
-                        &counter,
-                        (value + 1).to_string().as_bytes(),
-                        Some(stat.version),
-                    )
+                    .set_data(&counter, &next, Some(version))
                     .await
                     .map_err(|e| format!("guarded write: {e}"))?;
-                if new_stat.version != stat.version + 1 {
+                if new_stat.version != version + 1 {
                     return Err(format!(
                         "version {} after write over {}",
-                        new_stat.version, stat.version
+                        new_stat.version, version
                     ));
                 }
                 holders.fetch_sub(1, Ordering::SeqCst);

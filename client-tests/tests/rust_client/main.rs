@@ -78,6 +78,13 @@ pub(crate) async fn start(name: &str) -> (Target, zk::Client, Ns) {
     (target, client, ns)
 }
 
+/// Like [`start`], with a second session.
+pub(crate) async fn start_pair(name: &str) -> (Target, zk::Client, zk::Client, Ns) {
+    let (target, first, ns) = start(name).await;
+    let second = connect(&target).await;
+    (target, first, second, ns)
+}
+
 /// Creates the empty persistent node `rel` in `ns` and returns its path.
 pub(crate) async fn mkdir(client: &zk::Client, ns: &Ns, rel: &str) -> String {
     let path = ns.path(rel);

@@ -106,12 +106,9 @@ async fn group_membership() {
             3 => connect_detached(&target).await,
             _ => connect(&target).await,
         };
+        let (path, host) = (format!("{group}/{name}"), format!("host-{i}:2181"));
         let (stat, _) = member
-            .create(
-                &format!("{group}/{name}"),
-                format!("host-{i}:2181").as_bytes(),
-                &ephemeral(),
-            )
+            .create(&path, host.as_bytes(), &ephemeral())
             .await
             .unwrap();
         assert_eq!(stat.ephemeral_owner, member.session_id().0);

@@ -13,8 +13,7 @@ async fn assert_fails_at(mut writer: zk::MultiWriter<'_>, index: usize, source: 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_and_multi_read() {
-    let (target, client, ns) = start("multi").await;
-    let watcher_client = connect(&target).await;
+    let (_target, client, watcher_client, ns) = start_pair("multi").await;
     let m = ns.path("m");
     let (m_created, _) = client.create(&m, b"a", &persistent()).await.unwrap();
     let (_, _, data_watch) = watcher_client.get_and_watch_data(&m).await.unwrap();

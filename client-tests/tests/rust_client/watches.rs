@@ -18,29 +18,29 @@ async fn expect_in_order(
     }
 }
 
-/// The one-shot watch `w` fires (`what`) with `kind` on `path`, the session connected.
-async fn fires(w: zk::OneshotWatcher, what: &str, kind: zk::EventType, path: &str) {
-    let event = within(what, w.changed()).await;
+/// The one-shot watch `w` (an `exists`, `data` or `child` watch) fires with `kind` on
+/// `path`, the session connected.
+async fn fires(w: zk::OneshotWatcher, kind: zk::EventType, path: &str, watch: &str) {
+    let event = within(&format!("{kind:?} ({watch} watch)"), w.changed()).await;
     assert_eq!((event.event_type, event.path.as_str()), (kind, path));
     assert_eq!(event.session_state, zk::SessionState::SyncConnected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oneshot_watches() {
-    let (target, writer, ns) = start("watches").await;
-    let watcher = connect(&target).await;
+    let (_target, writer, watcher, ns) = start_pair("watches").await;
     let n = ns.path("n");
 
     // exists-watch on a missing node fires NodeCreated.
     let (stat, w) = watcher.check_and_watch_stat(&n).await.unwrap();
     assert_eq!(stat, None);
     writer.create(&n, b"", &persistent()).await.unwrap();
-    fires(w, "NodeCreated", zk::EventType::NodeCreated, &n).await;
+    fires(w, zk::EventType::NodeCreated, &n, "exists").await;
 
     // exists-watch on an existing node: NodeDataChanged, then NodeDeleted on a fresh one.
     let (_, w) = watcher.check_and_watch_stat(&n).await.unwrap();
     writer.set_data(&n, b"1", None).await.unwrap();
-    fires(w, "NodeDataChanged", zk::EventType::NodeDataChanged, &n).await;
+    fires(w, zk::EventType::NodeDataChanged, &n, "exists").await;
 
     // Data watch: setACL, sync, reads and failed writes do not fire it.
     let (_, _, w) = watcher.get_and_watch_data(&n).await.unwrap();
@@ -63,20 +63,14 @@ async fn oneshot_watches() {
         Err(_) => watcher.get_and_watch_data(&n).await.unwrap().2,
     };
     writer.set_data(&n, b"2", None).await.unwrap();
-    fires(w, "NodeDataChanged", zk::EventType::NodeDataChanged, &n).await;
+    fires(w, zk::EventType::NodeDataChanged, &n, "data").await;
 
     // Child watch: child create and delete fire NodeChildrenChanged on the parent, a child's
     // data change does not.
     let child = format!("{n}/c");
     let (_, _, w) = watcher.get_and_watch_children(&n).await.unwrap();
     writer.create(&child, b"", &persistent()).await.unwrap();
-    fires(
-        w,
-        "NodeChildrenChanged",
-        zk::EventType::NodeChildrenChanged,
-        &n,
-    )
-    .await;
+    fires(w, zk::EventType::NodeChildrenChanged, &n, "child").await;
     let (_, w) = watcher.list_and_watch_children(&n).await.unwrap();
     writer.set_data(&child, b"x", None).await.unwrap();
     writer.set_data(&n, b"x", None).await.unwrap();
@@ -85,34 +79,16 @@ async fn oneshot_watches() {
         Err(_) => watcher.list_and_watch_children(&n).await.unwrap().1,
     };
     writer.delete(&child, None).await.unwrap();
-    fires(
-        w,
-        "NodeChildrenChanged",
-        zk::EventType::NodeChildrenChanged,
-        &n,
-    )
-    .await;
+    fires(w, zk::EventType::NodeChildrenChanged, &n, "child").await;
 
     // Deleting the node fires NodeDeleted on its exists, data and child watches alike.
     let (_, exists_w) = watcher.check_and_watch_stat(&n).await.unwrap();
     let (_, _, data_w) = watcher.get_and_watch_data(&n).await.unwrap();
     let (_, child_w) = watcher.list_and_watch_children(&n).await.unwrap();
     writer.delete(&n, None).await.unwrap();
-    fires(
-        exists_w,
-        "NodeDeleted (exists)",
-        zk::EventType::NodeDeleted,
-        &n,
-    )
-    .await;
-    fires(data_w, "NodeDeleted (data)", zk::EventType::NodeDeleted, &n).await;
-    fires(
-        child_w,
-        "NodeDeleted (child)",
-        zk::EventType::NodeDeleted,
-        &n,
-    )
-    .await;
+    fires(exists_w, zk::EventType::NodeDeleted, &n, "exists").await;
+    fires(data_w, zk::EventType::NodeDeleted, &n, "data").await;
+    fires(child_w, zk::EventType::NodeDeleted, &n, "child").await;
 
     // Reads with a watch on a missing node fail without leaving a watch behind.
     assert_eq!(
@@ -129,8 +105,7 @@ async fn oneshot_watches() {
 /// connection), and before the reply to any later request of the watching connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_events_precede_replies() {
-    let (target, a, ns) = start("ordering").await;
-    let b = connect(&target).await;
+    let (_target, a, b, ns) = start_pair("ordering").await;
     let n = ns.path("n");
     a.create(&n, b"0", &persistent()).await.unwrap();
 
@@ -173,22 +148,20 @@ async fn watch_events_precede_replies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn persistent_and_recursive_watches() {
-    let (target, writer, ns) = start("persistent").await;
-    let watcher = connect(&target).await;
+    let (target, writer, watcher, ns) = start_pair("persistent").await;
     let recursive_watcher = connect(&target).await;
     let p = ns.path("p");
     let child = format!("{p}/c");
     let grandchild = format!("{child}/g");
 
     // Both registered before the node exists.
-    let mut pw = watcher
-        .watch(&p, zk::AddWatchMode::Persistent)
-        .await
-        .unwrap();
-    let mut rw = recursive_watcher
-        .watch(&p, zk::AddWatchMode::PersistentRecursive)
-        .await
-        .unwrap();
+    let mut pw = add_watch(&watcher, &p, zk::AddWatchMode::Persistent).await;
+    let mut rw = add_watch(
+        &recursive_watcher,
+        &p,
+        zk::AddWatchMode::PersistentRecursive,
+    )
+    .await;
 
     writer.create(&p, b"", &persistent()).await.unwrap();
     writer.create(&child, b"", &persistent()).await.unwrap();

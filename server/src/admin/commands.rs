@@ -415,23 +415,11 @@ fn monitor(view: &FourLetterView, host: &HostInfo) -> Map<String, Value> {
 }
 
 fn watch_summary(view: &FourLetterView) -> Map<String, Value> {
-    let mut paths: Vec<&str> = view
-        .data_watches
-        .iter()
-        .flat_map(|w| w.paths.iter().map(String::as_str))
-        .collect();
-    let total = paths.len();
-    paths.sort_unstable();
-    paths.dedup();
-    let conns = view
-        .data_watches
-        .iter()
-        .filter(|w| !w.paths.is_empty())
-        .count();
+    let w = view.watch_summary();
     obj(json!({
-        "num_connections": conns,
-        "num_paths": paths.len(),
-        "num_total_watches": total,
+        "num_connections": w.connections,
+        "num_paths": w.paths,
+        "num_total_watches": w.watches,
     }))
 }
 

@@ -24,14 +24,7 @@ fn call_at(h: &mut Harness, conn: ConnId, req: &Request, now: Now) -> Vec<Frame>
 
 fn reconnect(h: &mut Harness, sid: i64, pw: &Bytes) -> Handshake {
     let c = h.open();
-    let req = ConnectRequest {
-        session_id: sid,
-        timeout: 30000,
-        passwd: pw.clone(),
-        read_only: Some(false),
-        ..Default::default()
-    };
-    h.core.handshake(c, jute::to_bytes(&req), h.now, &mut h.out)
+    h.handshake(c, &connect_request(sid, 30000, pw))
 }
 
 #[test]
@@ -91,9 +84,7 @@ fn disconnect_keeps_the_session() {
 
 #[test]
 fn reset_leaves_only_zookeeper_and_sessions_keep_working() {
-    let mut h = Harness::new();
-    let (a, _, _) = h.session(30000);
-    let (w, _, _) = h.session(30000);
+    let (mut h, [a, w]) = Harness::with_sessions();
     h.create(a, "/app", 0);
     h.create(a, "/app/deep", 0);
     h.create(a, "/app/deep/er", 0);
@@ -165,31 +156,21 @@ fn fault_rules_match_and_count() {
 
 #[test]
 fn drop_and_no_response_faults() {
-    let mut h = Harness::new();
-    let (a, _, _) = h.session(30000);
-    let (w, _, _) = h.session(30000);
+    let (mut h, [a, w]) = Harness::with_sessions();
     h.reply(w, &exists("/after", true));
-    h.core
-        .add_fault(FaultRule {
-            path_prefix: Some("/before".into()),
-            count: Some(1),
-            ..rule(FaultAction::DropBefore)
-        })
-        .unwrap();
-    h.core
-        .add_fault(FaultRule {
-            path_prefix: Some("/after".into()),
-            count: Some(1),
-            ..rule(FaultAction::DropAfter)
-        })
-        .unwrap();
-    h.core
-        .add_fault(FaultRule {
-            path_prefix: Some("/silent".into()),
-            count: Some(1),
-            ..rule(FaultAction::NoResponse)
-        })
-        .unwrap();
+    for (prefix, action) in [
+        ("/before", FaultAction::DropBefore),
+        ("/after", FaultAction::DropAfter),
+        ("/silent", FaultAction::NoResponse),
+    ] {
+        h.core
+            .add_fault(FaultRule {
+                path_prefix: Some(prefix.into()),
+                count: Some(1),
+                ..rule(action)
+            })
+            .unwrap();
+    }
 
     assert!(h
         .call(a, &create_req(OpCode::Create, "/before", 0))
@@ -236,8 +217,7 @@ fn delay_faults_reach_the_outbox_before_the_reply() {
             self.0.push(format!("delay {conn} {ms}"));
         }
     }
-    let mut h = Harness::new();
-    let (a, _, _) = h.session(30000);
+    let (mut h, [a]) = Harness::with_sessions();
     h.core.add_fault(rule(FaultAction::Delay(250))).unwrap();
     let mut log = Log::default();
     let frame = get_data("/", false).to_frame(7);
@@ -299,14 +279,7 @@ fn wall_clock_steps_do_not_move_expiry() {
 fn ttl_runs_on_the_session_clock() {
     let mut h = Harness::new();
     let (c, _, _) = h.session(40000);
-    let ttl = Request::Create(Create {
-        op: OpCode::CreateTtl,
-        path: "/ttl".into(),
-        data: None,
-        acl: Acl::open_unsafe(),
-        flags: 5,
-        ttl: 5000,
-    });
+    let ttl = ttl_req("/ttl", 5000);
     assert_eq!(h.reply(c, &ttl).err, 0);
     // A wall clock a day ahead does not reap it.
     let day = 86_400_000;

@@ -83,20 +83,24 @@ impl Harness {
         self.core.open_connection(addr, self.now).unwrap()
     }
 
+    /// Sends `req` as the first frame of `conn`.
+    fn handshake(&mut self, conn: ConnId, req: &ConnectRequest) -> Handshake {
+        let frame = jute::to_bytes(req);
+        self.core.handshake(conn, frame, self.now, &mut self.out)
+    }
+
+    /// A harness with `N` sessions (30 s timeout) connected; returns their connections.
+    fn with_sessions<const N: usize>() -> (Harness, [ConnId; N]) {
+        let mut h = Harness::new();
+        let conns = std::array::from_fn(|_| h.session(30000).0);
+        (h, conns)
+    }
+
     /// A new connection with a new session; returns (conn, session id, password).
     fn session(&mut self, timeout: i32) -> (ConnId, i64, Bytes) {
         let conn = self.open();
-        let req = ConnectRequest {
-            timeout,
-            passwd: Bytes::from_static(&[0; 16]),
-            read_only: Some(false),
-            ..Default::default()
-        };
-        assert_eq!(
-            self.core
-                .handshake(conn, jute::to_bytes(&req), self.now, &mut self.out),
-            Handshake::Established
-        );
+        let req = connect_request(0, timeout, &[0; 16]);
+        assert_eq!(self.handshake(conn, &req), Handshake::Established);
         let frames = self.take(conn);
         let resp: ConnectResponse = from_bytes(frames[0].slice(4..)).unwrap();
         (conn, resp.session_id, resp.passwd)
@@ -148,25 +152,46 @@ fn create_req(op: OpCode, path: &str, flags: i32) -> Request {
     })
 }
 
-fn get_data(path: &str, watch: bool) -> Request {
-    Request::GetData(PathWatchRequest {
+/// A persistent TTL node (flags 5), no data, expiring `ttl` ms after its last change.
+fn ttl_req(path: &str, ttl: i64) -> Request {
+    Request::Create(Create {
+        op: OpCode::CreateTtl,
+        path: path.into(),
+        data: None,
+        acl: Acl::open_unsafe(),
+        flags: 5,
+        ttl,
+    })
+}
+
+/// A ConnectRequest (client protocol 0, read-only byte false) for `session_id` (0: new).
+fn connect_request(session_id: i64, timeout: i32, passwd: &[u8]) -> ConnectRequest {
+    ConnectRequest {
+        session_id,
+        timeout,
+        passwd: Bytes::copy_from_slice(passwd),
+        read_only: Some(false),
+        ..Default::default()
+    }
+}
+
+fn path_watch(path: &str, watch: bool) -> PathWatchRequest {
+    PathWatchRequest {
         path: path.into(),
         watch,
-    })
+    }
+}
+
+fn get_data(path: &str, watch: bool) -> Request {
+    Request::GetData(path_watch(path, watch))
 }
 
 fn exists(path: &str, watch: bool) -> Request {
-    Request::Exists(PathWatchRequest {
-        path: path.into(),
-        watch,
-    })
+    Request::Exists(path_watch(path, watch))
 }
 
 fn children(path: &str, watch: bool) -> Request {
-    Request::GetChildren2(PathWatchRequest {
-        path: path.into(),
-        watch,
-    })
+    Request::GetChildren2(path_watch(path, watch))
 }
 
 fn delete(path: &str, version: i32) -> Request {
@@ -192,8 +217,7 @@ fn stat_of(h: &mut Harness, conn: ConnId, path: &str) -> Stat {
 
 #[test]
 fn fresh_server_zxids_and_duplicate_create() {
-    let mut h = Harness::new();
-    let (c, _, _) = h.session(30000);
+    let (mut h, [c]) = Harness::with_sessions();
     assert_eq!(h.core.last_zxid(), 1, "session creation takes zxid 1");
     let f = h.create(c, "/a", 0);
     assert_eq!((f.err, f.zxid), (0, 2));
@@ -220,8 +244,7 @@ fn fresh_server_zxids_and_duplicate_create() {
 
 #[test]
 fn initial_tree_stats() {
-    let mut h = Harness::new();
-    let (c, _, _) = h.session(30000);
+    let (mut h, [c]) = Harness::with_sessions();
     let root = stat_of(&mut h, c, "/");
     assert_eq!((root.cversion, root.num_children, root.czxid), (-1, 1, 0));
     assert_eq!(stat_of(&mut h, c, "/zookeeper").cversion, -2);
@@ -246,8 +269,7 @@ fn initial_tree_stats() {
 
 #[test]
 fn cversion_and_sequence_numbers() {
-    let mut h = Harness::new();
-    let (c, _, _) = h.session(30000);
+    let (mut h, [c]) = Harness::with_sessions();
     h.create(c, "/a", 0);
     h.create(c, "/a/b", 0);
     let f = h.reply(c, &delete("/a/b", -1));
@@ -271,8 +293,7 @@ fn cversion_and_sequence_numbers() {
 
 #[test]
 fn create_error_precedence() {
-    let mut h = Harness::new();
-    let (c, _, _) = h.session(30000);
+    let (mut h, [c]) = Harness::with_sessions();
     h.create(c, "/a", 0);
     let cases = [
         ("", ErrorCode::BadArguments),
@@ -311,8 +332,7 @@ fn create_error_precedence() {
 
 #[test]
 fn delete_and_set_data_checks() {
-    let mut h = Harness::new();
-    let (c, _, _) = h.session(30000);
+    let (mut h, [c]) = Harness::with_sessions();
     h.create(c, "/a", 0);
     h.create(c, "/a/b", 0);
     assert_eq!(
@@ -342,9 +362,7 @@ fn delete_and_set_data_checks() {
 
 #[test]
 fn exists_watch_on_missing_node_fires_node_created() {
-    let mut h = Harness::new();
-    let (a, _, _) = h.session(30000);
-    let (b, _, _) = h.session(30000);
+    let (mut h, [a, b]) = Harness::with_sessions();
     h.create(b, "/w", 0);
     let f = h.reply(a, &exists("/w/a", true));
     assert_eq!(f.err, ErrorCode::NoNode.code());
@@ -358,9 +376,7 @@ fn exists_watch_on_missing_node_fires_node_created() {
 
 #[test]
 fn delete_with_every_watch_gives_one_event_each() {
-    let mut h = Harness::new();
-    let (a, _, _) = h.session(30000);
-    let (b, _, _) = h.session(30000);
+    let (mut h, [a, b]) = Harness::with_sessions();
     h.create(b, "/w", 0);
     h.create(b, "/w/a", 0);
     h.reply(a, &get_data("/w/a", true));
@@ -379,8 +395,7 @@ fn delete_with_every_watch_gives_one_event_each() {
 
 #[test]
 fn event_precedes_the_reply_on_the_writing_connection() {
-    let mut h = Harness::new();
-    let (a, _, _) = h.session(30000);
+    let (mut h, [a]) = Harness::with_sessions();
     h.create(a, "/n", 0);
     h.reply(a, &get_data("/n", true));
     let frames = h.call(a, &set_data("/n", -1));
@@ -398,10 +413,7 @@ fn event_precedes_the_reply_on_the_writing_connection() {
 
 #[test]
 fn persistent_and_recursive_watches() {
-    let mut h = Harness::new();
-    let (a, _, _) = h.session(30000);
-    let (b, _, _) = h.session(30000);
-    let (w, _, _) = h.session(30000);
+    let (mut h, [a, b, w]) = Harness::with_sessions();
     h.create(w, "/q", 0);
     let f = h.reply(
         a,
@@ -475,8 +487,7 @@ fn persistent_and_recursive_watches() {
 
 #[test]
 fn set_watches_fires_what_changed() {
-    let mut h = Harness::new();
-    let (a, _, _) = h.session(30000);
+    let (mut h, [a]) = Harness::with_sessions();
     h.create(a, "/sw", 0);
     h.create(a, "/sw/d", 0);
     let rel = h.core.last_zxid();
@@ -515,9 +526,7 @@ fn set_watches_fires_what_changed() {
 
 #[test]
 fn failed_multi_results_and_rollback() {
-    let mut h = Harness::new();
-    let (c, _, _) = h.session(30000);
-    let (w, _, _) = h.session(30000);
+    let (mut h, [c, w]) = Harness::with_sessions();
     h.create(c, "/m", 0);
     h.reply(w, &children("/m", true));
     let before = stat_of(&mut h, c, "/m");
@@ -608,8 +617,7 @@ fn failed_multi_results_and_rollback() {
 
 #[test]
 fn multi_read_is_independent() {
-    let mut h = Harness::new();
-    let (c, _, _) = h.session(30000);
+    let (mut h, [c]) = Harness::with_sessions();
     h.create(c, "/r", 0);
     let zxid = h.core.last_zxid();
     let pw = |p: &str| PathWatchRequest {
@@ -635,9 +643,7 @@ fn multi_read_is_independent() {
 
 #[test]
 fn session_close_deletes_ephemerals_under_one_zxid() {
-    let mut h = Harness::new();
-    let (a, _, _) = h.session(30000);
-    let (w, _, _) = h.session(30000);
+    let (mut h, [a, w]) = Harness::with_sessions();
     h.create(w, "/app", 0);
     h.create(a, "/app/e1", 1);
     h.create(a, "/app/e2", 3);
@@ -664,18 +670,8 @@ fn expiry_on_tick_boundary_and_reconnect_rules() {
     h.reply(w, &exists("/eph", true));
     // Reconnect with a wrong password: invalid response, then close.
     let c2 = h.open();
-    let bad = ConnectRequest {
-        session_id: sid,
-        timeout: 4000,
-        passwd: Bytes::from_static(&[1; 16]),
-        read_only: Some(false),
-        ..Default::default()
-    };
-    assert_eq!(
-        h.core
-            .handshake(c2, jute::to_bytes(&bad), h.now, &mut h.out),
-        Handshake::Closed
-    );
+    let bad = connect_request(sid, 4000, &[1; 16]);
+    assert_eq!(h.handshake(c2, &bad), Handshake::Closed);
     let resp: ConnectResponse = from_bytes(h.take(c2)[0].slice(4..)).unwrap();
     assert_eq!(resp, ConnectResponse::invalid(Some(false)));
     // Valid reconnect moves the session and closes the old connection.
@@ -717,9 +713,7 @@ fn expiry_on_tick_boundary_and_reconnect_rules() {
 
 #[test]
 fn acl_enforcement_and_auth() {
-    let mut h = Harness::new();
-    let (owner, _, _) = h.session(30000);
-    let (other, _, _) = h.session(30000);
+    let (mut h, [owner, other]) = Harness::with_sessions();
     h.xid = -5;
     let auth = Request::Auth(AuthPacket {
         auth_type: 0,
@@ -810,23 +804,9 @@ fn containers_and_ttl_nodes_are_reaped() {
     let f = h.reply(c, &create_req(OpCode::CreateContainer, "/box", 0));
     assert_eq!(f.decode::<Create2Response>().stat.ephemeral_owner, 0);
     h.create(c, "/box/item", 0);
-    let ttl = Request::Create(Create {
-        op: OpCode::CreateTtl,
-        path: "/ttl".into(),
-        data: None,
-        acl: Acl::open_unsafe(),
-        flags: 5,
-        ttl: 500,
-    });
+    let ttl = ttl_req("/ttl", 500);
     assert_eq!(h.reply(c, &ttl).err, 0);
-    let bad_ttl = Request::Create(Create {
-        op: OpCode::CreateTtl,
-        path: "/ttl2".into(),
-        data: None,
-        acl: Acl::open_unsafe(),
-        flags: 5,
-        ttl: 1 << 40,
-    });
+    let bad_ttl = ttl_req("/ttl2", 1 << 40);
     assert_eq!(h.reply(c, &bad_ttl).err, ErrorCode::BadArguments.code());
     let never_used = create_req(OpCode::CreateContainer, "/fresh", 0);
     h.reply(c, &never_used);
@@ -859,8 +839,7 @@ fn containers_and_ttl_nodes_are_reaped() {
 
 #[test]
 fn unknown_opcode_and_bad_bodies() {
-    let mut h = Harness::new();
-    let (c, _, _) = h.session(30000);
+    let (mut h, [c]) = Harness::with_sessions();
     // Truncated getData body: MARSHALLINGERROR, connection stays usable.
     let frame = get_data("/zookeeper", false).to_frame(7);
     h.core
@@ -979,10 +958,7 @@ fn multi_create_kind_follows_the_flags() {
 /// even when their event is withheld.
 #[test]
 fn notifications_need_read_permission() {
-    let mut h = Harness::new();
-    let (owner, _, _) = h.session(30000);
-    let (anon, _, _) = h.session(30000);
-    let (late, _, _) = h.session(30000);
+    let (mut h, [owner, anon, late]) = Harness::with_sessions();
     let auth = |who: &'static [u8]| {
         Request::Auth(AuthPacket {
             auth_type: 0,

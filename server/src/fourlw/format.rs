@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
-use super::report::{ConnWatches, ConnectionInfo, FourLetterView, HostInfo, SessionInfo};
+use super::report::{ConnectionInfo, FourLetterView, HostInfo};
 use super::{SESSIONLESS_CNXN_TIMEOUT_MS, VERSION};
 use crate::ensemble::MemberMode;
 
@@ -107,21 +107,10 @@ pub fn dump(view: &FourLetterView) -> String {
     }
 
     s.push_str("ephemeral nodes dump:\n");
-    let mut owners: Vec<&SessionInfo> = view
-        .sessions
-        .iter()
-        .filter(|x| !x.ephemerals.is_empty())
-        .collect();
-    owners.sort_by_key(|x| x.id);
-    let _ = writeln!(s, "Sessions with Ephemerals ({}):", owners.len());
-    for owner in owners {
-        let _ = writeln!(s, "0x{:x}:", owner.id);
-        let mut paths: Vec<&String> = owner.ephemerals.iter().collect();
-        paths.sort();
-        for p in paths {
-            let _ = writeln!(s, "\t{p}");
-        }
-    }
+    let owners = view.sessions.iter().filter(|x| !x.ephemerals.is_empty());
+    let _ = writeln!(s, "Sessions with Ephemerals ({}):", owners.count());
+    let ephemerals = view.sessions.iter().map(|x| (x.id, &x.ephemerals));
+    write_groups(&mut s, ephemerals, ":");
 
     s.push_str("Connections dump:\n");
     let mut cnxn_buckets: BTreeMap<i64, Vec<&ConnectionInfo>> = BTreeMap::new();
@@ -155,41 +144,36 @@ pub fn dump(view: &FourLetterView) -> String {
 }
 
 pub fn wchs(view: &FourLetterView) -> String {
-    let mut paths: Vec<&str> = view
-        .data_watches
-        .iter()
-        .flat_map(|w| w.paths.iter().map(String::as_str))
-        .collect();
-    let total = paths.len();
-    paths.sort_unstable();
-    paths.dedup();
-    let watchers = view
-        .data_watches
-        .iter()
-        .filter(|w| !w.paths.is_empty())
-        .count();
+    let w = view.watch_summary();
     format!(
-        "{watchers} connections watching {} paths\nTotal watches:{total}\n",
-        paths.len()
+        "{} connections watching {} paths\nTotal watches:{}\n",
+        w.connections, w.paths, w.watches
     )
 }
 
-pub fn wchc(view: &FourLetterView) -> String {
-    let mut s = String::new();
-    let mut watchers: Vec<&ConnWatches> = view
-        .data_watches
-        .iter()
-        .filter(|w| !w.paths.is_empty())
-        .collect();
-    watchers.sort_by_key(|w| w.session_id);
-    for w in watchers {
-        let _ = writeln!(s, "0x{:x}", w.session_id);
-        let mut paths: Vec<&String> = w.paths.iter().collect();
+/// Writes each session with paths (`0x{id}` and `suffix`, by id) and its paths, sorted,
+/// one per tab-indented line.
+fn write_groups<'a>(
+    s: &mut String,
+    groups: impl Iterator<Item = (i64, &'a Vec<String>)>,
+    suffix: &str,
+) {
+    let mut groups: Vec<_> = groups.filter(|(_, paths)| !paths.is_empty()).collect();
+    groups.sort_by_key(|(id, _)| *id);
+    for (id, paths) in groups {
+        let _ = writeln!(s, "0x{id:x}{suffix}");
+        let mut paths: Vec<&String> = paths.iter().collect();
         paths.sort();
         for p in paths {
             let _ = writeln!(s, "\t{p}");
         }
     }
+}
+
+pub fn wchc(view: &FourLetterView) -> String {
+    let mut s = String::new();
+    let watched = view.data_watches.iter().map(|w| (w.session_id, &w.paths));
+    write_groups(&mut s, watched, "");
     s.push('\n');
     s
 }
@@ -939,21 +923,13 @@ mod tests {
 
     #[test]
     fn socket_addresses_like_java() {
-        assert_eq!(
-            java_socket_addr(&addr("127.0.0.1:40868")),
-            "/127.0.0.1:40868"
-        );
-        assert_eq!(
-            java_socket_addr(&addr("[::1]:50356")),
-            "/0:0:0:0:0:0:0:1:50356"
-        );
-        assert_eq!(
-            java_socket_addr(&addr("[::ffff:10.0.0.1]:7")),
-            "/10.0.0.1:7"
-        );
-        assert_eq!(
-            java_socket_addr(&addr("[fe80::1:2]:7")),
-            "/fe80:0:0:0:0:0:1:2:7"
-        );
+        for (ours, java) in [
+            ("127.0.0.1:40868", "/127.0.0.1:40868"),
+            ("[::1]:50356", "/0:0:0:0:0:0:0:1:50356"),
+            ("[::ffff:10.0.0.1]:7", "/10.0.0.1:7"),
+            ("[fe80::1:2]:7", "/fe80:0:0:0:0:0:1:2:7"),
+        ] {
+            assert_eq!(java_socket_addr(&addr(ours)), java, "{ours}");
+        }
     }
 }

@@ -182,6 +182,40 @@ pub struct FourLetterView {
     pub member: Option<MemberFacts>,
 }
 
+/// The counts `wchs` (and the AdminServer's `watch_summary`) show of the data-watch table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WatchSummary {
+    /// Connections holding at least one watch.
+    pub connections: usize,
+    /// Distinct watched paths.
+    pub paths: usize,
+    /// Watches in all.
+    pub watches: usize,
+}
+
+impl FourLetterView {
+    pub fn watch_summary(&self) -> WatchSummary {
+        let mut paths: Vec<&str> = self
+            .data_watches
+            .iter()
+            .flat_map(|w| w.paths.iter().map(String::as_str))
+            .collect();
+        let watches = paths.len();
+        paths.sort_unstable();
+        paths.dedup();
+        let connections = self
+            .data_watches
+            .iter()
+            .filter(|w| !w.paths.is_empty())
+            .count();
+        WatchSummary {
+            connections,
+            paths: paths.len(),
+            watches,
+        }
+    }
+}
+
 /// Request latency statistics in ms.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Latency {
