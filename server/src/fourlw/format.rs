@@ -494,7 +494,7 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 mod tests {
     use super::super::render;
     use super::*;
-    use crate::fourlw::report::{ConfInfo, ConnSession, Latency};
+    use crate::fourlw::report::{ConfInfo, ConnSession, ConnWatches, Latency, SessionInfo};
     use zkd_protocol::FourLetterWord as W;
 
     fn addr(s: &str) -> SocketAddr {
