@@ -174,8 +174,8 @@ impl Core {
         if doomed.is_empty() {
             return 0;
         }
-        self.zxid += 1;
-        let mut txn = Txn::new(self.zxid, now, false);
+        let zxid = self.next_zxid(now.mono);
+        let mut txn = Txn::new(zxid, now, false);
         for p in &doomed {
             let parent = path::canonical(path::parent(p).unwrap_or("")).to_string();
             self.delete_node(&mut txn, p, &parent);

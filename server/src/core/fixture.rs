@@ -96,8 +96,7 @@ impl Core {
             plan.push(n.clone());
         }
         for n in &plan {
-            self.zxid += 1;
-            let zxid = self.zxid;
+            let zxid = self.next_zxid(self.now_ms);
             let acl = if n.acl.is_empty() {
                 self.open_acl.clone()
             } else {
@@ -123,6 +122,8 @@ impl Core {
             if owner != 0 {
                 self.reapable.insert(n.path.as_str().into());
             }
+            let parent = path::canonical(path::parent(&n.path).unwrap_or("/"));
+            self.record_paths(zxid, [n.path.as_str(), parent].into_iter(), &[]);
             self.log_created(&n.path, false);
             self.log_write(0, 0, zxid, now_ms, false, None);
         }

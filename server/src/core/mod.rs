@@ -81,6 +81,7 @@ mod fixture;
 pub mod herd;
 mod invariants;
 pub mod member;
+mod lag;
 mod ops;
 pub mod path;
 pub mod report;
@@ -132,6 +133,7 @@ use txn::Txn;
 use watch::Watches;
 
 pub use fixture::{FixtureKind, FixtureNode, TreeEntry};
+pub use lag::{Lag, MemberId};
 pub use snapshot::{ImportReport, Replayed, TxnSink};
 
 /// Server-wide counters reported by the four-letter words.
@@ -174,6 +176,8 @@ pub struct Core {
     log_ops: Vec<(i32, Bytes)>,
     /// DIGEST-MD5 nonces handed out so far.
     nonces: u64,
+    /// Ensemble members told to lag, with their replicas.
+    lag: lag::Lagging,
 }
 
 impl Core {
@@ -206,6 +210,7 @@ impl Core {
             txn_sink: None,
             log_ops: Vec::new(),
             nonces: 0,
+            lag: lag::Lagging::default(),
         }
     }
 
@@ -261,6 +266,7 @@ impl Core {
             }
         }
         self.watches.remove_conn(conn);
+        self.lag_forget(conn);
         let ip = c.remote.ip();
         if let Some(n) = self.per_ip.get_mut(&ip) {
             *n = n.saturating_sub(1);
@@ -287,6 +293,7 @@ impl Core {
             }
         }
         self.watches.remove_conn(conn);
+        self.lag_forget(conn);
         out.close(conn);
     }
 
@@ -328,6 +335,7 @@ impl Core {
     pub fn tick(&mut self, now: impl Into<Now>, out: &mut dyn Outbox) {
         let now = now.into();
         self.now_ms = now.mono;
+        self.advance_members(now, out);
         self.herd.close_windows(now.mono);
         for sid in self.sessions.expired(now.mono) {
             let conn = self.sessions.get(sid).and_then(|s| s.conn);
@@ -346,10 +354,15 @@ impl Core {
     /// When [`Core::tick`] next has work to do, on the session clock.
     pub fn next_deadline(&self) -> Option<i64> {
         let reap = (!self.reapable.is_empty()).then_some(self.next_reap);
-        [self.sessions.next_expiry(), reap, self.herd.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.sessions.next_expiry(),
+            reap,
+            self.herd.next_deadline(),
+            self.lag_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 }
 

@@ -131,11 +131,15 @@ impl Core {
             }
             Serving::ReadOnly => {}
         }
-        if req.last_zxid_seen > self.zxid {
+        self.advance_members(now, out);
+        // A member never lets a client see older state than it has seen: it refuses the
+        // session until it has applied as much (docs/protocol.md, "Lagging members and sync").
+        let applied = self.member_zxid(self.conns.get(&conn).map_or(0, |c| c.member));
+        if req.last_zxid_seen > applied {
             tracing::info!(
                 conn,
                 client_zxid = format_args!("0x{:x}", req.last_zxid_seen),
-                server_zxid = format_args!("0x{:x}", self.zxid),
+                server_zxid = format_args!("0x{:x}", applied),
                 "client has seen a newer zxid than this server; closing"
             );
             self.finish_connection(conn, out);
@@ -148,7 +152,7 @@ impl Core {
             .max(floor);
         let ro = req.read_only;
         let sid = if req.session_id == 0 {
-            self.zxid += 1;
+            self.next_zxid(now.mono);
             let s = self.sessions.create(timeout, now.mono);
             s.conn = Some(conn);
             let sid = s.id;
@@ -193,8 +197,8 @@ impl Core {
         Handshake::Established
     }
 
-    /// Every frame after the handshake.
-    pub fn request(
+    /// Every frame after the handshake, once it is this connection's turn.
+    pub(super) fn serve_request(
         &mut self,
         conn: ConnId,
         payload: Bytes,
@@ -276,7 +280,7 @@ impl Core {
                 )
             }
             Some((op, Ok(req))) => match self.faults.check(header.op, &req, sid) {
-                None => match self.dispatch(conn, sid, header.xid, req, now, out) {
+                None => match self.dispatch(conn, sid, header.xid, req, now, out, false) {
                     Some(done) => done,
                     None => return,
                 },
@@ -297,7 +301,7 @@ impl Core {
                 Some(action @ (FaultAction::DropAfter | FaultAction::NoResponse)) => {
                     tracing::debug!(conn, ?op, ?action, "fault rule: reply suppressed");
                     let mut muted = Muted { inner: out, conn };
-                    let _ = self.dispatch(conn, sid, header.xid, req, now, &mut muted);
+                    let _ = self.dispatch(conn, sid, header.xid, req, now, &mut muted, true);
                     if action == FaultAction::DropAfter {
                         self.finish_connection(conn, out);
                     }
@@ -306,7 +310,7 @@ impl Core {
                 Some(FaultAction::Delay(ms)) => {
                     tracing::debug!(conn, ?op, ms, "fault rule: reply delayed");
                     out.delay(conn, ms);
-                    match self.dispatch(conn, sid, header.xid, req, now, out) {
+                    match self.dispatch(conn, sid, header.xid, req, now, out, false) {
                         Some(done) => done,
                         None => return,
                     }
@@ -323,7 +327,7 @@ impl Core {
 
     /// Runs one decoded request. Returns (xid, zxid, reply frame), or `None` when the request
     /// already answered (or deliberately did not answer) by itself.
-    fn dispatch(
+    pub(super) fn execute(
         &mut self,
         conn: ConnId,
         sid: i64,
@@ -349,7 +353,7 @@ impl Core {
                 | Request::DeleteContainer(_)
         );
         if is_write {
-            self.zxid += 1;
+            self.next_zxid(now.mono);
         }
         let is_multi = matches!(req, Request::Multi(_));
         let zxid = self.zxid;

@@ -79,8 +79,15 @@ impl Harness {
     }
 
     fn open(&mut self) -> ConnId {
+        self.open_on(0)
+    }
+
+    /// A new connection accepted by ensemble member `member`.
+    fn open_on(&mut self, member: MemberId) -> ConnId {
         let addr: SocketAddr = "127.0.0.1:5000".parse().unwrap();
-        self.core.open_connection(addr, self.now).unwrap()
+        self.core
+            .open_member_connection(addr, self.now, member, Serving::ReadWrite)
+            .unwrap()
     }
 
     /// Sends `req` as the first frame of `conn`.
@@ -98,7 +105,12 @@ impl Harness {
 
     /// A new connection with a new session; returns (conn, session id, password).
     fn session(&mut self, timeout: i32) -> (ConnId, i64, Bytes) {
-        let conn = self.open();
+        self.session_on(0, timeout)
+    }
+
+    /// [`Harness::session`] through ensemble member `member`.
+    fn session_on(&mut self, member: MemberId, timeout: i32) -> (ConnId, i64, Bytes) {
+        let conn = self.open_on(member);
         let req = connect_request(0, timeout, &[0; 16]);
         assert_eq!(self.handshake(conn, &req), Handshake::Established);
         let frames = self.take(conn);
@@ -140,6 +152,9 @@ impl Harness {
             .collect()
     }
 }
+
+#[path = "lag_tests.rs"]
+mod lag_tests;
 
 fn create_req(op: OpCode, path: &str, flags: i32) -> Request {
     Request::Create(Create {

@@ -106,7 +106,7 @@ impl Node {
 }
 
 /// All znodes by full path.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Tree {
     nodes: HashMap<Box<str>, Node>,
     data_bytes: u64,

@@ -20,6 +20,8 @@ pub struct Txn {
     events: Vec<(i32, String, AclList)>,
     created: Vec<(String, i64)>,
     deleted: Vec<(String, i64)>,
+    /// Nodes whose ACL changed (no watch event marks them).
+    acl_changed: Vec<String>,
     /// Pre-transaction copies of touched nodes, kept only when the txn may roll back (multi).
     saved: Option<HashMap<String, Option<Node>>>,
 }
@@ -57,8 +59,35 @@ impl Txn {
             events: Vec::new(),
             created: Vec::new(),
             deleted: Vec::new(),
+            acl_changed: Vec::new(),
             saved: undoable.then(HashMap::new),
         }
+    }
+
+    /// Every path whose node this transaction changed, in op order, repeats included:
+    /// created and deleted nodes with their parents, and nodes whose data or ACL changed.
+    pub fn touched(&self) -> impl Iterator<Item = &str> {
+        fn with_parent(entry: &(String, i64)) -> [Option<&str>; 2] {
+            let p = entry.0.as_str();
+            [Some(p), path::parent(p).map(path::canonical)]
+        }
+        self.created
+            .iter()
+            .chain(&self.deleted)
+            .flat_map(with_parent)
+            .flatten()
+            .chain(
+                self.events
+                    .iter()
+                    .filter(|(e, _, _)| *e == event_type::NODE_DATA_CHANGED)
+                    .map(|(_, p, _)| p.as_str()),
+            )
+            .chain(self.acl_changed.iter().map(String::as_str))
+    }
+
+    /// The watch events in op order, each with the ACL that decides who may receive it.
+    pub fn events(&self) -> &[(i32, String, AclList)] {
+        &self.events
     }
 
     fn save(&mut self, tree: &tree::Tree, p: &str) {
@@ -272,6 +301,7 @@ impl Core {
         node.aversion = node.aversion.wrapping_add(1);
         node.acl = acl;
         let stat = node.stat();
+        txn.acl_changed.push(p.to_string());
         self.log_changed(p, true);
         Ok(stat)
     }
@@ -290,6 +320,7 @@ impl Core {
 
     /// Applies a transaction's bookkeeping and fires its watch events, in op order.
     pub(super) fn commit(&mut self, txn: Txn, out: &mut dyn Outbox) {
+        self.record_commit(&txn);
         for (p, owner) in &txn.created {
             match tree::kind_of(*owner) {
                 NodeKind::Ephemeral(sid) => {
@@ -344,8 +375,8 @@ impl Core {
 
     /// Closes a session (explicit close or expiry): one zxid for all its ephemerals.
     pub(super) fn kill_session(&mut self, sid: i64, now: Now, out: &mut dyn Outbox) -> i64 {
-        self.zxid += 1;
-        let mut txn = Txn::new(self.zxid, now, false);
+        let zxid = self.next_zxid(now.mono);
+        let mut txn = Txn::new(zxid, now, false);
         if let Some(session) = self.sessions.remove(sid) {
             for p in &session.ephemerals {
                 let owned = self.tree.get(p).is_some_and(|n| n.owner == sid);
@@ -393,8 +424,8 @@ impl Core {
             .map(|p| p.to_string())
             .collect();
         for p in due {
-            self.zxid += 1;
-            let mut txn = Txn::new(self.zxid, now, false);
+            let zxid = self.next_zxid(now.mono);
+            let mut txn = Txn::new(zxid, now, false);
             let parent = path::canonical(path::parent(&p).unwrap_or("")).to_string();
             tracing::debug!(path = %p, "reaping");
             self.delete_node(&mut txn, &p, &parent);
