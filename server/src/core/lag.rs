@@ -14,7 +14,7 @@ use super::watch::Watches;
 use super::{ConnId, Core, Now, Outbox};
 
 /// Identifies one member of a simulated ensemble (0 in a standalone server).
-pub type MemberId = u32;
+pub type MemberId = u64;
 
 /// How far a member trails the committed history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -156,15 +156,9 @@ enum Needs {
 
 fn needs(req: &Request) -> Needs {
     match req {
-        Request::Create(_)
-        | Request::Delete(_)
-        | Request::SetData(_)
-        | Request::SetAcl(_)
-        | Request::Multi(_)
-        | Request::Reconfig(_)
-        | Request::DeleteContainer(_)
-        | Request::CloseSession => Needs::Write,
         Request::Sync(_) => Needs::Sync,
+        Request::CloseSession => Needs::Write,
+        req if super::ops::is_write(req) => Needs::Write,
         _ => Needs::Read,
     }
 }

@@ -78,6 +78,20 @@ impl Reply {
     }
 }
 
+/// Requests that are transactions: each uses a zxid, even when it fails.
+pub(super) fn is_write(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::Create(_)
+            | Request::Delete(_)
+            | Request::SetData(_)
+            | Request::SetAcl(_)
+            | Request::Multi(_)
+            | Request::Reconfig(_)
+            | Request::DeleteContainer(_)
+    )
+}
+
 fn header_only(xid: i32, zxid: i64, err: i32) -> Bytes {
     Reply::new().finish(xid, zxid, err)
 }
@@ -342,16 +356,7 @@ impl Core {
             .map(|c| c.ids.clone())
             .unwrap_or_default();
         let mut reply = Reply::new();
-        let is_write = matches!(
-            req,
-            Request::Create(_)
-                | Request::Delete(_)
-                | Request::SetData(_)
-                | Request::SetAcl(_)
-                | Request::Multi(_)
-                | Request::Reconfig(_)
-                | Request::DeleteContainer(_)
-        );
+        let is_write = is_write(&req);
         if is_write {
             self.next_zxid(now.mono);
         }

@@ -1,0 +1,107 @@
+//! What a lagging member costs in memory: builds a tree in an embedded core, measures the
+//! process's resident memory before and after one member starts lagging (its replica), and
+//! after writes it has not applied yet (the history kept for it). Run with
+//! `cargo run --release -p zkd-bench --example lag_memory [NODES [WRITES]]`.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use zkd_protocol::{Acl, ConnectRequest, Create, OpCode, Request, SetDataRequest};
+use zkd_server::core::{AuthConfig, ConnId, Core, CoreConfig, Handshake, Lag, Outbox};
+
+struct Discard;
+
+impl Outbox for Discard {
+    fn send(&mut self, _: ConnId, _: Bytes) {}
+    fn close(&mut self, _: ConnId) {}
+}
+
+fn rss_bytes() -> u64 {
+    let pid = std::process::id();
+    zkd_bench::proc::rss_bytes(pid).unwrap_or(0)
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>());
+    let nodes = args.next().and_then(Result::ok).unwrap_or(100_000);
+    let writes = args.next().and_then(Result::ok).unwrap_or(10_000);
+    let cfg = CoreConfig {
+        tick_ms: 2000,
+        min_session_timeout_ms: 4000,
+        max_session_timeout_ms: 40000,
+        max_client_cnxns: 0,
+        super_digest: None,
+        ttl_enabled: true,
+        reaper_interval_ms: 1000,
+        herd_warn: 0,
+        auth: AuthConfig::default(),
+    };
+    let mut core = Core::new(cfg, 1_000);
+    let out = &mut Discard;
+    let addr: SocketAddr = "127.0.0.1:1".parse().expect("address");
+    let conn = core.open_connection(addr, 1_000).expect("connection");
+    let hello = ConnectRequest {
+        timeout: 30_000,
+        passwd: Bytes::from_static(&[0; 16]),
+        read_only: Some(false),
+        ..Default::default()
+    };
+    let hs = core.handshake(conn, zkd_protocol::to_bytes(&hello), 1_000, out);
+    assert_eq!(hs, Handshake::Established);
+    let send = |core: &mut Core, req: Request| {
+        let frame = req.to_frame(1);
+        core.request(conn, frame.slice(4..), 1_000, &mut Discard);
+    };
+    let create = |path: String, data: Bytes| {
+        Request::Create(Create {
+            op: OpCode::Create,
+            path,
+            data: Some(data),
+            acl: Acl::open_unsafe(),
+            flags: 0,
+            ttl: -1,
+        })
+    };
+    let payload = Bytes::from(vec![b'x'; 100]);
+    let dirs = nodes.div_ceil(1000);
+    for d in 0..dirs {
+        send(&mut core, create(format!("/d{d}"), Bytes::new()));
+    }
+    for i in 0..nodes {
+        send(
+            &mut core,
+            create(format!("/d{}/n{i}", i / 1000), payload.clone()),
+        );
+    }
+    let base = rss_bytes();
+    core.set_member_lag(2, Lag::Stalled, 1_000, out);
+    let replica = rss_bytes();
+    for i in 0..writes {
+        let req = Request::SetData(SetDataRequest {
+            path: format!("/d{}/n{}", (i % nodes) / 1000, i % nodes),
+            data: Some(payload.clone()),
+            version: -1,
+        });
+        send(&mut core, req);
+    }
+    let history = rss_bytes();
+    let total = core.node_count() as u64;
+    println!(
+        "nodes in the tree: {total} (100-byte data each), process RSS {:.1} MiB",
+        mib(base)
+    );
+    println!(
+        "replica of one lagging member: +{:.1} MiB, {} bytes per node",
+        mib(replica - base),
+        (replica - base) / total
+    );
+    println!(
+        "history kept for it: {writes} unapplied setData: +{:.1} MiB, {} bytes per transaction",
+        mib(history.saturating_sub(replica)),
+        history.saturating_sub(replica) / writes.max(1) as u64
+    );
+}
