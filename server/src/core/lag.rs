@@ -3,7 +3,7 @@
 //! it; its clients' writes and syncs are answered once the replica has applied them
 //! (docs/protocol.md, "Lagging members and sync"). With no member lagging none of this runs.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use bytes::Bytes;
 use zkd_protocol::Request;
@@ -29,6 +29,18 @@ pub enum Lag {
     Txns(u64),
     /// Applies nothing until its lag is changed; its clients' writes and syncs wait.
     Stalled,
+}
+
+impl std::fmt::Display for Lag {
+    /// As the control plane shows it: `lockstep`, `ms=N`, `txns=K` or `stall`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lag::Lockstep => f.write_str("lockstep"),
+            Lag::Ms(ms) => write!(f, "ms={ms}"),
+            Lag::Txns(k) => write!(f, "txns={k}"),
+            Lag::Stalled => f.write_str("stall"),
+        }
+    }
 }
 
 /// Requests a connection may have waiting behind a write its member has not applied yet;
@@ -193,6 +205,10 @@ impl Core {
     ) {
         let now = now.into();
         self.now_ms = now.mono;
+        let lag = match lag {
+            Lag::Ms(0) | Lag::Txns(0) => Lag::Lockstep,
+            lag => lag,
+        };
         match (self.lag.replicas.get_mut(&member), lag) {
             (None, Lag::Lockstep) => {}
             (None, lag) => {
@@ -278,11 +294,11 @@ impl Core {
         let Some(entry) = self.lag.log.back_mut() else {
             return;
         };
+        let mut seen: HashSet<Box<str>> = entry.changes.iter().map(|(p, _)| p.clone()).collect();
         for p in paths {
-            if entry.changes.iter().any(|(q, _)| &**q == p) {
-                continue;
+            if seen.insert(p.into()) {
+                entry.changes.push((p.into(), tree.get(p).map(detached)));
             }
-            entry.changes.push((p.into(), tree.get(p).map(detached)));
         }
         entry.events.extend(events.iter().cloned());
     }
