@@ -153,7 +153,7 @@ pub fn run(args: CtlArgs) -> ExitCode {
 }
 
 /// Parses `500ms`, `31s`, `2m`, `1h` or a bare number of milliseconds.
-fn parse_duration_ms(text: &str) -> Result<u64, Failure> {
+pub(crate) fn parse_duration_ms(text: &str) -> Result<u64, Failure> {
     let t = text.trim();
     let (num, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
         Some(i) => t.split_at(i),

@@ -1,4 +1,5 @@
-//! `zkd ctl members`: list, stop and start the members of a simulated ensemble.
+//! `zkd ctl members`: list, stop and start the members of a simulated ensemble, and make one
+//! lag behind the others.
 
 use clap::Subcommand;
 use serde_json::Value;
@@ -19,6 +20,25 @@ pub enum MembersOp {
         /// The member's server id.
         id: u64,
     },
+    /// Make a member trail the committed history: its clients read older data until they
+    /// sync(), and their watches fire when it catches up.
+    #[command(group(clap::ArgGroup::new("how").required(true)))]
+    Lag {
+        /// The member's server id.
+        id: u64,
+        /// Apply each transaction this long after it committed (e.g. 500ms, 5s; 0 = in step).
+        #[arg(long, group = "how", value_name = "DURATION")]
+        ms: Option<String>,
+        /// Stay this many transactions behind (0 = in step).
+        #[arg(long, group = "how", value_name = "K")]
+        txns: Option<u64>,
+        /// Apply nothing until the lag is changed.
+        #[arg(long, group = "how")]
+        stall: bool,
+        /// In step with the others again.
+        #[arg(long, group = "how")]
+        lockstep: bool,
+    },
 }
 
 pub(crate) fn run(client: &Client, op: &MembersOp, json: bool) -> Result<String, Failure> {
@@ -34,6 +54,30 @@ pub(crate) fn run(client: &Client, op: &MembersOp, json: bool) -> Result<String,
             format!("/zkd/members/{id}/start"),
             Some(format!("member {id} started")),
         ),
+        MembersOp::Lag {
+            id,
+            ms,
+            txns,
+            stall,
+            lockstep: _,
+        } => {
+            let query = match (ms, txns, stall) {
+                (Some(d), _, _) => format!("ms={}", crate::ctl::parse_duration_ms(d)?),
+                (_, Some(k), _) => format!("txns={k}"),
+                (_, _, true) => "stall=true".to_string(),
+                _ => "stall=false".to_string(),
+            };
+            let v = client.call("POST", &format!("/zkd/members/{id}/lag?{query}"))?;
+            return Ok(human_or_json(&v, json, || {
+                let field = |k: &str| v.get(k).map_or("?".into(), text);
+                format!(
+                    "member {id} lag {} (applied zxid {}, {} transactions behind)",
+                    field("lag"),
+                    field("zxid"),
+                    field("behind")
+                )
+            }));
+        }
     };
     client.call(method, &path).map(|v| {
         human_or_json(&v, json, || match done {
@@ -43,11 +87,18 @@ pub(crate) fn run(client: &Client, op: &MembersOp, json: bool) -> Result<String,
     })
 }
 
-/// One line per member: `ID  ADDRESS  MODE  STATE`.
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// One line per member: `ID  ADDRESS  MODE  STATE  LAG`.
 fn table(v: &Value) -> String {
     let mut lines = vec![format!(
-        "{:<4} {:<22} {:<10} {}",
-        "ID", "ADDRESS", "MODE", "STATE"
+        "{:<4} {:<22} {:<10} {:<8} {}",
+        "ID", "ADDRESS", "MODE", "STATE", "LAG"
     )];
     for m in v
         .get("members")
@@ -55,17 +106,14 @@ fn table(v: &Value) -> String {
         .into_iter()
         .flatten()
     {
-        let field = |k: &str| match m.get(k) {
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => "?".to_string(),
-        };
+        let field = |k: &str| m.get(k).map_or("?".into(), text);
         lines.push(format!(
-            "{:<4} {:<22} {:<10} {}",
+            "{:<4} {:<22} {:<10} {:<8} {}",
             field("id"),
             field("client_address"),
             field("mode"),
-            field("state")
+            field("state"),
+            field("lag")
         ));
     }
     lines.join("\n")

@@ -14,8 +14,8 @@ import logging
 import os
 import sys
 import threading
-import traceback
 
+from checks import check, finish
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     AuthFailedError,
@@ -32,20 +32,6 @@ WAIT = 120.0
 # Session timeout asked for: long enough that a stalled client process keeps its session.
 SESSION_TIMEOUT = 30.0
 BASE = "/kazoo-secure-%d" % os.getpid()
-passed = 0
-failed = 0
-
-
-def check(name, fn):
-    global passed, failed
-    try:
-        fn()
-        passed += 1
-        print("PASS " + name, flush=True)
-    except Exception as e:  # noqa: BLE001 - every failure is reported
-        failed += 1
-        print("FAIL %s: %r" % (name, e), flush=True)
-        traceback.print_exc(file=sys.stderr)
 
 
 def expect(cond, msg):
@@ -236,8 +222,7 @@ def main():
         enforce(addr)
     else:
         raise SystemExit("unknown mode " + mode)
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(0 if failed == 0 and passed > 0 else 1)
+    finish()
 
 
 if __name__ == "__main__":

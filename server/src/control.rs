@@ -10,7 +10,9 @@ use crate::core::SessionOpError;
 use crate::net::{CoreFailed, Shared};
 use crate::ClockMode;
 
+pub use crate::core::Lag;
 pub use crate::core::{FaultAction, FaultRule, FaultStatus, SessionReport, MAX_FAULT_RULES};
+pub use crate::member_lag::MemberLagReport;
 
 /// Whether the session clock runs during a pause.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

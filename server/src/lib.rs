@@ -11,6 +11,7 @@ pub mod ensemble;
 #[cfg(feature = "json")]
 pub mod fixture;
 pub mod fourlw;
+mod member_lag;
 mod net;
 mod persist;
 mod sasl_users;

@@ -12,8 +12,9 @@ use tokio_util::sync::CancellationToken;
 use crate::control::{
     self, ClockReport, ControlError, FaultRule, FaultStatus, PauseOptions, SessionReport,
 };
-use crate::core::Core;
+use crate::core::{Core, Lag};
 use crate::ensemble::MemberReport;
+use crate::member_lag::{self, MemberLagReport};
 use crate::net::{self, now_ms, ServerFailure, Shared};
 use crate::persist::{Persistence, SnapshotInfo};
 use crate::Config;
@@ -242,6 +243,20 @@ impl Server {
     /// for read-only mode.
     pub async fn stop_member(&self, id: u64) -> Result<(), ControlError> {
         net::member::stop(&self.shared, id).await.map(|_| ())
+    }
+
+    /// Tells ensemble member `id` to lag: `Lag::Ms(n)` applies each transaction n ms
+    /// (session clock) after it committed, `Lag::Txns(k)` stays k transactions behind,
+    /// `Lag::Stalled` applies nothing, `Lag::Lockstep` (or 0) is in step again. Its clients
+    /// read its older view, their watches fire when it catches up, and `sync()` through it
+    /// brings it up to date (see docs/protocol.md, "Lagging members and sync").
+    pub fn set_member_lag(&self, id: u64, lag: Lag) -> Result<MemberLagReport, ControlError> {
+        member_lag::set(&self.shared, id, lag)
+    }
+
+    /// Member `id`'s lag, the zxid it has applied and how many transactions it is behind.
+    pub fn member_lag(&self, id: u64) -> Result<MemberLagReport, ControlError> {
+        member_lag::get(&self.shared, id)
     }
 
     /// Starts a stopped ensemble member again on its old address; returns that address.

@@ -47,18 +47,25 @@ fn members_json(members: &[MemberReport]) -> Value {
     })
 }
 
+/// Every member with its lag, as the routes answer.
+fn listing(st: &AdminState) -> ApiResult<Json<Value>> {
+    let mut v = members_json(&member::list(&st.shared)?);
+    super::member_lag::add_lags(&st.shared, &mut v)?;
+    Ok(Json(v))
+}
+
 async fn list(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
-    Ok(Json(members_json(&member::list(&st.shared)?)))
+    listing(&st)
 }
 
 async fn stop(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let id = parse_member_id(&id)?;
     member::stop(&st.shared, id).await?;
-    Ok(Json(members_json(&member::list(&st.shared)?)))
+    listing(&st)
 }
 
 async fn start(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let id = parse_member_id(&id)?;
     member::start(&st.shared, id, &st.shutdown).await?;
-    Ok(Json(members_json(&member::list(&st.shared)?)))
+    listing(&st)
 }

@@ -12,6 +12,7 @@ mod commands;
 mod control;
 mod error;
 mod herd;
+mod member_lag;
 mod members;
 mod metrics;
 mod monitor_keys;
@@ -51,6 +52,7 @@ pub(crate) fn router(state: AdminState) -> Router {
     Router::new()
         .merge(control::routes())
         .merge(members::routes())
+        .merge(member_lag::routes())
         .merge(commands::routes())
         .merge(persist::routes())
         .merge(metrics::routes())

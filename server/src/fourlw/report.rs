@@ -57,6 +57,8 @@ pub fn gather(core: &Core, needs: Needs, now_ms: i64, net: &dyn NetFacts) -> Fou
             view.connection_count = own.connection_count;
             view.packets_received = own.packets_received;
             view.packets_sent = own.packets_sent;
+            // A lagging member has applied less than the others.
+            view.last_zxid = core.member_zxid(m);
         }
     }
     if needs.connections {

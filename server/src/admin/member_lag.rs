@@ -1,0 +1,96 @@
+//! `POST /zkd/members/{id}/lag?ms=N | ?txns=K | ?stall=true`: tells an ensemble member to
+//! trail the committed history (0 = in step again), answering with its lag, the zxid it has
+//! applied and how many transactions it is behind.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::members::parse_member_id;
+use super::{AdminState, ApiError, ApiResult};
+use crate::core::Lag;
+use crate::member_lag::{self, MemberLagReport};
+use crate::net::Shared;
+
+pub(crate) fn routes() -> Router<AdminState> {
+    Router::new().route("/zkd/members/{id}/lag", post(set_lag))
+}
+
+/// The lag a query asks for: exactly one of `ms`, `txns` and `stall`.
+fn parse_lag(q: &HashMap<String, String>) -> ApiResult<Lag> {
+    const USAGE: &str = "give exactly one of ms=N, txns=K or stall=true (ms=0 or txns=0: in step)";
+    if let Some(k) = q
+        .keys()
+        .find(|k| !["ms", "txns", "stall"].contains(&k.as_str()))
+    {
+        return Err(ApiError::bad_request(format!(
+            "unknown query parameter {k:?}; {USAGE}"
+        )));
+    }
+    if q.len() != 1 {
+        return Err(ApiError::bad_request(USAGE));
+    }
+    let number = |name: &str, text: &str| {
+        text.trim().parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "{name}={text:?} is not a non-negative whole number"
+            ))
+        })
+    };
+    let (name, text) = q
+        .iter()
+        .next()
+        .ok_or_else(|| ApiError::bad_request(USAGE))?;
+    match name.as_str() {
+        "ms" => number(name, text).map(Lag::Ms),
+        "txns" => number(name, text).map(Lag::Txns),
+        _ => match text.trim() {
+            "true" | "1" => Ok(Lag::Stalled),
+            "false" | "0" => Ok(Lag::Lockstep),
+            _ => Err(ApiError::bad_request(format!(
+                "stall={text:?} is neither true nor false"
+            ))),
+        },
+    }
+}
+
+/// A member's lag as JSON.
+fn lag_json(r: &MemberLagReport) -> Value {
+    json!({
+        "id": r.id,
+        "lag": r.lag.to_string(),
+        "zxid": format!("0x{:x}", r.zxid),
+        "behind": r.behind,
+    })
+}
+
+/// Adds `lag`, `zxid` and `behind` to every member of a `GET /zkd/members` answer.
+pub(crate) fn add_lags(shared: &Shared, v: &mut Value) -> ApiResult<()> {
+    let Some(members) = v.get_mut("members").and_then(Value::as_array_mut) else {
+        return Ok(());
+    };
+    for m in members {
+        let Some(id) = m.get("id").and_then(Value::as_u64) else {
+            continue;
+        };
+        let r = member_lag::get(shared, id)?;
+        if let (Value::Object(fields), Value::Object(lag)) = (m, lag_json(&r)) {
+            fields.extend(lag);
+        }
+    }
+    Ok(())
+}
+
+async fn set_lag(
+    State(st): State<AdminState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    let id = parse_member_id(&id)?;
+    let lag = parse_lag(&q)?;
+    let report = member_lag::set(&st.shared, id, lag)?;
+    Ok(Json(lag_json(&report)))
+}
