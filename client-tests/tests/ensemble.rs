@@ -444,7 +444,8 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
             "1",
             &format!("127.0.0.1:{}", ports[0]),
             "stopped",
-            "stopped"
+            "stopped",
+            "lockstep"
         ]
     );
     assert_eq!(rows[1][2], "leader");
