@@ -182,6 +182,11 @@ async fn sessions_move_between_members_and_survive_stopping_the_member_and_the_l
     let c = RawClient::connect(a[2], 30_000)
         .await
         .expect("session on member 3");
+    assert_eq!(
+        c.session_id >> 56,
+        3,
+        "the creating member's id leads the session id"
+    );
     assert_eq!(c.call(&create("/eph", 1)).await.expect("create").err, 0);
 
     server.stop_member(3).await.expect("stop member 3");

@@ -167,7 +167,8 @@ impl Core {
         let ro = req.read_only;
         let sid = if req.session_id == 0 {
             self.next_zxid(now.mono);
-            let s = self.sessions.create(timeout, now.mono);
+            let member = self.conns.get(&conn).map_or(0, |c| c.member);
+            let s = self.sessions.create_on(member, timeout, now.mono);
             s.conn = Some(conn);
             let sid = s.id;
             self.log_session_created(sid, timeout, self.zxid, now.wall);

@@ -24,12 +24,21 @@ pub struct Sessions {
     map: HashMap<i64, Session>,
     buckets: BTreeMap<i64, HashSet<i64>>,
     next_id: i64,
+    /// The next id of sessions created through ensemble members other than server id 1.
+    next_by_server: HashMap<u64, i64>,
+    start_ms: i64,
     tick_ms: i64,
 }
 
 /// The first session id of a server started at `start_ms` (server id 1).
 pub fn initial_session_id(start_ms: i64) -> i64 {
-    let id = (1i64 << 56) | ((start_ms & 0xFF_FFFF_FFFF) << 16);
+    server_session_id(1, start_ms)
+}
+
+/// The first session id server `server` (1..=255) hands out when started at `start_ms`: the
+/// server id in the top byte, as ZooKeeper's session trackers do.
+fn server_session_id(server: u64, start_ms: i64) -> i64 {
+    let id = (((server & 0xFF) as i64) << 56) | ((start_ms & 0xFF_FFFF_FFFF) << 16);
     if id == i64::MIN {
         id + 1
     } else {
@@ -59,6 +68,8 @@ impl Sessions {
             map: HashMap::new(),
             buckets: BTreeMap::new(),
             next_id: initial_session_id(start_ms),
+            next_by_server: HashMap::new(),
+            start_ms,
             tick_ms: tick_ms.max(1),
         }
     }
@@ -76,12 +87,26 @@ impl Sessions {
     }
 
     pub fn create(&mut self, timeout_ms: i64, now: i64) -> &mut Session {
+        self.create_on(1, timeout_ms, now)
+    }
+
+    /// Creates a session through server (ensemble member) `server`, whose id goes into the
+    /// session id's top byte; 0 and 1 both mean the standalone server's sequence.
+    pub fn create_on(&mut self, server: u64, timeout_ms: i64, now: i64) -> &mut Session {
+        let start_ms = self.start_ms;
+        let next = match server {
+            0 | 1 => &mut self.next_id,
+            s => self
+                .next_by_server
+                .entry(s)
+                .or_insert_with(|| server_session_id(s, start_ms)),
+        };
         // Sessions restored from disk may hold ids this counter would hand out.
-        while self.map.contains_key(&self.next_id) {
-            self.next_id = self.next_id.wrapping_add(1);
+        while self.map.contains_key(next) {
+            *next = next.wrapping_add(1);
         }
-        let id = self.next_id;
-        self.next_id = self.next_id.wrapping_add(1);
+        let id = *next;
+        *next = next.wrapping_add(1);
         let expires_at = self.bucket(now, timeout_ms);
         self.buckets.entry(expires_at).or_default().insert(id);
         self.map.entry(id).or_insert(Session {
