@@ -24,6 +24,8 @@ struct Running {
     stdout: Vec<String>,
     stderr: mpsc::Receiver<String>,
     addr: SocketAddr,
+    /// Every `zkd listening on` address (one per ensemble member).
+    members: Vec<SocketAddr>,
     secure: Option<SocketAddr>,
     admin_server: Option<SocketAddr>,
 }
@@ -103,8 +105,14 @@ fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
     };
     let addr = find("zkd listening on ").expect("listening line");
     let admin_server = find("zkd admin server on ");
+    let members = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("zkd listening on "))
+        .map(|a| a.parse().expect("address"))
+        .collect();
     Running {
         child,
+        members,
         secure: find("zkd secure listening on "),
         stdout: lines,
         stderr: err_rx,
@@ -113,16 +121,34 @@ fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
     }
 }
 
-/// Runs zkd with `args` expecting it to refuse to start: exit code 2; returns stderr.
+/// Runs zkd with `args` expecting it to refuse to start: exit code 2; returns stderr. A zkd
+/// that starts instead is killed and fails the test.
 fn refused(args: &[&str], env: &[(&str, &str)]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_zkd"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
         .args(args)
         .env_clear()
         .envs(env.iter().copied())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("zkd runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    let deadline = std::time::Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("zkd {args:?} started instead of refusing");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
     stderr
 }
 
@@ -154,11 +180,11 @@ fn get(addr: SocketAddr, path: &str) -> (u16, String) {
 /// Creates, reads and deletes a node with the Rust ZooKeeper client; returns the session
 /// timeout the server negotiated for a 30 s request.
 fn use_with_a_client(addr: SocketAddr) -> Duration {
-    use_with_a_client_asking(addr, Duration::from_secs(30))
+    use_with_a_client_asking(&addr.to_string(), Duration::from_secs(30))
 }
 
-/// [`use_with_a_client`] asking for a session timeout of `asked`.
-fn use_with_a_client_asking(addr: SocketAddr, asked: Duration) -> Duration {
+/// [`use_with_a_client`] with a connection string, asking for a session timeout of `asked`.
+fn use_with_a_client_asking(hosts: &str, asked: Duration) -> Duration {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -168,7 +194,7 @@ fn use_with_a_client_asking(addr: SocketAddr, asked: Duration) -> Duration {
             WAIT,
             zk::Client::connector()
                 .with_session_timeout(asked)
-                .connect(&addr.to_string()),
+                .connect(hosts),
         )
         .await
         .expect("connects in time")
@@ -322,21 +348,45 @@ fn unknown_keys_warn_and_the_control_plane_needs_its_own_option() {
 fn malformed_files_are_refused_naming_file_line_and_key() {
     let dir = tempfile::tempdir().expect("temp dir");
     for (text, says) in [
-        ("tickTime=2000\nclientPort\n", "line 2: key clientPort: the line has no value"),
-        ("clientPort=2181\ntickTime=fast\n", "line 2: key tickTime: \"fast\" is not a whole number"),
-        ("clientPort=99999\n", "line 1: key clientPort: 99999 is outside 0..=65535"),
-        ("clientPort=0\nstandaloneEnabled=maybe\n", "line 2: key standaloneEnabled: \"maybe\" is not a boolean"),
-        ("clientPort=0\nserver.1=zoo1:2888\n", "line 2: key server.1: \"zoo1:2888\" is not of the form"),
         (
-            "clientPort=0\nserver.1=zoo1:2888:3888\nserver.2=zoo2:2888:3888\nserver.3=zoo3:2888:3888\n",
-            "line 2: key server.1: this configuration describes an ensemble (3 server.N line(s))",
+            "tickTime=2000\nclientPort\n",
+            "line 2: key clientPort: the line has no value",
         ),
-        ("tickTime=2000\n", "neither clientPort nor secureClientPort is set"),
-        ("clientPort=0\nminSessionTimeout=10\n", "minimum session timeout (10 ms) is below one tick (3000 ms)"),
+        (
+            "clientPort=2181\ntickTime=fast\n",
+            "line 2: key tickTime: \"fast\" is not a whole number",
+        ),
+        (
+            "clientPort=99999\n",
+            "line 1: key clientPort: 99999 is outside 0..=65535",
+        ),
+        (
+            "clientPort=0\nstandaloneEnabled=maybe\n",
+            "line 2: key standaloneEnabled: \"maybe\" is not a boolean",
+        ),
+        (
+            "clientPort=0\nserver.1=zoo1:2888\n",
+            "line 2: key server.1: \"zoo1:2888\" is not of the form",
+        ),
+        (
+            "clientPort=0\nserver.1=zoo1:2888:3888\nserver.2=zoo2:2888:3888:observer\n",
+            "line 3: key server.2: an observer is not simulated",
+        ),
+        (
+            "tickTime=2000\n",
+            "neither clientPort nor secureClientPort is set",
+        ),
+        (
+            "clientPort=0\nminSessionTimeout=10\n",
+            "minimum session timeout (10 ms) is below one tick (3000 ms)",
+        ),
     ] {
         let cfg = write(dir.path(), "bad.cfg", text);
         let stderr = refused(&["--config", &cfg], &[]);
-        assert!(stderr.contains(&cfg) || says.starts_with("minimum"), "{text}: {stderr}");
+        assert!(
+            stderr.contains(&cfg) || says.starts_with("minimum"),
+            "{text}: {stderr}"
+        );
         assert!(stderr.contains(says), "{text}: {stderr}");
     }
     let missing = dir.path().join("missing.cfg").display().to_string();
@@ -402,17 +452,20 @@ fn confluent_variables() {
         .iter()
         .any(|l| l.starts_with("Started AdminServer")));
 
-    let stderr = refused(
-        &["--env-config"],
-        &[(
-            "ZOOKEEPER_SERVERS",
-            "zoo1:2888:3888;zoo2:2888:3888;zoo3:2888:3888",
-        )],
+    drop(zkd);
+    // Confluent's server list: the members run in this process, here on free ports.
+    let zkd = start(
+        &["--env-config", "--bind", "127.0.0.1", "--port", "0"],
+        &[
+            (
+                "ZOOKEEPER_SERVERS",
+                "zoo1:2888:3888;zoo2:2888:3888;zoo3:2888:3888",
+            ),
+            ("ZOOKEEPER_ADMIN_ENABLE_SERVER", "false"),
+        ],
     );
-    assert!(
-        stderr.contains("environment variable ZOOKEEPER_SERVERS: key server.1: this configuration describes an ensemble"),
-        "{stderr}"
-    );
+    assert_eq!(zkd.members.len(), 3);
+    assert_eq!(modes(&zkd.members), ["follower", "follower", "leader"]);
     let stderr = refused(&["--env-config"], &[("ZOO_TICK_TIME", "soon")]);
     assert!(
         stderr.contains(
@@ -525,7 +578,7 @@ fn observed(addr: SocketAddr, admin: SocketAddr) -> Vec<String> {
         seen.push(format!("{key}: {}", conf[key]));
     }
     for asked in [1, 100] {
-        let got = use_with_a_client_asking(addr, Duration::from_secs(asked));
+        let got = use_with_a_client_asking(&addr.to_string(), Duration::from_secs(asked));
         seen.push(format!("session asked {asked}s: {got:?}"));
     }
     seen
@@ -585,4 +638,51 @@ fn a_file_means_to_zkd_what_it_means_to_zookeeper() {
         zk_view.contains(&"session asked 100s: 60s".to_string()),
         "{zk_view:?}"
     );
+}
+
+/// The sorted `Mode:` lines of the members' `srvr`.
+fn modes(members: &[SocketAddr]) -> Vec<String> {
+    let mut modes: Vec<String> = members
+        .iter()
+        .map(|m| {
+            let srvr = four_letter(*m, "srvr");
+            srvr.lines()
+                .find_map(|l| l.strip_prefix("Mode: "))
+                .unwrap_or_else(|| panic!("no mode: {srvr}"))
+                .to_string()
+        })
+        .collect();
+    modes.sort();
+    modes
+}
+
+#[test]
+fn a_three_server_zoo_cfg_runs_a_simulated_ensemble() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A three-server file as written for one machine, on free ports (clientPort=0).
+    let cfg = write(
+        dir.path(),
+        "zoo.cfg",
+        "tickTime=2000\ninitLimit=10\nsyncLimit=5\nclientPort=0\nadmin.enableServer=false\n\
+         4lw.commands.whitelist=srvr,isro\nreadonlymode.enabled=true\n\
+         server.1=localhost:2888:3888\nserver.2=localhost:2889:3889\n\
+         server.3=localhost:2890:3890\n",
+    );
+    let zkd = start(&["--config", &cfg], &[]);
+    assert_eq!(zkd.members.len(), 3, "{:?}", zkd.stdout);
+    assert_eq!(modes(&zkd.members), ["follower", "follower", "leader"]);
+    for m in &zkd.members {
+        assert_eq!(four_letter(*m, "isro"), "rw");
+    }
+    let hosts: Vec<String> = zkd.members.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        use_with_a_client_asking(&hosts.join(","), Duration::from_secs(30)),
+        Duration::from_secs(30)
+    );
+    let stderr = zkd.stderr_so_far();
+    assert!(
+        stderr.contains("a simulated ensemble of 3 members in this one process"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("read-only mode on"), "{stderr}");
 }

@@ -44,29 +44,32 @@ pub fn apply(
         message,
     };
 
-    // Membership: one server line (or none) is a standalone server.
-    let member = match s.servers.as_slice() {
-        [] => None,
-        [one] if s.standalone_enabled.as_ref().is_none_or(|b| b.value) => Some(one),
-        [one, ..] => {
-            return Err(err(
-                &one.origin,
-                &format!("server.{}", one.id),
-                format!(
-                    "this configuration describes an ensemble ({} server.N line(s){}); this \
-                     zkd runs only a standalone server and will not stand in for an \
-                     ensemble silently",
-                    s.servers.len(),
-                    if s.servers.len() == 1 {
-                        " with standaloneEnabled=false"
-                    } else {
-                        ""
-                    }
-                ),
-            ))
+    // Membership: no server line, or one, is a standalone server; more (or one with
+    // standaloneEnabled=false) are the members of a simulated ensemble.
+    let standalone = s.standalone_enabled.as_ref().is_none_or(|b| b.value);
+    let (member, ensemble) = match s.servers.as_slice() {
+        [] => (None, false),
+        [one] if standalone => (Some(one), false),
+        [first, ..] if given("ensemble") => {
+            notes.push(Note::info(format!(
+                "{}: the server.N lines are not used: --ensemble gives the members",
+                first.origin
+            )));
+            (None, false)
+        }
+        lines => {
+            let e =
+                super::members::ensemble(lines, s, given("port").then_some(c.port), &mut notes)?;
+            c.port = e.members.first().map_or(c.port, |m| m.port);
+            c.ensemble = Some(e);
+            (None, true)
         }
     };
-    if let Some(ro) = &s.read_only_enabled {
+    if let Some(ro) = s
+        .read_only_enabled
+        .as_ref()
+        .filter(|_| c.ensemble.is_none())
+    {
         notes.push(Note::info(format!(
             "{}: key readonlymode.enabled: a standalone server has no quorum to lose, so \
              read-only mode never starts",
@@ -76,7 +79,7 @@ pub fn apply(
 
     // Client port and address.
     let line_client = member.and_then(|m| m.client.clone().map(|c| (m, c)));
-    if unless("port") {
+    if unless("port") && !ensemble {
         c.port = match (&s.client_port, &line_client) {
             (Some(p), Some((m, (_, lp)))) if p.value != *lp => {
                 return Err(err(
@@ -564,18 +567,36 @@ mod tests {
     }
 
     #[test]
-    fn an_ensemble_is_a_clear_error_not_a_silent_single_server() {
+    fn server_lines_become_a_simulated_ensemble() {
         let three =
             "clientPort=2181\nserver.1=a:2888:3888\nserver.2=b:2888:3888\nserver.3=c:2888:3888\n";
-        let e = run(three, Mode::File, &[]).unwrap_err();
-        assert!(e.starts_with("zoo.cfg line 2: key server.1: this configuration describes an ensemble (3 server.N line(s))"), "{e}");
-        let e = run(
+        let (c, notes) = run(three, Mode::File, &[]).unwrap();
+        let e = c.ensemble.expect("an ensemble, not a single server");
+        let ids: Vec<_> = e.members.iter().map(|m| (m.id, m.port)).collect();
+        assert_eq!(ids, [(1, 2181), (2, 2182), (3, 2183)]);
+        assert_eq!(c.port, 2181);
+        assert!(notes
+            .iter()
+            .any(|n| n.text.contains("a simulated ensemble of 3 members")));
+        // One line with standaloneEnabled=false is an ensemble of one.
+        let (c, _) = run(
             "clientPort=1\nstandaloneEnabled=false\nserver.1=a:1:2\n",
             Mode::File,
             &[],
         )
-        .unwrap_err();
-        assert!(e.contains("with standaloneEnabled=false"), "{e}");
+        .unwrap();
+        assert_eq!(c.ensemble.map(|e| e.members.len()), Some(1));
+        // --port 0 gives every member a free port; --ensemble N replaces the lines.
+        let (c, _) = run(three, Mode::File, &["port"]).unwrap();
+        assert!(c.ensemble.is_some());
+        let (c, notes) = run(three, Mode::File, &["ensemble"]).unwrap();
+        assert!(
+            c.ensemble.is_none(),
+            "the flag's ensemble is built from the flags"
+        );
+        assert!(notes
+            .iter()
+            .any(|n| n.text.contains("--ensemble gives the members")));
     }
 
     #[test]

@@ -4,11 +4,13 @@
 //!
 //! The pipeline: [`props`] (or [`env`]) yields key/value [`Entry`]s with their origin,
 //! [`keys`] interprets them into [`Settings`] (with [`servers`] for `server.N` lines), and
-//! [`apply`] folds the settings into the `Config` the flags built.
+//! [`apply`] folds the settings into the `Config` the flags built ([`members`] turns
+//! several `server.N` lines into a simulated ensemble).
 
 mod apply;
 mod env;
 mod keys;
+mod members;
 mod props;
 mod servers;
 

@@ -1,0 +1,199 @@
+//! Several `server.N` lines (or one with `standaloneEnabled=false`) as the members of zkd's
+//! simulated ensemble: ids from the lines, client ports from each line's `;port` or
+//! `clientPort`, read-only mode from `readonlymode.enabled` (off, ZooKeeper's default).
+
+use std::collections::BTreeSet;
+
+use zkd_server::{EnsembleConfig, MemberConfig};
+
+use super::keys::Settings;
+use super::servers::{Role, ServerLine};
+use super::{ConfigError, Note};
+
+/// The ensemble `lines` describe. `flag_port` is `--port` when it was given: members then
+/// listen on it and the ports after it (each on a free port with 0), as with `--ensemble`.
+pub fn ensemble(
+    lines: &[ServerLine],
+    s: &Settings,
+    flag_port: Option<u16>,
+    notes: &mut Vec<Note>,
+) -> Result<EnsembleConfig, ConfigError> {
+    let mut lines: Vec<&ServerLine> = lines.iter().collect();
+    lines.sort_by_key(|l| l.id);
+    let err = |l: &ServerLine, message: String| ConfigError {
+        origin: l.origin.clone(),
+        key: Some(format!("server.{}", l.id)),
+        message,
+    };
+    for l in &lines {
+        if !(1..=255).contains(&l.id) {
+            return Err(err(l, "zkd's ensemble members have ids 1 to 255".into()));
+        }
+        if l.role == Role::Observer {
+            return Err(err(
+                l,
+                "an observer is not simulated: every member of zkd's ensemble votes; make it a \
+                 participant"
+                    .into(),
+            ));
+        }
+    }
+    let mut ports = match flag_port {
+        Some(0) => vec![0; lines.len()],
+        Some(p) => lines.iter().map(|_| p).collect(),
+        None => lines
+            .iter()
+            .map(|l| match (&l.client, &s.client_port) {
+                (Some((_, p)), _) => Ok(*p),
+                (None, Some(p)) => Ok(p.value),
+                (None, None) => Err(err(
+                    l,
+                    "gives no client port (;port) and no clientPort is set".into(),
+                )),
+            })
+            .collect::<Result<Vec<u16>, _>>()?,
+    };
+    let fixed: Vec<u16> = ports.iter().copied().filter(|p| *p != 0).collect();
+    let distinct = fixed.iter().collect::<BTreeSet<_>>().len() == fixed.len();
+    if !distinct || flag_port.is_some_and(|p| p != 0) {
+        // Members of a real ensemble run on different hosts and often share one client port;
+        // in one process each needs its own: the first member's port and the ports after it.
+        let base = ports[0];
+        for (k, (port, l)) in ports.iter_mut().zip(&lines).enumerate() {
+            *port = u16::try_from(u32::from(base) + k as u32).map_err(|_| {
+                err(
+                    l,
+                    format!("its client port would be {base} + {k}, past 65535"),
+                )
+            })?;
+        }
+        if flag_port.is_none() {
+            notes.push(Note::info(format!(
+                "{}: the members share client port {base} (on their own hosts); in this one \
+                 process they listen on {}",
+                lines[0].origin,
+                listing(&lines, &ports)
+            )));
+        }
+    }
+    let read_only = s.read_only_enabled.as_ref().is_some_and(|r| r.value);
+    notes.push(Note::info(format!(
+        "{}: a simulated ensemble of {} members in this one process ({}), read-only mode {}",
+        lines[0].origin,
+        lines.len(),
+        listing(&lines, &ports),
+        if read_only {
+            "on"
+        } else {
+            "off (readonlymode.enabled is not true)"
+        }
+    )));
+    if let Some(l) = lines
+        .iter()
+        .find(|l| l.client.as_ref().is_some_and(|(a, _)| a.is_some()))
+    {
+        notes.push(Note::info(format!(
+            "{}: client addresses of server.N lines are not used: every member binds the \
+             client address (clientPortAddress, or the default)",
+            l.origin
+        )));
+    }
+    let members = lines
+        .iter()
+        .zip(ports)
+        .map(|(l, port)| MemberConfig { id: l.id, port })
+        .collect();
+    Ok(EnsembleConfig { members, read_only })
+}
+
+/// `server.1 on 2181, server.2 on 2182, ...` (0: a free port).
+fn listing(lines: &[&ServerLine], ports: &[u16]) -> String {
+    lines
+        .iter()
+        .zip(ports)
+        .map(|(l, p)| match p {
+            0 => format!("server.{} on a free port", l.id),
+            p => format!("server.{} on {p}", l.id),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{keys, props};
+    use super::*;
+
+    fn run(text: &str, flag_port: Option<u16>) -> Result<(EnsembleConfig, Vec<Note>), String> {
+        let s = keys::interpret(&props::read("zoo.cfg", text).expect("lines").0).expect("keys");
+        let mut notes = Vec::new();
+        ensemble(&s.servers, &s, flag_port, &mut notes)
+            .map(|e| (e, notes))
+            .map_err(|e| e.to_string())
+    }
+
+    fn ports(e: &EnsembleConfig) -> Vec<(u64, u16)> {
+        e.members.iter().map(|m| (m.id, m.port)).collect()
+    }
+
+    #[test]
+    fn members_take_their_lines_client_ports() {
+        let (e, notes) = run(
+            "server.3=localhost:2890:3890;2183\nserver.1=localhost:2888:3888;2181\n\
+             server.2=localhost:2889:3889;2182\nreadonlymode.enabled=true\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(ports(&e), [(1, 2181), (2, 2182), (3, 2183)]);
+        assert!(e.read_only);
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].text.contains("a simulated ensemble of 3 members"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn a_shared_client_port_is_spread_over_the_ports_after_it() {
+        let text = "clientPort=2181\nserver.1=zoo1:2888:3888\nserver.2=zoo2:2888:3888\n\
+                    server.3=zoo3:2888:3888\n";
+        let (e, notes) = run(text, None).unwrap();
+        assert_eq!(ports(&e), [(1, 2181), (2, 2182), (3, 2183)]);
+        assert!(!e.read_only, "ZooKeeper's default");
+        assert!(
+            notes[0].text.contains("share client port 2181"),
+            "{notes:?}"
+        );
+        let (e, _) = run(text, Some(0)).unwrap();
+        assert_eq!(ports(&e), [(1, 0), (2, 0), (3, 0)]);
+        let (e, _) = run(text, Some(3000)).unwrap();
+        assert_eq!(ports(&e), [(1, 3000), (2, 3001), (3, 3002)]);
+        let (e, _) = run("clientPort=0\nserver.1=a:1:2\nserver.2=b:1:2\n", None).unwrap();
+        assert_eq!(ports(&e), [(1, 0), (2, 0)]);
+    }
+
+    #[test]
+    fn members_that_cannot_be_simulated_are_errors_naming_the_line() {
+        for (text, says) in [
+            (
+                "server.1=a:1:2;2181\nserver.2=b:1:2:observer;2181\n",
+                "zoo.cfg line 2: key server.2: an observer is not simulated",
+            ),
+            (
+                "server.1=a:1:2;2181\nserver.300=b:1:2;2182\n",
+                "key server.300: zkd's ensemble members have ids 1 to 255",
+            ),
+            (
+                "server.1=a:1:2;2181\nserver.2=b:1:2\n",
+                "key server.2: gives no client port (;port) and no clientPort is set",
+            ),
+            (
+                "clientPort=65535\nserver.1=a:1:2\nserver.2=b:1:2\n",
+                "key server.2: its client port would be 65535 + 1, past 65535",
+            ),
+        ] {
+            let e = run(text, None).unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+    }
+}
