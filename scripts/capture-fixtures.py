@@ -191,20 +191,21 @@ class Conn:
 # Fixtures
 
 
-def capture_connect_v2(addr, rec):
+def capture_connect(addr, rec, read_only_byte):
+    """A handshake with or without the readOnly byte; the reply carries it only if asked."""
     c = Conn(addr, rec)
-    c.send(connect_request(read_only_byte=True))
+    c.send(connect_request(read_only_byte=read_only_byte))
     resp = c.recv()
-    assert len(resp) == 4 + 37, len(resp)
+    assert len(resp) == 4 + 36 + int(read_only_byte), len(resp)
     c.close()
+
+
+def capture_connect_v2(addr, rec):
+    capture_connect(addr, rec, read_only_byte=True)
 
 
 def capture_connect_old(addr, rec):
-    c = Conn(addr, rec)
-    c.send(connect_request(read_only_byte=False))
-    resp = c.recv()
-    assert len(resp) == 4 + 36, len(resp)
-    c.close()
+    capture_connect(addr, rec, read_only_byte=False)
 
 
 def capture_create2(addr, rec):

@@ -307,21 +307,13 @@ fn fault(client: &Client, op: &FaultOp, json: bool) -> Result<String, Failure> {
             let mut body = serde_json::Map::new();
             body.insert("action".into(), Value::from(action.as_str()));
             if let Some(c) = code {
-                let v = c
-                    .parse::<i64>()
-                    .map(Value::from)
-                    .unwrap_or_else(|_| Value::from(c.as_str()));
-                body.insert("code".into(), v);
+                body.insert("code".into(), number_or_name(&c));
             }
             if let Some(d) = delay {
                 body.insert("ms".into(), Value::from(parse_duration_ms(d)?));
             }
             if let Some(o) = opcode {
-                let v = o
-                    .parse::<i64>()
-                    .map(Value::from)
-                    .unwrap_or_else(|_| Value::from(o.as_str()));
-                body.insert("opcode".into(), v);
+                body.insert("opcode".into(), number_or_name(&o));
             }
             if let Some(p) = path {
                 body.insert("path".into(), Value::from(p.as_str()));
@@ -493,4 +485,11 @@ fn sessions_table(v: &Value) -> String {
         ));
     }
     out
+}
+
+/// A JSON number when `text` is an integer (an error code, an opcode), else its name.
+fn number_or_name(text: &str) -> Value {
+    text.parse::<i64>()
+        .map(Value::from)
+        .unwrap_or_else(|_| Value::from(text))
 }

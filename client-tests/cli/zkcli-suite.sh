@@ -68,6 +68,16 @@ why() {
     fi
 }
 
+# expect_success NAME : pass if the last invocation succeeded
+expect_success() {
+    if [ "$RC" = 0 ]; then pass "$1"; else fail "$1" "$(why)"; fi
+}
+
+# expect_refusal NAME LINE : pass if the last invocation failed saying LINE
+expect_refusal() {
+    if [ "$RC" != 0 ] && has "$2"; then pass "$1"; else fail "$1" "$(why)"; fi
+}
+
 # expect_lines NAME LINE... : pass if every LINE is present in OUT
 expect_lines() {
     local name=$1 l
@@ -111,7 +121,7 @@ zk create "$P" hello
 if [ "$RC" = 0 ] && has "Created $P"; then pass create_persistent; else fail create_persistent "$(why)"; fi
 
 zk create "$P" again
-if [ "$RC" != 0 ] && has "Node already exists: $P"; then pass create_existing_fails; else fail create_existing_fails "$(why)"; fi
+expect_refusal create_existing_fails "Node already exists: $P"
 
 zk get "$P"
 if [ "$RC" = 0 ] && has "hello"; then pass get_data; else fail get_data "$(why)"; fi
@@ -126,7 +136,7 @@ else
 fi
 
 zk set "$P" world
-if [ "$RC" = 0 ]; then pass set_data; else fail set_data "$(why)"; fi
+expect_success set_data
 
 zk stat "$P"
 expect_fields set_increments_dataVersion dataVersion=1 dataLength=5 cversion=0 "cZxid=$czxid" "pZxid=$czxid"
@@ -141,7 +151,7 @@ zk set -s "$P" "value three"
 expect_fields set_prints_new_stat dataVersion=2 dataLength=11
 
 zk set -v 7 "$P" nope
-if [ "$RC" != 0 ] && has "version No is not valid : $P"; then pass set_bad_version; else fail set_bad_version "$(why)"; fi
+expect_refusal set_bad_version "version No is not valid : $P"
 
 zk set -v 2 -s "$P" v3
 expect_fields set_matching_version dataVersion=3 dataLength=2
@@ -150,10 +160,10 @@ zk get "$P"
 if has "v3"; then pass get_after_set; else fail get_after_set "$(why)"; fi
 
 zk get "$P/nope"
-if [ "$RC" != 0 ] && has "Node does not exist: $P/nope"; then pass get_missing; else fail get_missing "$(why)"; fi
+expect_refusal get_missing "Node does not exist: $P/nope"
 
 zk create "$P/nope/child" x
-if [ "$RC" != 0 ] && has "Node does not exist: $P/nope/child"; then pass create_missing_parent; else fail create_missing_parent "$(why)"; fi
+expect_refusal create_missing_parent "Node does not exist: $P/nope/child"
 
 # --- sequential nodes, listings ---------------------------------------------------------------
 
@@ -203,7 +213,7 @@ if [ -n "$owner" ] && [ "$owner" != "0x0" ]; then pass ephemeral_owner_set; else
 expect_lines ephemeral_cannot_have_children "Ephemerals cannot have children: $P/eph/child"
 
 zk stat "$P/eph"
-if [ "$RC" != 0 ] && has "Node does not exist: $P/eph"; then pass ephemeral_gone_after_session_close; else fail ephemeral_gone_after_session_close "$(why)"; fi
+expect_refusal ephemeral_gone_after_session_close "Node does not exist: $P/eph"
 
 zk ls "$P"
 expect_lines ephemerals_gone_from_listing "[seq-0000000000, seq-0000000001]"
@@ -227,19 +237,19 @@ expect_fields ttl_stat ephemeralOwner=0x0 dataLength=1
 # --- delete -----------------------------------------------------------------------------------
 
 zk delete "$P"
-if [ "$RC" != 0 ] && has "Node not empty: $P"; then pass delete_not_empty; else fail delete_not_empty "$(why)"; fi
+expect_refusal delete_not_empty "Node not empty: $P"
 
 zk delete -v 9 "$P/cont"
-if [ "$RC" != 0 ] && has "version No is not valid : $P/cont"; then pass delete_bad_version; else fail delete_bad_version "$(why)"; fi
+expect_refusal delete_bad_version "version No is not valid : $P/cont"
 
 zk delete -v 0 "$P/cont"
-if [ "$RC" = 0 ]; then pass delete_matching_version; else fail delete_matching_version "$(why)"; fi
+expect_success delete_matching_version
 
 zk stat "$P/cont"
-if [ "$RC" != 0 ] && has "Node does not exist: $P/cont"; then pass deleted_node_gone; else fail deleted_node_gone "$(why)"; fi
+expect_refusal deleted_node_gone "Node does not exist: $P/cont"
 
 zk delete "$P/cont"
-if [ "$RC" != 0 ] && has "Node does not exist: $P/cont"; then pass delete_missing; else fail delete_missing "$(why)"; fi
+expect_refusal delete_missing "Node does not exist: $P/cont"
 
 # --- ACLs and auth ----------------------------------------------------------------------------
 
@@ -258,10 +268,10 @@ expect_lines authenticated_read "secret"
 expect_lines whoami_lists_identities "Auth scheme: User" "digest: user" "ip: $HOST"
 
 zk get "$P/acl"
-if [ "$RC" != 0 ] && has "Insufficient permission : $P/acl"; then pass unauthenticated_read_denied; else fail unauthenticated_read_denied "$(why)"; fi
+expect_refusal unauthenticated_read_denied "Insufficient permission : $P/acl"
 
 zk getAcl "$P/acl"
-if [ "$RC" != 0 ] && has "Insufficient permission : $P/acl"; then pass unauthenticated_getacl_denied; else fail unauthenticated_getacl_denied "$(why)"; fi
+expect_refusal unauthenticated_getacl_denied "Insufficient permission : $P/acl"
 
 zk <<EOF
 addauth digest user:wrong
@@ -271,10 +281,10 @@ EOF
 expect_lines wrong_password_denied "Insufficient permission : $P/acl"
 
 zk create "$P/ro" data world:anyone:r
-if [ "$RC" = 0 ]; then pass create_with_acl; else fail create_with_acl "$(why)"; fi
+expect_success create_with_acl
 
 zk set "$P/ro" x
-if [ "$RC" != 0 ] && has "Insufficient permission : $P/ro"; then pass read_only_acl_denies_write; else fail read_only_acl_denies_write "$(why)"; fi
+expect_refusal read_only_acl_denies_write "Insufficient permission : $P/ro"
 
 zk getAcl -s "$P/ro"
 if has "'world,'anyone" && has ": r"; then
@@ -354,7 +364,7 @@ zk sync "$P"
 expect_lines sync "Sync is OK"
 
 zk config
-if [ "$RC" = 0 ]; then pass get_config; else fail get_config "$(why)"; fi
+expect_success get_config
 
 zk <<EOF
 create $P/q
@@ -380,7 +390,7 @@ quit
 EOF
 if [ "$RC" = 0 ] && [ -z "$OUT" ]; then pass deleteall; else fail deleteall "$(why)"; fi
 zk stat "$P"
-if [ "$RC" != 0 ] && has "Node does not exist: $P"; then pass deleteall_removed_tree; else fail deleteall_removed_tree "$(why)"; fi
+expect_refusal deleteall_removed_tree "Node does not exist: $P"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

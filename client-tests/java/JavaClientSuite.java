@@ -175,6 +175,11 @@ public final class JavaClientSuite {
         check(e == null, "unexpected event " + (e == null ? "" : e.getType() + " " + e.getPath()));
     }
 
+    /** Creates the persistent node {@code path} with {@code data} (may be null), open to all. */
+    static void persistent(ZooKeeper zk, String path, byte[] data) throws Exception {
+        zk.create(path, data, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+    }
+
     static byte[] b(String s) {
         return s.getBytes(StandardCharsets.UTF_8);
     }
@@ -477,7 +482,7 @@ public final class JavaClientSuite {
             String p = base + "/exists-watch";
             BlockingQueue<WatchedEvent> q = new LinkedBlockingQueue<>();
             eq(null, zk.exists(p, q::add), "exists on missing node");
-            other.create(p, b("x"), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p, b("x"));
             expectEvent(q, EventType.NodeCreated, p);
             other.setData(p, b("y"), -1);
             expectNoEvent(q, 300);
@@ -498,12 +503,12 @@ public final class JavaClientSuite {
             ZooKeeper zk = zk(r);
             ZooKeeper other = zk(r);
             String p = base + "/child-watch";
-            zk.create(p, null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(zk, p, null);
             BlockingQueue<WatchedEvent> q = new LinkedBlockingQueue<>();
             BlockingQueue<WatchedEvent> dataQ = new LinkedBlockingQueue<>();
             zk.getChildren(p, q::add);
             zk.getData(p, dataQ::add, null);
-            other.create(p + "/c", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p + "/c", null);
             expectEvent(q, EventType.NodeChildrenChanged, p);
             expectNoEvent(dataQ, 200);
             zk.getChildren(p, q::add);
@@ -524,7 +529,7 @@ public final class JavaClientSuite {
         try (Resources r = new Resources()) {
             ZooKeeper zk = zk(r);
             String p = base + "/multi";
-            zk.create(p, b("m"), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(zk, p, b("m"));
             List<OpResult> ok = zk.multi(Arrays.asList(
                     Op.create(p + "/a", b("a"), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT),
                     Op.create(p + "/s-", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT_SEQUENTIAL),
@@ -587,11 +592,11 @@ public final class JavaClientSuite {
             ZooKeeper zk = zk(r);
             ZooKeeper other = zk(r);
             String p = base + "/ephemerals";
-            zk.create(p, null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(zk, p, null);
             zk.create(p + "/e1", null, Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
-            zk.create(p + "/sub", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(zk, p + "/sub", null);
             zk.create(p + "/sub/e2", null, Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
-            zk.create(p + "/sub/deep", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(zk, p + "/sub/deep", null);
             other.create(p + "/theirs", null, Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
 
             List<String> mine = new ArrayList<>(zk.getEphemerals(p));
@@ -652,16 +657,16 @@ public final class JavaClientSuite {
             BlockingQueue<WatchedEvent> q = new LinkedBlockingQueue<>();
             Watcher w = q::add;
             zk.addWatch(p, w, AddWatchMode.PERSISTENT);
-            other.create(p, null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p, null);
             expectEvent(q, EventType.NodeCreated, p);
             other.setData(p, b("1"), -1);
             expectEvent(q, EventType.NodeDataChanged, p);
             other.setData(p, b("2"), -1);
             expectEvent(q, EventType.NodeDataChanged, p);
-            other.create(p + "/c", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p + "/c", null);
             expectEvent(q, EventType.NodeChildrenChanged, p);
             // not recursive: nothing for the grandchild or the child's data
-            other.create(p + "/c/gc", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p + "/c/gc", null);
             other.setData(p + "/c", b("x"), -1);
             expectNoEvent(q, 300);
             other.delete(p + "/c/gc", -1);
@@ -670,7 +675,7 @@ public final class JavaClientSuite {
             // a persistent watch survives the node's deletion
             other.delete(p, -1);
             expectEvent(q, EventType.NodeDeleted, p);
-            other.create(p, null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p, null);
             expectEvent(q, EventType.NodeCreated, p);
 
             zk.removeWatches(p, w, Watcher.WatcherType.Any, false);
@@ -685,13 +690,13 @@ public final class JavaClientSuite {
             ZooKeeper zk = zk(r);
             ZooKeeper other = zk(r);
             String p = base + "/rwatch";
-            other.create(p, null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p, null);
             BlockingQueue<WatchedEvent> q = new LinkedBlockingQueue<>();
             Watcher w = q::add;
             zk.addWatch(p, w, AddWatchMode.PERSISTENT_RECURSIVE);
-            other.create(p + "/a", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p + "/a", null);
             expectEvent(q, EventType.NodeCreated, p + "/a");
-            other.create(p + "/a/b", b("1"), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p + "/a/b", b("1"));
             expectEvent(q, EventType.NodeCreated, p + "/a/b");
             other.setData(p + "/a/b", b("2"), -1);
             expectEvent(q, EventType.NodeDataChanged, p + "/a/b");
@@ -700,14 +705,14 @@ public final class JavaClientSuite {
             other.delete(p + "/a/b", -1);
             expectEvent(q, EventType.NodeDeleted, p + "/a/b");
             // no NodeChildrenChanged for recursive watches; siblings outside the subtree are silent
-            other.create(base + "/rwatch-sibling", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, base + "/rwatch-sibling", null);
             expectNoEvent(q, 300);
 
             // removeWatches on a persistent watch: PersistentWatchRemoved, then silence
             zk.removeWatches(p, w, Watcher.WatcherType.Any, false);
             WatchedEvent removed = nextEvent(q, "PersistentWatchRemoved");
             eq(EventType.PersistentWatchRemoved, removed.getType(), "removal event");
-            other.create(p + "/after", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p + "/after", null);
             expectNoEvent(q, 300);
         }
     }
@@ -717,7 +722,7 @@ public final class JavaClientSuite {
             ZooKeeper zk = zk(r);
             ZooKeeper other = zk(r);
             String p = base + "/rmwatch";
-            zk.create(p, null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(zk, p, null);
             BlockingQueue<WatchedEvent> dq = new LinkedBlockingQueue<>();
             BlockingQueue<WatchedEvent> cq = new LinkedBlockingQueue<>();
             Watcher dw = dq::add;
@@ -732,7 +737,7 @@ public final class JavaClientSuite {
             expectNoEvent(dq, 300);
 
             // the child watch is still there
-            other.create(p + "/c1", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p + "/c1", null);
             expectEvent(cq, EventType.NodeChildrenChanged, p);
 
             zk.getChildren(p, cw);
@@ -742,7 +747,7 @@ public final class JavaClientSuite {
             types.add(nextEvent(cq, "ChildWatchRemoved").getType());
             types.add(nextEvent(dq, "DataWatchRemoved").getType());
             eq(new TreeSet<>(Arrays.asList(EventType.ChildWatchRemoved, EventType.DataWatchRemoved)), types, "removeAllWatches events");
-            other.create(p + "/c2", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p + "/c2", null);
             other.setData(p, b("y"), -1);
             expectNoEvent(cq, 300);
             expectNoEvent(dq, 50);
@@ -859,11 +864,11 @@ public final class JavaClientSuite {
             ZooKeeper zk = victim.zk;
             long sid = zk.getSessionId();
             String p = base + "/rewatch";
-            zk.create(p, null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
-            zk.create(p + "/data", b("1"), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
-            zk.create(p + "/kids", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
-            zk.create(p + "/quiet", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
-            zk.create(p + "/gone", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(zk, p, null);
+            persistent(zk, p + "/data", b("1"));
+            persistent(zk, p + "/kids", null);
+            persistent(zk, p + "/quiet", null);
+            persistent(zk, p + "/gone", null);
             zk.create(p + "/eph", null, Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
             BlockingQueue<WatchedEvent> q = new LinkedBlockingQueue<>();
             BlockingQueue<WatchedEvent> quiet = new LinkedBlockingQueue<>();
@@ -876,8 +881,8 @@ public final class JavaClientSuite {
             zk.getData(p + "/quiet", nodeEventsTo(quiet), null);
             whileDisconnected(relay, victim, () -> {
                 other.setData(p + "/data", b("2"), -1);
-                other.create(p + "/born", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
-                other.create(p + "/kids/k", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+                persistent(other, p + "/born", null);
+                persistent(other, p + "/kids/k", null);
                 other.delete(p + "/gone", -1);
             });
             eq(sid, zk.getSessionId(), "session id after reconnect");
@@ -907,8 +912,8 @@ public final class JavaClientSuite {
             Zk victim = r.add(new Zk(relay.connectString(), SESSION_MS));
             String p = base + "/repersist";
             String rp = base + "/repersist-recursive";
-            other.create(p, null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
-            other.create(rp, null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p, null);
+            persistent(other, rp, null);
             BlockingQueue<WatchedEvent> q = new LinkedBlockingQueue<>();
             BlockingQueue<WatchedEvent> rq = new LinkedBlockingQueue<>();
             BlockingQueue<WatchedEvent> plain = new LinkedBlockingQueue<>();
@@ -916,19 +921,19 @@ public final class JavaClientSuite {
             victim.zk.addWatch(rp, nodeEventsTo(rq), AddWatchMode.PERSISTENT_RECURSIVE);
             // a standard watch too: all three kinds go into one re-registration (setWatches2)
             victim.zk.getData(base, nodeEventsTo(plain), null);
-            other.create(p + "/before", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p + "/before", null);
             expectEvent(q, EventType.NodeChildrenChanged, p, " (before the disconnect)");
-            other.create(rp + "/before", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, rp + "/before", null);
             expectEvent(rq, EventType.NodeCreated, rp + "/before", " (before the disconnect)");
             // nothing the watches cover changes while the client is away
             whileDisconnected(relay, victim, () -> other.create(base + "/repersist-unrelated", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT));
-            other.create(p + "/after", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, p + "/after", null);
             expectEvent(q, EventType.NodeChildrenChanged, p, " (after the reconnect)");
             other.setData(p, b("x"), -1);
             expectEvent(q, EventType.NodeDataChanged, p, " (after the reconnect)");
-            other.create(rp + "/after", null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, rp + "/after", null);
             expectEvent(rq, EventType.NodeCreated, rp + "/after", " (after the reconnect)");
-            other.create(rp + "/after/deep", b("1"), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(other, rp + "/after/deep", b("1"));
             expectEvent(rq, EventType.NodeCreated, rp + "/after/deep", " (after the reconnect)");
             other.setData(base, b("base"), -1);
             expectEvent(plain, EventType.NodeDataChanged, base, " (after the reconnect)");
@@ -1557,7 +1562,7 @@ public final class JavaClientSuite {
 
         try (Resources r = new Resources()) {
             ZooKeeper setup = zk(r);
-            setup.create(base, null, Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            persistent(setup, base, null);
         } catch (Throwable t) {
             System.out.println("FAIL setup: " + t);
             System.out.println("0 passed, 1 failed");

@@ -12,6 +12,7 @@ use serde_json::Value;
 use zkd_protocol::{PathWatchRequest, Request};
 use zkd_testkit::oracle::{free_port, Launcher};
 use zkd_testkit::raw::RawClient;
+use zkd_testkit::target::zkd_with_admin;
 
 /// Every command of a standalone 3.8 server, each alias, and a name it does not know.
 const NAMES: &[&str] = &[
@@ -199,14 +200,7 @@ async fn commands_match_zookeeper_admin_server() {
         .unwrap_or_else(|e| panic!("{e}"));
     let zk_admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
 
-    let server = zkd_server::Server::start(zkd_server::Config {
-        port: 0,
-        admin_port: Some(0),
-        ..Default::default()
-    })
-    .await
-    .expect("embedded zkd with an admin listener");
-    let zkd_admin = server.admin_addr().expect("admin address");
+    let (server, zkd_admin) = zkd_with_admin(Default::default()).await;
 
     let zk_client = populate(oracle.addr()).await;
     let zkd_client = populate(server.local_addr()).await;

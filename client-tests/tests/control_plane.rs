@@ -15,13 +15,7 @@ use zkd_server::{ClockMode, Config, Server};
 use zookeeper_client as zk;
 
 async fn start(config: Config) -> Server {
-    Server::start(Config {
-        port: 0,
-        admin_port: Some(0),
-        ..config
-    })
-    .await
-    .expect("embedded zkd with an admin listener")
+    zkd_testkit::target::zkd_with_admin(config).await.0
 }
 
 async fn client(server: &Server, timeout: Duration) -> zk::Client {

@@ -151,15 +151,11 @@ async fn check_suite(name: &'static str, addr: &str, envs: Vec<(&'static str, St
 /// Runs an ensemble suite against a three-member zkd ensemble, whose members it stops and
 /// starts through the admin listener.
 async fn run_ensemble_suite(name: &'static str) {
-    let server = zkd_server::Server::start(zkd_server::Config {
-        port: 0,
-        admin_port: Some(0),
+    let (server, admin) = zkd_testkit::target::zkd_with_admin(zkd_server::Config {
         ensemble: Some(zkd_server::EnsembleConfig::numbered(3, 0).expect("three members")),
         ..zkd_server::Config::default()
     })
-    .await
-    .expect("ensemble starts");
-    let admin = server.admin_addr().expect("admin listener");
+    .await;
     let control = vec![("ZKD_CONTROL_URL", format!("http://{admin}"))];
     check_suite(name, &server.connect_string(), control).await;
     server.shutdown().await;

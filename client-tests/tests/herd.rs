@@ -71,16 +71,11 @@ fn watch(path: &str) -> PathWatchRequest {
 }
 
 async fn start() -> (zkd_server::Server, SocketAddr) {
-    let server = zkd_server::Server::start(zkd_server::Config {
-        port: 0,
-        admin_port: Some(0),
+    zkd_testkit::target::zkd_with_admin(zkd_server::Config {
         max_client_cnxns: 0,
         ..Default::default()
     })
     .await
-    .expect("embedded zkd");
-    let admin = server.admin_addr().expect("admin address");
-    (server, admin)
 }
 
 /// Participants each create an ephemeral sequential node under `parent`; returns them with

@@ -4,7 +4,7 @@
 //! by path, and a data change made by the client arrives in the open node pane without a
 //! reload. A screenshot is saved to `target/tmp/web-view.png` (or `$ZKD_WEBVIEW_SCREENSHOT`).
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -199,14 +199,7 @@ async fn call(c: &RawClient, r: Request) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_view_shows_live_state_in_a_real_browser() {
-    let server = zkd_server::Server::start(zkd_server::Config {
-        port: 0,
-        admin_port: Some(0),
-        ..Default::default()
-    })
-    .await
-    .expect("embedded zkd");
-    let admin: SocketAddr = server.admin_addr().expect("admin address");
+    let (server, admin) = zkd_testkit::target::zkd_with_admin(Default::default()).await;
     let page = format!("http://{admin}/");
 
     let driver = tokio::task::spawn_blocking(start_driver)

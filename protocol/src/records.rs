@@ -231,6 +231,21 @@ pub struct ConnectRequest {
     pub read_only: Option<bool>,
 }
 
+impl ConnectRequest {
+    /// What a client sends to open a new session with `timeout` ms: protocol version 0, no
+    /// zxid seen, no session id, 16 zero password bytes, and the read-only byte (false).
+    pub fn new_session(timeout: i32) -> ConnectRequest {
+        ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout,
+            session_id: 0,
+            passwd: Bytes::from_static(&[0; 16]),
+            read_only: Some(false),
+        }
+    }
+}
+
 impl Jute for ConnectRequest {
     fn write(&self, out: &mut BytesMut) {
         self.protocol_version.write(out);

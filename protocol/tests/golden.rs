@@ -227,6 +227,29 @@ fn replies(entries: &[Entry], conn: &str) -> Vec<(ReplyHeader, i32, Option<Respo
 }
 
 /// The handshake every connection of the later fixtures starts with.
+/// The entries of a one-connection fixture whose session starts with the standard handshake
+/// (readOnly byte false), and its `count` requests.
+fn one_session(name: &str, count: usize) -> (Vec<Entry>, Vec<(RequestHeader, Option<Request>)>) {
+    let entries = load(name);
+    check_standard_handshake(&entries, "", Some(false));
+    let reqs = requests(&entries, "");
+    assert_eq!(reqs.len(), count, "requests in {name}");
+    (entries, reqs)
+}
+
+/// An error reply: no body, the last frame only its length and the 16-byte reply header.
+fn header_only(entries: &[Entry], body: &Option<Response>) {
+    assert_eq!(*body, None);
+    assert_eq!(entries.last().unwrap().frame.len(), 20);
+}
+
+/// Reply `index` of the `count` replies of a one-connection fixture.
+fn reply_of(entries: &[Entry], count: usize, index: usize) -> (ReplyHeader, i32, Option<Response>) {
+    let mut reps = replies(entries, "");
+    assert_eq!(reps.len(), count);
+    reps.swap_remove(index)
+}
+
 fn check_standard_handshake(entries: &[Entry], conn: &str, read_only: Option<bool>) {
     let mine: Vec<&Entry> = entries.iter().filter(|e| e.conn == conn).collect();
     assert!(mine.len() >= 2, "connection {conn:?} has no handshake");
@@ -236,12 +259,8 @@ fn check_standard_handshake(entries: &[Entry], conn: &str, read_only: Option<boo
             assert_eq!(
                 *req,
                 ConnectRequest {
-                    protocol_version: 0,
-                    last_zxid_seen: 0,
-                    timeout: 30000,
-                    session_id: 0,
-                    passwd: Bytes::from_static(&[0; 16]),
                     read_only,
+                    ..ConnectRequest::new_session(30000)
                 }
             );
             let payload = 44 + usize::from(read_only.is_some());
@@ -356,22 +375,10 @@ fn connect_old() {
 
 #[test]
 fn create2() {
-    let entries = load("create2.hex");
-    check_standard_handshake(&entries, "", Some(false));
-    let reqs = requests(&entries, "");
-    assert_eq!(reqs.len(), 1);
-    assert_eq!(reqs[0].0, RequestHeader { xid: 1, op: 15 });
-    assert_eq!(
-        reqs[0].1,
-        Some(world_anyone_create(
-            OpCode::Create2,
-            "/fixture-c2",
-            Some(b"v")
-        ))
-    );
-    let reps = replies(&entries, "");
-    assert_eq!(reps.len(), 1);
-    let (header, op, body) = &reps[0];
+    let (entries, reqs) = one_session("create2.hex", 1);
+    let create = world_anyone_create(OpCode::Create2, "/fixture-c2", Some(b"v"));
+    assert_eq!(reqs[0], (RequestHeader { xid: 1, op: 15 }, Some(create)));
+    let (header, op, body) = &reply_of(&entries, 1, 0);
     assert_eq!((header.xid, header.err, *op), (1, 0, 15));
     let Some(Response::Create2(resp)) = body else {
         panic!("expected a Create2Response, got {body:?}");
@@ -390,19 +397,9 @@ fn create2() {
 
 #[test]
 fn multi_failed() {
-    let entries = load("multi_failed.hex");
-    check_standard_handshake(&entries, "", Some(false));
-    let reqs = requests(&entries, "");
-    assert_eq!(reqs.len(), 2);
-    assert_eq!(reqs[0].0, RequestHeader { xid: 1, op: 1 });
-    assert_eq!(
-        reqs[0].1,
-        Some(world_anyone_create(
-            OpCode::Create,
-            "/fixture-m",
-            Some(b"m")
-        ))
-    );
+    let (entries, reqs) = one_session("multi_failed.hex", 2);
+    let create = world_anyone_create(OpCode::Create, "/fixture-m", Some(b"m"));
+    assert_eq!(reqs[0], (RequestHeader { xid: 1, op: 1 }, Some(create)));
     assert_eq!(reqs[1].0, RequestHeader { xid: 2, op: 14 });
     let Some(Request::Multi(ops)) = &reqs[1].1 else {
         panic!("expected a multi, got {:?}", reqs[1].1);
@@ -531,9 +528,7 @@ fn notification() {
 
 #[test]
 fn ping() {
-    let entries = load("ping.hex");
-    check_standard_handshake(&entries, "", Some(false));
-    let reqs = requests(&entries, "");
+    let (entries, reqs) = one_session("ping.hex", 2);
     assert_eq!(
         reqs,
         [
@@ -555,28 +550,21 @@ fn ping() {
 
 #[test]
 fn unknown_opcode() {
-    let entries = load("unknown_opcode.hex");
-    check_standard_handshake(&entries, "", Some(false));
-    let reqs = requests(&entries, "");
+    let (entries, reqs) = one_session("unknown_opcode.hex", 1);
     assert_eq!(reqs, [(RequestHeader { xid: 1, op: 999 }, None)]);
     assert!(OpCode::from_i32(999).is_none());
-    let reps = replies(&entries, "");
-    assert_eq!(reps.len(), 1);
-    let (header, op, body) = &reps[0];
+    let (header, op, body) = &reply_of(&entries, 1, 0);
     assert_eq!((header.xid, header.zxid, header.err, *op), (1, -1, -6, 999));
     assert_eq!(
         ErrorCode::from_i32(header.err),
         Some(ErrorCode::Unimplemented)
     );
-    assert_eq!(*body, None);
-    assert_eq!(entries.last().unwrap().frame.len(), 20);
+    header_only(&entries, body);
 }
 
 #[test]
 fn exists_missing() {
-    let entries = load("exists_missing.hex");
-    check_standard_handshake(&entries, "", Some(false));
-    let reqs = requests(&entries, "");
+    let (entries, reqs) = one_session("exists_missing.hex", 1);
     assert_eq!(
         reqs,
         [(
@@ -587,23 +575,17 @@ fn exists_missing() {
             }))
         )]
     );
-    let reps = replies(&entries, "");
-    assert_eq!(reps.len(), 1);
-    let (header, op, body) = &reps[0];
+    let (header, op, body) = &reply_of(&entries, 1, 0);
     assert_eq!(
         (header.xid, header.err, *op),
         (1, ErrorCode::NoNode.code(), 3)
     );
-    assert_eq!(*body, None);
-    assert_eq!(entries.last().unwrap().frame.len(), 20);
+    header_only(&entries, body);
 }
 
 #[test]
 fn get_data_null() {
-    let entries = load("get_data_null.hex");
-    check_standard_handshake(&entries, "", Some(false));
-    let reqs = requests(&entries, "");
-    assert_eq!(reqs.len(), 2);
+    let (entries, reqs) = one_session("get_data_null.hex", 2);
     assert_eq!(
         reqs[0].1,
         Some(world_anyone_create(OpCode::Create, "/fixture-null", None))
@@ -618,9 +600,8 @@ fn get_data_null() {
             }))
         )
     );
-    let reps = replies(&entries, "");
-    assert_eq!(reps.len(), 2);
-    let (header, op, body) = &reps[1];
+    let created = reply_of(&entries, 2, 0).0;
+    let (header, op, body) = &reply_of(&entries, 2, 1);
     assert_eq!((header.xid, header.err, *op), (2, 0, 4));
     let Some(Response::GetData(resp)) = body else {
         panic!("expected a GetDataResponse, got {body:?}");
@@ -628,7 +609,7 @@ fn get_data_null() {
     // Null data stays null (length -1), while the Stat says 0 bytes.
     assert_eq!(resp.data, None);
     assert_eq!(resp.stat.data_length, 0);
-    assert_eq!(resp.stat.czxid, reps[0].0.zxid);
+    assert_eq!(resp.stat.czxid, created.zxid);
     let frame = &entries.last().unwrap().frame;
     assert_eq!(hex(&frame[20..24]), "ffffffff");
 }

@@ -1,7 +1,6 @@
 //! Frames built by hand for tests that send malformed or partial input; every length prefix
 //! and record comes from the protocol crate's encoder.
 
-use bytes::Bytes;
 use zkd_protocol::{encode_frame, frame::record_frame, ConnectRequest};
 
 /// `payload` with its 4-byte big-endian length in front.
@@ -11,15 +10,7 @@ pub fn framed(payload: &[u8]) -> Vec<u8> {
 
 /// A ConnectRequest frame for a new session (45-byte payload, with the readOnly byte).
 pub fn connect_request(timeout_ms: i32) -> Vec<u8> {
-    record_frame(&ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        timeout: timeout_ms,
-        session_id: 0,
-        passwd: Bytes::from_static(&[0; 16]),
-        read_only: Some(false),
-    })
-    .to_vec()
+    record_frame(&ConnectRequest::new_session(timeout_ms)).to_vec()
 }
 
 /// A request frame: xid, opcode, then `body` as given (possibly not a valid record).

@@ -109,3 +109,17 @@ impl Target {
         }
     }
 }
+
+/// An embedded zkd with `config` on a free client port and with the admin listener on a free
+/// port; returns it and the admin address.
+pub async fn zkd_with_admin(config: zkd_server::Config) -> (zkd_server::Server, SocketAddr) {
+    let server = zkd_server::Server::start(zkd_server::Config {
+        port: 0,
+        admin_port: Some(0),
+        ..config
+    })
+    .await
+    .expect("embedded zkd with an admin listener");
+    let admin = server.admin_addr().expect("admin address");
+    (server, admin)
+}

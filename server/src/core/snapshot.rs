@@ -544,13 +544,7 @@ impl Core {
         if !self.logging() {
             return;
         }
-        let header = TxnHeader {
-            client_id: sid,
-            cxid: 0,
-            zxid,
-            time: now,
-            txn_type: txn_type::CREATE_SESSION,
-        };
+        let header = session_header(sid, zxid, now, txn_type::CREATE_SESSION);
         let timeout = timeout_ms.clamp(0, i64::from(i32::MAX)) as i32;
         self.emit(
             &header,
@@ -563,13 +557,7 @@ impl Core {
         if !self.logging() {
             return;
         }
-        let header = TxnHeader {
-            client_id: sid,
-            cxid: 0,
-            zxid,
-            time: now,
-            txn_type: txn_type::CLOSE_SESSION,
-        };
+        let header = session_header(sid, zxid, now, txn_type::CLOSE_SESSION);
         self.emit(&header, &zkd_protocol::to_bytes(&CloseSessionTxn { paths }));
     }
 
@@ -598,5 +586,16 @@ impl Core {
         if let Some(sink) = self.txn_sink.as_mut() {
             sink.append(header.zxid, buf.freeze());
         }
+    }
+}
+
+/// The header of a session's own transaction (creation or close): no client xid.
+fn session_header(sid: i64, zxid: i64, now: i64, txn_type: i32) -> TxnHeader {
+    TxnHeader {
+        client_id: sid,
+        cxid: 0,
+        zxid,
+        time: now,
+        txn_type,
     }
 }

@@ -471,13 +471,19 @@ mod tests {
     use super::*;
     use zkd_protocol::event_type::*;
 
+    /// A watch table holding `watches` (connection, path, kind), and an empty list for the
+    /// connections a trigger notifies.
+    fn watching(watches: &[(ConnId, &str, WatchKind)]) -> (Watches, Vec<ConnId>) {
+        let mut w = Watches::default();
+        for &(conn, path, kind) in watches {
+            w.add(conn, path, kind);
+        }
+        (w, Vec::new())
+    }
+
     #[test]
     fn one_shot_fires_once_and_persistent_stays() {
-        let mut w = Watches::default();
-        let mut out = Vec::new();
-        w.add(1, "/a", Data);
-        w.add(1, "/a", Data);
-        w.add(2, "/a", Persistent);
+        let (mut w, mut out) = watching(&[(1, "/a", Data), (1, "/a", Data), (2, "/a", Persistent)]);
         w.trigger(NODE_DATA_CHANGED, "/a", &mut out);
         assert_eq!(out, [1, 2]);
         w.trigger(NODE_DATA_CHANGED, "/a", &mut out);
@@ -487,11 +493,7 @@ mod tests {
 
     #[test]
     fn delete_notifies_each_connection_once() {
-        let mut w = Watches::default();
-        let mut out = Vec::new();
-        w.add(1, "/a", Data);
-        w.add(1, "/a", Child);
-        w.add(1, "/", Recursive);
+        let (mut w, mut out) = watching(&[(1, "/a", Data), (1, "/a", Child), (1, "/", Recursive)]);
         w.trigger(NODE_DELETED, "/a", &mut out);
         assert_eq!(out, [1]);
         assert_eq!(w.count(), 1);
@@ -499,10 +501,7 @@ mod tests {
 
     #[test]
     fn recursive_never_sees_children_changed() {
-        let mut w = Watches::default();
-        let mut out = Vec::new();
-        w.add(1, "/q", Recursive);
-        w.add(2, "/q", Persistent);
+        let (mut w, mut out) = watching(&[(1, "/q", Recursive), (2, "/q", Persistent)]);
         w.trigger(NODE_CHILDREN_CHANGED, "/q", &mut out);
         assert_eq!(out, [2]);
         w.trigger(NODE_CREATED, "/q/b", &mut out);
@@ -511,10 +510,7 @@ mod tests {
 
     #[test]
     fn removal_and_connection_cleanup() {
-        let mut w = Watches::default();
-        let mut out = Vec::new();
-        w.add(1, "/a", Child);
-        w.add(1, "/a", Recursive);
+        let (mut w, mut out) = watching(&[(1, "/a", Child), (1, "/a", Recursive)]);
         assert_eq!(w.remove(1, "/a", watcher_type::DATA), Some(false));
         assert_eq!(w.remove(1, "/a", 9), None);
         assert_eq!(
