@@ -307,13 +307,13 @@ fn fault(client: &Client, op: &FaultOp, json: bool) -> Result<String, Failure> {
             let mut body = serde_json::Map::new();
             body.insert("action".into(), Value::from(action.as_str()));
             if let Some(c) = code {
-                body.insert("code".into(), number_or_name(&c));
+                body.insert("code".into(), number_or_name(c));
             }
             if let Some(d) = delay {
                 body.insert("ms".into(), Value::from(parse_duration_ms(d)?));
             }
             if let Some(o) = opcode {
-                body.insert("opcode".into(), number_or_name(&o));
+                body.insert("opcode".into(), number_or_name(o));
             }
             if let Some(p) = path {
                 body.insert("path".into(), Value::from(p.as_str()));
