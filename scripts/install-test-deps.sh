@@ -16,6 +16,7 @@
 #   PURE_SASL_VERSION  pure-sasl version (kazoo's SASL DIGEST-MD5; default 0.6.2)
 #   PYTHON          python interpreter to install kazoo for (default: python3 on PATH)
 #   MATURIN_VERSION maturin version to install with pip (default 1.9.6)
+#   KAZOO_SUITE_VENV virtualenv for kazoo's own test suite (default /opt/zkd-test/kazoo-suite)
 set -euo pipefail
 
 KAZOO_VERSION="${KAZOO_VERSION:-2.11.0}"
@@ -121,5 +122,21 @@ pip_pin pure-sasl "$PURE_SASL_VERSION"
 # scripts/test-packages.sh builds the zkd wheel with maturin.
 MATURIN_VERSION="${MATURIN_VERSION:-1.9.6}"
 pip_pin maturin "$MATURIN_VERSION"
+
+# kazoo's own test suite (kazoo.tests, shipped in kazoo's wheel) needs what its harness
+# imports: pyOpenSSL and pyjks (it makes certificates and JKS stores) and pytest. They live in
+# a virtualenv of their own, so these pins never change the interpreter's packages.
+KAZOO_SUITE_VENV="${KAZOO_SUITE_VENV:-/opt/zkd-test/kazoo-suite}"
+KAZOO_SUITE_PINS=("kazoo==$KAZOO_VERSION" "pure-sasl==$PURE_SASL_VERSION" "pyopenssl==24.2.1"
+    "pyjks==20.0.0" "pytest==8.3.5")
+if "$KAZOO_SUITE_VENV/bin/python" -m pip freeze 2>/dev/null | grep -qixF "pyopenssl==24.2.1" \
+    && "$KAZOO_SUITE_VENV/bin/python" -m pip freeze 2>/dev/null | grep -qixF "kazoo==$KAZOO_VERSION"; then
+    log "kazoo suite: virtualenv $KAZOO_SUITE_VENV ready"
+else
+    log "kazoo suite: making $KAZOO_SUITE_VENV with ${KAZOO_SUITE_PINS[*]}"
+    $SUDO "$PYTHON" -m venv "$KAZOO_SUITE_VENV"
+    $SUDO "$KAZOO_SUITE_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+        --root-user-action=ignore "${KAZOO_SUITE_PINS[@]}"
+fi
 
 log "all test dependencies present"
