@@ -1,7 +1,9 @@
 //! Durability of the `zkd` binary under `kill -9`: clients write as fast as they can, the
 //! process is killed mid-load, and a restart on the same data directory must hold every
 //! write a client saw acknowledged (for each `--fsync` policy: killing the process loses
-//! nothing under any of them; the policies differ only on power loss).
+//! nothing under any of them; the policies differ only on power loss), also when snapshots
+//! are being taken during the load. And a log that cannot be written stops the binary with
+//! an ERROR line and exit code 1 before anything is acknowledged.
 
 use std::collections::BTreeSet;
 use std::io::BufReader;
@@ -18,7 +20,7 @@ use zkd_testkit::raw::{self, RawClient};
 mod common;
 
 /// Starts `zkd` on a free port with `args`; returns the child and its client address.
-fn start(data: &Path, fsync: &str) -> (Child, SocketAddr) {
+fn start(data: &Path, fsync: &str, extra: &[&str], stderr: Stdio) -> (Child, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
         .args([
             "--port",
@@ -30,8 +32,9 @@ fn start(data: &Path, fsync: &str) -> (Child, SocketAddr) {
             "--data-dir",
         ])
         .arg(data)
+        .args(extra)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .expect("zkd runs");
     let stdout = child.stdout.take().expect("stdout");
@@ -75,9 +78,9 @@ async fn writer(addr: SocketAddr, id: usize, acked: Arc<Mutex<BTreeSet<String>>>
     }
 }
 
-async fn kill_under_load(fsync: &str) {
+async fn kill_under_load(fsync: &str, extra: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
-    let (mut child, addr) = start(tmp.path(), fsync);
+    let (mut child, addr) = start(tmp.path(), fsync, extra, Stdio::inherit());
     let setup = RawClient::connect(addr, 30_000).await.expect("connect");
     let root = raw::create("/load", None, 0);
     assert_eq!(setup.call(&root).await.expect("reply").err, 0);
@@ -100,8 +103,18 @@ async fn kill_under_load(fsync: &str) {
     }
     let acked = acked.lock().unwrap().clone();
     assert!(acked.len() >= 300);
+    if !extra.is_empty() {
+        let snapshots = std::fs::read_dir(tmp.path().join("version-2"))
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().starts_with("snapshot.")
+            })
+            .count();
+        assert!(snapshots >= 2, "no snapshot was taken during the load");
+    }
 
-    let (mut child, addr) = start(tmp.path(), fsync);
+    let (mut child, addr) = start(tmp.path(), fsync, &[], Stdio::inherit());
     let c = RawClient::connect(addr, 30_000).await.expect("connect");
     let mut missing = Vec::new();
     for path in &acked {
@@ -126,15 +139,61 @@ async fn kill_under_load(fsync: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kill_9_loses_no_acknowledged_write_with_fsync_always() {
-    kill_under_load("always").await;
+    kill_under_load("always", &[]).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kill_9_loses_no_acknowledged_write_with_fsync_batch() {
-    kill_under_load("batch").await;
+    kill_under_load("batch", &[]).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kill_9_loses_no_acknowledged_write_with_fsync_never() {
-    kill_under_load("never").await;
+    kill_under_load("never", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_during_snapshots_loses_no_acknowledged_write() {
+    // A snapshot every 50 transactions: the kill lands while snapshots are being encoded
+    // between requests and written.
+    kill_under_load("always", &["--snap-count", "50"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_log_device_stops_zkd_with_an_error_and_exit_code_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, addr) = start(tmp.path(), "always", &[], Stdio::piped());
+    // Started on an empty directory: the first transaction (the next session) opens
+    // log.1, here the full device, where every write fails with ENOSPC.
+    let log = tmp.path().join("version-2").join("log.1");
+    std::os::unix::fs::symlink("/dev/full", &log).unwrap();
+    let connected = RawClient::connect(addr, 30_000).await;
+    assert!(
+        connected.is_err(),
+        "a session the log could not take was granted"
+    );
+    let mut status = None;
+    for _ in 0..600 {
+        if let Some(s) = child.try_wait().expect("wait") {
+            status = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("zkd still runs after its log failed");
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("ERROR")
+            && stderr.contains("cannot write transaction 0x1 to the transaction log")
+            && stderr.contains("No space left on device"),
+        "{stderr}"
+    );
+    std::fs::remove_file(&log).unwrap();
 }

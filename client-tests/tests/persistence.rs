@@ -425,3 +425,78 @@ async fn torn_log_tail_is_cut_at_the_last_good_entry() {
     );
     server.shutdown().await;
 }
+
+/// A transaction log that cannot be written stops the server before the write is
+/// acknowledged, as ZooKeeper stops when its log cannot be written: the writer gets no
+/// reply, a watcher no notification, `failed()` says why, and a restart holds every write
+/// that was acknowledged. The log goes to a full device: the next log file is made a link
+/// to `/dev/full`, where every write fails with ENOSPC.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_write_failure_stops_the_server_before_the_reply() {
+    use zkd_server::FsyncPolicy;
+    for fsync in [FsyncPolicy::Always, FsyncPolicy::Batch, FsyncPolicy::Never] {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = zkd_server::Config {
+            fsync,
+            ..zkd_config(tmp.path())
+        };
+        let server = zkd_server::Server::start(config.clone())
+            .await
+            .expect("starts");
+        let c = client(server.local_addr()).await;
+        let watcher = client(server.local_addr()).await;
+        ok(&c, create("/kept", Some(b"1"), Acl::open_unsafe(), 0)).await;
+        let watch = Request::Exists(PathWatchRequest {
+            path: "/lost".into(),
+            watch: true,
+        });
+        assert_eq!(watcher.call(&watch).await.expect("reply").err, -101);
+        let mut events = watcher.events().expect("events");
+
+        // The next transaction starts log.<snapshot zxid + 1>.
+        let snap = server.snapshot().await.expect("snapshot");
+        let next = tmp
+            .path()
+            .join("version-2")
+            .join(format!("log.{:x}", snap.zxid + 1));
+        std::os::unix::fs::symlink("/dev/full", &next).unwrap();
+        let r = c
+            .call(&create("/lost", Some(b"2"), Acl::open_unsafe(), 0))
+            .await;
+        assert!(
+            r.is_err(),
+            "{fsync:?}: a write the log refused was answered: {r:?}"
+        );
+        let failure = tokio::time::timeout(std::time::Duration::from_secs(30), server.failed())
+            .await
+            .expect("the server reports its failure");
+        assert!(
+            failure.message.contains("cannot write transaction")
+                && failure.message.contains("No space left on device"),
+            "{failure}"
+        );
+        while let Ok(Some(e)) =
+            tokio::time::timeout(std::time::Duration::from_millis(200), events.recv()).await
+        {
+            assert_ne!(
+                e.path, "/lost",
+                "{fsync:?}: a watcher heard of the lost write"
+            );
+        }
+        assert!(c.call(&watch).await.is_err(), "the server still serves");
+        server.shutdown().await;
+
+        std::fs::remove_file(&next).unwrap();
+        let server = zkd_server::Server::start(config).await.expect("restarts");
+        let c = client(server.local_addr()).await;
+        let exists = |p: &str| {
+            Request::Exists(PathWatchRequest {
+                path: p.into(),
+                watch: false,
+            })
+        };
+        assert_eq!(c.call(&exists("/kept")).await.expect("reply").err, 0);
+        assert_eq!(c.call(&exists("/lost")).await.expect("reply").err, -101);
+        server.shutdown().await;
+    }
+}

@@ -98,7 +98,12 @@ impl Server {
         let mut seeded = false;
         if !config.seed.is_empty() {
             if core.last_zxid() == 0 {
-                let n = core.apply_fixture(&config.seed, now_ms()).map_err(|e| {
+                // A transaction log that cannot take the seed's creates stops the start.
+                let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    core.apply_fixture(&config.seed, now_ms())
+                }))
+                .map_err(|payload| io::Error::other(net::panic_message(&*payload)))?;
+                let n = applied.map_err(|e| {
                     io::Error::new(io::ErrorKind::InvalidInput, format!("seed: {e}"))
                 })?;
                 tracing::info!(nodes = n, "seeded the tree");

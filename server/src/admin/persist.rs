@@ -38,6 +38,8 @@ async fn snapshot(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
         "path": info.path.display().to_string(),
         "bytes": info.bytes,
         "core_held_ms": info.core_held.as_secs_f64() * 1000.0,
+        "slices": info.slices,
+        "copies": info.copies,
         "total_ms": info.total.as_secs_f64() * 1000.0,
     })))
 }

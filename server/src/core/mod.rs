@@ -88,6 +88,7 @@ pub mod report;
 mod secure_auth;
 mod session;
 mod snapshot;
+mod snapshot_cow;
 mod tree;
 mod txn;
 mod watch;
@@ -135,6 +136,7 @@ use watch::Watches;
 pub use fixture::{FixtureKind, FixtureNode, TreeEntry};
 pub use lag::{Lag, MemberId};
 pub use snapshot::{ImportReport, Replayed, TxnSink};
+pub use snapshot_cow::{SnapshotJob, Step as SnapshotStep};
 
 /// Server-wide counters reported by the four-letter words.
 #[derive(Debug, Default, Clone)]

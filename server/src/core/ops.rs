@@ -357,6 +357,7 @@ impl Core {
             .map(|c| c.ids.clone())
             .unwrap_or_default();
         let mut reply = Reply::new();
+        let mut done: Option<Txn> = None;
         let is_write = is_write(&req);
         if is_write {
             self.next_zxid(now.mono);
@@ -400,7 +401,7 @@ impl Core {
                 let mut txn = Txn::new(zxid, now, false);
                 match self.txn_create(&mut txn, sid, &ids, &c, false) {
                     Ok(created) => {
-                        self.commit(txn, out);
+                        done = Some(txn);
                         if c.op == OpCode::Create {
                             CreateResponse { path: created.path }.write(reply.body());
                         } else {
@@ -418,23 +419,23 @@ impl Core {
             Request::Delete(d) => {
                 let mut txn = Txn::new(zxid, now, false);
                 let r = self.txn_delete(&mut txn, &ids, &d.path, d.version);
-                self.commit(txn, out);
+                done = Some(txn);
                 r
             }
             Request::SetData(s) => {
                 let mut txn = Txn::new(zxid, now, false);
                 let r = self.txn_set_data(&mut txn, &ids, &s.path, &s.data, s.version);
-                self.commit(txn, out);
+                done = Some(txn);
                 r.map(|stat| StatResponse { stat }.write(reply.body()))
             }
             Request::SetAcl(s) => {
                 let mut txn = Txn::new(zxid, now, false);
                 let r = self.txn_set_acl(&mut txn, &ids, &s.path, &s.acl, s.version);
-                self.commit(txn, out);
+                done = Some(txn);
                 r.map(|stat| StatResponse { stat }.write(reply.body()))
             }
             Request::Multi(ops) => {
-                let resp = self.multi(sid, &ids, ops, zxid, now, out);
+                let resp = self.multi(sid, &ids, ops, zxid, now, &mut done);
                 resp.map(|r| r.write(reply.body()))
             }
             Request::MultiRead(ops) => self.multi_read(&ids, ops).map(|r| r.write(reply.body())),
@@ -540,6 +541,11 @@ impl Core {
                 is_multi,
                 (err != 0).then_some(err),
             );
+        }
+        // Watches fire only once the change is logged: a change the log could not take
+        // is never announced.
+        if let Some(txn) = done {
+            self.commit(txn, out);
         }
         Some((xid, zxid, reply.finish(xid, zxid, err)))
     }
@@ -701,7 +707,7 @@ impl Core {
         ops: Vec<MultiOp>,
         zxid: i64,
         now: Now,
-        out: &mut dyn Outbox,
+        done: &mut Option<Txn>,
     ) -> Result<MultiResponse, ErrorCode> {
         if ops.iter().any(MultiOp::is_read) {
             return Err(ErrorCode::MarshallingError);
@@ -754,7 +760,7 @@ impl Core {
         }
         match failed {
             None => {
-                self.commit(txn, out);
+                *done = Some(txn);
                 Ok(MultiResponse(results))
             }
             Some((at, err)) => {

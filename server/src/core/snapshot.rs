@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use zkd_protocol::disk::snapshot::{SnapNode, SnapshotImage, SnapshotWriter};
+use zkd_protocol::disk::snapshot::{SnapNode, SnapshotImage};
 use zkd_protocol::disk::{
     txn_type, CloseSessionTxn, CreateContainerTxn, CreateSessionTxn, CreateTtlTxn, CreateTxn,
     DeleteTxn, ErrorTxn, MultiTxn, SetAclTxn, SetDataTxn, StatPersisted, SubTxn, TxnBody, TxnEntry,
@@ -15,6 +15,7 @@ use zkd_protocol::disk::{
 };
 use zkd_protocol::{Acl, Jute};
 
+use super::snapshot_cow::Step;
 use super::tree::{self, AclList, Node, NodeKind, Tree, CONTAINER_OWNER, TTL_MARKER};
 use super::{path, Core};
 
@@ -43,7 +44,7 @@ pub enum Replayed {
     Inconsistent(String),
 }
 
-fn persisted(n: &Node) -> StatPersisted {
+pub(super) fn persisted(n: &Node) -> StatPersisted {
     StatPersisted {
         czxid: n.czxid,
         mzxid: n.mzxid,
@@ -76,51 +77,18 @@ fn node_from(n: &SnapNode, acl: AclList) -> Node {
 }
 
 impl Core {
-    /// Encodes the whole state as a snapshot file; returns the zxid it holds and its bytes.
-    /// Takes time proportional to the tree; callers hold the core only for this encoding
-    /// and write the bytes after releasing it.
-    pub fn export_snapshot(&self) -> (i64, Bytes) {
-        let mut w = SnapshotWriter::new(-1);
-        let mut sessions: Vec<(i64, i32)> = self
-            .sessions
-            .iter()
-            .map(|s| (s.id, s.timeout_ms.clamp(0, i64::from(i32::MAX)) as i32))
-            .collect();
-        sessions.sort_unstable();
-        w.sessions(&sessions);
-
-        // ACL cache: one index per distinct list (by content), numbered from 1 in the order
-        // the depth-first walk meets them.
-        let mut by_ptr: HashMap<usize, i64> = HashMap::new();
-        let mut by_content: HashMap<Bytes, i64> = HashMap::new();
-        let mut lists: Vec<(i64, AclList)> = Vec::new();
-        let mut stack: Vec<String> = vec!["/".to_string()];
-        while let Some(p) = stack.pop() {
-            let Some(node) = self.tree.get(&p) else {
-                continue;
-            };
-            let ptr = Arc::as_ptr(&node.acl) as *const Acl as usize;
-            let acl = match by_ptr.get(&ptr) {
-                Some(i) => *i,
-                None => {
-                    let key = zkd_protocol::to_bytes(&node.acl.to_vec());
-                    let next = lists.len() as i64 + 1;
-                    let index = *by_content.entry(key).or_insert_with(|| {
-                        lists.push((next, node.acl.clone()));
-                        next
-                    });
-                    by_ptr.insert(ptr, index);
-                    index
-                }
-            };
-            let stored_path = if p == "/" { "" } else { p.as_str() };
-            w.node(stored_path, node.data.as_deref(), acl, &persisted(node));
-            for c in node.children.iter().rev() {
-                stack.push(path::join(&p, c));
+    /// Encodes the whole state as a snapshot file at once; returns the zxid it holds and its
+    /// bytes. Takes time proportional to the tree: a server serving clients writes
+    /// snapshots in slices instead ([`Core::begin_snapshot`]).
+    pub fn export_snapshot(&mut self) -> (i64, Bytes) {
+        let mut job = self.begin_snapshot();
+        loop {
+            match self.snapshot_step(&mut job, usize::MAX) {
+                Ok(Step::Done(bytes)) => return (job.zxid(), bytes),
+                Ok(Step::More) => {}
+                Err(e) => unreachable!("a snapshot written at once cannot be superseded: {e}"),
             }
         }
-        w.acl_cache(lists.iter().map(|(i, a)| (*i, &a[..])));
-        (self.zxid, w.finish())
     }
 
     /// Replaces the tree, sessions and zxid with a snapshot's. Meant for a core that has no

@@ -322,3 +322,114 @@ proptest! {
         prop_assert_eq!(copy.export_snapshot().1, bytes);
     }
 }
+
+/// Finishes `job` one node per call.
+fn finish(core: &mut Core, job: &mut SnapshotJob) -> Bytes {
+    loop {
+        if let SnapshotStep::Done(bytes) = core.snapshot_step(job, 1).expect("job is current") {
+            return bytes;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// A snapshot written one node at a time while writes, session closes and expiries
+    /// change the tree between the nodes is byte for byte the snapshot of the state where
+    /// it began, and with the log after it rebuilds the live state.
+    #[test]
+    fn sliced_snapshot_holds_the_state_where_it_began(
+        before in proptest::collection::vec(op(), 0..40),
+        during in proptest::collection::vec(
+            (op(), prop_oneof![3 => Just(0usize), 1 => 1usize..3]),
+            1..40,
+        ),
+    ) {
+        let mut w = World::new();
+        for op in &before {
+            w.step(op);
+        }
+        let (zxid, at_once) = w.core.export_snapshot();
+        let from = w.log.0.lock().unwrap().len();
+        let mut job = w.core.begin_snapshot();
+        prop_assert_eq!(job.zxid(), zxid);
+        let mut sliced = None;
+        for (op, steps) in &during {
+            if !matches!(op, Op::Snapshot) {
+                w.step(op);
+            }
+            for _ in 0..*steps {
+                if sliced.is_none() {
+                    if let SnapshotStep::Done(b) = w.core.snapshot_step(&mut job, 1).unwrap() {
+                        sliced = Some(b);
+                    }
+                }
+            }
+        }
+        let sliced = match sliced {
+            Some(b) => b,
+            None => finish(&mut w.core, &mut job),
+        };
+        prop_assert_eq!(&sliced, &at_once);
+        prop_assert!(w.core.tree.cow.0.is_none(), "copies are dropped when the job ends");
+        let log = w.log.0.lock().unwrap().clone();
+        let rebuilt = rebuild(Some(&(zxid, sliced, from)), &log);
+        prop_assert_eq!(&durable(&rebuilt), &durable(&w.core));
+    }
+}
+
+#[test]
+fn walk_order_is_depth_first_with_siblings_by_name() {
+    let mut paths = vec!["/b", "/a/c", "/", "/a", "/a-b", "/a/b/z", "/a/b", "/ab"];
+    paths.sort_by(|a, b| snapshot_cow::walk_order(a, b));
+    assert_eq!(
+        paths,
+        ["/", "/a", "/a/b", "/a/b/z", "/a/c", "/a-b", "/ab", "/b"]
+    );
+}
+
+#[test]
+fn nodes_removed_and_recreated_before_the_walk_reaches_them() {
+    let mut w = World::new();
+    let make = |path: usize, data: &[u8]| Op::Create {
+        s: 0,
+        path,
+        mode: 0,
+        acl: false,
+        data: Some(data.to_vec()),
+    };
+    for (path, data) in [(0, b"a"), (1, b"b"), (4, b"d"), (5, b"c")] {
+        w.step(&make(path, data));
+    }
+    let (_, at_once) = w.core.export_snapshot();
+    let mut job = w.core.begin_snapshot();
+    // "/" and "/a" written; "/a/b" and "/a/b/d" still to come.
+    w.core.snapshot_step(&mut job, 2).expect("current");
+    for path in [4, 1] {
+        w.step(&Op::Delete { s: 0, path });
+    }
+    w.step(&make(1, b"new b"));
+    for path in [5, 0] {
+        w.step(&Op::SetData {
+            s: 1,
+            path,
+            data: None,
+        });
+    }
+    assert_eq!(finish(&mut w.core, &mut job), at_once);
+}
+
+#[test]
+fn a_newer_snapshot_supersedes_an_unfinished_one() {
+    let mut w = World::new();
+    let mut old = w.core.begin_snapshot();
+    let mut new = w.core.begin_snapshot();
+    assert!(w.core.snapshot_step(&mut old, 1).is_err());
+    let bytes = finish(&mut w.core, &mut new);
+    assert_eq!(bytes, w.core.export_snapshot().1);
+    let mut abandoned = w.core.begin_snapshot();
+    w.core.snapshot_step(&mut abandoned, 1).expect("current");
+    w.core.end_snapshot(&abandoned);
+    assert!(w.core.tree.cow.0.is_none());
+}

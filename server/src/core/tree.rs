@@ -7,6 +7,7 @@ use bytes::Bytes;
 use zkd_protocol::{Acl, Stat};
 
 use super::path;
+use super::snapshot_cow::CowSlot;
 
 /// Owner value marking a container node.
 pub const CONTAINER_OWNER: i64 = i64::MIN;
@@ -110,6 +111,8 @@ impl Node {
 pub struct Tree {
     nodes: HashMap<Box<str>, Node>,
     data_bytes: u64,
+    /// While a snapshot is being written: the old versions of nodes it has yet to write.
+    pub(super) cow: CowSlot,
 }
 
 impl Tree {
@@ -118,6 +121,7 @@ impl Tree {
         let mut tree = Tree {
             nodes: HashMap::new(),
             data_bytes: 0,
+            cow: CowSlot::default(),
         };
         let empty = || Some(Bytes::new());
         tree.nodes
@@ -142,6 +146,7 @@ impl Tree {
         Tree {
             nodes,
             data_bytes: 0,
+            cow: CowSlot::default(),
         }
     }
 
@@ -155,7 +160,17 @@ impl Tree {
     }
 
     pub fn get_mut(&mut self, path: &str) -> Option<&mut Node> {
-        self.nodes.get_mut(path::canonical(path))
+        let path = path::canonical(path);
+        self.keep_old(path);
+        self.nodes.get_mut(path)
+    }
+
+    /// Every change to a node goes through here first: a snapshot being written keeps the
+    /// version it has yet to write.
+    fn keep_old(&mut self, path: &str) {
+        if let Some(cow) = &mut self.cow.0 {
+            cow.before_change(path, self.nodes.get(path));
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -171,6 +186,8 @@ impl Tree {
     /// and pzxid when `count` is set (always, except for the initial tree).
     pub fn insert(&mut self, path: &str, node: Node, zxid: i64, count: bool) {
         let parent = path::canonical(path::parent(path).unwrap_or(""));
+        self.keep_old(parent);
+        self.keep_old(path);
         self.data_bytes += (path.len() + node.data.as_ref().map_or(0, |d| d.len())) as u64;
         if let Some(p) = self.nodes.get_mut(parent) {
             p.children.insert(path::name(path).into());
@@ -184,11 +201,13 @@ impl Tree {
 
     /// Removes the node at `path` (which must have no children) and updates its parent.
     pub fn remove(&mut self, path: &str, zxid: i64) -> Option<Node> {
+        let parent = path::canonical(path::parent(path).unwrap_or(""));
+        self.keep_old(parent);
+        self.keep_old(path);
         let node = self.nodes.remove(path)?;
         self.data_bytes = self
             .data_bytes
             .saturating_sub((path.len() + node.data.as_ref().map_or(0, |d| d.len())) as u64);
-        let parent = path::canonical(path::parent(path).unwrap_or(""));
         if let Some(p) = self.nodes.get_mut(parent) {
             p.children.remove(path::name(path));
             p.pzxid = zxid;
@@ -198,6 +217,7 @@ impl Tree {
 
     /// Replaces a node's data, keeping the size accounting right.
     pub fn set_data(&mut self, path: &str, data: Option<Bytes>) -> Option<&mut Node> {
+        self.keep_old(path);
         let node = self.nodes.get_mut(path)?;
         let old = node.data.as_ref().map_or(0, |d| d.len()) as u64;
         let new = data.as_ref().map_or(0, |d| d.len()) as u64;
@@ -208,6 +228,7 @@ impl Tree {
 
     /// Puts back a saved copy of a node (or removes it), for rolling back a failed multi.
     pub fn restore(&mut self, path: &str, saved: Option<Node>) {
+        self.keep_old(path);
         let cur = self.nodes.remove(path);
         let size = |p: &str, n: &Node| (p.len() + n.data.as_ref().map_or(0, |d| d.len())) as u64;
         if let Some(c) = &cur {

@@ -147,28 +147,32 @@ pub(crate) struct Shared {
 pub(crate) struct CoreFailed;
 
 /// Why a server stopped serving: a call into its core panicked, so its state may be half
-/// changed. Every connection was closed and the listener stopped.
+/// changed, or the transaction log could not be written, so a change could not be made
+/// durable. Every connection was closed and the listener stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerFailure {
-    /// The panic's message.
+    /// The panic's message, or what failed.
     pub message: String,
 }
 
 impl std::fmt::Display for ServerFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the server core panicked ({}); it stopped serving",
-            self.message
-        )
+        write!(f, "the server stopped serving: {}", self.message)
     }
 }
+
+/// Unwinding payload that stops the server from inside a core call without it being a
+/// panic: the transaction log sink raises it when a write cannot be made durable, before
+/// the reply to that write (or any notification of it) is queued.
+pub(crate) struct StopServing(pub String);
 
 impl std::error::Error for ServerFailure {}
 
 /// The text of a panic payload.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(StopServing(s)) = payload.downcast_ref::<StopServing>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {
         s.clone()
@@ -339,6 +343,9 @@ impl Shared {
             Ok(g) => g,
             Err(poisoned) => {
                 let mut g = poisoned.into_inner();
+                tracing::error!(
+                    "the core lock was poisoned; closing every connection and stopping"
+                );
                 self.poison(&mut g, "the core lock was poisoned".into());
                 return Err(CoreFailed);
             }
@@ -349,19 +356,42 @@ impl Shared {
                 Ok(r)
             }
             Err(payload) => {
-                self.poison(&mut guard, panic_message(&*payload));
+                let message = panic_message(&*payload);
+                if payload.is::<StopServing>() {
+                    // The reason was logged where it arose.
+                    tracing::error!(
+                        connections = guard.conns.len(),
+                        "stopping: closing every connection"
+                    );
+                } else {
+                    tracing::error!(
+                        panic = %message,
+                        connections = guard.conns.len(),
+                        "a core call panicked: the core is poisoned; closing every connection \
+                         and stopping"
+                    );
+                }
+                self.poison(&mut guard, message);
                 Err(CoreFailed)
             }
         }
     }
 
+    /// Stops serving for a reason found (and logged) outside a core call, such as a failed
+    /// sync of the transaction log, exactly as after a failed core call.
+    pub(crate) fn fail(&self, message: String) {
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if self.failure.get().is_none() {
+            tracing::error!(
+                connections = guard.conns.len(),
+                "stopping: closing every connection"
+            );
+            self.poison(&mut guard, message);
+        }
+    }
+
     /// Marks the core poisoned and drops every connection.
     fn poison(&self, state: &mut State, message: String) {
-        tracing::error!(
-            panic = %message,
-            connections = state.conns.len(),
-            "a core call panicked: the core is poisoned; closing every connection and stopping"
-        );
         let _ = self.failure.set(ServerFailure { message });
         for h in state.conns.values_mut() {
             h.closing = true;

@@ -1,7 +1,9 @@
 //! Opt-in persistence (`Config::data_dir`): loading the data directory at start, the
 //! transaction log, and snapshots (every `snap_count` transactions, every `snap_interval`,
-//! on demand, and at graceful shutdown). The core is held only while it encodes a snapshot;
-//! the file is written after the core is released.
+//! on demand, and at graceful shutdown). A snapshot holds the state at one zxid but is
+//! encoded a slice of nodes at a time, with client requests served between the slices
+//! (the core keeps copies of nodes changed before they are written); the file is written
+//! after the last slice.
 
 pub mod datadir;
 pub mod txnlog;
@@ -13,10 +15,13 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, FsyncPolicy};
-use crate::core::Core;
+use crate::core::{Core, SnapshotStep};
 use crate::net::Shared;
 use datadir::DataDir;
 use txnlog::TxnLog;
+
+/// Nodes a snapshot encodes per hold of the core.
+const SLICE_NODES: usize = 1000;
 
 /// What one snapshot wrote.
 #[derive(Debug, Clone)]
@@ -25,8 +30,13 @@ pub struct SnapshotInfo {
     pub zxid: i64,
     pub path: PathBuf,
     pub bytes: usize,
-    /// How long the core was held to encode it (client requests wait this long at most).
+    /// The longest the core was held at once while encoding it (client requests wait this
+    /// long at most).
     pub core_held: Duration,
+    /// How many times the core was taken to encode it (requests run in between).
+    pub slices: u64,
+    /// The most node copies kept at once for it (nodes changed before it wrote them).
+    pub copies: usize,
     /// Encoding plus writing, syncing and renaming the file.
     pub total: Duration,
 }
@@ -90,16 +100,34 @@ impl Persistence {
     pub(crate) fn snapshot(&self, shared: &Shared) -> Result<SnapshotInfo, String> {
         let _one = self.snapshotting.lock().unwrap_or_else(|e| e.into_inner());
         let started = Instant::now();
-        let (zxid, bytes, old_log) = shared
-            .with_core(|core, _| {
-                let (zxid, bytes) = core.export_snapshot();
-                (zxid, bytes, self.log.roll())
-            })
-            .map_err(|_| "the server has failed; no snapshot taken".to_string())?;
-        let core_held = started.elapsed();
+        let failed = |_| "the server has stopped serving; no snapshot taken".to_string();
+        let (mut job, old_log) = shared
+            .with_core(|core, _| (core.begin_snapshot(), self.log.roll()))
+            .map_err(failed)?;
+        let mut core_held = started.elapsed();
         if let Some(f) = old_log {
-            TxnLog::sync_file(&f);
+            self.log
+                .sync_file(&f)
+                .inspect_err(|e| shared.fail(e.clone()))?;
         }
+        let mut slices = 1;
+        let bytes = loop {
+            let (step, held) = shared
+                .with_core(|core, _| {
+                    let t = Instant::now();
+                    (core.snapshot_step(&mut job, SLICE_NODES), t.elapsed())
+                })
+                .map_err(failed)?;
+            core_held = core_held.max(held);
+            slices += 1;
+            match step {
+                Ok(SnapshotStep::Done(bytes)) => break bytes,
+                // Let the requests that queued up during the slice take the core first.
+                Ok(SnapshotStep::More) => std::thread::yield_now(),
+                Err(e) => return Err(format!("snapshot abandoned: {e}")),
+            }
+        };
+        let zxid = job.zxid();
         let path = self.dir.write_snapshot(zxid, &bytes).map_err(|e| {
             format!(
                 "cannot write snapshot in {}: {e}",
@@ -119,12 +147,17 @@ impl Persistence {
             path,
             bytes: bytes.len(),
             core_held,
+            slices,
+            copies: job.most_copies_held(),
             total: started.elapsed(),
         };
         tracing::info!(
             file = %info.path.display(),
             bytes = info.bytes,
-            core_held_ms = info.core_held.as_millis() as u64,
+            nodes = job.nodes_written(),
+            slices = info.slices,
+            copies = info.copies,
+            longest_hold_ms = info.core_held.as_millis() as u64,
             total_ms = info.total.as_millis() as u64,
             "snapshot written"
         );
@@ -133,7 +166,8 @@ impl Persistence {
 
     /// Syncs the log (graceful shutdown).
     pub(crate) fn sync_log(&self) {
-        self.log.sync_if_dirty();
+        // Already logged as an ERROR line; the server is stopping anyway.
+        let _ = self.log.sync_if_dirty();
     }
 
     /// Background work until `shutdown`: snapshots every `snap_count` transactions and
@@ -161,7 +195,12 @@ impl Persistence {
                 }
                 _ = syncs.tick(), if policy == FsyncPolicy::Batch => {
                     let p = this.clone();
-                    let _ = tokio::task::spawn_blocking(move || p.log.sync_if_dirty()).await;
+                    let synced = tokio::task::spawn_blocking(move || p.log.sync_if_dirty()).await;
+                    if let Ok(Err(e)) = synced {
+                        // Written data the OS could not store: stop, as a failed write does.
+                        shared.fail(e);
+                        break;
+                    }
                     false
                 }
             };

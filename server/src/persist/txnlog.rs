@@ -1,6 +1,9 @@
 //! The transaction log writer: the [`TxnSink`] the core hands each committed transaction
 //! to. It appends entries in ZooKeeper's log format to `log.<first zxid>` and syncs them
-//! according to the [`FsyncPolicy`]; a snapshot starts a new file.
+//! according to the [`FsyncPolicy`]; a snapshot starts a new file. A transaction that
+//! cannot be written (or, with `always`, synced) stops the server before its reply is
+//! queued, as ZooKeeper stops when its log cannot be written: nothing is acknowledged that
+//! is not in the log.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -15,6 +18,7 @@ use zkd_protocol::disk::txnlog::{file_header, frame_entry};
 use super::datadir::{file_name, sync_dir};
 use crate::config::FsyncPolicy;
 use crate::core::TxnSink;
+use crate::net::StopServing;
 
 /// How often `batch` syncs the log when something was written.
 pub const BATCH_SYNC_INTERVAL: Duration = Duration::from_millis(100);
@@ -29,7 +33,7 @@ struct LogState {
     since_snapshot: u64,
     snap_count: u64,
     /// Set after a write error: the log is incomplete from here on.
-    failed: bool,
+    failed: Option<String>,
 }
 
 /// The shared log; cloned into the core's sink, the batch syncer and the snapshotter.
@@ -50,7 +54,7 @@ impl TxnLog {
                 dirty: false,
                 since_snapshot: 0,
                 snap_count: snap_count.max(1),
-                failed: false,
+                failed: None,
             })),
             snapshot_due: Arc::new(Notify::new()),
         }
@@ -73,35 +77,46 @@ impl TxnLog {
         let mut st = self.lock();
         st.dirty = false;
         st.since_snapshot = 0;
-        // The snapshot just taken holds everything a failed write lost.
-        st.failed = false;
         let old = st.file.take();
         old.filter(|_| st.policy != FsyncPolicy::Never)
     }
 
-    /// Syncs a file returned by [`TxnLog::roll`].
-    pub fn sync_file(file: &File) {
-        if let Err(e) = file.sync_data() {
-            tracing::error!(error = %e, "cannot sync the transaction log");
-        }
+    /// Syncs a file returned by [`TxnLog::roll`]; the error says what failed.
+    pub fn sync_file(&self, file: &File) -> Result<(), String> {
+        file.sync_data().map_err(|e| self.failure("sync", &e))
     }
 
     /// Syncs the current file if something was written since the last sync (batch policy).
     /// The sync itself runs without holding the log, so appends are not delayed by it.
-    pub fn sync_if_dirty(&self) {
+    pub fn sync_if_dirty(&self) -> Result<(), String> {
         let file = {
             let mut st = self.lock();
             if !st.dirty {
-                return;
+                return Ok(());
             }
             st.dirty = false;
             st.file.clone()
         };
-        if let Some(f) = file {
-            if let Err(e) = f.sync_data() {
-                tracing::error!(error = %e, "cannot sync the transaction log");
-            }
+        match file {
+            Some(f) => self.sync_file(&f),
+            None => Ok(()),
         }
+    }
+
+    /// The sentence for a failed write or sync, logged once as an ERROR line.
+    fn failure(&self, what: &str, e: &io::Error) -> String {
+        let mut st = self.lock();
+        let message = format!(
+            "cannot {what} the transaction log in {}: {e}; stopping, since a change that is \
+             not on disk must not be acknowledged",
+            st.dir.display()
+        );
+        if st.failed.is_none() {
+            tracing::error!("{message}");
+            st.failed = Some(message.clone());
+            st.file = None;
+        }
+        message
     }
 
     fn append_entry(st: &mut LogState, zxid: i64, txn: &[u8]) -> io::Result<()> {
@@ -136,27 +151,26 @@ impl TxnLog {
 }
 
 impl TxnSink for TxnLog {
+    /// Appends one transaction. When it cannot be written (under every policy) or synced
+    /// (`always`), this unwinds with [`StopServing`]: the core call that committed the
+    /// transaction ends there, before its reply or notifications are queued, and the server
+    /// stops serving.
     fn append(&mut self, zxid: i64, txn: Bytes) {
-        let mut st = self.lock();
-        st.since_snapshot += 1;
-        if st.since_snapshot == st.snap_count {
-            self.snapshot_due.notify_one();
-        }
-        if st.failed {
-            return;
-        }
-        if let Err(e) = Self::append_entry(&mut st, zxid, &txn) {
-            tracing::error!(
-                error = %e,
-                zxid = format_args!("0x{zxid:x}"),
-                dir = %st.dir.display(),
-                "cannot write the transaction log; changes are not durable until the next \
-                 snapshot succeeds"
-            );
-            // No more appends after a gap: the next snapshot restores durability.
-            st.failed = true;
-            st.file = None;
-            self.snapshot_due.notify_one();
+        let error = {
+            let mut st = self.lock();
+            if let Some(earlier) = st.failed.clone() {
+                drop(st);
+                std::panic::resume_unwind(Box::new(StopServing(earlier)));
+            }
+            st.since_snapshot += 1;
+            if st.since_snapshot == st.snap_count {
+                self.snapshot_due.notify_one();
+            }
+            Self::append_entry(&mut st, zxid, &txn).err()
+        };
+        if let Some(e) = error {
+            let message = self.failure(&format!("write transaction 0x{zxid:x} to"), &e);
+            std::panic::resume_unwind(Box::new(StopServing(message)));
         }
     }
 }
