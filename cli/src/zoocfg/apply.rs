@@ -243,6 +243,9 @@ pub fn apply(
     if let Some(v) = from_file(given, "sasl_super_user", &s.sasl_super_user) {
         c.sasl_super_user = Some(v.clone());
     }
+    if unless("enforce_auth_schemes") {
+        c.enforce_auth_schemes = enforced_schemes(s)?;
+    }
     if let Some((var, path)) = jaas.filter(|_| unless("sasl_users")) {
         let origin = Origin::Env { var };
         let section = s
@@ -266,6 +269,27 @@ pub fn apply(
         c.sasl_users = Some(users);
     }
     Ok(notes)
+}
+
+/// The schemes to enforce, as ZooKeeper reads them: `sessionRequireClientSASLAuth=true` means
+/// sasl (and wins); `enforce.auth.enabled=true` needs `enforce.auth.schemes`.
+fn enforced_schemes(s: &Settings) -> Result<Vec<String>, ConfigError> {
+    if s.session_require_sasl.as_ref().is_some_and(|v| v.value) {
+        return Ok(vec!["sasl".to_string()]);
+    }
+    match (&s.enforce_auth_enabled, &s.enforce_auth_schemes) {
+        (Some(on), schemes) if on.value => match schemes {
+            Some(list) if !list.value.is_empty() => Ok(list.value.clone()),
+            _ => Err(ConfigError {
+                origin: on.origin.clone(),
+                key: Some("enforce.auth.enabled".into()),
+                message: "enforce.auth.enabled is true, so enforce.auth.schemes must name the \
+                          schemes to enforce"
+                    .into(),
+            }),
+        },
+        _ => Ok(Vec::new()),
+    }
 }
 
 /// The value the source set for a setting whose flag (clap id `flag`) was not given.
@@ -597,6 +621,34 @@ mod tests {
         assert!(notes
             .iter()
             .any(|n| n.text.contains("--ensemble gives the members")));
+    }
+
+    #[test]
+    fn enforced_authentication() {
+        let schemes = |text: &str| file(text).enforce_auth_schemes;
+        assert!(schemes("clientPort=1\n").is_empty());
+        assert_eq!(
+            schemes("clientPort=1\nsessionRequireClientSASLAuth=true\n"),
+            ["sasl"]
+        );
+        assert_eq!(
+            schemes("clientPort=1\nenforce.auth.enabled=true\nenforce.auth.schemes=sasl, digest\n"),
+            ["sasl", "digest"]
+        );
+        assert!(
+            schemes("clientPort=1\nenforce.auth.enabled=false\nenforce.auth.schemes=x509\n")
+                .is_empty()
+        );
+        let e = run("clientPort=1\nenforce.auth.enabled=true\n", Mode::File, &[]).unwrap_err();
+        assert!(e.contains("enforce.auth.schemes must name"), "{e}");
+        // The flag wins over the file.
+        let (c, _) = run(
+            "clientPort=1\nsessionRequireClientSASLAuth=true\n",
+            Mode::File,
+            &["enforce_auth_schemes"],
+        )
+        .unwrap();
+        assert!(c.enforce_auth_schemes.is_empty());
     }
 
     #[test]

@@ -57,6 +57,12 @@ pub struct Settings {
     pub sasl_super_user: Option<Set<String>>,
     /// The JAAS section the SASL users are in (`zookeeper.sasl.serverconfig`).
     pub sasl_section: Option<Set<String>>,
+    /// `sessionRequireClientSASLAuth`: true enforces the sasl scheme.
+    pub session_require_sasl: Option<Set<bool>>,
+    /// `enforce.auth.enabled`: true enforces the schemes of `enforce.auth.schemes`.
+    pub enforce_auth_enabled: Option<Set<bool>>,
+    /// `enforce.auth.schemes`, a comma list.
+    pub enforce_auth_schemes: Option<Set<Vec<String>>>,
     /// What to log once the configuration is in force.
     pub notes: Vec<Note>,
 }
@@ -255,12 +261,11 @@ fn interpret_one(s: &mut Settings, e: &Entry) -> Result<(), ConfigError> {
         }
         "superUser" => s.sasl_super_user = set(e, v.to_string()),
         "sasl.serverconfig" => s.sasl_section = set(e, v.to_string()),
-        "sessionRequireClientSASLAuth" | "enforce.auth.enabled" if boolean(e)? => {
-            return Err(ConfigError::at(
-                e,
-                "zkd does not require clients to authenticate; it would not give the \
-                 protection this file asks for, so it does not start",
-            ));
+        "sessionRequireClientSASLAuth" => s.session_require_sasl = set(e, boolean(e)?),
+        "enforce.auth.enabled" => s.enforce_auth_enabled = set(e, boolean(e)?),
+        "enforce.auth.schemes" => {
+            let schemes = v.split(',').map(str::trim).filter(|x| !x.is_empty());
+            s.enforce_auth_schemes = set(e, schemes.map(String::from).collect());
         }
         "skipACL" if v == "yes" => {
             s.notes.push(Note::warn(format!(
@@ -287,13 +292,7 @@ fn interpret_one(s: &mut Settings, e: &Entry) -> Result<(), ConfigError> {
                     "{}: key {key} does not apply to zkd ({reason}); accepted",
                     e.origin
                 )));
-            } else if !matches!(
-                key,
-                "admin.commandURL"
-                    | "sessionRequireClientSASLAuth"
-                    | "enforce.auth.enabled"
-                    | "skipACL"
-            ) {
+            } else if !matches!(key, "admin.commandURL" | "skipACL") {
                 s.notes.push(Note::warn(format!(
                     "{}: unknown key {key}: ignored (ZooKeeper would pass it on as the \
                      system property zookeeper.{key})",
@@ -581,10 +580,6 @@ mod tests {
             (
                 "DigestAuthenticationProvider.superDigest=nocolon",
                 "is not of the form user:hash",
-            ),
-            (
-                "sessionRequireClientSASLAuth=true",
-                "does not require clients to authenticate",
             ),
             ("sessionRequireClientSASLAuth=x", "is not a boolean"),
             (
