@@ -231,13 +231,7 @@ fn zkd_matches_zookeeper() {
         counter.set(n);
         let area = format!("/p{n}");
         let report = rt
-            .block_on(run_program(
-                [&sides[0], &sides[1]],
-                zkd_is_a,
-                &prog,
-                &area,
-                false,
-            ))
+            .block_on(run_program(sides.each_ref(), zkd_is_a, &prog, &area, false))
             .map_err(|e| {
                 harness_error.borrow_mut().get_or_insert(e.clone());
                 TestCaseError::fail(format!("harness error: {e}"))
@@ -285,7 +279,7 @@ fn zkd_matches_zookeeper() {
             }
             let n = counter.get() + 1;
             let replay = rt.block_on(run_program(
-                [&sides[0], &sides[1]],
+                sides.each_ref(),
                 zkd_is_a,
                 &minimal,
                 &format!("/p{n}"),
@@ -447,13 +441,7 @@ fn divergences() {
         };
         let area = format!("/divergence{i}");
         let report = rt
-            .block_on(run_program(
-                [&sides[0], &sides[1]],
-                true,
-                &prog,
-                &area,
-                true,
-            ))
+            .block_on(run_program(sides.each_ref(), true, &prog, &area, true))
             .unwrap_or_else(|e| panic!("{e}"));
         println!("{title}\n{}", report.script(&prog));
     }

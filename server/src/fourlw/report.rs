@@ -87,14 +87,7 @@ pub fn gather(core: &Core, needs: Needs, now_ms: i64, net: &dyn NetFacts) -> Fou
             .collect();
     }
     if needs.watches {
-        view.data_watches = core
-            .data_watch_reports()
-            .into_iter()
-            .map(|w| ConnWatches {
-                session_id: w.session_id,
-                paths: w.paths,
-            })
-            .collect();
+        view.data_watches = core.data_watch_reports();
     }
     view
 }
@@ -276,13 +269,8 @@ pub struct SessionInfo {
     pub ephemerals: Vec<String>,
 }
 
-/// The data/exist watches one connection holds.
-#[derive(Clone, Debug, Default)]
-pub struct ConnWatches {
-    /// Session of the watching connection.
-    pub session_id: i64,
-    pub paths: Vec<String>,
-}
+/// The data/exist watches one connection holds: the core's report as it is.
+pub type ConnWatches = crate::core::report::SessionWatches;
 
 /// Configuration values reported by `conf`.
 #[derive(Clone, Debug, Default)]
