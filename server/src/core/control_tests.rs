@@ -30,10 +30,7 @@ fn reconnect(h: &mut Harness, sid: i64, pw: &Bytes) -> Handshake {
 #[test]
 fn expire_session_acts_like_a_timeout() {
     let mut h = Harness::new();
-    let (a, sid, pw) = h.session(30000);
-    let (w, _, _) = h.session(30000);
-    h.create(a, "/eph", 1);
-    h.reply(w, &exists("/eph", true));
+    let (a, sid, pw, w) = h.watched_ephemeral(30000, 30000);
     let report = h.core.sessions_report(h.now);
     assert_eq!(report.len(), 2);
     let mine = report.iter().find(|s| s.id == sid).unwrap();
@@ -85,10 +82,15 @@ fn disconnect_keeps_the_session() {
 #[test]
 fn reset_leaves_only_zookeeper_and_sessions_keep_working() {
     let (mut h, [a, w]) = Harness::with_sessions();
-    h.create(a, "/app", 0);
-    h.create(a, "/app/deep", 0);
-    h.create(a, "/app/deep/er", 0);
-    h.create(a, "/eph", 1);
+    h.create_all(
+        a,
+        &[
+            ("/app", 0),
+            ("/app/deep", 0),
+            ("/app/deep/er", 0),
+            ("/eph", 1),
+        ],
+    );
     h.reply(w, &exists("/app/deep/er", true));
     let before = h.core.last_zxid();
     assert_eq!(h.core.reset(false, h.now, &mut h.out), 4);

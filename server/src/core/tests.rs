@@ -96,6 +96,28 @@ impl Harness {
         self.core.handshake(conn, frame, self.now, &mut self.out)
     }
 
+    /// A session (`owner_timeout`) owning the ephemeral `/eph`, and a second one
+    /// (`watcher_timeout`) with an exists watch on it; returns (owner conn, its session id and
+    /// password, watcher conn).
+    fn watched_ephemeral(
+        &mut self,
+        owner_timeout: i32,
+        watcher_timeout: i32,
+    ) -> (ConnId, i64, Bytes, ConnId) {
+        let (a, sid, pw) = self.session(owner_timeout);
+        let (w, _, _) = self.session(watcher_timeout);
+        self.create(a, "/eph", 1);
+        self.reply(w, &exists("/eph", true));
+        (a, sid, pw, w)
+    }
+
+    /// Creates each `(path, flags)` from `conn`, in order.
+    fn create_all(&mut self, conn: ConnId, nodes: &[(&str, i32)]) {
+        for &(path, flags) in nodes {
+            self.create(conn, path, flags);
+        }
+    }
+
     /// A harness with `N` sessions (30 s timeout) connected; returns their connections.
     fn with_sessions<const N: usize>() -> (Harness, [ConnId; N]) {
         let mut h = Harness::new();
@@ -660,8 +682,7 @@ fn multi_read_is_independent() {
 fn session_close_deletes_ephemerals_under_one_zxid() {
     let (mut h, [a, w]) = Harness::with_sessions();
     h.create(w, "/app", 0);
-    h.create(a, "/app/e1", 1);
-    h.create(a, "/app/e2", 3);
+    h.create_all(a, &[("/app/e1", 1), ("/app/e2", 3)]);
     h.reply(w, &children("/app", true));
     let frames = h.call(a, &Request::CloseSession);
     assert_eq!(frames.len(), 1);
@@ -679,10 +700,7 @@ fn session_close_deletes_ephemerals_under_one_zxid() {
 #[test]
 fn expiry_on_tick_boundary_and_reconnect_rules() {
     let mut h = Harness::new();
-    let (a, sid, pw) = h.session(4000);
-    let (w, _, _) = h.session(40000);
-    h.create(a, "/eph", 1);
-    h.reply(w, &exists("/eph", true));
+    let (a, sid, pw, w) = h.watched_ephemeral(4000, 40000);
     // Reconnect with a wrong password: invalid response, then close.
     let c2 = h.open();
     let bad = connect_request(sid, 4000, &[1; 16]);
