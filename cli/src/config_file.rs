@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use clap::parser::ValueSource;
+use zkd_server::ensemble::MemberMode;
 use zkd_server::{Config, Server};
 
 use crate::serve::ServeArgs;
@@ -49,10 +50,17 @@ pub fn apply(
 }
 
 /// The lines ZooKeeper 3.8 logs once it serves, which container tooling waits for:
-/// `binding to port`, `Started AdminServer` (when the AdminServer is on) and
-/// `PrepRequestProcessor (sid:0) started`. Printed to stdout, where the images log.
+/// `binding to port` (one per client listener), `Started AdminServer` (when the AdminServer
+/// is on) and `PrepRequestProcessor (sid:N) started` (N is 0 on a standalone server, the
+/// leader's id on an ensemble, as each ZooKeeper logs it). Printed to stdout, where the
+/// images log.
 pub fn print_zookeeper_lines(out: &mut impl Write, server: &Server, secure_only: bool) {
-    let plain = (!secure_only).then(|| server.local_addr());
+    let members = server.members().unwrap_or_default();
+    let plain: Vec<std::net::SocketAddr> = match (&*members, secure_only) {
+        (_, true) => Vec::new(),
+        ([], false) => vec![server.local_addr()],
+        (members, false) => members.iter().map(|m| m.client_addr).collect(),
+    };
     for addr in plain.into_iter().chain(server.secure_addr()) {
         let _ = writeln!(out, "binding to port {}/{}", addr.ip(), addr);
     }
@@ -64,8 +72,12 @@ pub fn print_zookeeper_lines(out: &mut impl Write, server: &Server, secure_only:
             admin.port()
         );
     }
+    let sid = members
+        .iter()
+        .find(|m| m.mode == MemberMode::Leader)
+        .map_or(0, |m| m.id);
     let _ = writeln!(
         out,
-        "PrepRequestProcessor (sid:0) started, reconfigEnabled=false"
+        "PrepRequestProcessor (sid:{sid}) started, reconfigEnabled=false"
     );
 }

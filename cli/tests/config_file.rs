@@ -16,7 +16,7 @@ use zookeeper_client as zk;
 const WAIT: Duration = Duration::from_secs(30);
 
 /// The ZooKeeper start-up line container tooling waits for; zkd prints it last.
-const READY: &str = "PrepRequestProcessor (sid:0) started";
+const READY: &str = "PrepRequestProcessor (sid:";
 
 /// A running zkd: killed when dropped.
 struct Running {
@@ -270,6 +270,10 @@ fn debian_zoo_cfg_starts_zkd_and_a_client_uses_it() {
         .iter()
         .any(|l| l.starts_with("Started AdminServer on address 127.0.0.1, port ")));
     assert!(zkd.stdout.iter().any(|l| l.starts_with("binding to port ")));
+    assert_eq!(
+        zkd.stdout.last().map(String::as_str),
+        Some("PrepRequestProcessor (sid:0) started, reconfigEnabled=false")
+    );
 
     // tickTime=2000 from the file: sessions between 4 s and 40 s.
     assert_eq!(use_with_a_client(zkd.addr), Duration::from_secs(30));
@@ -670,6 +674,20 @@ fn a_three_server_zoo_cfg_runs_a_simulated_ensemble() {
     );
     let zkd = start(&["--config", &cfg], &[]);
     assert_eq!(zkd.members.len(), 3, "{:?}", zkd.stdout);
+    // ZooKeeper's start-up lines: a binding line per member, the leader's request processor.
+    let bindings = zkd
+        .stdout
+        .iter()
+        .filter(|l| l.starts_with("binding to port "))
+        .count();
+    assert_eq!(bindings, 3, "{:?}", zkd.stdout);
+    assert!(
+        zkd.stdout
+            .iter()
+            .any(|l| l == "PrepRequestProcessor (sid:1) started, reconfigEnabled=false"),
+        "{:?}",
+        zkd.stdout
+    );
     assert_eq!(modes(&zkd.members), ["follower", "follower", "leader"]);
     for m in &zkd.members {
         assert_eq!(four_letter(*m, "isro"), "rw");
