@@ -48,6 +48,12 @@ impl std::fmt::Display for Lag {
 const MAX_DEFERRED_REQUESTS: usize = 1000;
 const MAX_DEFERRED_BYTES: usize = 16 << 20;
 
+/// Transactions kept for lagging members at most (about 1 KiB each).
+#[cfg(not(test))]
+const MAX_HISTORY: usize = 100_000;
+#[cfg(test)]
+const MAX_HISTORY: usize = 64;
+
 /// One zxid of the committed history, as the replicas replay it.
 struct Entry {
     zxid: i64,
@@ -331,7 +337,37 @@ impl Core {
             self.bring_up(m, target, out);
         }
         self.prune_log();
+        self.cap_history(out);
         self.drain(now, out);
+    }
+
+    /// Keeps the recorded history within [`MAX_HISTORY`] transactions: a member further
+    /// behind is moved forward (its watches fire, its waiting replies go out), as a leader
+    /// resynchronizes a follower that fell too far behind.
+    fn cap_history(&mut self, out: &mut dyn Outbox) {
+        let excess = self.lag.log.len().saturating_sub(MAX_HISTORY);
+        let Some(floor) = excess
+            .checked_sub(1)
+            .and_then(|i| self.lag.log.get(i))
+            .map(|e| e.zxid)
+        else {
+            return;
+        };
+        let behind: Vec<MemberId> = self
+            .lag
+            .replicas
+            .iter()
+            .filter(|(_, r)| r.zxid < floor)
+            .map(|(m, _)| *m)
+            .collect();
+        for m in behind {
+            tracing::warn!(
+                member = m,
+                "member is more than {MAX_HISTORY} transactions behind; moving it forward"
+            );
+            self.bring_up(m, floor, out);
+        }
+        self.prune_log();
     }
 
     /// When a member lagging by time next has a transaction to apply (session clock).

@@ -388,3 +388,21 @@ fn random_programs_keep_fifo_monotonic_zxids_and_exact_replicas() {
         h.core.check_invariants().unwrap();
     }
 }
+
+#[test]
+fn history_kept_for_a_stalled_member_is_bounded() {
+    let (mut h, writer, reader) = setup(Lag::Stalled);
+    h.reply(reader, &get_data("/x", true));
+    for _ in 0..200 {
+        h.reply(writer, &set_to("/x", b"v"));
+    }
+    assert!(h.core.lag_log_len() <= 64, "{}", h.core.lag_log_len());
+    let behind = h.core.last_zxid() - h.core.member_zxid(LAGGING);
+    assert!((1..=64).contains(&behind), "{behind}");
+    // Moved forward by force, the member fired its watch in order.
+    let f = h.frames(reader);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].event(), (event_type::NODE_DATA_CHANGED, "/x".into()));
+    h.lag(LAGGING, Lag::Lockstep);
+    assert_eq!(h.core.lag_log_len(), 0);
+}
