@@ -7,6 +7,7 @@
 //! leader, no lost or duplicate notification, every request answered without error) and
 //! fails instead of reporting numbers from a broken run.
 
+pub mod admin_stall;
 pub mod compare;
 pub mod comparison;
 pub mod ensemble_startup;

@@ -129,6 +129,25 @@ enum Cmd {
         #[arg(long)]
         rounds: Option<usize>,
     },
+    /// Admin endpoints on a large server (nodes, sessions, watches): each endpoint's answer
+    /// time and the longest reply a reading client sees while it is polled.
+    AdminStall {
+        /// Nodes under /bench [default: 100000; quick: 5000].
+        #[arg(long)]
+        nodes: Option<usize>,
+        /// Sessions, each owning an ephemeral [default: 20000; quick: 500].
+        #[arg(long)]
+        sessions: Option<usize>,
+        /// Sessions that stay connected with two watches each [default: 5000; quick: 200].
+        #[arg(long)]
+        connected: Option<usize>,
+        /// Polls per endpoint [default: 5; quick: 2].
+        #[arg(long)]
+        polls: Option<usize>,
+        /// The zkd binary [default: next to zkd-bench, else on PATH].
+        #[arg(long)]
+        zkd_bin: Option<PathBuf>,
+    },
     /// Redraws the plots and the tables of a comparison from its compare.csv.
     Replot {
         /// compare.csv written by `compare`.
@@ -396,6 +415,52 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             .await
             .map_err(|e| e.to_string())??;
             println!("{report}");
+            return Ok(());
+        }
+        Cmd::AdminStall {
+            nodes,
+            sessions,
+            connected,
+            polls,
+            zkd_bin,
+        } => {
+            use zkd_bench::admin_stall::{self, Params};
+            let d = if cli.quick {
+                Params::quick()
+            } else {
+                Params::full()
+            };
+            let params = Params {
+                nodes: nodes.unwrap_or(d.nodes),
+                sessions: sessions.unwrap_or(d.sessions),
+                connected: connected.unwrap_or(d.connected),
+                polls: polls.unwrap_or(d.polls).max(1),
+                ..d
+            };
+            let bin = zkd_bin.unwrap_or_else(servers::default_zkd_bin);
+            let timeout = params.session_timeout_ms.to_string();
+            let args: Vec<String> = [
+                "--admin-port",
+                "0",
+                "--4lw-whitelist",
+                "*",
+                "--max-client-cnxns",
+                "0",
+                "--max-session-timeout",
+                &timeout,
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let (mut child, addr, admin) = zkd_bench::snapshot::start_zkd(&bin, &args)?;
+            let p = progress.sub("admin-stall");
+            let out = match admin {
+                Some(admin) => admin_stall::run(addr, &admin, &params, &p).await,
+                None => Err("zkd printed no admin address".into()),
+            };
+            let _ = child.kill();
+            let _ = child.wait();
+            println!("{}", admin_stall::report(&out?));
             return Ok(());
         }
         Cmd::Replot { csv, out } => {

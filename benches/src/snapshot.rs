@@ -45,7 +45,7 @@ fn peak_rss(pid: u32) -> u64 {
 }
 
 /// Starts zkd; returns it, its client address and its admin address (when asked for).
-fn start_zkd(bin: &Path, args: &[String]) -> BenchResult<(Child, SocketAddr, Option<String>)> {
+pub fn start_zkd(bin: &Path, args: &[String]) -> BenchResult<(Child, SocketAddr, Option<String>)> {
     let mut child = Command::new(bin)
         .args(["--port", "0", "--log", "warn"])
         .args(args)

@@ -200,7 +200,14 @@ async fn commands_match_zookeeper_admin_server() {
         .unwrap_or_else(|e| panic!("{e}"));
     let zk_admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
 
-    let (server, zkd_admin) = zkd_with_admin(Default::default()).await;
+    // Both servers keep a data directory, so `configuration`, `dirs` and `last_snapshot`
+    // report real directories and snapshots on both sides.
+    let data = tempfile::tempdir().expect("data directory");
+    let (server, zkd_admin) = zkd_with_admin(zkd_server::Config {
+        data_dir: Some(data.path().to_path_buf()),
+        ..Default::default()
+    })
+    .await;
 
     let zk_client = populate(oracle.addr()).await;
     let zkd_client = populate(server.local_addr()).await;
@@ -281,6 +288,36 @@ async fn commands_match_zookeeper_admin_server() {
             "{key}"
         );
     }
+
+    // The data directory and the newest snapshot, as ZooKeeper reports its own.
+    let our_dir = std::path::absolute(data.path().join("version-2")).expect("absolute path");
+    for (list, who) in [(&ours, "zkd"), (&theirs, "ZooKeeper")] {
+        let conf = body(list, "configuration");
+        let dir = conf["data_dir"].as_str().unwrap_or_default();
+        assert!(dir.ends_with("/version-2"), "{who} data_dir {dir:?}");
+        assert_eq!(conf["data_log_dir"], conf["data_dir"], "{who}");
+        let snap = body(list, "last_snapshot");
+        let zxid = snap["zxid"].as_str().unwrap_or_default();
+        let zxid = i64::from_str_radix(zxid, 16).unwrap_or_else(|_| panic!("{who} zxid {snap}"));
+        assert!(zxid >= 0, "{who} has a snapshot: {snap}");
+        let file = std::path::Path::new(dir).join(format!("snapshot.{zxid:x}"));
+        let mtime = std::fs::metadata(&file)
+            .and_then(|m| m.modified())
+            .unwrap_or_else(|e| panic!("{who}: {}: {e}", file.display()));
+        let secs = mtime
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("mtime")
+            .as_secs();
+        assert_eq!(snap["timestamp"], serde_json::json!(secs), "{who}");
+        assert!(
+            body(list, "dirs")["datadir_size"].as_u64().unwrap_or(0) > 0,
+            "{who} dirs"
+        );
+    }
+    assert_eq!(
+        body(&ours, "configuration")["data_dir"],
+        serde_json::json!(our_dir.display().to_string())
+    );
 
     // The listing names every command, as links.
     let (_, list) = get(zkd_admin, "/commands");

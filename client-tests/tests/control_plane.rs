@@ -651,3 +651,50 @@ async fn reset_is_durable_with_a_data_directory() {
     children.sort();
     assert_eq!(children, ["after", "zookeeper"]);
 }
+
+/// The request latency `mntr`, `monitor`, `cons` and `/metrics` report is measured: a read
+/// held up by a pause shows as the largest latency everywhere, and `srst` forgets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_latency_is_measured_and_reset() {
+    let server = start(Config::default()).await;
+    let admin = server.admin_addr().unwrap();
+    let c = client(&server, Duration::from_secs(30)).await;
+    c.create("/lat", b"x", &persistent()).await.unwrap();
+    let monitor = admin::ok(admin, "GET", "/commands/monitor", None).await;
+    assert!(monitor["avg_latency"].as_f64().unwrap() > 0.0, "{monitor}");
+
+    admin::ok(admin, "POST", "/zkd/pause", None).await;
+    let read = tokio::spawn(async move {
+        c.get_data("/lat").await.unwrap();
+        c
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    admin::ok(admin, "POST", "/zkd/resume", None).await;
+    let _c = within("the paused read", read).await.unwrap();
+
+    // The read waited at least most of the pause (bounds generous enough for any machine).
+    let monitor = admin::ok(admin, "GET", "/commands/monitor", None).await;
+    let max = monitor["max_latency"].as_i64().unwrap();
+    assert!((100..60_000).contains(&max), "{monitor}");
+    assert!(monitor["min_latency"].as_i64().unwrap() < max, "{monitor}");
+    let conns = admin::ok(admin, "GET", "/commands/connections", None).await;
+    let conn = &conns["connections"][0];
+    assert_eq!(conn["max_latency"].as_i64(), Some(max), "{conns}");
+    assert!(conn["last_latency"].as_i64().unwrap() <= max, "{conns}");
+    let metrics = tokio::task::spawn_blocking(move || {
+        let mut r = ureq::get(&format!("http://{admin}/metrics"))
+            .call()
+            .unwrap();
+        r.body_mut().read_to_string().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        metrics.contains(&format!("\nmax_latency {max}\n")),
+        "{metrics}"
+    );
+
+    admin::ok(admin, "GET", "/commands/stat_reset", None).await;
+    let monitor = admin::ok(admin, "GET", "/commands/monitor", None).await;
+    assert!(monitor["max_latency"].as_i64().unwrap() < 100, "{monitor}");
+}

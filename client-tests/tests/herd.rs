@@ -1,7 +1,9 @@
 //! The herd detector, end to end: 500 sessions electing a leader by watching the election
 //! parent's children all wake when the leader's node goes, re-read the parent, and the server
 //! logs one herd warning and records the parent in `GET /zkd/herd`; the same election where
-//! each session watches only its predecessor wakes one session and records no herd. Also
+//! each session watches only its predecessor wakes one session and records no herd. The
+//! record tells the two apart by the watches held: child watches on the parent, or
+//! exists watches on the siblings. Also
 //! `GET /metrics`, parsed with a Prometheus text-format parser.
 
 #[path = "common/admin.rs"]
@@ -162,6 +164,12 @@ async fn herd_election_is_detected_and_predecessor_election_is_not() {
         record["top_paths"][0]["held"]["child_watches"], 500,
         "the followers watch the children again: {record}"
     );
+    // Held per kind: the herd recipe holds child watches on the parent and no exists/data
+    // watch on the siblings.
+    assert_eq!(
+        record["top_paths"][0]["held"]["data_watches_on_children"], 0,
+        "{record}"
+    );
     let event = &record["events"][0];
     assert_eq!(event["path"], "/herd-election");
     assert_eq!(event["event"], "NodeChildrenChanged");
@@ -261,6 +269,13 @@ async fn herd_election_is_detected_and_predecessor_election_is_not() {
     let record = settled_record(admin).await;
     assert_eq!(record["herd_events"], 0, "{record}");
     assert_eq!(record["top_paths"][0]["max_fanout"], 1, "{record}");
+    // The predecessor recipe holds exists watches on siblings and no child watch: the fired
+    // path (the old leader's node) has 499 watched siblings left (one watch fired with it).
+    let top = &record["top_paths"][0];
+    assert_eq!(top["path"], leader_node.as_str(), "{record}");
+    assert_eq!(top["fired"]["data_watches"], 1, "{record}");
+    assert_eq!(top["held"]["child_watches"], 0, "{record}");
+    assert_eq!(top["held"]["data_watches_on_siblings"], 499, "{record}");
     assert!(
         !logs.text().contains("/fair-election"),
         "no herd warning for the predecessor election: {}",

@@ -3,6 +3,10 @@
 //! tree, the client's session appears in the sessions table, its watch appears under watches
 //! by path, and a data change made by the client arrives in the open node pane without a
 //! reload. A screenshot is saved to `target/tmp/web-view.png` (or `$ZKD_WEBVIEW_SCREENSHOT`).
+//! Then the control actions, each answered in the browser's own confirmation dialog: a
+//! dismissed expiry changes nothing; disconnect closes a session's connection and the client
+//! resumes it; expire ends a session (it leaves the table, its ephemeral goes, its client is
+//! told it expired when it comes back); reset empties the tree.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -104,6 +108,8 @@ impl Browser<'_> {
         let caps = json!({
             "capabilities": { "alwaysMatch": {
                 "browserName": "chrome",
+                // Leave confirmation dialogs open for the test to read and answer.
+                "unhandledPromptBehavior": "ignore",
                 "goog:chromeOptions": {
                     "binary": "/usr/bin/chromium",
                     "args": [
@@ -169,6 +175,26 @@ impl Browser<'_> {
         wd(
             "POST",
             &self.url(&format!("/element/{id}/click")),
+            Some(json!({})),
+        );
+    }
+
+    /// Waits for the page's confirmation dialog, checks its text, and accepts or dismisses it.
+    fn answer_dialog(&self, expect: &str, accept: bool) {
+        let deadline = Instant::now() + WAIT;
+        let text = loop {
+            let r = wd("GET", &self.url("/alert/text"), None);
+            if let Some(t) = r["value"].as_str() {
+                break t.to_string();
+            }
+            assert!(Instant::now() < deadline, "no confirmation dialog: {r}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(text.contains(expect), "dialog {text:?} lacks {expect:?}");
+        let verb = if accept { "accept" } else { "dismiss" };
+        wd(
+            "POST",
+            &self.url(&format!("/alert/{verb}")),
             Some(json!({})),
         );
     }
@@ -319,5 +345,133 @@ async fn web_view_shows_live_state_in_a_real_browser() {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-view.png"));
     std::fs::write(&out, &png).expect("save screenshot");
+
+    control_actions(&server, &page, driver, &client).await;
     drop(client);
+}
+
+/// The CSS selector of session `sid`'s row in the sessions table, followed by `tail`.
+fn row(sid: &str, tail: &str) -> String {
+    format!("#sessions tr[data-session=\"{sid}\"]{tail}")
+}
+
+fn page_has(css: &str) -> String {
+    format!("return !!document.querySelector('{css}')")
+}
+
+/// Opens the page in a fresh browser session, waits until it shows `css`, then runs `steps`.
+async fn on_page(
+    driver: &std::sync::Arc<Driver>,
+    page: &str,
+    css: String,
+    steps: impl FnOnce(&Browser) + Send + 'static,
+) {
+    let (d, p) = (driver.clone(), page.to_string());
+    tokio::task::spawn_blocking(move || {
+        let b = Browser::open(&d);
+        b.go(&p);
+        b.wait_for(&format!("{css} on the page"), &page_has(&css));
+        steps(&b);
+    })
+    .await
+    .expect("browser steps");
+}
+
+async fn control_actions(
+    server: &zkd_server::Server,
+    page: &str,
+    driver: std::sync::Arc<Driver>,
+    watcher: &RawClient,
+) {
+    // A second session with an ephemeral node, to disconnect and then expire.
+    let addr = server.local_addr();
+    let other = RawClient::connect(addr, 30_000).await.expect("session");
+    call(&other, create("/app/worker", b"w", 1)).await;
+    let sid = format!("0x{:x}", other.session_id);
+    let (id, passwd) = (other.session_id, other.passwd.clone());
+    let mut events = watcher.events();
+
+    let s2 = sid.clone();
+    on_page(&driver, page, row(&sid, ""), move |b| {
+        // Dismissed: nothing happens.
+        b.click(&row(&s2, " .expire"));
+        b.answer_dialog(&format!("Expire session {s2}?"), false);
+        b.wait_for(
+            "the cancel message",
+            "return document.getElementById('actionMsg').textContent.includes('cancelled')",
+        );
+        // Disconnect, confirmed.
+        b.click(&row(&s2, " .disconnect"));
+        b.answer_dialog(&format!("Disconnect session {s2}?"), true);
+        b.wait_for(
+            "the disconnect message",
+            &format!(
+                "return document.getElementById('actionMsg').textContent === 'session {s2} disconnected'"
+            ),
+        );
+    })
+    .await;
+    // The session lived on: its client resumes it on a new connection.
+    assert!(
+        within(other.call(&Request::Ping)).await.is_err(),
+        "the old connection is closed"
+    );
+    let resumed = RawClient::resume(addr, id, passwd.clone(), 30_000, 0)
+        .await
+        .expect("the session survives a disconnect");
+    drop(resumed);
+
+    let s2 = sid.clone();
+    on_page(&driver, page, row(&sid, ""), move |b| {
+        b.click(&row(&s2, " .expire"));
+        b.answer_dialog(&format!("Expire session {s2}?"), true);
+        b.wait_for(
+            "the session to leave the table",
+            &format!("return !document.querySelector('{}')", row(&s2, "")),
+        );
+    })
+    .await;
+    // Expired: its ephemeral is gone and its client is told so when it comes back.
+    let gone = watcher
+        .call(&Request::Exists(PathWatchRequest {
+            path: "/app/worker".into(),
+            watch: false,
+        }))
+        .await
+        .expect("exists");
+    assert_eq!(gone.err, zkd_protocol::ErrorCode::NoNode as i32);
+    assert!(matches!(
+        RawClient::resume(addr, id, passwd, 30_000, 0).await,
+        Err(zkd_testkit::raw::ClientError::Rejected)
+    ));
+
+    // Reset, confirmed: the tree loses /app, and a client watching a node sees it deleted.
+    call(
+        watcher,
+        Request::Exists(PathWatchRequest {
+            path: "/app/config".into(),
+            watch: true,
+        }),
+    )
+    .await;
+    on_page(&driver, page, ".node[data-path=\"/app\"]".into(), |b| {
+        b.click("#reset");
+        b.answer_dialog("Reset the tree?", true);
+        b.wait_for(
+            "/app to leave the tree",
+            "return !document.querySelector('.node[data-path=\"/app\"]')",
+        );
+    })
+    .await;
+    let events = events.as_mut().expect("event stream");
+    loop {
+        let e = within(events.recv()).await.expect("a notification");
+        if e.path == "/app/config" && e.event_type == zkd_protocol::event_type::NODE_DELETED {
+            break;
+        }
+    }
+}
+
+async fn within<T>(fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(WAIT, fut).await.expect("in time")
 }

@@ -115,9 +115,17 @@ fn session_err(sid: i64, e: SessionOpError) -> ControlError {
     }
 }
 
+/// Every live session, by id; listed a chunk at a time, releasing the core's lock in
+/// between, so that a server with many sessions keeps serving its clients.
 pub(crate) fn sessions(shared: &Shared) -> Result<Vec<SessionReport>, ControlError> {
-    let now = shared.now();
-    Ok(shared.with_core(|core, _| core.sessions_report(now))?)
+    let mut ids = shared.inspect(|core, _| core.session_ids())?;
+    ids.sort_unstable();
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(256) {
+        let now = shared.now();
+        out.extend(shared.inspect(|core, _| core.sessions_report_for(chunk, now))?);
+    }
+    Ok(out)
 }
 
 pub(crate) fn expire_session(shared: &Shared, sid: i64) -> Result<(), ControlError> {

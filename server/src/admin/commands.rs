@@ -94,32 +94,44 @@ fn needs(command: &str) -> Needs {
     fourlw::needs(word)
 }
 
-/// `GET /commands/<name>`.
+/// Whether a command shows the data directory (read from the file system, not the core).
+fn needs_data_dir(command: &str) -> bool {
+    matches!(
+        command,
+        "configuration" | "dirs" | "last_snapshot" | "server_stats" | "stats"
+    )
+}
+
+/// `GET /commands/<name>`. Runs off the async runtime: a large report (thousands of
+/// connections or sessions) is built without holding up the tasks that serve clients.
 async fn command(
     State(st): State<AdminState>,
     Path(name): Path<String>,
     Query(params): Query<BTreeMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
-    let Some(cmd) = primary_name(&name) else {
-        return Ok(Json(json!({
+    super::off_runtime(move || run(&st, &name, &params))
+        .await
+        .map(Json)
+}
+
+/// The answer of command `name` (any of its names).
+fn run(st: &AdminState, name: &str, params: &BTreeMap<String, String>) -> ApiResult<Value> {
+    let Some(cmd) = primary_name(name) else {
+        return Ok(json!({
             "command": name,
             "error": format!("Unknown command: {name}"),
-        })));
+        }));
     };
     match cmd {
-        "connection_stat_reset" => {
-            st.shared
-                .with_core(|core, _| core.reset_connection_stats())?;
-        }
-        "stat_reset" => {
-            st.shared.with_core(|core, _| core.reset_server_stats())?;
+        "connection_stat_reset" | "stat_reset" => {
+            st.shared.reset_stats(cmd == "stat_reset")?;
         }
         "set_trace_mask" => {
             let Some(mask) = params.get("traceMask").and_then(|m| m.parse::<i64>().ok()) else {
-                return Ok(Json(json!({
+                return Ok(json!({
                     "error": "setTraceMask requires long traceMask argument",
                     "command": cmd,
-                })));
+                }));
             };
             st.shared
                 .trace_mask
@@ -134,13 +146,14 @@ async fn command(
         Some(id) => super::members::parse_member_id(id)?,
         None => st.shared.first_member(),
     };
-    let view = st
-        .shared
-        .inspect_member(member, |core, net| fourlw::gather(core, needs, now, net))?;
+    let mut view = fourlw::gather(&st.shared, member, needs, now)?;
     if let (Some(_), None) = (params.get("member"), &view.member) {
         return Err(super::ApiError::not_found(format!(
             "no member {member}: this server is not an ensemble or has no such member"
         )));
+    }
+    if needs_data_dir(cmd) {
+        view.data_dir = st.persist.as_ref().map(|p| p.report());
     }
     let host = if needs.host {
         crate::net::host_info()
@@ -151,7 +164,7 @@ async fn command(
         .shared
         .trace_mask
         .load(std::sync::atomic::Ordering::Relaxed);
-    Ok(Json(render(cmd, &view, &host, trace_mask)))
+    Ok(render(cmd, &view, &host, trace_mask))
 }
 
 /// The JSON answer of command `cmd` (a primary name).
@@ -159,17 +172,17 @@ pub fn render(cmd: &str, view: &FourLetterView, host: &HostInfo, trace_mask: i64
     let mut body = match cmd {
         "configuration" => configuration(view),
         "connections" => connections(view),
-        "dirs" => obj(json!({ "datadir_size": 0, "logdir_size": 0 })),
+        "dirs" => {
+            let size = dir_size(view);
+            obj(json!({ "datadir_size": size, "logdir_size": size }))
+        }
         "dump" => dump(view),
         "environment" => environment(host),
         "get_trace_mask" | "set_trace_mask" => obj(json!({ "tracemask": trace_mask })),
         "hash" => obj(json!({ "digests": [] })),
         "initial_configuration" => initial_configuration(view),
         "is_read_only" => obj(json!({ "read_only": is_read_only(view) })),
-        "last_snapshot" => obj(json!({
-            "zxid": "0",
-            "timestamp": (view.uptime_ms.max(0) / 1000),
-        })),
+        "last_snapshot" => last_snapshot(view),
         "leader" => match view.member.as_ref() {
             Some(m) if m.mode.serving() == Serving::ReadWrite => obj(json!({
                 "is_leader": m.mode == MemberMode::Leader,
@@ -214,12 +227,37 @@ fn obj(v: Value) -> Map<String, Value> {
     }
 }
 
+/// Bytes in the data directory (0 in memory). Snapshots and logs share one directory, so
+/// ZooKeeper's data and log directory sizes are both this.
+fn dir_size(view: &FourLetterView) -> u64 {
+    view.data_dir.as_ref().map_or(0, |d| d.size_bytes)
+}
+
+/// The newest snapshot as ZooKeeper reports it: its zxid in hex without `0x` and its file's
+/// modification time in seconds; a server without one (in memory, or none written yet)
+/// answers ZooKeeper's "none": zxid -1 in hex and timestamp -1.
+fn last_snapshot(view: &FourLetterView) -> Map<String, Value> {
+    let (zxid, timestamp) = view
+        .data_dir
+        .as_ref()
+        .and_then(|d| d.last_snapshot)
+        .unwrap_or((-1, -1));
+    obj(json!({
+        "zxid": format!("{:x}", zxid as u64),
+        "timestamp": timestamp,
+    }))
+}
+
 fn configuration(view: &FourLetterView) -> Map<String, Value> {
     let c = &view.conf;
+    let dir = view
+        .data_dir
+        .as_ref()
+        .map_or("(in-memory)", |d| d.path.as_str());
     obj(json!({
         "client_port": c.client_port,
-        "data_dir": "(in-memory)",
-        "data_log_dir": "(in-memory)",
+        "data_dir": dir,
+        "data_log_dir": dir,
         "tick_time": c.tick_time_ms,
         "max_client_cnxns": c.max_client_cnxns,
         "min_session_timeout": c.min_session_timeout_ms,
@@ -359,8 +397,8 @@ fn server_stats(view: &FourLetterView) -> Map<String, Value> {
             "packets_received": view.packets_received,
             "fsync_threshold_exceed_count": 0,
             "client_response_stats": client_response,
-            "data_dir_size": 0,
-            "log_dir_size": 0,
+            "data_dir_size": dir_size(view),
+            "log_dir_size": dir_size(view),
             "provider_null": false,
             "server_state": fourlw::server_state(view),
             "last_processed_zxid": view.last_zxid,
@@ -503,6 +541,34 @@ mod tests {
                 "command": "watch_summary", "error": null,
             })
         );
+        assert_eq!(
+            render("last_snapshot", &view, &h, 0),
+            json!({
+                "zxid": "ffffffffffffffff", "timestamp": -1,
+                "command": "last_snapshot", "error": null,
+            })
+        );
+        assert_eq!(
+            render("configuration", &view, &h, 0)["data_dir"],
+            json!("(in-memory)")
+        );
+        let on_disk = FourLetterView {
+            data_dir: Some(crate::fourlw::DataDirInfo {
+                path: "/var/zkd/version-2".into(),
+                size_bytes: 4096,
+                last_snapshot: Some((0x1f, 1_700_000_000)),
+            }),
+            ..view.clone()
+        };
+        assert_eq!(
+            render("last_snapshot", &on_disk, &h, 0)["zxid"],
+            json!("1f")
+        );
+        assert_eq!(
+            render("configuration", &on_disk, &h, 0)["data_log_dir"],
+            json!("/var/zkd/version-2")
+        );
+        assert_eq!(render("dirs", &on_disk, &h, 0)["logdir_size"], json!(4096));
         assert_eq!(
             render("leader", &view, &h, 0),
             json!({ "error": "server is not initialized", "command": "leader" })

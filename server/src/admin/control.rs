@@ -120,10 +120,13 @@ fn session_json(s: &SessionReport) -> Value {
 }
 
 async fn sessions(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
-    let list = control::sessions(&st.shared)?;
-    Ok(Json(
-        json!({ "sessions": list.iter().map(session_json).collect::<Vec<_>>() }),
-    ))
+    super::off_runtime(move || {
+        let list = control::sessions(&st.shared)?;
+        Ok(Json(
+            json!({ "sessions": list.iter().map(session_json).collect::<Vec<_>>() }),
+        ))
+    })
+    .await
 }
 
 async fn expire(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {

@@ -1,5 +1,7 @@
 //! `GET /zkd/herd`: the herd detector's record as JSON — top paths by fan-out with the watch
-//! kinds they hold and that fired, the fan-out histogram, and the herd events.
+//! kinds that fired and that are held (child watches on the path as a parent, exists/data
+//! watches on the path, on its children and on its siblings), the fan-out histogram, and the
+//! herd events.
 
 use axum::extract::{Query, State};
 use axum::routing::get;
@@ -70,6 +72,8 @@ pub fn render(r: &HerdReport, watchers: &[PathWatchers]) -> Value {
                     "data_watches": w.data,
                     "persistent_watches": w.persistent,
                     "recursive_watches": w.recursive,
+                    "data_watches_on_children": w.data_on_children,
+                    "data_watches_on_siblings": w.data_on_siblings,
                 },
             })
         })

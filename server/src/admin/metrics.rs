@@ -17,7 +17,7 @@ use prometheus_client::registry::Registry;
 use super::{AdminState, ApiError, ApiResult};
 use crate::core::herd::{HerdReport, FANOUT_BUCKETS};
 use crate::core::report::Summary;
-use crate::net::latency::LatencySnapshot;
+use crate::net::latency::{AvgMinMax, LatencySnapshot};
 use crate::net::now_ms;
 
 pub(crate) fn routes() -> Router<AdminState> {
@@ -39,6 +39,7 @@ async fn metrics(State(st): State<AdminState>) -> ApiResult<Response> {
         herd,
         read: st.shared.latencies.read.snapshot(),
         update: st.shared.latencies.update.snapshot(),
+        requests: st.shared.latencies.requests(),
         open_fds: host.open_fds,
         max_fds: host.max_fds,
     };
@@ -58,6 +59,8 @@ pub struct Snapshot {
     pub herd: HerdReport,
     pub read: LatencySnapshot,
     pub update: LatencySnapshot,
+    /// Arrival-to-reply latency of every request (`min/avg/max_latency`).
+    pub requests: AvgMinMax,
     pub open_fds: Option<u64>,
     pub max_fds: Option<u64>,
 }
@@ -72,6 +75,11 @@ pub fn encode(snap: Snapshot) -> Result<String, std::fmt::Error> {
 }
 
 fn gauge(e: &mut DescriptorEncoder, name: &str, help: &str, v: i64) -> std::fmt::Result {
+    let m = ConstGauge::new(v);
+    m.encode(e.encode_descriptor(name, help, None, m.metric_type())?)
+}
+
+fn gauge_f64(e: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> std::fmt::Result {
     let m = ConstGauge::new(v);
     m.encode(e.encode_descriptor(name, help, None, m.metric_type())?)
 }
@@ -150,6 +158,11 @@ impl Collector for Snapshot {
             s.uptime_ms,
         )?;
         gauge(e, "last_zxid", "The last zxid applied.", s.last_zxid)?;
+        let (min, avg, max) = self.requests.ms();
+        let what = "request latency (arrival to reply) since start or srst, in ms.";
+        gauge(e, "min_latency", &format!("Smallest {what}"), min)?;
+        gauge_f64(e, "avg_latency", &format!("Average {what}"), avg)?;
+        gauge(e, "max_latency", &format!("Largest {what}"), max)?;
         if let Some(n) = self.open_fds {
             gauge(
                 e,

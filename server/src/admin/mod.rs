@@ -72,6 +72,16 @@ pub(crate) fn commands_router(state: AdminState) -> Router {
         .with_state(state)
 }
 
+/// Runs `f` on a blocking thread, for handlers that copy or format a lot (thousands of
+/// sessions, connections or nodes): the async runtime's threads keep serving clients.
+pub(crate) async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+}
+
 /// 404 for any route nobody serves.
 async fn unknown_route(uri: Uri) -> ApiError {
     ApiError::not_found(format!("no such admin route: {}", uri.path()))

@@ -1,7 +1,8 @@
 //! The web view at `GET /`: one embedded HTML page (no build step, no external assets) and the
 //! small JSON endpoints it polls: `GET /zkd/overview` (counts, a page of sessions, the most
 //! watched paths, the herd record), `GET /zkd/node` (one node with a page of its children) and
-//! `GET /zkd/sessions/{id}/watches`. Each reads only what it shows under the core's lock.
+//! `GET /zkd/sessions/{id}/watches`. Each copies only what it shows under the core's lock
+//! (a page of sessions, a page of children), never a whole table.
 
 use axum::extract::{Path, Query, State};
 use axum::http::header;
@@ -46,16 +47,21 @@ async fn index() -> Response {
 
 async fn overview(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     let now = now_ms();
-    let (summary, mut sessions, watched, herd) = st.shared.inspect(|core, _| {
+    let (summary, mut ids, watched, herd) = st.shared.inspect(|core, _| {
         (
             core.summary(now),
-            core.session_reports(),
+            core.session_ids(),
             core.most_watched_paths(20),
             core.herd_report(10),
         )
     })?;
-    let total = sessions.len();
-    sessions.truncate(SESSION_ROWS);
+    // Only the first rows are reported on; the ids are ordered outside the lock.
+    let total = ids.len();
+    ids.sort_unstable();
+    ids.truncate(SESSION_ROWS);
+    let sessions = st
+        .shared
+        .inspect(|core, _| core.session_reports_for(&ids))?;
     let herd_watchers: Vec<PathWatchers> = Vec::new();
     let mut herd_json = super::herd::render(&herd, &herd_watchers);
     if let Some(top) = herd_json.get_mut("top_paths") {
@@ -176,6 +182,8 @@ pub fn node_json(r: &NodeReport) -> Value {
             "child": r.watchers.child,
             "persistent": r.watchers.persistent,
             "recursive": r.watchers.recursive,
+            "data_on_children": r.watchers.data_on_children,
+            "data_on_siblings": r.watchers.data_on_siblings,
         },
     })
 }

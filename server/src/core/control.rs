@@ -35,10 +35,16 @@ pub enum SessionOpError {
 impl Core {
     /// Every live session, ordered by id.
     pub fn sessions_report(&self, now: impl Into<Now>) -> Vec<SessionReport> {
+        let mut ids = self.session_ids();
+        ids.sort_unstable();
+        self.sessions_report_for(&ids, now)
+    }
+
+    /// The sessions of `ids` still live, in the order given (a chunk of a long listing).
+    pub fn sessions_report_for(&self, ids: &[i64], now: impl Into<Now>) -> Vec<SessionReport> {
         let now = now.into();
-        let mut v: Vec<SessionReport> = self
-            .sessions
-            .iter()
+        ids.iter()
+            .filter_map(|id| self.sessions.get(*id))
             .map(|s| {
                 let conn = s
                     .conn
@@ -53,9 +59,7 @@ impl Core {
                     idle_ms: (now.mono - s.last_heard).max(0),
                 }
             })
-            .collect();
-        v.sort_by_key(|s| s.id);
-        v
+            .collect()
     }
 
     /// Expires session `sid` now, exactly as a timeout would: its ephemerals are deleted (and

@@ -133,16 +133,32 @@ impl Core {
     /// Every node below the root except the `/zookeeper` subtree, parents before children
     /// and siblings in name order. Ephemeral nodes are included only when asked for.
     pub fn export_tree(&self, with_ephemerals: bool) -> Vec<TreeEntry> {
+        let mut walk = TreeWalk::new(with_ephemerals);
         let mut out = Vec::new();
-        let mut stack: Vec<String> = Vec::new();
-        if let Some(root) = self.tree.get("/") {
-            for c in root.children.iter().rev() {
-                if &**c != "zookeeper" {
-                    stack.push(path::join("/", c));
+        while !walk.done() {
+            self.export_some(&mut walk, usize::MAX, &mut out);
+        }
+        out
+    }
+
+    /// Continues `walk` for at most `max` nodes, appending them to `out`, so that a large
+    /// tree can be exported in pieces with other work in between. Between pieces the walk
+    /// holds only paths still to visit: a node deleted meanwhile is skipped, and one created
+    /// under a node already visited is not seen.
+    pub fn export_some(&self, walk: &mut TreeWalk, max: usize, out: &mut Vec<TreeEntry>) {
+        if !walk.started {
+            walk.started = true;
+            if let Some(root) = self.tree.get("/") {
+                for c in root.children.iter().rev() {
+                    if &**c != "zookeeper" {
+                        walk.stack.push(path::join("/", c));
+                    }
                 }
             }
         }
-        while let Some(p) = stack.pop() {
+        let mut taken = 0;
+        while taken < max {
+            let Some(p) = walk.stack.pop() else { break };
             let Some(node) = self.tree.get(&p) else {
                 continue;
             };
@@ -152,12 +168,13 @@ impl Core {
                 NodeKind::Ttl(ttl) => (FixtureKind::Ttl(ttl), None),
                 NodeKind::Ephemeral(sid) => (FixtureKind::Persistent, Some(sid)),
             };
-            if ephemeral_owner.is_some() && !with_ephemerals {
+            if ephemeral_owner.is_some() && !walk.with_ephemerals {
                 continue;
             }
             for c in node.children.iter().rev() {
-                stack.push(path::join(&p, c));
+                walk.stack.push(path::join(&p, c));
             }
+            taken += 1;
             out.push(TreeEntry {
                 data: node.data.clone(),
                 acl: node.acl.to_vec(),
@@ -167,6 +184,28 @@ impl Core {
                 path: p,
             });
         }
-        out
+    }
+}
+
+/// Where an export of the tree stands (see [`Core::export_some`]).
+#[derive(Debug, Default)]
+pub struct TreeWalk {
+    with_ephemerals: bool,
+    started: bool,
+    /// Paths still to visit, the next on top.
+    stack: Vec<String>,
+}
+
+impl TreeWalk {
+    pub fn new(with_ephemerals: bool) -> TreeWalk {
+        TreeWalk {
+            with_ephemerals,
+            ..TreeWalk::default()
+        }
+    }
+
+    /// Whether every node has been visited.
+    pub fn done(&self) -> bool {
+        self.started && self.stack.is_empty()
     }
 }

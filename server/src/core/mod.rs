@@ -133,7 +133,7 @@ use tree::{AclList, Tree};
 use txn::Txn;
 use watch::Watches;
 
-pub use fixture::{FixtureKind, FixtureNode, TreeEntry};
+pub use fixture::{FixtureKind, FixtureNode, TreeEntry, TreeWalk};
 pub use lag::{Lag, MemberId};
 pub use snapshot::{ImportReport, Replayed, TxnSink};
 pub use snapshot_cow::{SnapshotJob, Step as SnapshotStep};

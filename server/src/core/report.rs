@@ -119,6 +119,11 @@ pub struct PathWatchers {
     pub child: u64,
     pub persistent: u64,
     pub recursive: u64,
+    /// One-shot data/exist watches on the path's children (how predecessor-watching
+    /// followers of an election under this path wait).
+    pub data_on_children: u64,
+    /// One-shot data/exist watches on the path's siblings (the other children of its parent).
+    pub data_on_siblings: u64,
 }
 
 /// One node and a page of its children.
@@ -168,41 +173,58 @@ impl Core {
         }
     }
 
-    /// Every open connection, by remote address.
-    pub fn connection_reports(&self) -> Vec<ConnectionReport> {
-        let mut v: Vec<ConnectionReport> = self
-            .conns
+    /// The open connections (not closing), in no order: a list to report on in chunks with
+    /// [`Core::connection_reports_for`], releasing the lock in between.
+    pub fn connection_ids(&self) -> Vec<ConnId> {
+        self.conns
             .iter()
             .filter(|(_, c)| !c.closing)
-            .map(|(id, c)| ConnectionReport {
-                id: *id,
-                remote: c.remote,
-                member: c.member,
-                packets_received: c.received,
-                packets_sent: c.sent,
-                last_activity_ms: c.last_response_ms.max(c.established_ms),
-                session: c.session.map(|sid| ConnSessionReport {
-                    session_id: sid,
-                    timeout_ms: self.sessions.get(sid).map_or(0, |s| s.timeout_ms),
-                    last_op: c.last_op,
-                    established_ms: c.established_ms,
-                    last_cxid: c.last_cxid as i64,
-                    last_zxid: c.last_zxid,
-                    last_response_ms: c.last_response_ms,
-                }),
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// The connections of `ids` still open, in the order given.
+    pub fn connection_reports_for(&self, ids: &[ConnId]) -> Vec<ConnectionReport> {
+        ids.iter()
+            .filter_map(|id| {
+                let c = self.conns.get(id).filter(|c| !c.closing)?;
+                Some(ConnectionReport {
+                    id: *id,
+                    remote: c.remote,
+                    member: c.member,
+                    packets_received: c.received,
+                    packets_sent: c.sent,
+                    last_activity_ms: c.last_response_ms.max(c.established_ms),
+                    session: c.session.map(|sid| ConnSessionReport {
+                        session_id: sid,
+                        timeout_ms: self.sessions.get(sid).map_or(0, |s| s.timeout_ms),
+                        last_op: c.last_op,
+                        established_ms: c.established_ms,
+                        last_cxid: c.last_cxid as i64,
+                        last_zxid: c.last_zxid,
+                        last_response_ms: c.last_response_ms,
+                    }),
+                })
             })
-            .collect();
+            .collect()
+    }
+
+    /// Every open connection, by remote address.
+    pub fn connection_reports(&self) -> Vec<ConnectionReport> {
+        let mut v = self.connection_reports_for(&self.connection_ids());
         v.sort_by_key(|c| c.remote);
         v
     }
 
-    /// Every live session, summarised, by id.
-    pub fn session_reports(&self) -> Vec<SessionReport> {
-        let watched: std::collections::HashMap<ConnId, usize> =
-            self.watches.paths_per_conn().collect();
-        let mut v: Vec<SessionReport> = self
-            .sessions
-            .iter()
+    /// The live sessions' ids, in no order (see [`Core::connection_ids`]).
+    pub fn session_ids(&self) -> Vec<i64> {
+        self.sessions.iter().map(|s| s.id).collect()
+    }
+
+    /// The sessions of `ids` still live, summarised, in the order given.
+    pub fn session_reports_for(&self, ids: &[i64]) -> Vec<SessionReport> {
+        ids.iter()
+            .filter_map(|id| self.sessions.get(*id))
             .map(|s| SessionReport {
                 id: s.id,
                 timeout_ms: s.timeout_ms,
@@ -210,47 +232,63 @@ impl Core {
                 conn: s.conn,
                 remote: s.conn.and_then(|c| self.conns.get(&c)).map(|c| c.remote),
                 ephemerals: s.ephemerals.len() as u64,
-                watched_paths: s.conn.and_then(|c| watched.get(&c)).copied().unwrap_or(0) as u64,
+                watched_paths: s.conn.map_or(0, |c| self.watches.paths_of(c)) as u64,
             })
-            .collect();
-        v.sort_by_key(|s| s.id);
-        v
+            .collect()
     }
 
-    /// Ephemeral paths of every session that owns any, by session id.
-    pub fn ephemeral_reports(&self) -> Vec<SessionEphemerals> {
-        let mut v: Vec<SessionEphemerals> = self
-            .sessions
-            .iter()
+    /// Every live session, summarised, by id.
+    pub fn session_reports(&self) -> Vec<SessionReport> {
+        let mut ids = self.session_ids();
+        ids.sort_unstable();
+        self.session_reports_for(&ids)
+    }
+
+    /// Ephemeral paths of the sessions of `ids` that own any, in the order given.
+    pub fn ephemerals_for(&self, ids: &[i64]) -> Vec<SessionEphemerals> {
+        ids.iter()
+            .filter_map(|id| self.sessions.get(*id))
             .filter(|s| !s.ephemerals.is_empty())
             .map(|s| SessionEphemerals {
                 session_id: s.id,
                 paths: s.ephemerals.iter().map(|p| p.to_string()).collect(),
             })
-            .collect();
-        v.sort_by_key(|s| s.session_id);
-        v
+            .collect()
     }
 
-    /// The data-table watches (not child watches), grouped by the watching connection's
-    /// session (0 for a connection without one), by session id.
-    pub fn data_watch_reports(&self) -> Vec<SessionWatches> {
-        let mut by_session: std::collections::HashMap<i64, Vec<String>> = Default::default();
-        for (path, conns) in self.watches.data_table() {
-            for conn in conns {
-                let sid = self.conns.get(&conn).and_then(|c| c.session).unwrap_or(0);
-                by_session.entry(sid).or_default().push(path.clone());
-            }
-        }
-        let mut v: Vec<SessionWatches> = by_session
-            .into_iter()
-            .map(|(session_id, mut paths)| {
+    /// Ephemeral paths of every session that owns any, by session id.
+    pub fn ephemeral_reports(&self) -> Vec<SessionEphemerals> {
+        let mut ids = self.session_ids();
+        ids.sort_unstable();
+        self.ephemerals_for(&ids)
+    }
+
+    /// Connections holding any watch, in no order (see [`Core::connection_ids`]).
+    pub fn watching_connections(&self) -> Vec<ConnId> {
+        self.watches.conns().collect()
+    }
+
+    /// The data-table watches (data/exist, persistent, recursive; not child watches) of the
+    /// connections of `conns`, each under its session (0 for a connection without one),
+    /// paths sorted; connections without such watches are left out.
+    pub fn data_watches_of(&self, conns: &[ConnId]) -> Vec<SessionWatches> {
+        conns
+            .iter()
+            .filter_map(|conn| {
+                let mut paths = self.watches.data_paths_of(*conn);
+                if paths.is_empty() {
+                    return None;
+                }
                 paths.sort();
-                SessionWatches { session_id, paths }
+                let session_id = self.conns.get(conn).and_then(|c| c.session).unwrap_or(0);
+                Some(SessionWatches { session_id, paths })
             })
-            .collect();
-        v.sort_by_key(|w| w.session_id);
-        v
+            .collect()
+    }
+
+    /// The data-table watches grouped by the watching connection's session, by session id.
+    pub fn data_watch_reports(&self) -> Vec<SessionWatches> {
+        merge_watches(self.data_watches_of(&self.watching_connections()))
     }
 
     /// Every watch of one session's connection, by path.
@@ -273,7 +311,7 @@ impl Core {
         self.watches
             .most_watched(n)
             .into_iter()
-            .map(|(path, k)| path_watchers(path, k))
+            .map(|(path, k)| self.path_watchers(path, k))
             .collect()
     }
 
@@ -306,7 +344,7 @@ impl Core {
             acl: node.acl.to_vec(),
             children,
             more,
-            watchers: path_watchers(path.to_string(), self.watches.on_path(path)),
+            watchers: self.node_watchers(path),
         })
     }
 
@@ -326,7 +364,26 @@ impl Core {
 
     /// The watches held on one path, by kind.
     pub fn node_watchers(&self, path: &str) -> PathWatchers {
-        path_watchers(path.to_string(), self.watches.on_path(path))
+        self.path_watchers(path.to_string(), self.watches.on_path(path))
+    }
+
+    /// `k` are the (data, child, persistent, recursive) counts on `path` itself; the data
+    /// watches on its children and siblings come from the watch table's per-parent counts.
+    fn path_watchers(&self, path: String, k: [usize; 4]) -> PathWatchers {
+        let siblings = match super::path::parent(&path) {
+            Some("") if path != "/" => self.watches.data_on_children("/"),
+            Some(p) if !p.is_empty() => self.watches.data_on_children(p),
+            _ => 0,
+        };
+        PathWatchers {
+            data_on_children: self.watches.data_on_children(&path) as u64,
+            data_on_siblings: siblings.saturating_sub(k[0]) as u64,
+            data: k[0] as u64,
+            child: k[1] as u64,
+            persistent: k[2] as u64,
+            recursive: k[3] as u64,
+            path,
+        }
     }
 
     /// The herd detector's record with at most `top` paths.
@@ -335,14 +392,20 @@ impl Core {
     }
 }
 
-fn path_watchers(path: String, k: [usize; 4]) -> PathWatchers {
-    PathWatchers {
-        path,
-        data: k[0] as u64,
-        child: k[1] as u64,
-        persistent: k[2] as u64,
-        recursive: k[3] as u64,
+/// Merges the entries of one session (several connections without a session share 0),
+/// ordered by session id, paths sorted.
+pub fn merge_watches(list: Vec<SessionWatches>) -> Vec<SessionWatches> {
+    let mut by_session: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+    for w in list {
+        by_session.entry(w.session_id).or_default().extend(w.paths);
     }
+    by_session
+        .into_iter()
+        .map(|(session_id, mut paths)| {
+            paths.sort();
+            SessionWatches { session_id, paths }
+        })
+        .collect()
 }
 
 fn kind_name(kind: super::watch::WatchKind) -> &'static str {

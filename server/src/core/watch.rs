@@ -117,6 +117,9 @@ pub struct Watches {
     paths: HashMap<Box<str>, PathWatches>,
     by_conn: HashMap<ConnId, HashMap<Box<str>, Kinds>>,
     recursive: usize,
+    /// Per parent path: one-shot data/exist watches held on its children (kept up to date on
+    /// every change, so the herd record reads it in O(1)).
+    data_on_children: HashMap<Box<str>, usize>,
 }
 
 impl Watches {
@@ -135,6 +138,9 @@ impl Watches {
         if kind == WatchKind::Recursive {
             self.recursive += 1;
         }
+        if kind == WatchKind::Data {
+            self.count_on_parent(path, 1, true);
+        }
         match self.paths.get_mut(path) {
             Some(pw) => pw.set(kind).insert(conn),
             None => self
@@ -144,6 +150,38 @@ impl Watches {
                 .set(kind)
                 .insert(conn),
         };
+    }
+
+    /// Adds (`up`) or removes `n` data watches on a child of `path`'s parent.
+    fn count_on_parent(&mut self, path: &str, n: usize, up: bool) {
+        let Some(parent) = Self::parent_key(path) else {
+            return;
+        };
+        if up {
+            match self.data_on_children.get_mut(parent) {
+                Some(c) => *c += n,
+                None => {
+                    self.data_on_children.insert(parent.into(), n);
+                }
+            }
+        } else if let Some(c) = self.data_on_children.get_mut(parent) {
+            *c = c.saturating_sub(n);
+            if *c == 0 {
+                self.data_on_children.remove(parent);
+            }
+        }
+    }
+
+    /// The key of `path`'s parent in `data_on_children` (the root's children count under
+    /// the empty string); `None` for the root itself.
+    fn parent_key(path: &str) -> Option<&str> {
+        (path != "/").then(|| path::parent(path)).flatten()
+    }
+
+    /// One-shot data/exist watches held on the children of `path`.
+    pub fn data_on_children(&self, path: &str) -> usize {
+        let key = if path == "/" { "" } else { path };
+        self.data_on_children.get(key).copied().unwrap_or(0)
     }
 
     /// Drops a connection's bit for `path` in the reverse index.
@@ -178,6 +216,9 @@ impl Watches {
         if have.contains(WatchKind::Recursive) {
             self.recursive -= 1;
         }
+        if have.contains(WatchKind::Data) {
+            self.count_on_parent(path, 1, false);
+        }
         self.unindex(conn, path, have);
         true
     }
@@ -206,6 +247,9 @@ impl Watches {
             }
             if mask.contains(WatchKind::Recursive) {
                 self.recursive -= 1;
+            }
+            if mask.contains(WatchKind::Data) {
+                self.count_on_parent(&path, 1, false);
             }
         }
     }
@@ -246,6 +290,9 @@ impl Watches {
             }
         }
         for (kind, conns) in fired {
+            if kind == WatchKind::Data {
+                self.count_on_parent(path, conns.len(), false);
+            }
             for conn in conns {
                 self.unindex(conn, path, Kinds::of(&[kind]));
             }
@@ -293,31 +340,21 @@ impl Watches {
         Some(self.remove_kinds(conn, path, kinds))
     }
 
-    /// The data table (data/exist, persistent and recursive watches): path → connections.
-    pub fn data_table(&self) -> Vec<(String, Vec<ConnId>)> {
-        let mut v: Vec<(String, Vec<ConnId>)> = self
-            .paths
-            .iter()
-            .filter_map(|(p, pw)| {
-                let mut conns: Vec<ConnId> = pw
-                    .data
-                    .iter()
-                    .chain(&pw.persistent)
-                    .chain(&pw.recursive)
-                    .copied()
-                    .collect();
-                conns.sort_unstable();
-                conns.dedup();
-                (!conns.is_empty()).then(|| (p.to_string(), conns))
-            })
-            .collect();
-        v.sort();
-        v
+    /// How many paths one connection watches (any kind).
+    pub fn paths_of(&self, conn: ConnId) -> usize {
+        self.by_conn.get(&conn).map_or(0, |p| p.len())
     }
 
-    /// How many paths each connection watches (any kind).
-    pub fn paths_per_conn(&self) -> impl Iterator<Item = (ConnId, usize)> + '_ {
-        self.by_conn.iter().map(|(c, p)| (*c, p.len()))
+    /// The paths where one connection holds a data-table watch (data/exist, persistent or
+    /// persistent-recursive), in no order.
+    pub fn data_paths_of(&self, conn: ConnId) -> Vec<String> {
+        let table = Kinds::of(&[WatchKind::Data, WatchKind::Persistent, WatchKind::Recursive]);
+        self.by_conn.get(&conn).map_or_else(Vec::new, |p| {
+            p.iter()
+                .filter(|(_, m)| !m.intersect(table).is_empty())
+                .map(|(path, _)| path.to_string())
+                .collect()
+        })
     }
 
     /// The watches one connection holds, with their kinds, sorted by path.
@@ -410,6 +447,22 @@ impl Watches {
     /// recursive-watch count is right (for invariant checks).
     pub fn check_consistency(&self) -> Result<(), String> {
         let mut recursive = 0;
+        let mut on_children: HashMap<&str, usize> = HashMap::new();
+        for (path, pw) in &self.paths {
+            if let (Some(parent), n @ 1..) = (Self::parent_key(path), pw.data.len()) {
+                *on_children.entry(parent).or_default() += n;
+            }
+        }
+        if on_children.len() != self.data_on_children.len()
+            || on_children
+                .iter()
+                .any(|(p, n)| self.data_on_children.get(*p) != Some(n))
+        {
+            return Err(format!(
+                "data watches on children per parent: counted {on_children:?}, kept {:?}",
+                self.data_on_children
+            ));
+        }
         for (path, pw) in &self.paths {
             if pw.is_empty() {
                 return Err(format!("empty watch entry kept for {path}"));
@@ -489,6 +542,29 @@ mod tests {
         w.trigger(NODE_DATA_CHANGED, "/a", &mut out);
         assert_eq!(out, [2]);
         assert_eq!(w.check(1, "/a", watcher_type::DATA), Some(false));
+    }
+
+    #[test]
+    fn data_watches_on_children_are_counted_per_parent() {
+        let mut w = Watches::default();
+        let mut out = Vec::new();
+        w.add(1, "/e/a", Data);
+        w.add(2, "/e/a", Data);
+        w.add(2, "/e/b", Data);
+        w.add(3, "/e/b", Child);
+        w.add(3, "/e", Child);
+        w.add(3, "/", Data);
+        assert_eq!((w.data_on_children("/e"), w.data_on_children("/")), (3, 0));
+        w.add(3, "/e", Data);
+        assert_eq!(w.data_on_children("/"), 1);
+        w.trigger(NODE_DELETED, "/e/a", &mut out);
+        assert_eq!(w.data_on_children("/e"), 1);
+        w.remove_conn(2);
+        assert_eq!(w.data_on_children("/e"), 0);
+        w.add(4, "/e/c", Data);
+        assert_eq!(w.remove(4, "/e/c", watcher_type::ANY), Some(true));
+        assert_eq!(w.data_on_children("/e"), 0);
+        assert_eq!(w.check_consistency(), Ok(()));
     }
 
     #[test]

@@ -573,6 +573,7 @@ mod tests {
                 ttl_enabled: true,
             },
             member: None,
+            data_dir: None,
         }
     }
 

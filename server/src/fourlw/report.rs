@@ -1,12 +1,13 @@
 //! The plain data the four-letter words (and the admin endpoints) show: [`FourLetterView`],
-//! gathered from the core's read-only reports plus what the network layer owns (client port,
-//! frame limit, queued bytes), and [`HostInfo`], gathered from the host.
+//! gathered from the core's read-only reports in chunks (see [`gather`]) plus what the
+//! network layer owns (client port, frame limit, queued bytes, request latency), and
+//! [`HostInfo`], gathered from the host.
 
 use std::net::SocketAddr;
 
 use super::Needs;
 use crate::core::report::{ConnectionReport, Summary};
-use crate::core::{ConnId, Core};
+use crate::core::ConnId;
 use crate::ensemble::MemberMode;
 
 /// What the network layer owns and reports about itself.
@@ -21,6 +22,10 @@ pub trait NetFacts {
     fn member(&self) -> Option<MemberFacts> {
         None
     }
+    /// Request latency, server-wide.
+    fn latency(&self) -> AvgMinMax;
+    /// Request latency of one connection.
+    fn conn_latency(&self, conn: ConnId) -> AvgMinMax;
 }
 
 /// What an ensemble member reports about its place in the ensemble.
@@ -40,56 +45,88 @@ pub struct MemberFacts {
     pub leader_ip: Option<String>,
 }
 
-/// Gathers what `needs` asks for. Runs under the core's lock: it copies only the summary and
-/// the lists the word prints.
-pub fn gather(core: &Core, needs: Needs, now_ms: i64, net: &dyn NetFacts) -> FourLetterView {
-    let mut view = FourLetterView {
-        member: net.member(),
-        ..FourLetterView::default()
+/// Connections, sessions or watching connections reported per turn of the core's lock.
+const CHUNK: usize = 256;
+
+/// Gathers what `needs` asks for, as ensemble member `member` reports (see
+/// [`crate::net::Shared::inspect_member`]). The core's lock is taken once for the summary and
+/// the ids to list, then once per [`CHUNK`] of them, so a server with many connections,
+/// sessions or watches keeps serving its clients while a long report is gathered. A list
+/// gathered this way is not one point in time: a session that ends during the walk is left
+/// out, one that starts is not seen.
+pub(crate) fn gather(
+    shared: &crate::net::Shared,
+    member: crate::ensemble::MemberId,
+    needs: Needs,
+    now_ms: i64,
+) -> Result<FourLetterView, crate::net::CoreFailed> {
+    let inspect = |f: &mut dyn FnMut(&crate::core::Core, &dyn NetFacts)| {
+        shared.inspect_member(member, |core, net| f(core, net))
     };
-    let member = view.member.as_ref().map(|m| m.id);
-    if needs.summary || needs.connections || needs.sessions {
-        let s = core.summary(now_ms);
-        fill_summary(&mut view, &s, net);
-        if let Some(m) = member {
-            // A member reports its own connections and packets, the shared state's rest.
-            let own = core.member_summary(m);
-            view.connection_count = own.connection_count;
-            view.packets_received = own.packets_received;
-            view.packets_sent = own.packets_sent;
-            // A lagging member has applied less than the others.
-            view.last_zxid = core.member_zxid(m);
+    let mut view = FourLetterView::default();
+    let (mut conns, mut sessions, mut watchers) = (None, None, None);
+    inspect(&mut |core, net| {
+        view.member = net.member();
+        if needs.summary || needs.connections || needs.sessions {
+            let s = core.summary(now_ms);
+            fill_summary(&mut view, &s, net);
+            if let Some(m) = view.member.as_ref().map(|m| m.id) {
+                // A member reports its own connections and packets, the shared state's rest.
+                let own = core.member_summary(m);
+                view.connection_count = own.connection_count;
+                view.packets_received = own.packets_received;
+                view.packets_sent = own.packets_sent;
+                // A lagging member has applied less than the others.
+                view.last_zxid = core.member_zxid(m);
+            }
+            let (min, avg, max) = net.latency().ms();
+            view.latency = Latency { min, avg, max };
         }
+        conns = needs.connections.then(|| core.connection_ids());
+        sessions = needs.sessions.then(|| core.session_ids());
+        watchers = needs.watches.then(|| core.watching_connections());
+    })?;
+    let own = view.member.as_ref().map(|m| m.id);
+    for chunk in conns.unwrap_or_default().chunks(CHUNK) {
+        inspect(&mut |core, net| {
+            view.connections.extend(
+                core.connection_reports_for(chunk)
+                    .into_iter()
+                    .filter(|c| own.is_none_or(|m| c.member == m))
+                    .map(|c| connection_info(c, net)),
+            )
+        })?;
     }
-    if needs.connections {
-        view.connections = core
-            .connection_reports()
-            .into_iter()
-            .filter(|c| member.is_none_or(|m| c.member == m))
-            .map(|c| connection_info(c, net))
-            .collect();
+    view.connections.sort_by_key(|c| c.remote);
+    if let Some(ids) = sessions.as_mut() {
+        ids.sort_unstable();
     }
-    if needs.sessions {
-        let mut ephemerals: std::collections::HashMap<i64, Vec<String>> = core
-            .ephemeral_reports()
+    for chunk in sessions.unwrap_or_default().chunks(CHUNK) {
+        let mut got = None;
+        inspect(&mut |core, _| {
+            got = Some((core.session_reports_for(chunk), core.ephemerals_for(chunk)));
+        })?;
+        let (reports, ephemerals) = got.unwrap_or_default();
+        let mut ephemerals: std::collections::HashMap<i64, Vec<String>> = ephemerals
             .into_iter()
             .map(|e| (e.session_id, e.paths))
             .collect();
-        view.sessions = core
-            .session_reports()
-            .into_iter()
-            .map(|s| SessionInfo {
+        view.sessions
+            .extend(reports.into_iter().map(|s| SessionInfo {
                 id: s.id,
                 timeout_ms: s.timeout_ms,
                 expires_at_ms: s.expires_at_ms,
                 ephemerals: ephemerals.remove(&s.id).unwrap_or_default(),
-            })
-            .collect();
+            }));
     }
-    if needs.watches {
-        view.data_watches = core.data_watch_reports();
+    if let Some(ids) = watchers {
+        let mut all = Vec::new();
+        for chunk in ids.chunks(CHUNK) {
+            inspect(&mut |core, _| all.extend(core.data_watches_of(chunk)))?;
+        }
+        view.data_watches = crate::core::report::merge_watches(all);
     }
-    view
+    Ok(view)
 }
 
 fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &dyn NetFacts) {
@@ -115,6 +152,8 @@ fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &dyn NetFacts) {
 }
 
 fn connection_info(c: ConnectionReport, net: &dyn NetFacts) -> ConnectionInfo {
+    let latency = net.conn_latency(c.id);
+    let (min, avg, max) = latency.ms();
     ConnectionInfo {
         remote: c.remote,
         queued: 0,
@@ -130,7 +169,10 @@ fn connection_info(c: ConnectionReport, net: &dyn NetFacts) -> ConnectionInfo {
             last_cxid: x.last_cxid,
             last_zxid: x.last_zxid,
             last_response_ms: x.last_response_ms,
-            ..ConnSession::default()
+            last_latency_ms: latency.last_ms(),
+            min_latency_ms: min,
+            avg_latency_ms: avg as i64,
+            max_latency_ms: max,
         }),
     }
 }
@@ -175,6 +217,63 @@ pub struct FourLetterView {
     /// On a simulated ensemble, the member reporting (its mode decides `Mode:`,
     /// `zk_server_state` and the leader's extra lines).
     pub member: Option<MemberFacts>,
+    /// The data directory, when the server persists (filled by the layer that owns it).
+    pub data_dir: Option<DataDirInfo>,
+}
+
+/// A persisting server's data directory, as the reports show it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DataDirInfo {
+    /// Absolute path of the directory holding snapshots and logs (`DIR/version-2`).
+    pub path: String,
+    /// Bytes its files hold.
+    pub size_bytes: u64,
+    /// The newest snapshot: its zxid and its file's modification time (epoch seconds).
+    pub last_snapshot: Option<(i64, i64)>,
+}
+
+/// Latency of requests from arrival to reply: count, sum, min, max and the last one, in
+/// microseconds. The reports show milliseconds, as ZooKeeper does (min, max and last whole;
+/// the average with the fraction the microseconds give).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AvgMinMax {
+    pub count: u64,
+    pub sum_us: u64,
+    pub min_us: u64,
+    pub max_us: u64,
+    pub last_us: u64,
+}
+
+impl AvgMinMax {
+    pub fn record(&mut self, us: u64) {
+        self.min_us = if self.count == 0 {
+            us
+        } else {
+            self.min_us.min(us)
+        };
+        self.max_us = self.max_us.max(us);
+        self.sum_us = self.sum_us.saturating_add(us);
+        self.count += 1;
+        self.last_us = us;
+    }
+
+    /// `(min, avg, max)` in ms; all 0 before the first request, as ZooKeeper reports.
+    pub fn ms(&self) -> (i64, f64, i64) {
+        if self.count == 0 {
+            return (0, 0.0, 0);
+        }
+        let avg = self.sum_us as f64 / self.count as f64 / 1000.0;
+        (whole_ms(self.min_us), avg, whole_ms(self.max_us))
+    }
+
+    /// The last request's latency in ms.
+    pub fn last_ms(&self) -> i64 {
+        whole_ms(self.last_us)
+    }
+}
+
+fn whole_ms(us: u64) -> i64 {
+    i64::try_from(us / 1000).unwrap_or(i64::MAX)
 }
 
 /// The counts `wchs` (and the AdminServer's `watch_summary`) show of the data-watch table.

@@ -240,22 +240,13 @@ async fn answer_four_letter_word<S: Stream>(
                 .trace_mask
                 .store(i64::from_be_bytes(mask), Ordering::Relaxed);
         }
-        if matches!(word, FourLetterWord::Crst | FourLetterWord::Srst) {
-            let reset = shared.with_core(|core, _| {
-                if word == FourLetterWord::Crst {
-                    core.reset_connection_stats();
-                } else {
-                    core.reset_server_stats();
-                }
-            });
-            if reset.is_err() {
-                return None;
-            }
+        if matches!(word, FourLetterWord::Crst | FourLetterWord::Srst)
+            && shared.reset_stats(word == FourLetterWord::Srst).is_err()
+        {
+            return None;
         }
         let needs = fourlw::needs(word);
-        let Ok(view) = shared.inspect_member(member, |core, net| {
-            fourlw::gather(core, needs, now_ms(), net)
-        }) else {
+        let Ok(view) = fourlw::gather(shared, member, needs, now_ms()) else {
             return None;
         };
         let host = if needs.host {
@@ -317,6 +308,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
                     }
                 }
             }
+            let arrived = std::time::Instant::now();
             if !frames.is_empty() && shared.gate.is_paused() {
                 // Stop-the-world pause: no more reading until it ends.
                 tokio::select! {
@@ -325,7 +317,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
                     _ = shared.gate.wait() => {}
                 }
             }
-            if !frames.is_empty() && !shared.requests(id, frames) {
+            if !frames.is_empty() && !shared.requests(id, frames, arrived) {
                 feeding = false;
             }
             if let (true, Some(reason)) = (feeding, bad) {

@@ -1,6 +1,8 @@
 //! Request processing latency, measured by the network layer around each call into the core
 //! and kept in fixed buckets of atomics (no lock), split into reads and updates as ZooKeeper's
-//! `readlatency` and `updatelatency` are.
+//! `readlatency` and `updatelatency` are; and the request latency ZooKeeper's `ServerStats`
+//! and each connection keep (min/avg/max, from the moment a request was read off its socket
+//! until its reply was queued), in [`AvgMinMax`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -56,14 +58,36 @@ impl Distribution {
     }
 }
 
-/// Read and update latencies.
+pub use crate::fourlw::AvgMinMax;
+
+/// Read and update latencies, and the server-wide request latency.
 #[derive(Debug, Default)]
 pub struct Latencies {
     pub read: Distribution,
     pub update: Distribution,
+    /// Every request, arrival to reply (ZooKeeper's `min/avg/max_latency`); reset by `srst`.
+    pub requests: std::sync::Mutex<AvgMinMax>,
 }
 
 impl Latencies {
+    /// Records one request's arrival-to-reply latency.
+    pub fn record_request(&self, us: u64) {
+        self.requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(us);
+    }
+
+    /// The server-wide request latency.
+    pub fn requests(&self) -> AvgMinMax {
+        *self.requests.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `srst`: forget the server-wide request latency.
+    pub fn reset_requests(&self) {
+        *self.requests.lock().unwrap_or_else(|e| e.into_inner()) = AvgMinMax::default();
+    }
+
     /// Records one request whose payload is `frame` (header: xid, opcode).
     pub fn record(&self, frame: &[u8], us: u64) {
         let Some(op) = frame
@@ -98,6 +122,16 @@ impl Latencies {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn min_avg_max_in_ms() {
+        let mut l = AvgMinMax::default();
+        assert_eq!(l.ms(), (0, 0.0, 0));
+        l.record(2_500);
+        l.record(500);
+        l.record(12_000);
+        assert_eq!((l.ms(), l.last_ms()), ((0, 5.0, 12), 12));
+    }
 
     #[test]
     fn buckets_and_classification() {

@@ -89,6 +89,8 @@ pub(crate) struct ConnHandle {
     closing: bool,
     /// The ensemble member whose listener accepted it (0 on a standalone server).
     member: MemberId,
+    /// Latency of this connection's requests (`cons`); reset by `crst`.
+    latency: latency::AvgMinMax,
 }
 
 /// What sits behind the lock.
@@ -243,6 +245,7 @@ struct Facts<'a> {
     conns: &'a HashMap<ConnId, ConnHandle>,
     members: Option<&'a Membership>,
     member: MemberId,
+    latencies: &'a latency::Latencies,
 }
 
 impl NetFacts for Facts<'_> {
@@ -274,6 +277,14 @@ impl NetFacts for Facts<'_> {
 
     fn queued_bytes(&self, conn: ConnId) -> u64 {
         self.conns.get(&conn).map_or(0, |h| h.queued.get() as u64)
+    }
+
+    fn latency(&self) -> latency::AvgMinMax {
+        self.latencies.requests()
+    }
+
+    fn conn_latency(&self, conn: ConnId) -> latency::AvgMinMax {
+        self.conns.get(&conn).map(|h| h.latency).unwrap_or_default()
     }
 }
 
@@ -458,12 +469,14 @@ impl Shared {
         f: impl FnOnce(&Core, &dyn NetFacts) -> R,
     ) -> Result<R, CoreFailed> {
         let cfg = &self.cfg;
+        let latencies = &self.latencies;
         self.with_state(|state| {
             let facts = Facts {
                 cfg,
                 conns: &state.conns,
                 members: state.members.as_ref(),
                 member,
+                latencies,
             };
             f(&state.core, &facts)
         })
@@ -511,6 +524,7 @@ impl Shared {
                     kill: kill.clone(),
                     closing: false,
                     member,
+                    latency: latency::AvgMinMax::default(),
                 },
             );
             Some((
@@ -526,9 +540,10 @@ impl Shared {
         })
     }
 
-    /// Feeds `frames` (payloads after the handshake) to the core in order, all under one
-    /// lock. Returns false once the connection is closing (stop reading).
-    pub(crate) fn requests(&self, id: ConnId, frames: Vec<Bytes>) -> bool {
+    /// Feeds `frames` (payloads after the handshake, read off the socket at `arrived`) to the
+    /// core in order, all under one lock. Returns false once the connection is closing (stop
+    /// reading).
+    pub(crate) fn requests(&self, id: ConnId, frames: Vec<Bytes>, arrived: Instant) -> bool {
         let budget = &*self.outbound;
         let latencies = &self.latencies;
         self.with_state(|state| {
@@ -544,10 +559,31 @@ impl Shared {
                 core.request(id, frame, now, &mut out);
                 let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
                 latencies.record(&op, us);
+                let total = u64::try_from(arrived.elapsed().as_micros()).unwrap_or(u64::MAX);
+                latencies.record_request(total);
+                if let Some(h) = conns.get_mut(&id) {
+                    h.latency.record(total);
+                }
             }
             conns.get(&id).is_some_and(|h| !h.closing)
         })
         .unwrap_or(false)
+    }
+
+    /// `srst` (`server`) or `crst`: zero the packet counters and the request latency, of the
+    /// server or of every connection.
+    pub(crate) fn reset_stats(&self, server: bool) -> Result<(), CoreFailed> {
+        self.with_state(|state| {
+            if server {
+                state.core.reset_server_stats();
+                self.latencies.reset_requests();
+            } else {
+                state.core.reset_connection_stats();
+                for h in state.conns.values_mut() {
+                    h.latency = latency::AvgMinMax::default();
+                }
+            }
+        })
     }
 
     /// Asks for `id` to be closed after what is queued has been written.

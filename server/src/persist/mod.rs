@@ -164,6 +164,36 @@ impl Persistence {
         Ok(info)
     }
 
+    /// What the admin reports show of the data directory: its `version-2` path, the bytes
+    /// its files hold, and the newest snapshot (zxid, file modification time in seconds), if
+    /// its file exists. Reads the directory; takes no lock of the core.
+    pub(crate) fn report(&self) -> crate::fourlw::DataDirInfo {
+        let path = self.dir.path();
+        let zxid = *self.last_snapshot.lock().unwrap_or_else(|e| e.into_inner());
+        let snap = path.join(datadir::file_name("snapshot", zxid));
+        let secs = |m: std::fs::Metadata| {
+            m.modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs() as i64)
+        };
+        let size = std::fs::read_dir(path).map_or(0, |entries| {
+            entries
+                .filter_map(|e| e.ok()?.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        });
+        crate::fourlw::DataDirInfo {
+            path: std::path::absolute(path)
+                .unwrap_or_else(|_| path.to_path_buf())
+                .display()
+                .to_string(),
+            size_bytes: size,
+            last_snapshot: std::fs::metadata(&snap).ok().map(|m| (zxid, secs(m))),
+        }
+    }
+
     /// Syncs the log (graceful shutdown).
     pub(crate) fn sync_log(&self) {
         // Already logged as an ERROR line; the server is stopping anyway.
