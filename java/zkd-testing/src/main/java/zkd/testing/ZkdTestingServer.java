@@ -23,6 +23,7 @@ import java.util.Deque;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
@@ -68,6 +69,8 @@ public class ZkdTestingServer implements Closeable {
     private String adminHost;
     private int adminPort = -1;
     private final Deque<String> output = new ArrayDeque<>();
+    private final List<String> listening = new CopyOnWriteArrayList<>();
+    private int listenersExpected = 1;
 
     /** Starts a server on a free port at once. */
     public ZkdTestingServer() throws Exception {
@@ -203,6 +206,7 @@ public class ZkdTestingServer implements Closeable {
         }
         host = null;
         port = -1;
+        listening.clear();
         adminHost = null;
         adminPort = -1;
         Process p = pb.start();
@@ -227,8 +231,10 @@ public class ZkdTestingServer implements Closeable {
                         + startupTimeout.getSeconds() + "s:\n" + output());
             }
         }
-        // restart() reuses the port, as TestingServer does.
-        requestedPort = port;
+        // restart() reuses the port, as TestingServer does (an ensemble's members get free ports again).
+        if (listenersExpected == 1) {
+            requestedPort = port;
+        }
     }
 
     private void readOutput(Process p, CountDownLatch ready) {
@@ -243,21 +249,35 @@ public class ZkdTestingServer implements Closeable {
                 }
                 Matcher m = LISTENING.matcher(line);
                 if (m.matches()) {
-                    host = m.group(1);
-                    port = Integer.parseInt(m.group(2));
+                    listening.add(m.group(1) + ":" + m.group(2));
+                    if (port <= 0) {
+                        // an ensemble prints one line per member; the first is member 1
+                        host = m.group(1);
+                        port = Integer.parseInt(m.group(2));
+                    }
                 }
                 m = ADMIN.matcher(line);
                 if (m.matches()) {
                     adminHost = m.group(1);
                     adminPort = Integer.parseInt(m.group(2));
                 }
-                if (port > 0 && adminPort > 0) {
+                if (listening.size() >= listenersExpected && adminPort > 0) {
                     ready.countDown();
                 }
             }
         } catch (IOException e) {
             // the process is gone; nothing more to read
         }
+    }
+
+    /** Waits for {@code n} {@code zkd listening on} lines at start (one per ensemble member). */
+    void expectListeners(int n) {
+        this.listenersExpected = n;
+    }
+
+    /** {@code HOST:PORT} of every {@code zkd listening on} line of the running process, in order. */
+    List<String> listeningAddresses() {
+        return List.copyOf(listening);
     }
 
     /** The last lines zkd printed (warnings and errors). */

@@ -39,11 +39,16 @@ public final class ZkdTestingServerTest {
         test("protectedCreateSurvivesDropAfter", ZkdTestingServerTest::protectedCreateUnderDropAfter);
         test("closeStopsTheProcessAndFreesThePort", ZkdTestingServerTest::close);
         test("adminErrorsCarryStatus", ZkdTestingServerTest::adminErrors);
+        finish();
+    }
+
+    /** Prints the tally and exits 0 when every test passed. */
+    static void finish() {
         System.out.println(passed + " passed, " + failed + " failed");
         System.exit(failed == 0 ? 0 : 1);
     }
 
-    private static void test(String name, Body body) {
+    static void test(String name, Body body) {
         try {
             body.run();
             passed++;
@@ -55,14 +60,14 @@ public final class ZkdTestingServerTest {
         }
     }
 
-    private static void check(boolean ok, String what) {
+    static void check(boolean ok, String what) {
         if (!ok) {
             throw new AssertionError(what);
         }
     }
 
     /** Polls until true; generous bound, never a timing assertion. */
-    private static boolean eventually(BooleanSupplier cond) throws InterruptedException {
+    static boolean eventually(BooleanSupplier cond) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         while (System.nanoTime() < deadline) {
             if (cond.getAsBoolean()) {
@@ -74,8 +79,13 @@ public final class ZkdTestingServerTest {
     }
 
     private static CuratorFramework curator(ZkdTestingServer server, List<ConnectionState> states) throws Exception {
+        return curator(server.getConnectString(), states);
+    }
+
+    /** A started Curator client on {@code connectString}, connected; its states go to {@code states}. */
+    static CuratorFramework curator(String connectString, List<ConnectionState> states) throws Exception {
         CuratorFramework c = CuratorFrameworkFactory.builder()
-                .connectString(server.getConnectString())
+                .connectString(connectString)
                 .sessionTimeoutMs(10_000)
                 .connectionTimeoutMs(10_000)
                 .retryPolicy(new RetryOneTime(200))
@@ -84,11 +94,11 @@ public final class ZkdTestingServerTest {
             c.getConnectionStateListenable().addListener((client, state) -> states.add(state));
         }
         c.start();
-        check(c.blockUntilConnected(30, TimeUnit.SECONDS), "curator did not connect to " + server);
+        check(c.blockUntilConnected(30, TimeUnit.SECONDS), "curator did not connect to " + connectString);
         return c;
     }
 
-    private static long sessionOf(CuratorFramework c) throws Exception {
+    static long sessionOf(CuratorFramework c) throws Exception {
         return c.getZookeeperClient().getZooKeeper().getSessionId();
     }
 
