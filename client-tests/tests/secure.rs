@@ -365,17 +365,7 @@ async fn tls_session_works(addr: SocketAddr, pki: &TestPki) -> bool {
     let Ok(mut tls) = tls_connector(pki, Some("client1")).connect(name, tcp).await else {
         return false;
     };
-    // ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd(16), readOnly.
-    let mut body = Vec::new();
-    body.extend_from_slice(&0i32.to_be_bytes());
-    body.extend_from_slice(&0i64.to_be_bytes());
-    body.extend_from_slice(&30000i32.to_be_bytes());
-    body.extend_from_slice(&0i64.to_be_bytes());
-    body.extend_from_slice(&16i32.to_be_bytes());
-    body.extend_from_slice(&[0u8; 16]);
-    body.push(0);
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
+    let frame = zkd_testkit::frame::connect_request(30000);
     if tls.write_all(&frame).await.is_err() {
         return false;
     }

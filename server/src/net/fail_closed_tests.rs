@@ -15,17 +15,17 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// A ConnectRequest frame for a new 30 s session.
 fn connect_request() -> Vec<u8> {
-    let mut p = Vec::new();
-    p.extend_from_slice(&0i32.to_be_bytes());
-    p.extend_from_slice(&0i64.to_be_bytes());
-    p.extend_from_slice(&30_000i32.to_be_bytes());
-    p.extend_from_slice(&0i64.to_be_bytes());
-    p.extend_from_slice(&16i32.to_be_bytes());
-    p.extend_from_slice(&[0; 16]);
-    p.push(0);
-    let mut frame = (p.len() as i32).to_be_bytes().to_vec();
-    frame.extend(p);
-    frame
+    zkd_protocol::frame::record_frame(&zkd_protocol::ConnectRequest::new_session(30_000)).to_vec()
+}
+
+/// A server on a free port.
+async fn start() -> Server {
+    Server::start(Config {
+        port: 0,
+        ..Config::default()
+    })
+    .await
+    .expect("start")
 }
 
 async fn session(addr: SocketAddr) -> TcpStream {
@@ -65,12 +65,7 @@ async fn assert_closed(mut s: TcpStream) {
 
 #[tokio::test]
 async fn a_panic_in_a_core_call_closes_everything_and_is_reported() {
-    let server = Server::start(Config {
-        port: 0,
-        ..Config::default()
-    })
-    .await
-    .expect("start");
+    let server = start().await;
     let addr = server.local_addr();
     let mut a = session(addr).await;
     let b = session(addr).await;
@@ -127,12 +122,7 @@ async fn a_panic_in_a_core_call_closes_everything_and_is_reported() {
 
 #[tokio::test]
 async fn a_healthy_server_reports_no_failure() {
-    let server = Server::start(Config {
-        port: 0,
-        ..Config::default()
-    })
-    .await
-    .expect("start");
+    let server = start().await;
     let s = session(server.local_addr()).await;
     assert!(server.failure().is_none());
     assert!(
