@@ -8,6 +8,7 @@ Prints `PASS name` or `FAIL name: reason` per check and a final `N passed, M fai
 takes longer than KAZOO_SUITE_TIMEOUT seconds (default 240).
 """
 
+import contextlib
 import logging
 import os
 import random
@@ -74,6 +75,21 @@ def wait_until(pred, what, timeout=WAIT):
         time.sleep(0.02)
     if not pred():
         raise CheckFailed("timed out after %.0fs waiting for %s" % (timeout, what))
+
+
+
+def expect_event(event, event_type, path, what):
+    expect_eq((event.type, event.path), (event_type, path), what)
+
+@contextlib.contextmanager
+def started_clients(n):
+    """`n` new started clients, stopped again at the end of the block."""
+    cs = [new_client() for _ in range(n)]
+    try:
+        yield cs
+    finally:
+        for c in cs:
+            stop_client(c)
 
 
 def new_client(**kwargs):
@@ -260,7 +276,7 @@ def raw_exists_watch_fires_node_created(zk):
     expect_eq(zk.exists(p, watch=watcher), None, "exists")
     zk.create(p, b"")
     expect(got.wait(WAIT), "no watch event")
-    expect_eq((events[0].type, events[0].path), (EventType.CREATED, p), "event")
+    expect_event(events[0], EventType.CREATED, p, "event")
     time.sleep(0.1)
     zk.set(p, b"again")  # one-shot: must not fire again
     time.sleep(0.2)
@@ -276,12 +292,12 @@ def raw_child_and_data_watches(zk):
     zk.get(p, watch=data_events.append)
     zk.create(p + "/x", b"")
     wait_until(lambda: child_events, "NodeChildrenChanged")
-    expect_eq((child_events[0].type, child_events[0].path), (EventType.CHILD, p), "child event")
+    expect_event(child_events[0], EventType.CHILD, p, "child event")
     expect_eq(data_events, [], "data watch must not fire on child create")
     zk.delete(p + "/x")
     zk.delete(p)
     wait_until(lambda: data_events, "NodeDeleted")
-    expect_eq((data_events[0].type, data_events[0].path), (EventType.DELETED, p), "data watch on delete")
+    expect_event(data_events[0], EventType.DELETED, p, "data watch on delete")
     time.sleep(0.1)
     expect_eq(len(child_events), 1, "child watch fired only once")
 
@@ -419,7 +435,6 @@ def auth_with_unknown_scheme_fails(zk):
 @check
 def lock_mutual_exclusion(zk):
     p = BASE + "/lock"
-    workers = [new_client() for _ in range(4)]
     inside = [0]
     max_inside = [0]
     count = [0]
@@ -442,23 +457,19 @@ def lock_mutual_exclusion(zk):
         except Exception as e:  # noqa: BLE001
             errors.append("%s: %s: %s" % (ident, type(e).__name__, e))
 
-    try:
+    with started_clients(4) as workers:
         threads = [start_thread(work, c, "w%d" % i) for i, c in enumerate(workers)]
         join_all(threads, "lock worker")
         expect_eq(errors, [], "worker errors")
         expect_eq(count[0], 12, "critical sections run")
         expect_eq(max_inside[0], 1, "maximum holders at once")
         expect_eq(zk.get_children(p), [], "lock nodes left behind")
-    finally:
-        for c in workers:
-            stop_client(c)
 
 
 @check
 def lock_timeout_and_handover(zk):
     p = BASE + "/lock2"
-    a, b = new_client(), new_client()
-    try:
+    with started_clients(2) as (a, b):
         la, lb = a.Lock(p, "alice"), b.Lock(p, "bob")
         expect(la.acquire(timeout=WAIT), "alice did not get the free lock")
         expect_raises(LockTimeout, lb.acquire, timeout=0.5)
@@ -476,9 +487,6 @@ def lock_timeout_and_handover(zk):
         stop_client(a)
         expect(lb.acquire(timeout=WAIT), "bob acquires after alice's session closed")
         lb.release()
-    finally:
-        stop_client(a)
-        stop_client(b)
 
 
 @check
@@ -505,8 +513,7 @@ def read_write_lock(zk):
 @check
 def semaphore(zk):
     p = BASE + "/sem"
-    cs = [new_client() for _ in range(3)]
-    try:
+    with started_clients(3) as cs:
         sems = [c.Semaphore(p, "s%d" % i, max_leases=2) for i, c in enumerate(cs)]
         expect(sems[0].acquire(timeout=WAIT), "lease 1")
         expect(sems[1].acquire(timeout=WAIT), "lease 2")
@@ -516,9 +523,6 @@ def semaphore(zk):
         expect(sems[2].acquire(timeout=WAIT), "third lease after a release")
         sems[1].release()
         sems[2].release()
-    finally:
-        for c in cs:
-            stop_client(c)
 
 
 @check
@@ -591,7 +595,6 @@ def barrier(zk):
 @check
 def double_barrier(zk):
     p = BASE + "/dbarrier"
-    cs = [new_client() for _ in range(3)]
     entered = []
     left = []
     errors = []
@@ -609,7 +612,7 @@ def double_barrier(zk):
         except Exception as e:  # noqa: BLE001
             errors.append("%s: %s: %s" % (ident, type(e).__name__, e))
 
-    try:
+    with started_clients(3) as cs:
         t0 = start_thread(member, cs[0], "m0")
         t1 = start_thread(member, cs[1], "m1")
         time.sleep(0.5)
@@ -620,9 +623,6 @@ def double_barrier(zk):
         expect_eq(sorted(i for i, _ in entered), ["m0", "m1", "m2"], "entered")
         expect_eq(sorted(left), ["m0", "m1", "m2"], "left")
         expect_eq(zk.get_children(p) if zk.exists(p) else [], [], "barrier nodes left behind")
-    finally:
-        for c in cs:
-            stop_client(c)
 
 
 @check
@@ -661,8 +661,7 @@ def counter(zk):
 @check
 def party(zk):
     p = BASE + "/party"
-    a, b = new_client(), new_client()
-    try:
+    with started_clients(2) as (a, b):
         pa, pb = a.Party(p, "alice"), b.Party(p, "bob")
         pa.join()
         pb.join()
@@ -676,9 +675,6 @@ def party(zk):
         expect_eq(sorted(zk.ShallowParty(p + "-shallow")), ["carol", "dave"], "shallow party members")
         stop_client(b)
         expect_eq(list(zk.ShallowParty(p + "-shallow")), ["carol"], "member gone with its session")
-    finally:
-        stop_client(a)
-        stop_client(b)
 
 
 @check

@@ -113,13 +113,8 @@ async fn terminal(states: &mut zk::StateWatcher) -> zk::SessionState {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn admin_listener_is_off_unless_asked_and_loopback_by_default() {
-    let plain = Server::start(Config {
-        port: 0,
-        ..Config::default()
-    })
-    .await
-    .unwrap();
-    assert_eq!(plain.admin_addr(), None);
+    let plain = zkd_testkit::target::Target::start_zkd_with(Config::default()).await;
+    assert_eq!(plain.zkd().expect("an embedded zkd").admin_addr(), None);
     let with = start(Config::default()).await;
     let addr = with.admin_addr().expect("admin address");
     assert!(addr.ip().is_loopback(), "{addr}");
