@@ -50,6 +50,12 @@ def session_hex(session_id):
     return "0x%x" % (int(session_id) & 0xFFFFFFFFFFFFFFFF)
 
 
+def _address(host, port):
+    if ":" in host and not host.startswith("["):
+        host = "[%s]" % host
+    return "%s:%d" % (host, port)
+
+
 def _ms(value):
     if isinstance(value, datetime.timedelta):
         return int(value.total_seconds() * 1000)
@@ -72,6 +78,10 @@ class Server:
     :param tick_time: tick length in milliseconds (``--tick-time``)
     :param args: extra command-line flags for zkd
     :param startup_timeout: seconds to wait for the server to listen
+    :param ensemble: run a simulated ensemble of this many members (``--ensemble N``), each
+        on its own free client port; ``hosts`` then lists every member, and
+        :meth:`members`, :meth:`stop_member`, :meth:`start_member` and :meth:`lag_member`
+        drive them
     """
 
     def __init__(
@@ -83,9 +93,15 @@ class Server:
         args=(),
         startup_timeout=30.0,
         log="warn",
+        ensemble=None,
     ):
         self.binary = find_binary(binary)
         self._argv = [self.binary, "--port", "0", "--admin-port", "0", "--log", log]
+        self.ensemble = None if ensemble is None else int(ensemble)
+        if self.ensemble is not None:
+            if not 1 <= self.ensemble <= 255:
+                raise ValueError("an ensemble has 1 to 255 members, not %r" % ensemble)
+            self._argv += ["--ensemble", str(self.ensemble)]
         if clock is not None:
             self._argv += ["--clock", clock]
         if tick_time is not None:
@@ -97,6 +113,7 @@ class Server:
         self.port = None
         self.admin_host = None
         self.admin_port = None
+        self._listening = []
         self._output = collections.deque(maxlen=200)
         self._ready = threading.Event()
         self._reader = None
@@ -109,6 +126,7 @@ class Server:
             raise ServerError("this zkd server is already started")
         self._ready.clear()
         self._output.clear()
+        self._listening = []
         self.process = subprocess.Popen(
             self._argv,
             stdin=subprocess.DEVNULL,
@@ -148,11 +166,14 @@ class Server:
             self._output.append(line)
             m = _LISTENING.match(line)
             if m:
-                self.host, self.port = m.group(1), int(m.group(2))
+                # an ensemble prints one line per member, in member order
+                self._listening.append((m.group(1), int(m.group(2))))
+                if self.port is None:
+                    self.host, self.port = m.group(1), int(m.group(2))
             m = _ADMIN.match(line)
             if m:
                 self.admin_host, self.admin_port = m.group(1), int(m.group(2))
-            if self.port is not None and self.admin_port is not None:
+            if len(self._listening) >= (self.ensemble or 1) and self.admin_port is not None:
                 self._ready.set()
         stream.close()
 
@@ -210,18 +231,24 @@ class Server:
 
     @property
     def hosts(self):
-        """The connection string, ``HOST:PORT`` (kazoo's ``hosts``, Curator's connect string)."""
+        """The connection string, ``HOST:PORT`` (kazoo's ``hosts``, Curator's connect string);
+        with an ensemble every member's, comma-separated, in member order."""
         self._require_running()
-        return "%s:%d" % (self.host, self.port)
+        return ",".join(_address(h, p) for h, p in self._listening)
+
+    def member_hosts(self, member_id):
+        """``HOST:PORT`` of one ensemble member (ids run from 1), to connect to it alone."""
+        self._require_running()
+        member_id = int(member_id)
+        if self.ensemble is None or not 1 <= member_id <= len(self._listening):
+            raise ValueError("no member %r in %s" % (member_id, self))
+        return _address(*self._listening[member_id - 1])
 
     @property
     def admin_url(self):
         """Base URL of the admin HTTP API."""
         self._require_running()
-        host = self.admin_host
-        if ":" in host and not host.startswith("["):
-            host = "[%s]" % host
-        return "http://%s:%d" % (host, self.admin_port)
+        return "http://" + _address(self.admin_host, self.admin_port)
 
     def _require_running(self):
         if self.process is None or self.port is None:
@@ -336,6 +363,44 @@ class Server:
     def clear_faults(self):
         """Removes every fault rule; returns how many there were."""
         return self._call("DELETE", "/zkd/faults")["removed"]
+
+    # -- ensemble members -------------------------------------------------------------
+
+    def members(self):
+        """The ensemble's members: a list of dicts with ``id``, ``client_address``,
+        ``state`` (running/stopped), ``mode`` (leader, follower, read-only, stopped, ...),
+        ``lag``, ``zxid`` (the member's applied zxid) and ``behind``. On a standalone server
+        this raises :class:`AdminError` with status 409."""
+        return self._call("GET", "/zkd/members")["members"]
+
+    def leader(self):
+        """The id of the ensemble's leader, or None when no quorum runs."""
+        return self._call("GET", "/zkd/members")["leader"]
+
+    def stop_member(self, member_id):
+        """Stops one member: its listener closes and its connections drop; clients fail
+        over to the other members and keep their sessions. 409 if it is already stopped."""
+        return self._call("POST", "/zkd/members/%d/stop" % int(member_id))
+
+    def start_member(self, member_id):
+        """Starts a stopped member again on its port. 409 if it is running."""
+        return self._call("POST", "/zkd/members/%d/start" % int(member_id))
+
+    def lag_member(self, member_id, ms=None, txns=None, stall=None):
+        """Makes a member trail the committed history: by ``ms`` milliseconds (an int or a
+        ``timedelta``), by ``txns`` transactions, or not at all with ``stall=True``; ``ms=0``,
+        ``txns=0`` or ``stall=False`` put it in step again. Its clients read its replica,
+        their watches fire as it catches up. Returns the member's lag report."""
+        query = {}
+        if ms is not None:
+            query["ms"] = _ms(ms)
+        if txns is not None:
+            query["txns"] = int(txns)
+        if stall is not None:
+            query["stall"] = "true" if stall else "false"
+        if len(query) != 1:
+            raise ValueError("give exactly one of ms, txns or stall")
+        return self._call("POST", "/zkd/members/%d/lag" % int(member_id), query)
 
     def __repr__(self):
         if self.running and self.port is not None:

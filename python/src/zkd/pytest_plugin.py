@@ -4,12 +4,14 @@ tests, and a connected kazoo client per test.
 Fixtures:
 
 * ``zkd_server``: the session's :class:`zkd.Server`. After each test that used it, fault
-  rules are removed, a pause is ended, every session is expired and every node but ``/`` and
-  ``/zookeeper`` is deleted, so tests do not see each other's data.
+  rules are removed, a pause is ended, an ensemble's members are all started and in step,
+  every session is expired and every node but ``/`` and ``/zookeeper`` is deleted, so tests
+  do not see each other's data.
 * ``zkd_client``: a started ``kazoo.client.KazooClient`` connected to ``zkd_server``,
   stopped and closed after the test (needs kazoo installed).
 * ``zkd_server_options``: keyword arguments for :class:`zkd.Server`; override it in a
-  ``conftest.py`` (session scope) to pass e.g. ``{"clock": "manual"}`` or extra ``args``.
+  ``conftest.py`` (session scope) to pass e.g. ``{"clock": "manual"}``, ``{"ensemble": 3}``
+  or extra ``args``.
 
 Options: ``--zkd-binary PATH`` (or ``$ZKD_BINARY``) picks the binary.
 """
@@ -55,6 +57,13 @@ def _wipe(server):
     except AdminError as e:
         if e.status != 409:  # 409: it was not paused
             raise
+    if server.ensemble is not None:
+        # every member running and in step again
+        for member in server.members():
+            if member["lag"] != "lockstep":
+                server.lag_member(member["id"], ms=0)
+            if member["state"] == "stopped":
+                server.start_member(member["id"])
     server.reset(expire_sessions=True)
 
 

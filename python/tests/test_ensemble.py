@@ -1,0 +1,128 @@
+"""zkd.Server(ensemble=N): every member in ``hosts``, members stopped, started and lagging
+through the control plane, kazoo failing over with its session."""
+
+import pytest
+from kazoo.client import KazooClient, KazooState
+
+import zkd
+from conftest import wait_for
+
+
+def _client(hosts, **kwargs):
+    kwargs.setdefault("timeout", 10.0)
+    c = KazooClient(hosts=hosts, **kwargs)
+    c.start(timeout=15)
+    return c
+
+
+def _close(*clients):
+    for c in clients:
+        c.stop()
+        c.close()
+
+
+def _state(server, member_id):
+    return next(m["state"] for m in server.members() if m["id"] == member_id)
+
+
+def test_hosts_lists_every_member():
+    with zkd.Server(ensemble=3) as server:
+        members = server.members()
+        assert [m["id"] for m in members] == [1, 2, 3]
+        assert server.hosts.split(",") == [m["client_address"] for m in members]
+        assert [server.member_hosts(i) for i in (1, 2, 3)] == server.hosts.split(",")
+        assert len(set(server.hosts.split(","))) == 3
+        assert server.leader() == 1
+        assert [m["state"] for m in members] == ["running"] * 3
+        # each member serves the one tree
+        one, three = _client(server.member_hosts(1)), _client(server.member_hosts(3))
+        one.create("/shared", b"x")
+        assert three.get("/shared")[0] == b"x"
+        _close(one, three)
+        with pytest.raises(ValueError):
+            server.member_hosts(4)
+
+
+def test_failover_across_a_member_stop_keeps_the_session():
+    with zkd.Server(ensemble=3) as server:
+        # without randomizing, kazoo connects to the first host: member 1
+        client = _client(server.hosts, randomize_hosts=False)
+        states = []
+        client.add_listener(states.append)
+        client.create("/workers/me", b"alive", ephemeral=True, makepath=True)
+        session = client.client_id
+        assert session[0] >> 56 == 1, "the session was not created through member 1"
+
+        server.stop_member(1)
+        assert _state(server, 1) == "stopped"
+        assert server.leader() == 2
+        assert wait_for(lambda: KazooState.SUSPENDED in states), states
+        assert wait_for(lambda: client.state == KazooState.CONNECTED), client.state
+        assert client.client_id == session
+        assert KazooState.LOST not in states
+        assert client.get("/workers/me")[0] == b"alive"
+        # nothing listens on the stopped member, so no client can reach it alone
+        lone = KazooClient(hosts=server.member_hosts(1), timeout=10.0)
+        with pytest.raises(Exception):
+            lone.start(timeout=2)
+        lone.stop()
+        lone.close()
+
+        server.start_member(1)
+        assert _state(server, 1) == "running"
+        back = _client(server.member_hosts(1))
+        assert back.exists("/workers/me").ephemeralOwner == session[0]
+        _close(back, client)
+
+
+def test_lagging_member_serves_its_replica_until_in_step():
+    with zkd.Server(ensemble=3) as server:
+        writer, reader = _client(server.member_hosts(1)), _client(server.member_hosts(3))
+        report = server.lag_member(3, stall=True)
+        assert report["lag"] == "stall"
+        writer.create("/news", b"1")
+        assert reader.exists("/news") is None  # member 3 applies nothing while stalled
+        server.lag_member(3, txns=0)
+        assert wait_for(lambda: reader.exists("/news") is not None)
+        assert server.lag_member(3, ms=250)["lag"] == "ms=250"
+        server.lag_member(3, ms=0)
+        _close(writer, reader)
+
+
+def test_member_errors():
+    with pytest.raises(ValueError):
+        zkd.Server(ensemble=0)
+    with zkd.Server() as standalone:
+        with pytest.raises(zkd.AdminError) as e:
+            standalone.members()
+        assert e.value.status == 409
+        assert standalone.hosts.count(",") == 0
+    with zkd.Server(ensemble=3) as server:
+        with pytest.raises(zkd.AdminError) as e:
+            server.stop_member(9)
+        assert e.value.status == 404
+        server.stop_member(2)
+        with pytest.raises(zkd.AdminError) as e:
+            server.stop_member(2)
+        assert e.value.status == 409
+        with pytest.raises(ValueError):
+            server.lag_member(2)
+        with pytest.raises(ValueError):
+            server.lag_member(2, ms=1, txns=1)
+
+
+def test_the_fixture_wipe_restores_every_member():
+    from zkd.pytest_plugin import _wipe
+
+    with zkd.Server(ensemble=3) as server:
+        client = _client(server.member_hosts(1))
+        client.create("/left/over", makepath=True)
+        client.stop()
+        client.close()
+        server.stop_member(2)
+        server.lag_member(3, stall=True)
+        _wipe(server)
+        assert [(m["state"], m["lag"]) for m in server.members()] == [("running", "lockstep")] * 3
+        check = _client(server.member_hosts(3))
+        assert check.get_children("/") == ["zookeeper"]
+        _close(check)
