@@ -43,6 +43,7 @@ APT_PACKAGES=(
     libcurator-recipes-java
     libcurator-framework-java
     libcurator-client-java
+    junit5             # java/zkd-testing: the JUnit 5 extension and its test (console launcher)
     libslf4j-java      # slf4j-simple.jar: the oracle's logging backend
     ca-certificates    # pip over https
     python3

@@ -3,9 +3,12 @@
 # the README's comparison table:
 #   * Python: zkd.Server (the wheel) against kazoo's own test harness starting ZooKeeper from
 #     Debian's jars (1 server, and its default cluster of 3);
-#   * Java:   ZkdTestingServer against Curator's TestingServer (Debian's curator-test jar).
+#     and zkd.Server(ensemble=3) beside the cluster of 3;
+#   * Java:   ZkdTestingServer against Curator's TestingServer, and ZkdTestingCluster(3)
+#     against Curator's TestingCluster(3) (Debian's curator-test jar).
 #
-#   usage: scripts/measure-helpers.sh [HELPER...]   (zkd kazoo1 kazoo3 java-zkd java-curator)
+#   usage: scripts/measure-helpers.sh [HELPER...]
+#          (zkd kazoo1 kazoo3 zkd3 java-zkd java-curator java-zkd-cluster java-curator-cluster)
 #
 # Builds zkd and the wheel in release mode, creates a virtualenv under target/measure with the
 # wheel, kazoo and what kazoo's harness imports (pyopenssl, pyjks), and installs Debian's

@@ -1,5 +1,6 @@
-"""Start-up time and memory of the Python test helpers: zkd.Server against kazoo's own test
-harness (ZookeeperCluster, the way KazooTestHarness starts ZooKeeper). Run by
+"""Start-up time and memory of the test helpers: zkd.Server (one server and an ensemble of 3)
+against kazoo's own test harness (ZookeeperCluster, the way KazooTestHarness starts
+ZooKeeper), and the Java helpers against Curator's (MeasureJavaHelpers.java, one JVM a run). Run by
 scripts/measure-helpers.sh in a virtualenv with the zkd wheel, kazoo, pyopenssl and pyjks.
 
 Each run creates the helper, starts it and connects a kazoo client; times are from creating
@@ -34,9 +35,9 @@ def connect(hosts):
     return c
 
 
-def zkd_run():
+def zkd_run(ensemble=None):
     t0 = time.perf_counter()
-    server = zkd.Server()
+    server = zkd.Server(ensemble=ensemble)
     server.start()
     started = time.perf_counter() - t0
     client = connect(server.hosts)
@@ -121,8 +122,11 @@ HELPERS = {
     "zkd": ("Python", "`zkd.Server` / `zkd_server` fixture", "zkd process"),
     "kazoo1": ("Python", "kazoo's harness, `ZOOKEEPER_CLUSTER_SIZE=1`", "1 JVM"),
     "kazoo3": ("Python", "kazoo's harness, default cluster of 3", "3 JVMs"),
+    "zkd3": ("Python", "`zkd.Server(ensemble=3)`", "zkd process"),
     "java-zkd": ("Java", "`new ZkdTestingServer()`", "zkd process + test-JVM growth"),
     "java-curator": ("Java", "Curator `new TestingServer()`", "test-JVM growth"),
+    "java-zkd-cluster": ("Java", "`new ZkdTestingCluster(3)`, `start()`", "zkd process + test-JVM growth"),
+    "java-curator-cluster": ("Java", "Curator `new TestingCluster(3)`, `start()`", "test-JVM growth"),
 }
 
 
@@ -131,12 +135,12 @@ def main():
     which = sys.argv[1:] or list(HELPERS)
     rows = []
     for w in which:
-        if w == "zkd":
-            row = measure(w, runs, zkd_run)
+        if w in ("zkd", "zkd3"):
+            row = measure(w, runs, zkd_run, 3 if w == "zkd3" else None)
         elif w in ("kazoo1", "kazoo3"):
             size = 1 if w == "kazoo1" else 3
             row = measure(w, runs, kazoo_harness_run, size, os.environ["ZK_CLASSPATH"])
-        elif w in ("java-zkd", "java-curator"):
+        elif w in ("java-zkd", "java-curator", "java-zkd-cluster", "java-curator-cluster"):
             row = measure(w, runs, java_run, w.split("-", 1)[1])
         else:
             raise SystemExit("unknown helper %r; expected one of %s" % (w, ", ".join(HELPERS)))

@@ -33,6 +33,19 @@ javac --release 11 -Xlint:all,-path -Werror -cp "$ZK_JAR" -d "$OUT/classes" $(fi
 jar --create --file "$OUT/zkd-testing.jar" -C "$OUT/classes" .
 echo "built $OUT/zkd-testing.jar"
 
+# The JUnit 5 extension, a jar of its own, built when Debian's JUnit 5 jars are there.
+LIB=${ZK_JAVA_LIB:-/usr/share/java}
+JUNIT_CP="$LIB/junit-jupiter-api.jar:$LIB/junit-platform-commons.jar:$LIB/apiguardian-api.jar:$LIB/opentest4j.jar"
+if [ -f "$LIB/junit-jupiter-api.jar" ]; then
+    rm -rf "$OUT/junit5-classes" && mkdir -p "$OUT/junit5-classes"
+    javac --release 11 -Xlint:all,-path -Werror -d "$OUT/junit5-classes" \
+        -cp "$OUT/zkd-testing.jar:$JUNIT_CP" $(find "$HERE/src/junit5/java" -name '*.java')
+    jar --create --file "$OUT/zkd-testing-junit5.jar" -C "$OUT/junit5-classes" .
+    echo "built $OUT/zkd-testing-junit5.jar"
+elif [ "${1:-}" = test ]; then
+    missing "$LIB/junit-jupiter-api.jar (Debian's junit5)"
+fi
+
 [ "${1:-}" = test ] || exit 0
 
 if ! JARS=$(bash "$ROOT/scripts/curator-classpath.sh"); then
@@ -46,3 +59,9 @@ export ZKD_BINARY=${ZKD_BINARY:-$ROOT/target/debug/zkd}
 for suite in ZkdTestingServerTest ZkdTestingClusterTest; do
     timeout -k 10 300 java -XX:+UseSerialGC -cp "$OUT/test-classes:$CP" "zkd.testing.$suite"
 done
+rm -rf "$OUT/junit5-test-classes" && mkdir -p "$OUT/junit5-test-classes"
+JCP="$OUT/zkd-testing-junit5.jar:$CP:$JUNIT_CP"
+javac -nowarn -d "$OUT/junit5-test-classes" -cp "$JCP" $(find "$HERE/src/junit5-test/java" -name '*.java')
+timeout -k 10 300 java -XX:+UseSerialGC -jar "$LIB/junit-platform-console-standalone.jar" \
+    --disable-banner --disable-ansi-colors --fail-if-no-tests --details=tree \
+    --class-path "$OUT/junit5-test-classes:$JCP" --select-package zkd.testing.junit5

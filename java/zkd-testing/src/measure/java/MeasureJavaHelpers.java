@@ -9,8 +9,10 @@ import org.apache.curator.retry.RetryOneTime;
 /**
  * One measurement of a Java test helper in a fresh JVM (run by scripts/measure-helpers.sh):
  * {@code zkd} = {@code new ZkdTestingServer()}, {@code curator} = Curator's
- * {@code new TestingServer()}. Times: from constructing the helper until the constructor
- * returns (the server is up), and until a Curator client is connected; memory is the growth of this JVM's resident set over the same
+ * {@code new TestingServer()}, {@code zkd-cluster} = {@code new ZkdTestingCluster(3)} and
+ * {@code start()}, {@code curator-cluster} = Curator's {@code new TestingCluster(3)} and
+ * {@code start()}. Times: from constructing the helper until it is up (the constructor or
+ * {@code start()} returns), and until a Curator client on its connect string is connected; memory is the growth of this JVM's resident set over the same
  * span plus, for zkd, the resident set of the zkd process. Prints one JSON line.
  */
 public final class MeasureJavaHelpers {
@@ -49,10 +51,23 @@ public final class MeasureJavaHelpers {
             server = s;
             connect = s.getConnectString();
             child = s.getPid();
-        } else {
+        } else if (which.equals("zkd-cluster")) {
+            zkd.testing.ZkdTestingCluster s = new zkd.testing.ZkdTestingCluster(3);
+            s.start();
+            server = s;
+            connect = s.getConnectString();
+            child = s.server().getPid();
+        } else if (which.equals("curator-cluster")) {
+            org.apache.curator.test.TestingCluster s = new org.apache.curator.test.TestingCluster(3);
+            s.start();
+            server = s;
+            connect = s.getConnectString();
+        } else if (which.equals("curator")) {
             org.apache.curator.test.TestingServer s = new org.apache.curator.test.TestingServer();
             server = s;
             connect = s.getConnectString();
+        } else {
+            throw new IllegalArgumentException("unknown helper " + which);
         }
         long startedUs = (System.nanoTime() - t0) / 1000;
         CuratorFramework client = connect(connect);
