@@ -224,8 +224,8 @@ fn series_of(item: &str) -> (Option<String>, Option<f64>) {
             Some(mode.to_string()),
             n.strip_prefix("N=").and_then(|v| v.parse().ok()),
         ),
-        ["fanout", w] => (
-            Some("fanout".into()),
+        [series @ ("fanout" | "floor"), w] => (
+            Some(series.into()),
             w.strip_prefix("W=").and_then(|v| v.parse().ok()),
         ),
         ["throughput", w, _] => (Some(w.to_string()), None),

@@ -20,7 +20,8 @@ use crate::util::{call_ok, create, delete, session_with_node, BenchResult};
 pub struct Params {
     /// Start-ups to time (spawned servers only).
     pub startups: usize,
-    pub znodes: usize,
+    /// Tree sizes to measure, each on a fresh server.
+    pub znodes: Vec<usize>,
     pub znode_size: usize,
     pub sessions: usize,
     /// Upper bound for the concurrent-sessions probe.
@@ -65,7 +66,8 @@ pub struct MaxSessionsOutcome {
 pub struct Outcome {
     pub startup: Vec<Duration>,
     pub idle_rss: Option<u64>,
-    pub znodes: Growth,
+    /// One per tree size of [`Params::znodes`].
+    pub znodes: Vec<Growth>,
     pub sessions: Growth,
     pub max_sessions: MaxSessionsOutcome,
 }
@@ -323,13 +325,16 @@ pub async fn run_external(
     progress: &Progress,
 ) -> BenchResult<Outcome> {
     let idle_rss = rss(pid)?;
-    let znodes = znodes(addr, pid, p.znodes, p.znode_size, p.settle, true, progress).await?;
+    let mut outs = Vec::new();
+    for &n in &p.znodes {
+        outs.push(znodes(addr, pid, n, p.znode_size, p.settle, true, progress).await?);
+    }
     let sessions = idle_sessions(addr, pid, p.sessions, p.settle, progress).await?;
     let max_sessions = max_sessions(addr, pid, p.max_sessions, progress).await?;
     Ok(Outcome {
         startup: Vec::new(),
         idle_rss,
-        znodes,
+        znodes: outs,
         sessions,
         max_sessions,
     })
@@ -351,17 +356,26 @@ pub async fn run_spawned(
         "idle RSS {:.1} MiB",
         idle as f64 / (1 << 20) as f64
     ));
-    let znodes = znodes(
-        server.addr(),
-        Some(server.pid()),
-        p.znodes,
-        p.znode_size,
-        p.settle,
-        false,
-        progress,
-    )
-    .await?;
     drop(server);
+    let mut outs = Vec::new();
+    for &n in &p.znodes {
+        let server = spec.start(limit).await?;
+        tokio::time::sleep(p.settle).await;
+        let pid = Some(server.pid());
+        outs.push(
+            znodes(
+                server.addr(),
+                pid,
+                n,
+                p.znode_size,
+                p.settle,
+                false,
+                progress,
+            )
+            .await?,
+        );
+        drop(server);
+    }
 
     let server = spec.start(limit).await?;
     tokio::time::sleep(p.settle).await;
@@ -382,7 +396,7 @@ pub async fn run_spawned(
     Ok(Outcome {
         startup,
         idle_rss: Some(idle),
-        znodes,
+        znodes: outs,
         sessions,
         max_sessions,
     })

@@ -11,7 +11,9 @@ pub mod admin_stall;
 pub mod compare;
 pub mod comparison;
 pub mod ensemble_startup;
+mod epoll;
 pub mod fanout;
+pub mod floor;
 pub mod footprint;
 pub mod herd;
 pub mod plot;
@@ -81,9 +83,9 @@ impl Settings {
             fan_timeout: Duration::from_secs(60),
             footprint: footprint::Params {
                 startups: 5,
-                znodes: 100_000,
+                znodes: vec![100_000, 1_000_000],
                 znode_size: 100,
-                sessions: 10_000,
+                sessions: 19_000,
                 max_sessions: 20_000,
                 settle: Duration::from_secs(1),
             },
@@ -108,7 +110,7 @@ impl Settings {
             fan_timeout: Duration::from_secs(20),
             footprint: footprint::Params {
                 startups: 2,
-                znodes: 2000,
+                znodes: vec![2000],
                 znode_size: 100,
                 sessions: 100,
                 max_sessions: 300,
@@ -266,6 +268,8 @@ async fn herd_figures(mode: Mode, n: usize, at: At<'_>) -> BenchResult<Figures> 
 pub enum Item {
     Throughput(Workload),
     Fanout(usize),
+    /// The fan-out floor ([`floor`]); it runs in each server's turn, without the server.
+    Floor(usize),
     Herd(Mode, usize),
 }
 
@@ -278,9 +282,12 @@ impl Item {
             .collect()
     }
 
-    /// The fan-out sizes of the settings.
+    /// The fan-out sizes of the settings, each followed by its floor.
     pub fn fanout(s: &Settings) -> Vec<Item> {
-        s.fan_watchers.iter().map(|w| Item::Fanout(*w)).collect()
+        s.fan_watchers
+            .iter()
+            .flat_map(|w| [Item::Fanout(*w), Item::Floor(*w)])
+            .collect()
     }
 
     /// Every herd size in every mode of the settings.
@@ -294,6 +301,7 @@ impl Item {
         match *self {
             Item::Throughput(w) => throughput_item(w, s),
             Item::Fanout(w) => fanout_item(w),
+            Item::Floor(w) => floor_item(w),
             Item::Herd(m, n) => herd_item(m, n),
         }
     }
@@ -315,6 +323,7 @@ impl Item {
         match self {
             Item::Throughput(w) => throughput_figures(w, at).await,
             Item::Fanout(w) => fanout_figures(w, at).await,
+            Item::Floor(w) => floor_figures(w, at).await,
             Item::Herd(m, n) => herd_figures(m, n, at).await,
         }
     }
@@ -375,16 +384,51 @@ pub fn fanout_item(w: usize) -> String {
 
 /// One fan-out run as figures (medians over the writes).
 async fn fanout_figures(watchers: usize, at: At<'_>) -> BenchResult<Figures> {
-    let s = at.s;
-    let p = fanout::Params {
+    let o = fanout::run(at.addr, &fanout_params(watchers, at.pid, at.s), at.progress).await?;
+    Ok(fan_figures(&fanout_item(watchers), "fanout", &o))
+}
+
+pub fn floor_item(w: usize) -> String {
+    format!("floor W={w}")
+}
+
+/// The fan-out floor ([`floor`]) for `watchers`, measured with the fan-out client (the
+/// server of `at` is not used).
+async fn floor_figures(watchers: usize, at: At<'_>) -> BenchResult<Figures> {
+    let server = floor::FloorServer::start()?;
+    let p = fanout_params(watchers, None, at.s);
+    let o = fanout::run(server.addr(), &p, at.progress).await?;
+    drop(server);
+    Ok(fan_figures(&floor_item(watchers), "floor", &o))
+}
+
+/// The floor alone, for `zkd-bench floor`.
+pub async fn floor_only(
+    watchers: usize,
+    s: &Settings,
+    progress: &Progress,
+) -> BenchResult<Figures> {
+    let at = At {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        pid: None,
+        s,
+        progress,
+    };
+    floor_figures(watchers, at).await
+}
+
+fn fanout_params(watchers: usize, pid: Option<u32>, s: &Settings) -> fanout::Params {
+    fanout::Params {
         watchers,
         writes: s.fan_writes,
         settle: s.fan_settle,
         timeout: s.fan_timeout,
-        pid: at.pid,
-    };
-    let o = fanout::run(at.addr, &p, at.progress).await?;
-    let item = fanout_item(watchers);
+        pid,
+    }
+}
+
+/// Medians over the writes of one fan-out run, as figures of `item` in plot series `series`.
+fn fan_figures(item: &str, series: &str, o: &fanout::Outcome) -> Figures {
     let med =
         |f: &dyn Fn(&fanout::Sample) -> f64| median(&o.samples.iter().map(f).collect::<Vec<_>>());
     let last = med(&|s| util::ms(s.last));
@@ -403,15 +447,15 @@ async fn fanout_figures(watchers: usize, at: At<'_>) -> BenchResult<Figures> {
     rows.extend(server_cpu_row("server CPU per write", &o.samples, |s| {
         s.server_cpu
     }));
-    Ok(Figures::series(
-        &item,
-        "fanout",
-        Some(watchers as f64),
-        &rows,
-    ))
+    Figures::series(item, series, Some(o.watchers as f64), &rows)
 }
 
 pub const FOOTPRINT: &str = "footprint";
+
+/// Name of the RSS-per-znode figure of one tree size.
+pub fn znode_figure(size: usize, count: usize) -> String {
+    format!("RSS per znode ({size} B data, {count} znodes)")
+}
 
 /// Footprint figures; start-up and RSS only where known.
 pub fn footprint_figures(o: &footprint::Outcome, s: &Settings) -> Figures {
@@ -436,25 +480,24 @@ pub fn footprint_figures(o: &footprint::Outcome, s: &Settings) -> Figures {
             Better::Lower,
         ));
     }
-    if let Some(b) = o.znodes.per_item() {
+    for z in &o.znodes {
+        if let Some(b) = z.per_item() {
+            f.push(Figure::new(
+                it,
+                &znode_figure(s.footprint.znode_size, z.count),
+                "B",
+                b,
+                Better::Lower,
+            ));
+        }
         f.push(Figure::new(
             it,
-            &format!("RSS per znode ({} B data)", s.footprint.znode_size),
-            "B",
-            b,
+            &format!("create {} znodes (1 session, 1000 in flight)", z.count),
+            "s",
+            z.secs,
             Better::Lower,
         ));
     }
-    f.push(Figure::new(
-        it,
-        &format!(
-            "create {} znodes (1 session, 1000 in flight)",
-            o.znodes.count
-        ),
-        "s",
-        o.znodes.secs,
-        Better::Lower,
-    ));
     if let Some(b) = o.sessions.per_item() {
         f.push(Figure::new(
             it,

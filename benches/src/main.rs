@@ -87,14 +87,24 @@ enum Cmd {
         #[arg(long)]
         writes: Option<usize>,
     },
+    /// The fan-out floor: a bare one-thread server that writes the same notification frame to
+    /// W watching sockets, one write each, measured with the fan-out client.
+    Floor {
+        /// Watcher counts [default: 1000,10000; quick: 50].
+        #[arg(long, value_delimiter = ',')]
+        watchers: Vec<usize>,
+        /// Writes per run [default: 5; quick: 2].
+        #[arg(long)]
+        writes: Option<usize>,
+    },
     /// Start-up time, idle RSS, RSS per znode and per idle session, max concurrent sessions.
     Footprint {
         #[command(flatten)]
         target: TargetArgs,
-        /// Znodes to create [default: 100000].
-        #[arg(long)]
-        znodes: Option<usize>,
-        /// Idle sessions to open [default: 10000].
+        /// Tree sizes to create, each on a fresh server [default: 100000,1000000].
+        #[arg(long, value_delimiter = ',')]
+        znodes: Vec<usize>,
+        /// Idle sessions to open [default: 19000].
         #[arg(long)]
         sessions: Option<usize>,
         /// Bound of the concurrent-sessions probe [default: 20000].
@@ -358,6 +368,16 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             s.fan_writes = writes.unwrap_or(s.fan_writes);
             figs.extend(run_items(&target, Item::fanout(&s), &s, &progress).await?);
         }
+        Cmd::Floor { watchers, writes } => {
+            if !watchers.is_empty() {
+                s.fan_watchers = watchers;
+            }
+            s.fan_writes = writes.unwrap_or(s.fan_writes);
+            for &w in &s.fan_watchers {
+                let p = progress.sub(zkd_bench::floor_item(w));
+                figs.extend(zkd_bench::floor_only(w, &s, &p).await?.figures);
+            }
+        }
         Cmd::Footprint {
             target,
             znodes,
@@ -365,7 +385,9 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             max_sessions,
         } => {
             let fp = &mut s.footprint;
-            fp.znodes = znodes.unwrap_or(fp.znodes);
+            if !znodes.is_empty() {
+                fp.znodes = znodes;
+            }
             fp.sessions = sessions.unwrap_or(fp.sessions);
             fp.max_sessions = max_sessions.unwrap_or(fp.max_sessions);
             let p = progress.sub("footprint");

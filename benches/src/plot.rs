@@ -1,5 +1,6 @@
 //! SVG plots of a comparison: the herd experiment against N on log-log axes (zkd and
-//! ZooKeeper, herd and predecessor watching, on one chart) and throughput bars.
+//! ZooKeeper, herd and predecessor watching, on one chart), fan-out against W next to the
+//! floor, and throughput bars.
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +13,7 @@ const ZKD_HERD: RGBColor = RGBColor(31, 119, 180);
 const ZKD_PRED: RGBColor = RGBColor(23, 190, 207);
 const ZK_HERD: RGBColor = RGBColor(214, 39, 40);
 const ZK_PRED: RGBColor = RGBColor(255, 127, 14);
+const FLOOR: RGBColor = RGBColor(90, 90, 90);
 const GRID_BOLD: RGBColor = RGBColor(205, 205, 205);
 const GRID_LIGHT: RGBColor = RGBColor(238, 238, 238);
 
@@ -63,6 +65,18 @@ pub fn write_plots(c: &Comparison, dir: &Path) -> BenchResult<Vec<PathBuf>> {
         )?;
         out.push(path);
     }
+    let fan = fanout_lines(c);
+    if fan.iter().any(|l| !l.points.is_empty()) {
+        let path = dir.join("fanout.svg");
+        log_log(
+            &path,
+            "One change to W watchers: time until the last is notified",
+            "watchers W",
+            "time until last watcher notified (ms)",
+            &fan,
+        )?;
+        out.push(path);
+    }
     let b = bars(c, "ops/s");
     if !b.is_empty() {
         let path = dir.join("throughput.svg");
@@ -110,6 +124,45 @@ fn herd_lines(c: &Comparison, name: &str) -> Vec<Line> {
         }
     }
     lines
+}
+
+/// zkd and ZooKeeper fan-out, and the floor (both columns of the floor rows are the floor).
+fn fanout_lines(c: &Comparison) -> Vec<Line> {
+    let s = series(c, "time until last watcher notified");
+    let keep = |v: &f64| v.is_finite() && *v > 0.0;
+    let pts = |series: &str, pick: fn(&(f64, f64, f64)) -> f64| -> Vec<(f64, f64)> {
+        s.get(series)
+            .map(|v| {
+                v.iter()
+                    .map(|p| (p.0, pick(p)))
+                    .filter(|p| keep(&p.1))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    vec![
+        Line {
+            label: "zkd".into(),
+            points: pts("fanout", |p| p.1),
+            color: ZKD_HERD,
+            triangle: false,
+            width: 5,
+        },
+        Line {
+            label: "ZooKeeper".into(),
+            points: pts("fanout", |p| p.2),
+            color: ZK_HERD,
+            triangle: false,
+            width: 2,
+        },
+        Line {
+            label: "floor (one write per socket)".into(),
+            points: pts("floor", |p| (p.1 + p.2) / 2.0),
+            color: FLOOR,
+            triangle: true,
+            width: 2,
+        },
+    ]
 }
 
 /// Powers of ten enclosing `lo..hi`.

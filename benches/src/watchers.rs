@@ -5,7 +5,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -14,66 +14,9 @@ use zkd_protocol::{
     FrameCodec, Jute, PathWatchRequest, Reader, ReplyHeader, Request, WatcherEvent,
 };
 
+use crate::epoll::Epoll;
 use crate::progress::Progress;
 use crate::util::BenchResult;
-
-/// An epoll instance.
-struct Epoll(RawFd);
-
-impl Epoll {
-    fn new() -> io::Result<Epoll> {
-        // SAFETY: plain syscall; the fd is owned by the returned value.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Epoll(fd))
-    }
-
-    fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: token,
-        };
-        // SAFETY: both fds are open; `ev` is a valid event.
-        if unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    fn delete(&self, fd: RawFd) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events: 0, u64: 0 };
-        // SAFETY: both fds are open.
-        if unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_DEL, fd, &mut ev) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// Tokens of ready sockets (at most `out.len()`), waiting at most `timeout_ms`.
-    fn wait(&self, out: &mut [libc::epoll_event], timeout_ms: i32) -> io::Result<usize> {
-        // SAFETY: `out` is a valid buffer of `out.len()` events.
-        let n = unsafe { libc::epoll_wait(self.0, out.as_mut_ptr(), out.len() as i32, timeout_ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(0);
-            }
-            return Err(e);
-        }
-        Ok(n as usize)
-    }
-}
-
-impl Drop for Epoll {
-    fn drop(&mut self) {
-        // SAFETY: we own the fd.
-        unsafe {
-            libc::close(self.0);
-        }
-    }
-}
 
 /// One session's socket and what arrived on it.
 struct Sock {
@@ -310,7 +253,7 @@ impl Watchers {
 }
 
 /// `write_all` on a non-blocking socket.
-fn write_all(s: &mut TcpStream, mut data: &[u8]) -> io::Result<()> {
+pub(crate) fn write_all(s: &mut TcpStream, mut data: &[u8]) -> io::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !data.is_empty() {
         match s.write(data) {

@@ -73,6 +73,7 @@ pub enum Handshake {
 }
 
 mod acl;
+mod children_cache;
 mod conn;
 mod control;
 mod digest_md5;

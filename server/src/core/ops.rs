@@ -671,12 +671,11 @@ impl Core {
         body: &mut BytesMut,
     ) -> OpResult {
         self.readable(ids, p)?;
-        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
-        body.put_i32(node.children.len() as i32);
-        for c in &node.children {
-            zkd_protocol::jute::write_bytes(body, c.as_bytes());
-        }
+        let list = self.tree.encoded_children(p).ok_or(ErrorCode::NoNode)?;
+        body.reserve(list.len() + if with_stat { STAT_LEN } else { 0 });
+        body.extend_from_slice(&list);
         if with_stat {
+            let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
             node.stat().write(body);
         }
         if watch {

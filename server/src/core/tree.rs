@@ -6,6 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use zkd_protocol::{Acl, Stat};
 
+use super::children_cache::ChildrenCache;
 use super::path;
 use super::snapshot_cow::CowSlot;
 
@@ -113,6 +114,8 @@ pub struct Tree {
     data_bytes: u64,
     /// While a snapshot is being written: the old versions of nodes it has yet to write.
     pub(super) cow: CowSlot,
+    /// Encoded child lists, dropped whenever a list changes (insert, remove, restore).
+    children_enc: ChildrenCache,
 }
 
 impl Tree {
@@ -122,6 +125,7 @@ impl Tree {
             nodes: HashMap::new(),
             data_bytes: 0,
             cow: CowSlot::default(),
+            children_enc: ChildrenCache::default(),
         };
         let empty = || Some(Bytes::new());
         tree.nodes
@@ -147,6 +151,7 @@ impl Tree {
             nodes,
             data_bytes: 0,
             cow: CowSlot::default(),
+            children_enc: ChildrenCache::default(),
         }
     }
 
@@ -189,6 +194,7 @@ impl Tree {
         self.keep_old(parent);
         self.keep_old(path);
         self.data_bytes += (path.len() + node.data.as_ref().map_or(0, |d| d.len())) as u64;
+        self.children_enc.invalidate(parent);
         if let Some(p) = self.nodes.get_mut(parent) {
             p.children.insert(path::name(path).into());
             if count {
@@ -208,6 +214,7 @@ impl Tree {
         self.data_bytes = self
             .data_bytes
             .saturating_sub((path.len() + node.data.as_ref().map_or(0, |d| d.len())) as u64);
+        self.children_enc.invalidate(parent);
         if let Some(p) = self.nodes.get_mut(parent) {
             p.children.remove(path::name(path));
             p.pzxid = zxid;
@@ -229,6 +236,7 @@ impl Tree {
     /// Puts back a saved copy of a node (or removes it), for rolling back a failed multi.
     pub fn restore(&mut self, path: &str, saved: Option<Node>) {
         self.keep_old(path);
+        self.children_enc.invalidate(path::canonical(path));
         let cur = self.nodes.remove(path);
         let size = |p: &str, n: &Node| (p.len() + n.data.as_ref().map_or(0, |d| d.len())) as u64;
         if let Some(c) = &cur {
@@ -238,6 +246,18 @@ impl Tree {
             self.data_bytes += size(path, &n);
             self.nodes.insert(path.into(), n);
         }
+    }
+
+    /// The child list of the node at `path` as a getChildren reply encodes it (count, then
+    /// each name), shared by every reply until the list changes; `None` if no such node.
+    pub fn encoded_children(&mut self, path: &str) -> Option<Bytes> {
+        let path = path::canonical(path);
+        let node = self.nodes.get(path)?;
+        Some(self.children_enc.encoded(
+            path,
+            node.children.len(),
+            node.children.iter().map(|c| &**c),
+        ))
     }
 
     /// Every path, for invariant checks in tests.

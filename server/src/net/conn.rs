@@ -24,15 +24,14 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc::error::TryRecvError;
 use tokio::time::{timeout, timeout_at, Instant};
-use tokio_util::sync::CancellationToken;
 use zkd_protocol::frame::TELNET_INTERRUPT;
 use zkd_protocol::{FourLetterWord, FrameCodec};
 
 use super::gate::Gate;
 use super::input::InputBuf;
-use super::stream::Stream;
+use super::queue::{Receiver, Signal};
+use super::stream::{ReadReady, Stream};
 use super::{host, now_ms, ConnChannels, Out, Shared};
 use crate::core::{ConnId, Handshake};
 use crate::fourlw::{self, HostInfo};
@@ -162,8 +161,8 @@ pub(crate) async fn run<S: Stream>(
     };
 
     let (rd, wr) = stream.split();
-    let reader_done = CancellationToken::new();
-    let writer_done = CancellationToken::new();
+    let reader_done = Signal::default();
+    let writer_done = Signal::default();
     let reading = async {
         let rd = read_requests(
             &shared,
@@ -176,12 +175,12 @@ pub(crate) async fn run<S: Stream>(
             &writer_done,
         )
         .await;
-        reader_done.cancel();
+        reader_done.fire();
         rd
     };
     let writing = async {
         write_frames(id, wr, channels, &reader_done, &shared.gate).await;
-        writer_done.cancel();
+        writer_done.fire();
     };
     let (rd, ()) = tokio::join!(reading, writing);
     registered.finish();
@@ -277,7 +276,7 @@ async fn answer_four_letter_word<S: Stream>(
 /// Feeds complete frames to the core until the connection closes. Returns the reading side
 /// to drain when the close came from our side (the client has not sent EOF yet).
 #[allow(clippy::too_many_arguments)]
-async fn read_requests<R: AsyncRead + Unpin>(
+async fn read_requests<R: AsyncRead + ReadReady + Unpin>(
     shared: &Shared,
     id: ConnId,
     remote: SocketAddr,
@@ -285,7 +284,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
     mut buf: InputBuf,
     codec: FrameCodec,
     mut feeding: bool,
-    writer_done: &CancellationToken,
+    writer_done: &Signal,
 ) -> Option<R> {
     loop {
         if feeding {
@@ -313,7 +312,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
                 // Stop-the-world pause: no more reading until it ends.
                 tokio::select! {
                     biased;
-                    _ = writer_done.cancelled() => break,
+                    _ = writer_done.fired() => break,
                     _ = shared.gate.wait() => {}
                 }
             }
@@ -330,9 +329,22 @@ async fn read_requests<R: AsyncRead + Unpin>(
             buf.clear();
         }
         buf.shrink_if_idle();
+        if buf.len() == 0 {
+            // Nothing partial: wait for input without holding a buffer.
+            buf.release();
+            tokio::select! {
+                biased;
+                _ = writer_done.fired() => break,
+                ready = rd.ready() => if let Err(e) = ready {
+                    tracing::debug!(conn = id, %remote, error = %e, "read failed");
+                    shared.close(id);
+                    return None;
+                },
+            }
+        }
         tokio::select! {
             biased;
-            _ = writer_done.cancelled() => break,
+            _ = writer_done.fired() => break,
             read = buf.read_from(&mut rd) => match read {
                 Ok(Ok(0)) => {
                     tracing::debug!(conn = id, %remote, "client closed the connection");
@@ -356,9 +368,10 @@ async fn read_requests<R: AsyncRead + Unpin>(
     Some(rd)
 }
 
-/// Reads and discards input until EOF, for at most [`DRAIN`].
+/// Reads and discards input until EOF, for at most [`DRAIN`]. (The sink is on the heap and
+/// only while draining, so that it does not take room in every connection's task.)
 async fn drain(mut rd: impl AsyncRead + Unpin) {
-    let mut sink = [0u8; 4096];
+    let mut sink = vec![0u8; 4096];
     let _ = timeout(DRAIN, async {
         loop {
             match rd.read(&mut sink).await {
@@ -375,67 +388,65 @@ async fn write_frames(
     id: ConnId,
     mut wr: impl AsyncWrite + Unpin,
     channels: ConnChannels,
-    reader_done: &CancellationToken,
+    reader_done: &Signal,
     gate: &Gate,
 ) {
-    let ConnChannels {
-        mut rx,
-        queued,
-        budget,
-        kill,
-        ..
-    } = channels;
+    let ConnChannels { q, budget, .. } = channels;
+    let rx = Receiver(&q);
     let linger = async {
-        reader_done.cancelled().await;
+        reader_done.fired().await;
         tokio::time::sleep(LINGER).await;
     };
     tokio::pin!(linger);
+    // Taken off the queue, in order, not yet handled; and the frames of one write round.
+    // Both are emptied (and their storage freed) before the writer waits again, so an idle
+    // connection holds no buffer.
+    let mut pending: VecDeque<Out> = VecDeque::new();
     let mut batch: VecDeque<Bytes> = VecDeque::new();
     loop {
-        let first = tokio::select! {
-            biased;
-            _ = kill.cancelled() => return,
-            _ = &mut linger => return,
-            msg = rx.recv() => msg,
-        };
+        if pending.is_empty() {
+            pending.shrink_to_fit();
+            tokio::select! {
+                biased;
+                _ = rx.0.killed() => return,
+                _ = &mut linger => return,
+                _ = rx.0.wait_pushed() => {}
+            }
+            rx.0.take(&mut pending, MAX_BATCH_FRAMES);
+        }
         let mut closing = false;
         let mut bytes = 0;
         let mut hold = None;
-        match first {
-            Some(Out::Frame(f)) => {
-                bytes += f.len();
-                batch.push_back(f);
-            }
-            Some(Out::Delay(ms)) => hold = Some(ms),
-            Some(Out::Close) | None => closing = true,
-        }
         while !closing
             && hold.is_none()
             && batch.len() < MAX_BATCH_FRAMES
             && bytes < MAX_BATCH_BYTES
         {
-            match rx.try_recv() {
-                Ok(Out::Frame(f)) => {
+            if pending.is_empty() {
+                rx.0.take(&mut pending, MAX_BATCH_FRAMES - batch.len());
+            }
+            match pending.pop_front() {
+                Some(Out::Frame(f)) => {
                     bytes += f.len();
                     batch.push_back(f);
                 }
-                Ok(Out::Delay(ms)) => hold = Some(ms),
-                Ok(Out::Close) | Err(TryRecvError::Disconnected) => closing = true,
-                Err(TryRecvError::Empty) => break,
+                Some(Out::Delay(ms)) => hold = Some(ms),
+                Some(Out::Close) => closing = true,
+                None => break,
             }
         }
         if gate.is_paused() {
             // Stop-the-world pause: nothing is written until it ends.
             tokio::select! {
                 biased;
-                _ = kill.cancelled() => return,
+                _ = rx.0.killed() => return,
                 _ = gate.wait() => {}
             }
         }
         if !batch.is_empty() {
             tokio::select! {
                 biased;
-                _ = kill.cancelled() => return,
+                _ = rx.0.killed() => return,
                 _ = &mut linger => return,
                 written = write_all_vectored(&mut wr, &mut batch) => {
                     if let Err(e) = written {
@@ -444,12 +455,13 @@ async fn write_frames(
                     }
                 }
             }
-            queued.written(bytes, &budget);
+            q.queued.written(bytes, &budget);
+            batch.shrink_to_fit();
         }
         if let Some(ms) = hold {
             tokio::select! {
                 biased;
-                _ = kill.cancelled() => return,
+                _ = rx.0.killed() => return,
                 _ = &mut linger => return,
                 _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
             }

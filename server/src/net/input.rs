@@ -86,6 +86,8 @@ pub(crate) struct InputBuf {
     budget: Arc<InputBudget>,
     /// Largest capacity: one largest frame (with its length) plus one read chunk.
     cap: usize,
+    /// Capacity to allocate at the next read after [`InputBuf::release`].
+    resume: usize,
 }
 
 impl InputBuf {
@@ -99,6 +101,7 @@ impl InputBuf {
             held: 0,
             budget,
             cap: max_frame_len.saturating_add(4 + READ_CHUNK),
+            resume: READ_MIN,
         };
         b.resize(READ_MIN)?;
         Ok(b)
@@ -162,6 +165,9 @@ impl InputBuf {
     /// doubles it (at least by [`READ_CHUNK`]) up to the per-connection cap. So capacity
     /// stays within about twice the bytes actually received.
     fn make_room(&mut self) -> Result<(), GrowError> {
+        if self.held == 0 {
+            return self.resize(self.resume);
+        }
         let spare = self.held - self.data.len();
         if spare >= READ_MIN / 4 {
             return Ok(());
@@ -232,6 +238,26 @@ impl InputBuf {
     }
 }
 
+impl InputBuf {
+    /// Frees the storage of an empty buffer (an idle connection holds none); the next read
+    /// allocates again, as much as the buffer had, within [`IDLE_MAX`].
+    pub(crate) fn release(&mut self) {
+        if self.len() == 0 && self.held > 0 {
+            self.resume = self.held.clamp(READ_MIN, IDLE_MAX);
+            self.data = Vec::new();
+            self.start = 0;
+            self.budget.give(self.held);
+            self.held = 0;
+        }
+    }
+
+    /// Whether the buffer holds no storage.
+    #[cfg(test)]
+    pub(crate) fn is_released(&self) -> bool {
+        self.held == 0
+    }
+}
+
 impl Drop for InputBuf {
     fn drop(&mut self) {
         self.budget.give(self.held);
@@ -289,6 +315,30 @@ mod tests {
         b.shrink_if_idle();
         assert_eq!(b.capacity(), READ_MIN);
         assert_eq!(budget.used(), READ_MIN);
+    }
+
+    #[tokio::test]
+    async fn a_released_buffer_holds_nothing_and_reads_again() {
+        let budget = Arc::new(InputBudget::new(1 << 20));
+        let codec = FrameCodec { max: 1 << 20 };
+        let mut b = InputBuf::new(budget.clone(), codec.max).unwrap();
+        let two = [frame(b"first"), frame(b"second")].concat();
+        let mut src: &[u8] = &two[..7];
+        b.read_from(&mut src).await.unwrap().unwrap();
+        b.release();
+        assert!(!b.is_released(), "a partial frame keeps its buffer");
+        let mut src: &[u8] = &two[7..];
+        b.read_from(&mut src).await.unwrap().unwrap();
+        assert_eq!(&b.next_frame(&codec).unwrap().unwrap()[..], b"first");
+        assert_eq!(&b.next_frame(&codec).unwrap().unwrap()[..], b"second");
+        b.release();
+        assert!(b.is_released());
+        assert_eq!(budget.used(), 0);
+        let one = frame(b"third");
+        let mut src: &[u8] = &one;
+        b.read_from(&mut src).await.unwrap().unwrap();
+        assert_eq!(budget.used(), b.capacity());
+        assert_eq!(&b.next_frame(&codec).unwrap().unwrap()[..], b"third");
     }
 
     #[tokio::test]

@@ -1,9 +1,9 @@
 //! The tokio network layer around the deterministic core.
 //!
 //! * One [`Core`] behind one `std::sync::Mutex`, held only while calling into the core. The
-//!   [`Outbox`] the core writes to pushes frames into per-connection unbounded channels while
-//!   the lock is held, so every connection sees frames in the global order the core produced
-//!   them.
+//!   [`Outbox`] the core writes to pushes frames into per-connection queues (see [`queue`])
+//!   while the lock is held, so every connection sees frames in the global order the core
+//!   produced them.
 //! * One task per connection (see [`conn`]): it answers a four-letter word, or performs the
 //!   handshake and then runs a reader and a writer side by side. The writer drains everything
 //!   queued into one vectored write per syscall.
@@ -31,6 +31,7 @@ mod input;
 pub(crate) mod latency;
 pub(crate) mod member;
 mod outbound;
+mod queue;
 mod stream;
 #[cfg(feature = "tls")]
 pub(crate) mod tls;
@@ -46,7 +47,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -70,6 +71,7 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 /// What the core sends a connection.
+#[derive(Debug)]
 pub(crate) enum Out {
     Frame(Bytes),
     /// Hold what follows for this many ms (a `delay` fault rule).
@@ -80,11 +82,8 @@ pub(crate) enum Out {
 
 /// The network layer's handle on one connection, kept in the registry while it is open.
 pub(crate) struct ConnHandle {
-    tx: mpsc::UnboundedSender<Out>,
-    /// Bytes queued and not yet written.
-    queued: Arc<outbound::Queued>,
-    /// Drops the connection without flushing (outbound overflow).
-    kill: CancellationToken,
+    /// The connection's outbound queue, its byte count and its kill switch.
+    q: Arc<queue::ConnQueue>,
     /// The core (or the reader) asked for a close: nothing more is queued or fed to the core.
     closing: bool,
     /// The ensemble member whose listener accepted it (0 on a standalone server).
@@ -198,7 +197,7 @@ impl Outbox for Registry<'_> {
             return;
         }
         let len = frame.len();
-        let queued = h.queued.add(len, self.budget);
+        let queued = h.q.queued.add(len, self.budget);
         if queued > self.budget.per_conn {
             tracing::info!(
                 conn,
@@ -209,7 +208,7 @@ impl Outbox for Registry<'_> {
             outbound::drop_connection(h, self.budget);
             return;
         }
-        if h.tx.send(Out::Frame(frame)).is_err() {
+        if h.q.push(Out::Frame(frame)).is_err() {
             // The writer is gone: nothing will write or free this.
             outbound::drop_connection(h, self.budget);
             return;
@@ -225,13 +224,13 @@ impl Outbox for Registry<'_> {
         };
         if !h.closing {
             h.closing = true;
-            let _ = h.tx.send(Out::Close);
+            let _ = h.q.push(Out::Close);
         }
     }
 
     fn delay(&mut self, conn: ConnId, ms: u64) {
         if let Some(h) = self.conns.get_mut(&conn) {
-            if !h.closing && h.tx.send(Out::Delay(ms)).is_err() {
+            if !h.closing && h.q.push(Out::Delay(ms)).is_err() {
                 h.closing = true;
             }
         }
@@ -276,7 +275,7 @@ impl NetFacts for Facts<'_> {
     }
 
     fn queued_bytes(&self, conn: ConnId) -> u64 {
-        self.conns.get(&conn).map_or(0, |h| h.queued.get() as u64)
+        self.conns.get(&conn).map_or(0, |h| h.q.queued.get() as u64)
     }
 
     fn latency(&self) -> latency::AvgMinMax {
@@ -290,10 +289,8 @@ impl NetFacts for Facts<'_> {
 
 /// The receiving ends a connection task gets when it is registered.
 pub(crate) struct ConnChannels {
-    pub(crate) rx: mpsc::UnboundedReceiver<Out>,
-    pub(crate) queued: Arc<outbound::Queued>,
+    pub(crate) q: Arc<queue::ConnQueue>,
     pub(crate) budget: Arc<OutBudget>,
-    pub(crate) kill: CancellationToken,
     /// The ensemble member whose listener accepted it (0 on a standalone server).
     pub(crate) member: MemberId,
 }
@@ -406,7 +403,7 @@ impl Shared {
         let _ = self.failure.set(ServerFailure { message });
         for h in state.conns.values_mut() {
             h.closing = true;
-            h.kill.cancel();
+            h.q.kill();
         }
         self.failed.cancel();
     }
@@ -513,15 +510,11 @@ impl Shared {
             let id = state
                 .core
                 .open_member_connection(remote, self.now(), member, serving)?;
-            let (tx, rx) = mpsc::unbounded_channel();
-            let queued = Arc::new(outbound::Queued::default());
-            let kill = CancellationToken::new();
+            let q = Arc::new(queue::ConnQueue::default());
             state.conns.insert(
                 id,
                 ConnHandle {
-                    tx,
-                    queued: queued.clone(),
-                    kill: kill.clone(),
+                    q: q.clone(),
                     closing: false,
                     member,
                     latency: latency::AvgMinMax::default(),
@@ -530,10 +523,8 @@ impl Shared {
             Some((
                 id,
                 ConnChannels {
-                    rx,
-                    queued,
+                    q,
                     budget: self.outbound.clone(),
-                    kill,
                     member,
                 },
             ))
@@ -596,7 +587,7 @@ impl Shared {
         let _ = self.with_state(|state| {
             if let Some(h) = state.conns.remove(&id) {
                 // Whatever the writer left unwritten is freed with the task.
-                h.queued.discard(&self.outbound);
+                h.q.queued.discard(&self.outbound);
             }
             state.core.connection_closed(id);
         });

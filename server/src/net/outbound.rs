@@ -80,8 +80,8 @@ impl Queued {
 /// Drops a connection at once: its queue is discarded and its socket closed.
 pub(crate) fn drop_connection(h: &mut ConnHandle, budget: &OutBudget) {
     h.closing = true;
-    h.kill.cancel();
-    h.queued.discard(budget);
+    h.q.kill();
+    h.q.queued.discard(budget);
 }
 
 /// While the server-wide total is over the limit, drops the connection holding the most.
@@ -89,12 +89,12 @@ pub(crate) fn enforce_total(conns: &mut HashMap<ConnId, ConnHandle>, budget: &Ou
     while budget.total() > budget.limit {
         let Some((&id, h)) = conns
             .iter_mut()
-            .filter(|(_, h)| !h.queued.is_discarded())
-            .max_by_key(|(_, h)| h.queued.get())
+            .filter(|(_, h)| !h.q.queued.is_discarded())
+            .max_by_key(|(_, h)| h.q.queued.get())
         else {
             return;
         };
-        let queued = h.queued.get();
+        let queued = h.q.queued.get();
         if queued == 0 {
             return;
         }

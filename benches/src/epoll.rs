@@ -1,0 +1,62 @@
+//! A minimal epoll wrapper: register sockets by token and wait for readable ones.
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// An epoll instance.
+pub(crate) struct Epoll(RawFd);
+
+impl Epoll {
+    pub(crate) fn new() -> io::Result<Epoll> {
+        // SAFETY: plain syscall; the fd is owned by the returned value.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Epoll(fd))
+    }
+
+    pub(crate) fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
+        // SAFETY: both fds are open; `ev` is a valid event.
+        if unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn delete(&self, fd: RawFd) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: both fds are open.
+        if unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_DEL, fd, &mut ev) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Tokens of ready sockets (at most `out.len()`), waiting at most `timeout_ms`.
+    pub(crate) fn wait(&self, out: &mut [libc::epoll_event], timeout_ms: i32) -> io::Result<usize> {
+        // SAFETY: `out` is a valid buffer of `out.len()` events.
+        let n = unsafe { libc::epoll_wait(self.0, out.as_mut_ptr(), out.len() as i32, timeout_ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(0);
+            }
+            return Err(e);
+        }
+        Ok(n as usize)
+    }
+}
+
+impl Drop for Epoll {
+    fn drop(&mut self) {
+        // SAFETY: we own the fd.
+        unsafe {
+            libc::close(self.0);
+        }
+    }
+}

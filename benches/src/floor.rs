@@ -1,0 +1,285 @@
+//! The fan-out floor: the least a program can do to put one notification frame on W
+//! already-connected sockets. A bare server on one thread of this process speaks just enough
+//! of the protocol for the fan-out client (handshake, create, getData with a watch, setData,
+//! delete, ping, closeSession); on a setData it writes the pre-encoded NodeDataChanged frame
+//! to every watching socket, one `write` per socket and nothing else, then answers the
+//! writer. Measured with the same client as `fanout`, so the two figures differ only by what
+//! the server does between reading the write and the last notification leaving.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use bytes::{Bytes, BytesMut};
+use zkd_protocol::{
+    encode_frame, event_type, keeper_state, reply_frame, ConnectResponse, ErrorCode, FrameCodec,
+    GetDataResponse, Jute, OpCode, Reader, ReplyHeader, RequestHeader, Stat, WatcherEvent,
+};
+
+use crate::epoll::Epoll;
+use crate::util::BenchResult;
+use crate::watchers::write_all;
+
+/// Token of the listening socket in the epoll set.
+const LISTENER: u64 = u64::MAX;
+
+/// A running floor server; stopped and joined on drop.
+pub struct FloorServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FloorServer {
+    /// Binds a loopback port and serves on one thread.
+    pub fn start() -> BenchResult<FloorServer> {
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("floor: bind: {e}"))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("floor: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| format!("floor: {e}"))?;
+        let epoll = Epoll::new().map_err(|e| format!("floor: epoll: {e}"))?;
+        epoll
+            .add(listener.as_raw_fd(), LISTENER)
+            .map_err(|e| format!("floor: epoll_ctl: {e}"))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("fanout-floor".into())
+            .spawn(move || {
+                let mut s = Floor {
+                    listener,
+                    epoll,
+                    conns: Vec::new(),
+                    codec: FrameCodec { max: 1 << 20 },
+                    notification: None,
+                };
+                if let Err(e) = s.serve(&flag) {
+                    eprintln!("zkd-bench: fan-out floor server stopped: {e}");
+                }
+            })
+            .map_err(|e| format!("floor: thread: {e}"))?;
+        Ok(FloorServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for FloorServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One client socket.
+struct Conn {
+    stream: TcpStream,
+    buf: BytesMut,
+    handshaken: bool,
+    watching: bool,
+    open: bool,
+}
+
+struct Floor {
+    listener: TcpListener,
+    epoll: Epoll,
+    conns: Vec<Conn>,
+    codec: FrameCodec,
+    /// The NodeDataChanged frame for the watched node, encoded at the first getData.
+    notification: Option<Bytes>,
+}
+
+impl Floor {
+    fn serve(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
+        let mut tmp = vec![0u8; 64 * 1024];
+        while !stop.load(Ordering::Relaxed) {
+            let n = self.epoll.wait(&mut events, 50)?;
+            for ev in &events[..n] {
+                if ev.u64 == LISTENER {
+                    self.accept()?;
+                } else {
+                    self.read(ev.u64 as usize, &mut tmp);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self) -> io::Result<()> {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(true)?;
+                    stream.set_nodelay(true)?;
+                    self.epoll
+                        .add(stream.as_raw_fd(), self.conns.len() as u64)?;
+                    self.conns.push(Conn {
+                        stream,
+                        buf: BytesMut::new(),
+                        handshaken: false,
+                        watching: false,
+                        open: true,
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Reads what socket `i` has and answers every complete frame; a broken connection is
+    /// closed alone.
+    fn read(&mut self, i: usize, tmp: &mut [u8]) {
+        let Some(c) = self.conns.get_mut(i).filter(|c| c.open) else {
+            return;
+        };
+        loop {
+            match c.stream.read(tmp) {
+                Ok(0) => {
+                    self.close(i);
+                    return;
+                }
+                Ok(k) => c.buf.extend_from_slice(&tmp[..k]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.close(i);
+                    return;
+                }
+            }
+        }
+        loop {
+            let c = &mut self.conns[i];
+            let frame = match self.codec.next_frame(&mut c.buf) {
+                Ok(Some(f)) => f,
+                Ok(None) => return,
+                Err(_) => {
+                    self.close(i);
+                    return;
+                }
+            };
+            if self.answer(i, frame).is_err() {
+                self.close(i);
+                return;
+            }
+        }
+    }
+
+    fn close(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        if c.open {
+            c.open = false;
+            let _ = self.epoll.delete(c.stream.as_raw_fd());
+            let _ = c.stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn answer(&mut self, i: usize, frame: Bytes) -> Result<(), String> {
+        if !self.conns[i].handshaken {
+            self.conns[i].handshaken = true;
+            let resp = ConnectResponse {
+                protocol_version: 0,
+                timeout: crate::pool::SESSION_TIMEOUT_MS,
+                session_id: i as i64 + 1,
+                passwd: Bytes::from_static(&[0; 16]),
+                read_only: Some(false),
+            };
+            return self.reply(i, &zkd_protocol::frame::record_frame(&resp));
+        }
+        let mut r = Reader::new(frame);
+        let h = RequestHeader::read(&mut r).map_err(|e| e.to_string())?;
+        let zxid = 1;
+        let op = OpCode::from_i32(h.op);
+        let out = match op {
+            Some(OpCode::Create) => {
+                let path = r.ustring().map_err(|e| e.to_string())?.unwrap_or_default();
+                reply_frame(h.xid, zxid, 0, Some(&|o: &mut BytesMut| path.write(o)))
+            }
+            Some(OpCode::GetData) => {
+                let path = r.ustring().map_err(|e| e.to_string())?.unwrap_or_default();
+                self.conns[i].watching = true;
+                self.notification.get_or_insert_with(|| {
+                    encode_frame(|o| {
+                        ReplyHeader {
+                            xid: -1,
+                            zxid: -1,
+                            err: 0,
+                        }
+                        .write(o);
+                        WatcherEvent {
+                            event_type: event_type::NODE_DATA_CHANGED,
+                            state: keeper_state::SYNC_CONNECTED,
+                            path,
+                        }
+                        .write(o);
+                    })
+                });
+                let body = GetDataResponse {
+                    data: Some(Bytes::from_static(b"0")),
+                    stat: Stat::default(),
+                };
+                reply_frame(h.xid, zxid, 0, Some(&|o: &mut BytesMut| body.write(o)))
+            }
+            Some(OpCode::SetData) => {
+                self.fan_out(i);
+                reply_frame(
+                    h.xid,
+                    zxid,
+                    0,
+                    Some(&|o: &mut BytesMut| Stat::default().write(o)),
+                )
+            }
+            Some(OpCode::Delete | OpCode::Ping | OpCode::CloseSession) => {
+                reply_frame(h.xid, zxid, 0, None)
+            }
+            _ => reply_frame(h.xid, zxid, ErrorCode::Unimplemented as i32, None),
+        };
+        self.reply(i, &out)?;
+        if op == Some(OpCode::CloseSession) {
+            self.close(i);
+        }
+        Ok(())
+    }
+
+    /// The measured part: one write of the same frame per watching socket.
+    fn fan_out(&mut self, writer: usize) {
+        let Some(frame) = self.notification.clone() else {
+            return;
+        };
+        for (j, c) in self.conns.iter_mut().enumerate() {
+            if j == writer || !c.watching || !c.open {
+                continue;
+            }
+            c.watching = false;
+            match c.stream.write(&frame) {
+                Ok(n) if n == frame.len() => {}
+                // An empty socket buffer takes 48 bytes whole; anything else is finished
+                // the slow way (never expected here).
+                Ok(n) => {
+                    let _ = write_all(&mut c.stream, &frame[n..]);
+                }
+                Err(_) => {
+                    let _ = write_all(&mut c.stream, &frame);
+                }
+            }
+        }
+    }
+
+    fn reply(&mut self, i: usize, frame: &[u8]) -> Result<(), String> {
+        write_all(&mut self.conns[i].stream, frame).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,77 @@
+//! Encoded child lists of nodes with many children, kept until the list changes: in a herd
+//! every watcher re-reads the same list after each change, and encoding it once per change
+//! instead of once per reader is most of the work saved.
+
+use std::collections::HashMap;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// Lists shorter than this are encoded for each reply (cheap, and not worth an entry).
+const MIN_CHILDREN: usize = 32;
+/// Bytes all cached lists may hold; past it the cache starts over.
+const MAX_BYTES: usize = 16 << 20;
+
+#[derive(Debug, Clone, Default)]
+pub struct ChildrenCache {
+    lists: HashMap<Box<str>, Bytes>,
+    bytes: usize,
+}
+
+impl ChildrenCache {
+    /// The list of `path` as a getChildren reply carries it (count, then each name), from
+    /// the cache or encoded from `names` (and cached when long).
+    pub fn encoded<'a>(
+        &mut self,
+        path: &str,
+        count: usize,
+        names: impl Iterator<Item = &'a str> + Clone,
+    ) -> Bytes {
+        if let Some(b) = self.lists.get(path) {
+            return b.clone();
+        }
+        let len = 4 + names.clone().map(|n| 4 + n.len()).sum::<usize>();
+        let mut out = BytesMut::with_capacity(len);
+        out.put_i32(count as i32);
+        for n in names {
+            zkd_protocol::jute::write_bytes(&mut out, n.as_bytes());
+        }
+        let out = out.freeze();
+        if count >= MIN_CHILDREN && out.len() <= MAX_BYTES {
+            if self.bytes + out.len() > MAX_BYTES {
+                self.lists.clear();
+                self.bytes = 0;
+            }
+            self.bytes += out.len();
+            self.lists.insert(path.into(), out.clone());
+        }
+        out
+    }
+
+    /// The children of `path` changed.
+    pub fn invalidate(&mut self, path: &str) {
+        if let Some(b) = self.lists.remove(path) {
+            self.bytes -= b.len();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_lists_are_cached_until_invalidated() {
+        let names: Vec<String> = (0..40).map(|i| format!("c-{i:03}")).collect();
+        let mut c = ChildrenCache::default();
+        let a = c.encoded("/p", names.len(), names.iter().map(String::as_str));
+        assert_eq!(a.len(), 4 + 40 * (4 + 5));
+        assert_eq!(&a[..4], &40i32.to_be_bytes());
+        assert_eq!(&a[4..13], b"\0\0\0\x05c-000");
+        let stale = c.encoded("/p", 0, std::iter::empty());
+        assert_eq!(stale, a, "served from the cache");
+        c.invalidate("/p");
+        let fresh = c.encoded("/p", 0, std::iter::empty());
+        assert_eq!(&fresh[..], &0i32.to_be_bytes());
+        assert_eq!(c.bytes, 0, "short lists are not kept");
+    }
+}
