@@ -351,6 +351,14 @@ pub async fn run(
         tokio::time::sleep(Duration::from_millis(50)).await;
         let (worst, replies) = worst_between(&samples, from, Instant::now());
         let (times, (status, bytes)) = polled;
+        let answered = if e.starts_with("4lw ") {
+            bytes > 0
+        } else {
+            status == 200 || e == "(nothing)"
+        };
+        if !answered {
+            return Err(format!("{e} answered status {status} with {bytes} bytes"));
+        }
         rows.push(Row {
             endpoint: e,
             response_ms: median(&times),

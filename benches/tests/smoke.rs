@@ -119,3 +119,35 @@ async fn herd_rejects_impossible_parameters() {
         .await
         .is_err());
 }
+
+/// A small admin-stall run against an embedded zkd with its admin listener: every endpoint
+/// answers (the item fails on any other status) and every one is timed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_stall_polls_every_endpoint() {
+    use zkd_bench::admin_stall::{self, Params};
+    let params = Params {
+        nodes: 300,
+        sessions: 40,
+        connected: 10,
+        polls: 1,
+        ..Params::quick()
+    };
+    let server = zkd_server::Server::start(zkd_server::Config {
+        port: 0,
+        admin_port: Some(0),
+        max_client_cnxns: 0,
+        max_session_timeout: Some(Duration::from_millis(params.session_timeout_ms as u64)),
+        four_letter_whitelist: zkd_server::FourLetterWhitelist::parse("*").unwrap(),
+        ..zkd_server::Config::default()
+    })
+    .await
+    .expect("embedded zkd");
+    let admin = server.admin_addr().expect("admin address").to_string();
+    let out = admin_stall::run(server.local_addr(), &admin, &params, &Progress::silent())
+        .await
+        .unwrap_or_else(|e| panic!("admin-stall: {e}"));
+    assert!(out.rows.len() > 40, "{} rows", out.rows.len());
+    let tree = out.rows.iter().find(|r| r.endpoint == "/zkd/tree").unwrap();
+    assert!(tree.bytes > 300 * 40, "the tree export holds the nodes");
+    assert!(admin_stall::report(&out).contains("`/commands/dump`"));
+}

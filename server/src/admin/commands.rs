@@ -10,7 +10,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::Router;
 use serde_json::{json, Map, Value};
 use zkd_protocol::FourLetterWord;
 
@@ -108,10 +108,8 @@ async fn command(
     State(st): State<AdminState>,
     Path(name): Path<String>,
     Query(params): Query<BTreeMap<String, String>>,
-) -> ApiResult<Json<Value>> {
-    super::off_runtime(move || run(&st, &name, &params))
-        .await
-        .map(Json)
+) -> ApiResult<Response> {
+    super::off_runtime(move || super::json_body(&run(&st, &name, &params)?)).await
 }
 
 /// The answer of command `name` (any of its names).

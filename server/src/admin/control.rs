@@ -119,12 +119,10 @@ fn session_json(s: &SessionReport) -> Value {
     })
 }
 
-async fn sessions(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+async fn sessions(State(st): State<AdminState>) -> ApiResult<axum::response::Response> {
     super::off_runtime(move || {
         let list = control::sessions(&st.shared)?;
-        Ok(Json(
-            json!({ "sessions": list.iter().map(session_json).collect::<Vec<_>>() }),
-        ))
+        super::json_body(&json!({ "sessions": list.iter().map(session_json).collect::<Vec<_>>() }))
     })
     .await
 }

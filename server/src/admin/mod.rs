@@ -82,6 +82,20 @@ pub(crate) async fn off_runtime<T: Send + 'static>(
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
 }
 
+/// A JSON answer serialized by the caller: handlers that run [`off_runtime`] serialize there,
+/// so neither the encoding of a large answer nor the freeing of its value runs on the async
+/// runtime's threads.
+pub(crate) fn json_body(v: &serde_json::Value) -> ApiResult<axum::response::Response> {
+    use axum::response::IntoResponse;
+    let bytes = serde_json::to_vec(v)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        bytes,
+    )
+        .into_response())
+}
+
 /// 404 for any route nobody serves.
 async fn unknown_route(uri: Uri) -> ApiError {
     ApiError::not_found(format!("no such admin route: {}", uri.path()))

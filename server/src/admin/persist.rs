@@ -16,25 +16,24 @@ pub(crate) fn routes() -> Router<AdminState> {
 }
 
 /// Nodes copied per turn of the core's lock while exporting the tree.
-const TREE_CHUNK: usize = 1000;
+const TREE_CHUNK: usize = 256;
 
 /// Every node outside `/zookeeper` except ephemerals: the format `--seed` reads. The tree is
 /// walked a chunk of nodes per turn of the core's lock, and the JSON is built off the async
 /// runtime, so a large tree does not stall clients. With writes going on meanwhile the
 /// export is not one point in time (a node created under a part already walked is missed);
 /// `POST /zkd/snapshot` is.
-async fn tree(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+async fn tree(State(st): State<AdminState>) -> ApiResult<axum::response::Response> {
     let shared = st.shared.clone();
-    let json = super::off_runtime(move || {
+    super::off_runtime(move || {
         let mut walk = crate::core::TreeWalk::new(false);
         let mut entries = Vec::new();
         while !walk.done() {
             shared.inspect(|core, _| core.export_some(&mut walk, TREE_CHUNK, &mut entries))?;
         }
-        Ok(crate::fixture::to_json(&entries))
+        super::json_body(&crate::fixture::to_json(&entries))
     })
-    .await?;
-    Ok(Json(json))
+    .await
 }
 
 async fn snapshot(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
