@@ -18,3 +18,6 @@ bash scripts/test-packages.sh
 # pass there too, so this checks the expectations themselves.
 ZKD_TEST_TARGET=zookeeper cargo test -p zkd-client-tests \
   --test rust_client --test acl_auth --test hostile --test watch_acl "$@"
+# The ensemble client suites (Curator failover and LeaderLatch, kazoo failover and read-only
+# mode) against three Apache ZooKeeper servers whose JVMs are killed and restarted.
+ZKD_TEST_TARGET=zookeeper cargo test -p zkd-client-tests --test external_suites "$@" ensemble

@@ -144,14 +144,18 @@ public final class JavaClientSuite {
     }
 
     static void waitUntil(BooleanSupplier cond, String what) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(WAIT_MS);
+        waitUntil(cond, what, WAIT_MS);
+    }
+
+    static void waitUntil(BooleanSupplier cond, String what, long ms) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ms);
         while (System.nanoTime() < deadline) {
             if (cond.getAsBoolean()) {
                 return;
             }
             Thread.sleep(20);
         }
-        check(cond.getAsBoolean(), "timed out after " + WAIT_MS + "ms waiting for " + what);
+        check(cond.getAsBoolean(), "timed out after " + ms + "ms waiting for " + what);
     }
 
     static WatchedEvent nextEvent(BlockingQueue<WatchedEvent> q, String what) throws InterruptedException {

@@ -247,20 +247,25 @@ async fn quorum_loss_serves_read_only_clients_until_quorum_returns() {
     assert_eq!(mode_line(&srvr), "Mode: read-only");
     assert_eq!(word(a[0], "isro").await, "ro");
 
-    // A client that does not accept read-only mode is closed without an answer; a new
-    // session is refused with a bare NOTREADONLY header.
+    // A client that does not accept read-only mode is closed without an answer, and so is
+    // a global session: a read-only member only creates sessions of its own.
     assert!(raw_handshake(a[0], 0, Bytes::from_static(&[0; 16]), false)
         .await
         .is_empty());
-    let refused = raw_handshake(a[0], 0, Bytes::from_static(&[0; 16]), true).await;
-    assert_eq!(refused.len(), 20, "{refused:?}");
-    assert_eq!(&refused[0..8], &[0, 0, 0, 16, 0, 0, 0, 0]);
-    let err = i32::from_be_bytes(refused[16..20].try_into().expect("4 bytes"));
-    assert_eq!(err, ErrorCode::NotReadOnly.code());
+    assert!(raw_handshake(a[0], c.session_id, c.passwd.clone(), true)
+        .await
+        .is_empty());
 
-    // The existing session is served read-only: reads work, writes and sync are refused.
-    let ro = move_to(&c, a[0], true).await;
+    // A new read-only session: reads work, writes and sync are refused.
+    let ro = tokio::time::timeout(
+        WAIT,
+        RawClient::handshake(a[0], 0, Bytes::from_static(&[0; 16]), 30_000, 0, true),
+    )
+    .await
+    .expect("handshake in time")
+    .expect("a read-only session");
     assert!(ro.read_only, "the ConnectResponse says read-only");
+    assert_eq!(ro.session_id >> 56, 1, "created by member 1");
     assert_eq!(ro.call(&get_data("/kept")).await.expect("read").err, 0);
     assert_eq!(ro.call(&get_data("/eph")).await.expect("read").err, 0);
     let refused = ErrorCode::NotReadOnly.code();
@@ -273,11 +278,14 @@ async fn quorum_loss_serves_read_only_clients_until_quorum_returns() {
     });
     assert_eq!(ro.call(&sync).await.expect("sync").err, refused);
 
-    // Quorum returns: the read-only connection drops and the session writes again.
+    // Quorum returns: the read-only connection drops; its session is unknown to the
+    // read-write members, while the global session comes back with its ephemeral.
     server.start_member(2).await.expect("start 2");
     dropped(&ro).await;
     assert_eq!(word(a[0], "isro").await, "rw");
-    let rw = move_to(&ro, a[1], false).await;
+    let local = RawClient::resume(a[1], ro.session_id, ro.passwd.clone(), 30_000, 0).await;
+    assert!(local.is_err(), "a read-only session does not become global");
+    let rw = move_to(&c, a[1], false).await;
     assert!(!rw.read_only);
     assert_eq!(rw.call(&create("/new", 0)).await.expect("write").err, 0);
     assert_eq!(

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use zkd_testkit::target::Target;
 
+#[path = "common/member_control.rs"]
+mod member_control;
+
 /// Upper bound for one suite, including the Java compile; run-suite.sh has its own, shorter limit.
 const SUITE_LIMIT: Duration = Duration::from_secs(420);
 
@@ -148,9 +151,32 @@ async fn check_suite(name: &'static str, addr: &str, envs: Vec<(&'static str, St
     );
 }
 
-/// Runs an ensemble suite against a three-member zkd ensemble, whose members it stops and
-/// starts through the admin listener.
+/// Runs an ensemble suite against a three-member ensemble, whose members it stops and starts
+/// through `POST /zkd/members/{id}/stop|start`: zkd's (its admin listener), or with
+/// `ZKD_TEST_TARGET=zookeeper` three Apache ZooKeeper JVMs with read-only mode and local
+/// sessions on (a small endpoint here kills and restarts them).
 async fn run_ensemble_suite(name: &'static str) {
+    if std::env::var("ZKD_TEST_TARGET").as_deref() == Ok("zookeeper") {
+        let ensemble = tokio::task::spawn_blocking(|| {
+            // Read-only mode, and local sessions: without them a 3.8 read-only member serves
+            // no client at all (docs/protocol.md, "Ensemble members and read-only mode").
+            zkd_testkit::oracle::Launcher::new()
+                .jvm_opts(vec!["-Dreadonlymode.enabled=true".into()])
+                .cfg(&[
+                    ("localSessionsEnabled", "true"),
+                    ("localSessionsUpgradingEnabled", "true"),
+                ])
+                .start_ensemble(3)
+        })
+        .await
+        .expect("launcher thread")
+        .unwrap_or_else(|e| panic!("{e}"));
+        let hosts = ensemble.connect_string();
+        let ensemble = std::sync::Arc::new(std::sync::Mutex::new(ensemble));
+        let control = member_control::MemberControl::start(ensemble.clone());
+        check_suite(name, &hosts, vec![("ZKD_CONTROL_URL", control.url())]).await;
+        return;
+    }
     let (server, admin) = zkd_testkit::target::zkd_with_admin(zkd_server::Config {
         ensemble: Some(zkd_server::EnsembleConfig::numbered(3, 0).expect("three members")),
         ..zkd_server::Config::default()

@@ -167,6 +167,9 @@ pub struct Core {
     next_reap: i64,
     open_acl: AclList,
     counters: Counters,
+    /// Sessions created by read-only ensemble members: never logged, unknown to members
+    /// serving reads and writes.
+    local_sessions: std::collections::HashSet<i64>,
     /// Packet counters per ensemble member (empty on a standalone server).
     member_counters: std::collections::BTreeMap<u64, Counters>,
     herd: Herd,
@@ -207,6 +210,7 @@ impl Core {
             open_acl,
             counters: Counters::default(),
             member_counters: Default::default(),
+            local_sessions: Default::default(),
             herd: Herd::new(cfg_herd_warn),
             now_ms: now.mono,
             scratch: Vec::new(),

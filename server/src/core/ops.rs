@@ -135,11 +135,14 @@ impl Core {
                 self.finish_connection(conn, out);
                 return Handshake::Closed;
             }
-            Serving::ReadOnly if req.session_id == 0 => {
-                // A read-only member cannot create a global session (docs/protocol.md,
-                // "Read-only mode"): ZooKeeper answers with a bare NOTREADONLY header.
-                let frame = header_only(0, self.zxid, ErrorCode::NotReadOnly.code());
-                self.send(out, conn, frame);
+            Serving::ReadOnly
+                if req.session_id != 0
+                    && self.sessions.get(req.session_id).is_some()
+                    && !self.local_sessions.contains(&req.session_id) =>
+            {
+                // A read-only member does not take over a global session (docs/protocol.md,
+                // "Ensemble members and read-only mode"): closed without an answer.
+                tracing::debug!(conn, "read-only member: refusing a global session");
                 self.finish_connection(conn, out);
                 return Handshake::Closed;
             }
@@ -165,7 +168,16 @@ impl Core {
             .min(self.cfg.max_session_timeout_ms)
             .max(floor);
         let ro = req.read_only;
-        let sid = if req.session_id == 0 {
+        let sid = if req.session_id == 0 && serving == Serving::ReadOnly {
+            // A local session of this read-only member: no transaction, unknown to the
+            // members serving reads and writes.
+            let member = self.conns.get(&conn).map_or(0, |c| c.member);
+            let s = self.sessions.create_on(member, timeout, now.mono);
+            s.conn = Some(conn);
+            let sid = s.id;
+            self.local_sessions.insert(sid);
+            sid
+        } else if req.session_id == 0 {
             self.next_zxid(now.mono);
             let member = self.conns.get(&conn).map_or(0, |c| c.member);
             let s = self.sessions.create_on(member, timeout, now.mono);
@@ -177,7 +189,8 @@ impl Core {
             let valid = self
                 .sessions
                 .get(req.session_id)
-                .is_some_and(|s| req.passwd.len() == 16 && s.passwd[..] == req.passwd[..]);
+                .is_some_and(|s| req.passwd.len() == 16 && s.passwd[..] == req.passwd[..])
+                && (serving == Serving::ReadOnly || !self.local_sessions.contains(&req.session_id));
             if !valid {
                 let frame = zkd_protocol::frame::record_frame(&ConnectResponse::invalid(ro));
                 self.send(out, conn, frame);
@@ -285,7 +298,8 @@ impl Core {
             }
             Some((op, Ok(_)))
                 if self.conn_serving(conn) == Serving::ReadOnly
-                    && member::refused_when_read_only(op) =>
+                    && member::refused_when_read_only(op)
+                    && !(op == OpCode::CloseSession && self.local_sessions.contains(&sid)) =>
             {
                 let zxid = self.zxid;
                 (

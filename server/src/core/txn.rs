@@ -375,6 +375,12 @@ impl Core {
 
     /// Closes a session (explicit close or expiry): one zxid for all its ephemerals.
     pub(super) fn kill_session(&mut self, sid: i64, now: Now, out: &mut dyn Outbox) -> i64 {
+        if self.local_sessions.remove(&sid) {
+            // A read-only member's local session ends without a transaction (it has no
+            // ephemerals: read-only members refuse writes).
+            self.sessions.remove(sid);
+            return self.zxid;
+        }
         let zxid = self.next_zxid(now.mono);
         let mut txn = Txn::new(zxid, now, false);
         if let Some(session) = self.sessions.remove(sid) {

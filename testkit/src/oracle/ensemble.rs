@@ -87,6 +87,7 @@ impl Launcher {
                 members: Vec::new(),
                 children: Vec::new(),
                 dir,
+                launcher: self.clone(),
             };
             for (member, mut cmd) in self.ensemble_commands(&ensemble.dir, n)? {
                 let log = fs::File::create(member.dir.join("stdout.log"))
@@ -127,6 +128,8 @@ pub struct OracleEnsemble {
     members: Vec<EnsembleMember>,
     children: Vec<Child>,
     dir: PathBuf,
+    /// The launcher that made it, to start stopped members again.
+    launcher: Launcher,
 }
 
 impl OracleEnsemble {
@@ -147,6 +150,51 @@ impl OracleEnsemble {
     /// Process ids of the member JVMs, in id order.
     pub fn pids(&self) -> Vec<u32> {
         self.children.iter().map(Child::id).collect()
+    }
+
+    /// Kills member `id`'s JVM (as a crash or a stopped host would end it).
+    pub fn stop_member(&mut self, id: u64) -> Result<(), String> {
+        let child = self
+            .children
+            .get_mut(id.wrapping_sub(1) as usize)
+            .ok_or_else(|| format!("no member {id}"))?;
+        let _ = child.kill();
+        child
+            .wait()
+            .map(|_| ())
+            .map_err(|e| format!("member {id} did not end: {e}"))
+    }
+
+    /// Starts member `id` again with its configuration and data directory (it rejoins the
+    /// ensemble; this does not wait until it serves).
+    pub fn start_member(&mut self, id: u64) -> Result<(), String> {
+        let i = id.wrapping_sub(1) as usize;
+        let member = self
+            .members
+            .get(i)
+            .ok_or_else(|| format!("no member {id}"))?;
+        if matches!(self.children[i].try_wait(), Ok(None)) {
+            return Err(format!("member {id} is running"));
+        }
+        let cfg = fs::read_to_string(member.dir.join("zoo.cfg"))
+            .map_err(|e| format!("cannot read member {id}'s zoo.cfg: {e}"))?;
+        let mut cmd = self
+            .launcher
+            .command_with(&member.dir, &cfg, QUORUM_MAIN_CLASS)?;
+        let log = fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(member.dir.join("stdout.log"))
+            .and_then(|f| Ok((f.try_clone()?, f)))
+            .map_err(|e| format!("cannot write stdout.log: {e}"))?;
+        let child = cmd
+            .stdout(log.0)
+            .stderr(log.1)
+            .spawn()
+            .map_err(|e| format!("cannot start member {id} again: {e}"))?;
+        let old = std::mem::replace(&mut self.children[i], child);
+        drop(old);
+        Ok(())
     }
 
     /// Waits until every member serves; `Err((true, _))` when a member could not bind.
