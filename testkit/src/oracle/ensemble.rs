@@ -89,15 +89,9 @@ impl Launcher {
                 dir,
                 launcher: self.clone(),
             };
-            for (member, mut cmd) in self.ensemble_commands(&ensemble.dir, n)? {
-                let log = fs::File::create(member.dir.join("stdout.log"))
-                    .and_then(|f| Ok((f.try_clone()?, f)))
-                    .map_err(|e| format!("cannot write stdout.log: {e}"))?;
-                let child = cmd
-                    .stdout(log.0)
-                    .stderr(log.1)
-                    .spawn()
-                    .map_err(|e| format!("{} (cannot run java: {e})", super::NOT_INSTALLED))?;
+            for (member, cmd) in self.ensemble_commands(&ensemble.dir, n)? {
+                let child = spawn_logged(cmd, &member.dir)
+                    .map_err(|e| format!("{} ({e})", super::NOT_INSTALLED))?;
                 ensemble.children.push(child);
                 ensemble.members.push(member);
             }
@@ -112,6 +106,20 @@ impl Launcher {
              {last}"
         ))
     }
+}
+
+/// Runs `cmd` with stdout and stderr appended to `dir/stdout.log`.
+fn spawn_logged(mut cmd: Command, dir: &Path) -> Result<Child, String> {
+    let log = fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(dir.join("stdout.log"))
+        .and_then(|f| Ok((f.try_clone()?, f)))
+        .map_err(|e| format!("cannot write stdout.log: {e}"))?;
+    cmd.stdout(log.0)
+        .stderr(log.1)
+        .spawn()
+        .map_err(|e| format!("cannot run java: {e}"))
 }
 
 /// The mode a member's `srvr` reports once it serves requests (`leader`, `follower`,
@@ -178,20 +186,11 @@ impl OracleEnsemble {
         }
         let cfg = fs::read_to_string(member.dir.join("zoo.cfg"))
             .map_err(|e| format!("cannot read member {id}'s zoo.cfg: {e}"))?;
-        let mut cmd = self
+        let cmd = self
             .launcher
             .command_with(&member.dir, &cfg, QUORUM_MAIN_CLASS)?;
-        let log = fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(member.dir.join("stdout.log"))
-            .and_then(|f| Ok((f.try_clone()?, f)))
-            .map_err(|e| format!("cannot write stdout.log: {e}"))?;
-        let child = cmd
-            .stdout(log.0)
-            .stderr(log.1)
-            .spawn()
-            .map_err(|e| format!("cannot start member {id} again: {e}"))?;
+        let child =
+            spawn_logged(cmd, &member.dir).map_err(|e| format!("member {id} again: {e}"))?;
         let old = std::mem::replace(&mut self.children[i], child);
         drop(old);
         Ok(())
