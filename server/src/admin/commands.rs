@@ -296,13 +296,13 @@ fn connections(view: &FourLetterView) -> Map<String, Value> {
             }));
             if let Some(x) = &c.session {
                 m.extend(obj(json!({
-                    "session_id": x.session_id,
-                    "last_operation": x.last_op,
-                    "established": x.established_ms,
-                    "session_timeout": x.timeout_ms,
-                    "last_cxid": x.last_cxid,
-                    "last_zxid": x.last_zxid,
-                    "last_response_time": x.last_response_ms,
+                    "session_id": x.core.session_id,
+                    "last_operation": x.core.last_op,
+                    "established": x.core.established_ms,
+                    "session_timeout": x.core.timeout_ms,
+                    "last_cxid": x.core.last_cxid,
+                    "last_zxid": x.core.last_zxid,
+                    "last_response_time": x.core.last_response_ms,
                     "last_latency": x.last_latency_ms,
                     "min_latency": x.min_latency_ms,
                     "avg_latency": x.avg_latency_ms,

@@ -118,7 +118,7 @@ pub fn dump(view: &FourLetterView) -> String {
         let timeout = c
             .session
             .as_ref()
-            .map_or(SESSIONLESS_CNXN_TIMEOUT_MS, |x| x.timeout_ms);
+            .map_or(SESSIONLESS_CNXN_TIMEOUT_MS, |x| x.core.timeout_ms);
         let at = round_up_to_interval(c.last_activity_ms + timeout, SESSIONLESS_CNXN_TIMEOUT_MS);
         cnxn_buckets.entry(at).or_default().push(c);
     }
@@ -132,7 +132,7 @@ pub fn dump(view: &FourLetterView) -> String {
         conns.sort_by_key(|c| c.remote);
         let _ = writeln!(s, "{} expire at {}:", conns.len(), java_date(*at));
         for c in conns.iter() {
-            let sid = c.session.as_ref().map_or(0, |x| x.session_id);
+            let sid = c.session.as_ref().map_or(0, |x| x.core.session_id);
             let _ = writeln!(
                 s,
                 "\tip: {} sessionId: 0x{sid:x}",
@@ -389,16 +389,16 @@ fn connection_line(s: &mut String, c: &ConnectionInfo, brief: bool) {
         let _ = write!(
             s,
             ",sid=0x{:x},lop={},est={},to={}",
-            x.session_id, x.last_op, x.established_ms, x.timeout_ms
+            x.core.session_id, x.core.last_op, x.core.established_ms, x.core.timeout_ms
         );
-        if x.last_cxid >= 0 {
-            let _ = write!(s, ",lcxid=0x{:x}", x.last_cxid);
+        if x.core.last_cxid >= 0 {
+            let _ = write!(s, ",lcxid=0x{:x}", x.core.last_cxid);
         }
         let _ = write!(
             s,
             ",lzxid=0x{:x},lresp={},llat={},minlat={},avglat={},maxlat={}",
-            x.last_zxid,
-            x.last_response_ms,
+            x.core.last_zxid,
+            x.core.last_response_ms,
             x.last_latency_ms,
             x.min_latency_ms,
             x.avg_latency_ms,
@@ -494,6 +494,7 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 mod tests {
     use super::super::render;
     use super::*;
+    use crate::core::report::ConnSessionReport;
     use crate::fourlw::report::{ConfInfo, ConnSession, ConnWatches, Latency, SessionInfo};
     use zkd_protocol::FourLetterWord as W;
 
@@ -527,13 +528,15 @@ mod tests {
                     packets_sent: 10,
                     last_activity_ms: 1_795_329_556_000,
                     session: Some(ConnSession {
-                        session_id: 0x100000772360001,
-                        timeout_ms: 10_000,
-                        last_op: "EXIS",
-                        established_ms: 1_795_329_548_768,
-                        last_cxid: 9,
-                        last_zxid: 6,
-                        last_response_ms: 582_198,
+                        core: ConnSessionReport {
+                            session_id: 0x100000772360001,
+                            timeout_ms: 10_000,
+                            last_op: "EXIS",
+                            established_ms: 1_795_329_548_768,
+                            last_cxid: 9,
+                            last_zxid: 6,
+                            last_response_ms: 582_198,
+                        },
                         last_latency_ms: 1,
                         min_latency_ms: 0,
                         avg_latency_ms: 1,
@@ -721,8 +724,8 @@ mod tests {
         let mut v = sample();
         v.connections.truncate(1);
         if let Some(x) = v.connections[0].session.as_mut() {
-            x.last_cxid = -1;
-            x.last_zxid = -1;
+            x.core.last_cxid = -1;
+            x.core.last_zxid = -1;
         }
         let out = cons(&v);
         assert!(!out.contains("lcxid"), "{out}");

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 
 use super::Needs;
-use crate::core::report::{ConnectionReport, Summary};
+use crate::core::report::{ConnSessionReport, ConnectionReport, Summary};
 use crate::core::ConnId;
 use crate::ensemble::MemberMode;
 
@@ -161,14 +161,8 @@ fn connection_info(c: ConnectionReport, net: &dyn NetFacts) -> ConnectionInfo {
         packets_received: c.packets_received,
         packets_sent: c.packets_sent,
         last_activity_ms: c.last_activity_ms,
-        session: c.session.map(|x| ConnSession {
-            session_id: x.session_id,
-            timeout_ms: x.timeout_ms,
-            last_op: x.last_op,
-            established_ms: x.established_ms,
-            last_cxid: x.last_cxid,
-            last_zxid: x.last_zxid,
-            last_response_ms: x.last_response_ms,
+        session: c.session.map(|core| ConnSession {
+            core,
             last_latency_ms: latency.last_ms(),
             min_latency_ms: min,
             avg_latency_ms: avg as i64,
@@ -335,22 +329,12 @@ pub struct ConnectionInfo {
     pub session: Option<ConnSession>,
 }
 
-/// Per-connection details shown by `cons` for a connection with a session.
+/// Per-connection details shown by `cons` for a connection with a session: what the core
+/// reports about the session plus the latency the network layer measured.
 #[derive(Clone, Debug, Default)]
 pub struct ConnSession {
-    pub session_id: i64,
-    /// Negotiated session timeout in ms.
-    pub timeout_ms: i64,
-    /// Short name of the last operation (`OpCode::short_name`, `NA` before the first one).
-    pub last_op: &'static str,
-    /// When the session was established on this connection (epoch ms).
-    pub established_ms: i64,
-    /// Last client xid answered; not shown while negative.
-    pub last_cxid: i64,
-    /// zxid of the last reply.
-    pub last_zxid: i64,
-    /// When the last reply was sent (ms).
-    pub last_response_ms: i64,
+    /// Session id, timeout, last operation, cxid, zxid and reply time, as the core reports them.
+    pub core: ConnSessionReport,
     pub last_latency_ms: i64,
     pub min_latency_ms: i64,
     pub avg_latency_ms: i64,
