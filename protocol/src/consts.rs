@@ -114,6 +114,26 @@ impl OpCode {
             Error => "ERR",
         }
     }
+
+    /// Whether a successful reply to this request has no body (delete, check, ping,
+    /// checkWatches, removeWatches, deleteContainer, auth, setWatches, setWatches2,
+    /// closeSession).
+    pub fn has_empty_reply(self) -> bool {
+        use OpCode::*;
+        matches!(
+            self,
+            Delete
+                | Check
+                | Ping
+                | CheckWatches
+                | RemoveWatches
+                | DeleteContainer
+                | Auth
+                | SetWatches
+                | SetWatches2
+                | CloseSession
+        )
+    }
 }
 
 /// Error codes carried in `ReplyHeader.err` (docs/protocol.md, "Error codes").

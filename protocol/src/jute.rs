@@ -290,35 +290,23 @@ pub(crate) mod strategy {
         fn strategy() -> BoxedStrategy<Self>;
     }
 
-    impl Generate for i32 {
-        fn strategy() -> BoxedStrategy<Self> {
-            any::<i32>().boxed()
-        }
+    /// Integers and flags: any value of the type.
+    macro_rules! any_value {
+        ($($t:ty),*) => {$(
+            impl Generate for $t {
+                fn strategy() -> BoxedStrategy<Self> {
+                    any::<$t>().boxed()
+                }
+            }
+        )*};
     }
-
-    impl Generate for i64 {
-        fn strategy() -> BoxedStrategy<Self> {
-            any::<i64>().boxed()
-        }
-    }
-
-    impl Generate for bool {
-        fn strategy() -> BoxedStrategy<Self> {
-            any::<bool>().boxed()
-        }
-    }
+    any_value!(i32, i64, bool);
 
     impl Generate for String {
         fn strategy() -> BoxedStrategy<Self> {
             prop::collection::vec(any::<char>(), 0..12)
                 .prop_map(String::from_iter)
                 .boxed()
-        }
-    }
-
-    impl Generate for Option<String> {
-        fn strategy() -> BoxedStrategy<Self> {
-            prop::option::of(String::strategy()).boxed()
         }
     }
 
@@ -330,9 +318,9 @@ pub(crate) mod strategy {
         }
     }
 
-    impl Generate for Option<Bytes> {
+    impl<T: Generate + 'static> Generate for Option<T> {
         fn strategy() -> BoxedStrategy<Self> {
-            prop::option::of(Bytes::strategy()).boxed()
+            prop::option::of(T::strategy()).boxed()
         }
     }
 

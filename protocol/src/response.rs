@@ -56,17 +56,9 @@ impl Response {
             O::GetAllChildrenNumber => Jute::read(r).map(Response::AllChildrenNumber),
             O::AddWatch => Jute::read(r).map(Response::AddWatch),
             O::WhoAmI => Jute::read(r).map(Response::WhoAmI),
-            O::Delete
-            | O::Check
-            | O::Ping
-            | O::CheckWatches
-            | O::RemoveWatches
-            | O::DeleteContainer
-            | O::Auth
-            | O::SetWatches
-            | O::SetWatches2
-            | O::CloseSession => Ok(Response::Empty),
-            O::Notification | O::Error | O::CreateSession => return None,
+            _ if op.has_empty_reply() => Ok(Response::Empty),
+            // Not client requests: notification, error, createSession.
+            _ => return None,
         })
     }
 

@@ -69,51 +69,34 @@ record! {
 }
 
 record! {
-    pub struct CreateTxn {
-        pub path: String,
-        pub data: Option<Bytes>,
-        pub acl: Vec<Acl>,
-        pub ephemeral: bool,
-        pub parent_cversion: i32,
-    }
+    /// The node a create transaction makes, as every create transaction starts.
+    pub struct NewNode { pub path: String, pub data: Option<Bytes>, pub acl: Vec<Acl> }
 }
 
 record! {
-    pub struct CreateTtlTxn {
-        pub path: String,
-        pub data: Option<Bytes>,
-        pub acl: Vec<Acl>,
-        pub parent_cversion: i32,
-        pub ttl: i64,
-    }
+    /// `create` and `create2`.
+    pub struct CreateTxn { pub node: NewNode, pub ephemeral: bool, pub parent_cversion: i32 }
 }
 
 record! {
-    pub struct CreateContainerTxn {
-        pub path: String,
-        pub data: Option<Bytes>,
-        pub acl: Vec<Acl>,
-        pub parent_cversion: i32,
-    }
+    pub struct CreateTtlTxn { pub node: NewNode, pub parent_cversion: i32, pub ttl: i64 }
 }
 
 record! {
-    pub struct DeleteTxn { pub path: String }
+    pub struct CreateContainerTxn { pub node: NewNode, pub parent_cversion: i32 }
 }
 
-record! {
-    /// `version` is the node's version after the change.
-    pub struct SetDataTxn { pub path: String, pub data: Option<Bytes>, pub version: i32 }
-}
+/// The delete transaction: the path alone, laid out like the getACL request.
+pub type DeleteTxn = crate::PathRequest;
 
-record! {
-    /// `version` is the node's ACL version after the change.
-    pub struct SetAclTxn { pub path: String, pub acl: Vec<Acl>, pub version: i32 }
-}
+/// Laid out like the setData request, but `version` is the node's version after the change.
+pub type SetDataTxn = crate::SetDataRequest;
 
-record! {
-    pub struct CheckVersionTxn { pub path: String, pub version: i32 }
-}
+/// Laid out like the setACL request, but `version` is the node's ACL version after the change.
+pub type SetAclTxn = crate::SetAclRequest;
+
+/// The check of a multi: path and expected version, as in the check request.
+pub type CheckVersionTxn = crate::CheckVersionRequest;
 
 record! {
     pub struct CreateSessionTxn { pub timeout: i32 }
@@ -124,9 +107,8 @@ record! {
     pub struct CloseSessionTxn { pub paths: Vec<String> }
 }
 
-record! {
-    pub struct ErrorTxn { pub err: i32 }
-}
+/// A failed transaction's error code, laid out like the error response.
+pub type ErrorTxn = crate::ErrorResponse;
 
 record! {
     /// One sub-transaction of a multi: its type and its encoded body.
@@ -278,9 +260,11 @@ mod tests {
     #[test]
     fn multi_bodies_decode_their_sub_transactions() {
         let create = CreateTxn {
-            path: "/a".into(),
-            data: Some(Bytes::from_static(b"x")),
-            acl: Acl::open_unsafe(),
+            node: NewNode {
+                path: "/a".into(),
+                data: Some(Bytes::from_static(b"x")),
+                acl: Acl::open_unsafe(),
+            },
             ephemeral: false,
             parent_cversion: 1,
         };

@@ -162,17 +162,9 @@ fn response_for(op: OpCode) -> Option<BoxedStrategy<Response>> {
         O::GetAllChildrenNumber => gen().prop_map(Response::AllChildrenNumber).boxed(),
         O::AddWatch => gen().prop_map(Response::AddWatch).boxed(),
         O::WhoAmI => gen().prop_map(Response::WhoAmI).boxed(),
-        O::Delete
-        | O::Check
-        | O::Ping
-        | O::CheckWatches
-        | O::RemoveWatches
-        | O::DeleteContainer
-        | O::Auth
-        | O::SetWatches
-        | O::SetWatches2
-        | O::CloseSession => Just(Response::Empty).boxed(),
+        _ if op.has_empty_reply() => Just(Response::Empty).boxed(),
         O::Notification | O::Error | O::CreateSession => return None,
+        _ => unreachable!("{op:?} is a request with a reply body"),
     })
 }
 

@@ -10,8 +10,8 @@ use bytes::{Bytes, BytesMut};
 use zkd_protocol::disk::snapshot::{SnapNode, SnapshotImage};
 use zkd_protocol::disk::{
     txn_type, CloseSessionTxn, CreateContainerTxn, CreateSessionTxn, CreateTtlTxn, CreateTxn,
-    DeleteTxn, ErrorTxn, MultiTxn, SetAclTxn, SetDataTxn, StatPersisted, SubTxn, TxnBody, TxnEntry,
-    TxnHeader,
+    DeleteTxn, ErrorTxn, MultiTxn, NewNode, SetAclTxn, SetDataTxn, StatPersisted, SubTxn, TxnBody,
+    TxnEntry, TxnHeader,
 };
 use zkd_protocol::{Acl, Jute};
 
@@ -217,34 +217,15 @@ impl Core {
         match body {
             TxnBody::Create(c) => {
                 let owner = if c.ephemeral { h.client_id } else { 0 };
-                self.replay_create(
-                    h,
-                    &c.path,
-                    &c.data,
-                    &c.acl,
-                    owner,
-                    c.parent_cversion,
-                    problems,
-                )
+                self.replay_create(h, &c.node, owner, c.parent_cversion, problems)
             }
-            TxnBody::CreateContainer(c) => self.replay_create(
-                h,
-                &c.path,
-                &c.data,
-                &c.acl,
-                CONTAINER_OWNER,
-                c.parent_cversion,
-                problems,
-            ),
-            TxnBody::CreateTtl(c) => self.replay_create(
-                h,
-                &c.path,
-                &c.data,
-                &c.acl,
-                TTL_MARKER | (c.ttl & tree::MAX_TTL),
-                c.parent_cversion,
-                problems,
-            ),
+            TxnBody::CreateContainer(c) => {
+                self.replay_create(h, &c.node, CONTAINER_OWNER, c.parent_cversion, problems)
+            }
+            TxnBody::CreateTtl(c) => {
+                let owner = TTL_MARKER | (c.ttl & tree::MAX_TTL);
+                self.replay_create(h, &c.node, owner, c.parent_cversion, problems)
+            }
             TxnBody::Delete(d) => self.replay_delete(&d.path, zxid, problems),
             TxnBody::SetData(s) => {
                 let data = s.data.as_ref().map(|d| Bytes::copy_from_slice(d));
@@ -286,13 +267,12 @@ impl Core {
     fn replay_create(
         &mut self,
         h: &TxnHeader,
-        p: &str,
-        data: &Option<Bytes>,
-        acl: &[Acl],
+        new: &NewNode,
         owner: i64,
         parent_cversion: i32,
         problems: &mut Vec<String>,
     ) {
+        let (p, data, acl) = (new.path.as_str(), &new.data, &new.acl);
         let parent = path::canonical(path::parent(p).unwrap_or("")).to_string();
         if !path::is_valid(p) || self.tree.get(&parent).is_none() {
             problems.push(format!("create of {p} without its parent"));
@@ -382,26 +362,26 @@ impl Core {
             return;
         }
         let Some(node) = self.tree.get(p) else { return };
+        let kind = node.kind();
         let parent = path::canonical(path::parent(p).unwrap_or(""));
         let parent_cversion = self.tree.get(parent).map_or(0, |n| n.child_creates);
-        let (data, acl) = (node.data.clone(), node.acl.to_vec());
-        let path = p.to_string();
-        match node.kind() {
+        let node = NewNode {
+            path: p.to_string(),
+            data: node.data.clone(),
+            acl: node.acl.to_vec(),
+        };
+        match kind {
             NodeKind::Container => self.log_op(
                 txn_type::CREATE_CONTAINER,
                 &CreateContainerTxn {
-                    path,
-                    data,
-                    acl,
+                    node,
                     parent_cversion,
                 },
             ),
             NodeKind::Ttl(ttl) => self.log_op(
                 txn_type::CREATE_TTL,
                 &CreateTtlTxn {
-                    path,
-                    data,
-                    acl,
+                    node,
                     parent_cversion,
                     ttl,
                 },
@@ -415,9 +395,7 @@ impl Core {
                 self.log_op(
                     t,
                     &CreateTxn {
-                        path,
-                        data,
-                        acl,
+                        node,
                         ephemeral: matches!(kind, NodeKind::Ephemeral(_)),
                         parent_cversion,
                     },
