@@ -3,7 +3,8 @@
 #   * python: the `zkd` wheel (the binary plus the zkd package and pytest plugin), built with
 #     maturin from the debug profile, installed with --no-index into a fresh virtualenv, then
 #     python/tests run there with kazoo through the plugin's fixtures;
-#   * java:   java/zkd-testing compiled with javac and its Curator tests run against the binary;
+#   * java:   java/zkd-testing compiled with javac, its Curator tests (server and cluster) and
+#             the JUnit 5 extension test run against the binary;
 #   * rust:   `cargo package` of the publishable crates (metadata, versions of path dependencies).
 #
 #   usage: scripts/test-packages.sh [python|java|rust]...   (default: all three)
