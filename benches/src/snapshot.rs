@@ -1,7 +1,8 @@
 //! `zkd-bench snapshot`: persistence at scale. Builds an N-node tree in zkd (from a seed
-//! fixture), takes a snapshot while a client reads in a loop (the longest stall that client
-//! sees, and how long the core was held), stops zkd gracefully, then measures how long zkd
-//! and Apache ZooKeeper take to start from that same snapshot and their peak RSS.
+//! fixture), takes a snapshot while one client reads in a loop and another overwrites nodes
+//! all over the tree (the longest stall each sees, and the longest the core was held at
+//! once), stops zkd gracefully, then measures how long zkd and Apache ZooKeeper take to
+//! start from that same snapshot and their peak RSS.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -11,7 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zkd_protocol::{PathWatchRequest, Request};
+use bytes::Bytes;
+use zkd_protocol::{PathWatchRequest, Request, SetDataRequest};
 use zkd_testkit::oracle::Launcher;
 use zkd_testkit::raw::RawClient;
 
@@ -23,13 +25,21 @@ use crate::util::BenchResult;
 pub struct SnapshotFigures {
     pub nodes: usize,
     pub snapshot_bytes: u64,
-    /// Core held while encoding the snapshot (ms).
+    /// Longest single hold of the core while encoding the snapshot (ms).
     pub core_held_ms: f64,
+    /// Holds of the core the encoding took, and the most node copies kept at once (nodes
+    /// the writer changed before the snapshot wrote them).
+    pub slices: f64,
+    pub copies: f64,
     /// Encoding, writing, syncing and renaming (ms).
     pub write_ms: f64,
     /// Longest reply time a reading client saw during the snapshot (ms), and its median.
     pub longest_stall_ms: f64,
     pub median_read_ms: f64,
+    /// The same for a client writing during the snapshot, and how many writes it made.
+    pub longest_write_stall_ms: f64,
+    pub median_write_ms: f64,
+    pub writes: usize,
     /// Start-up from the snapshot until serving (ms) and peak RSS (bytes).
     pub zkd_load_ms: f64,
     pub zkd_peak_rss: u64,
@@ -156,6 +166,33 @@ fn newest_snapshot(data: &Path) -> BenchResult<PathBuf> {
         .ok_or_else(|| "no snapshot written".into())
 }
 
+/// One client sending `request(i)` for i = 0, 1, … until `stop`; resolves to its reply
+/// times (ms), sorted.
+async fn timed_loop(
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    request: impl Fn(usize) -> Request + Send + 'static,
+) -> BenchResult<tokio::task::JoinHandle<Vec<f64>>> {
+    let client = RawClient::connect(addr, 30_000)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    Ok(tokio::spawn(async move {
+        let mut times = Vec::new();
+        let mut i = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let req = request(i);
+            i += 1;
+            let t = Instant::now();
+            match client.call(&req).await {
+                Ok(r) if r.err == 0 => times.push(t.elapsed().as_secs_f64() * 1e3),
+                _ => break,
+            }
+        }
+        times.sort_by(|a, b| a.total_cmp(b));
+        times
+    }))
+}
+
 /// Runs the whole item with `nodes` nodes, in a scratch directory under `work`.
 pub async fn run(
     zkd_bin: &Path,
@@ -187,41 +224,36 @@ pub async fn run(
     let (mut zkd, addr, admin) = start_zkd(zkd_bin, &args)?;
     let admin = admin.ok_or("no admin address")?;
 
-    // A reader in a loop while the snapshot is taken.
-    let client = RawClient::connect(addr, 30_000)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
+    // A reader and a writer in a loop while the snapshot is taken.
     let stop = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let req = Request::GetData(PathWatchRequest {
-                path: "/bench/p0000/n00000000".into(),
-                watch: false,
-            });
-            let mut times = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                if client.call(&req).await.is_err() {
-                    break;
-                }
-                times.push(t.elapsed().as_secs_f64() * 1e3);
-            }
-            times
+    let reader = timed_loop(addr, stop.clone(), |_| {
+        Request::GetData(PathWatchRequest {
+            path: "/bench/p0000/n00000000".into(),
+            watch: false,
         })
-    };
+    })
+    .await?;
+    let writer = timed_loop(addr, stop.clone(), move |i| {
+        // Spread over the tree, so the snapshot meets nodes changed ahead of it.
+        let n = (i.wrapping_mul(7919)) % nodes.max(1);
+        Request::SetData(SetDataRequest {
+            path: format!("/bench/p{:04}/n{n:08}", n % 1000),
+            data: Some(Bytes::from(format!("write-{i:010}"))),
+            version: -1,
+        })
+    })
+    .await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    p.say("taking a snapshot under read load");
+    p.say("taking a snapshot under read and write load");
     let admin2 = admin.clone();
     let body = tokio::task::spawn_blocking(move || post_snapshot(&admin2))
         .await
         .map_err(|e| e.to_string())??;
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, Ordering::Relaxed);
-    let mut times = reader.await.map_err(|e| e.to_string())?;
-    times.sort_by(|a, b| a.total_cmp(b));
-    let longest_stall_ms = times.last().copied().unwrap_or(f64::NAN);
-    let median_read_ms = crate::util::quantile_sorted(&times, 0.5);
+    let reads = reader.await.map_err(|e| e.to_string())?;
+    let writes = writer.await.map_err(|e| e.to_string())?;
+    let longest = |t: &[f64]| t.last().copied().unwrap_or(f64::NAN);
     stop_gracefully(&mut zkd)?;
     let snap = newest_snapshot(&data)?;
     let snapshot_bytes = std::fs::metadata(&snap).map_or(0, |m| m.len());
@@ -256,9 +288,14 @@ pub async fn run(
         nodes,
         snapshot_bytes,
         core_held_ms: json_number(&body, "core_held_ms"),
+        slices: json_number(&body, "slices"),
+        copies: json_number(&body, "copies"),
         write_ms: json_number(&body, "total_ms"),
-        longest_stall_ms,
-        median_read_ms,
+        longest_stall_ms: longest(&reads),
+        median_read_ms: crate::util::quantile_sorted(&reads, 0.5),
+        longest_write_stall_ms: longest(&writes),
+        median_write_ms: crate::util::quantile_sorted(&writes, 0.5),
+        writes: writes.len(),
         zkd_load_ms,
         zkd_peak_rss,
         zk_load_ms,
@@ -272,8 +309,10 @@ pub fn report(f: &SnapshotFigures) -> String {
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
     format!(
         "snapshot of {} nodes: {:.1} MiB\n\
-         zkd snapshot: core held {:.0} ms, written in {:.0} ms; a reading client's longest \
-         reply {:.0} ms (median {:.2} ms)\n\
+         zkd snapshot: written in {:.0} ms in {:.0} slices, the core held at most {:.1} ms at \
+         once, {:.0} node copies at most\n\
+         longest client stall during the snapshot: reads {:.1} ms (median {:.2} ms), writes \
+         {:.1} ms (median {:.2} ms, {} writes)\n\
          \n\
          | start from the snapshot | zkd | ZooKeeper 3.8 | zkd / ZooKeeper |\n\
          |---|---|---|---|\n\
@@ -283,10 +322,15 @@ pub fn report(f: &SnapshotFigures) -> String {
          ZooKeeper's time includes JVM start-up and the snapshot it writes after loading.",
         f.nodes,
         mib(f.snapshot_bytes),
-        f.core_held_ms,
         f.write_ms,
+        f.slices,
+        f.core_held_ms,
+        f.copies,
         f.longest_stall_ms,
         f.median_read_ms,
+        f.longest_write_stall_ms,
+        f.median_write_ms,
+        f.writes,
         f.zkd_load_ms,
         f.zk_load_ms,
         ratio(f.zkd_load_ms, f.zk_load_ms),

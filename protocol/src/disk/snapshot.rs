@@ -16,11 +16,17 @@ use crate::{Acl, DecodeError, Jute, Reader};
 pub const OPEN_ACL_INDEX: i64 = -1;
 
 /// Builds a snapshot in memory. Sessions and the ACL cache go to the head, nodes to the
-/// body, in any interleaving (so ACL indexes can be assigned while walking the tree).
+/// body, in any interleaving (so ACL indexes can be assigned while walking the tree). The
+/// body is kept in chunks of about [`BODY_CHUNK`] bytes, so adding a node never copies
+/// what was written before (a server encodes nodes between requests).
 pub struct SnapshotWriter {
     buf: BytesMut,
+    chunks: Vec<Bytes>,
     body: BytesMut,
 }
+
+/// Size of one body chunk.
+pub const BODY_CHUNK: usize = 1 << 20;
 
 impl SnapshotWriter {
     /// Starts a snapshot with its file header.
@@ -34,6 +40,7 @@ impl SnapshotWriter {
         .write(&mut buf);
         SnapshotWriter {
             buf,
+            chunks: Vec::new(),
             body: BytesMut::with_capacity(64 * 1024),
         }
     }
@@ -61,6 +68,10 @@ impl SnapshotWriter {
 
     /// One node; parents must come before their children, the root first with path `""`.
     pub fn node(&mut self, path: &str, data: Option<&[u8]>, acl: i64, stat: &StatPersisted) {
+        if self.body.len() >= BODY_CHUNK {
+            let full = std::mem::replace(&mut self.body, BytesMut::with_capacity(BODY_CHUNK * 2));
+            self.chunks.push(full.freeze());
+        }
         crate::jute::write_bytes(&mut self.body, path.as_bytes());
         match data {
             Some(d) => crate::jute::write_bytes(&mut self.body, d),
@@ -72,7 +83,11 @@ impl SnapshotWriter {
 
     /// Writes the end marker and the checksum seal; returns the file's bytes.
     pub fn finish(mut self) -> Bytes {
-        self.buf.reserve(self.body.len() + 32);
+        let body: usize = self.chunks.iter().map(Bytes::len).sum::<usize>() + self.body.len();
+        self.buf.reserve(body + 32);
+        for chunk in self.chunks.drain(..) {
+            self.buf.extend_from_slice(&chunk);
+        }
         self.buf.extend_from_slice(&self.body);
         drop(self.body);
         crate::jute::write_bytes(&mut self.buf, b"/");
@@ -307,6 +322,28 @@ mod tests {
         assert_eq!(paths, ["", "/a", "/a/b"]);
         assert_eq!(image.nodes[2].data, None);
         assert!(image.digest.is_none());
+    }
+
+    #[test]
+    fn a_body_of_several_chunks_reads_back_in_order() {
+        let mut w = SnapshotWriter::new(-1);
+        w.sessions(&[]);
+        let stat = StatPersisted::default();
+        w.node("", Some(b""), OPEN_ACL_INDEX, &stat);
+        let data = [7u8; 1000];
+        let n = 3 * BODY_CHUNK / 1000;
+        for i in 0..n {
+            w.node(&format!("/n{i:07}"), Some(&data), OPEN_ACL_INDEX, &stat);
+        }
+        w.acl_cache(std::iter::empty());
+        let bytes = w.finish();
+        assert!(bytes.len() > 3 * BODY_CHUNK);
+        let image = read_snapshot(bytes).expect("reads");
+        assert_eq!(image.nodes.len(), n + 1);
+        assert!(image.nodes[1..]
+            .iter()
+            .enumerate()
+            .all(|(i, node)| node.path == format!("/n{i:07}")));
     }
 
     #[test]

@@ -84,8 +84,12 @@ impl Core {
         let mut job = self.begin_snapshot();
         loop {
             match self.snapshot_step(&mut job, usize::MAX) {
-                Ok(Step::Done(bytes)) => return (job.zxid(), bytes),
                 Ok(Step::More) => {}
+                Ok(Step::Done) => {
+                    if let Some(bytes) = job.finish() {
+                        return (job.zxid(), bytes);
+                    }
+                }
                 Err(e) => unreachable!("a snapshot written at once cannot be superseded: {e}"),
             }
         }

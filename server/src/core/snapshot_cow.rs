@@ -115,6 +115,18 @@ impl SnapshotJob {
         self.written
     }
 
+    /// The file's bytes, once [`Core::snapshot_step`] said [`Step::Done`]: the ACL cache and
+    /// the checksum over the whole file, which takes time proportional to the file, so it
+    /// is done without holding the core. `None` before then.
+    pub fn finish(&mut self) -> Option<Bytes> {
+        if !self.stack.is_empty() {
+            return None;
+        }
+        let mut writer = self.writer.take()?;
+        writer.acl_cache(self.lists.iter().map(|(i, a)| (*i, &a[..])));
+        Some(writer.finish())
+    }
+
     /// The most old node versions kept at once for this job.
     pub fn most_copies_held(&self) -> usize {
         self.most_held
@@ -138,11 +150,12 @@ impl SnapshotJob {
 }
 
 /// What one call of [`Core::snapshot_step`] left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     /// More nodes to write.
     More,
-    /// The finished file.
-    Done(Bytes),
+    /// Every node is written: [`SnapshotJob::finish`] makes the file, without the core.
+    Done,
 }
 
 impl Core {
@@ -191,13 +204,12 @@ impl Core {
         };
         job.most_held = job.most_held.max(cow.held());
         let result = self.write_slice(&mut cow, job, &mut writer, budget.max(1));
+        job.writer = Some(writer);
         if result.is_err() || !job.stack.is_empty() {
-            job.writer = Some(writer);
             self.tree.cow.0 = Some(cow);
             return result.map(|()| Step::More);
         }
-        writer.acl_cache(job.lists.iter().map(|(i, a)| (*i, &a[..])));
-        Ok(Step::Done(writer.finish()))
+        Ok(Step::Done)
     }
 
     fn write_slice(

@@ -325,11 +325,8 @@ proptest! {
 
 /// Finishes `job` one node per call.
 fn finish(core: &mut Core, job: &mut SnapshotJob) -> Bytes {
-    loop {
-        if let SnapshotStep::Done(bytes) = core.snapshot_step(job, 1).expect("job is current") {
-            return bytes;
-        }
-    }
+    while core.snapshot_step(job, 1).expect("job is current") == SnapshotStep::More {}
+    job.finish().expect("complete")
 }
 
 proptest! {
@@ -360,10 +357,8 @@ proptest! {
                 w.step(op);
             }
             for _ in 0..*steps {
-                if sliced.is_none() {
-                    if let SnapshotStep::Done(b) = w.core.snapshot_step(&mut job, 1).unwrap() {
-                        sliced = Some(b);
-                    }
+                if sliced.is_none() && w.core.snapshot_step(&mut job, 1).unwrap() == SnapshotStep::Done {
+                    sliced = job.finish();
                 }
             }
         }

@@ -121,7 +121,11 @@ impl Persistence {
             core_held = core_held.max(held);
             slices += 1;
             match step {
-                Ok(SnapshotStep::Done(bytes)) => break bytes,
+                // The checksum over the whole file is computed without the core.
+                Ok(SnapshotStep::Done) => match job.finish() {
+                    Some(bytes) => break bytes,
+                    None => return Err("snapshot abandoned: incomplete".into()),
+                },
                 // Let the requests that queued up during the slice take the core first.
                 Ok(SnapshotStep::More) => std::thread::yield_now(),
                 Err(e) => return Err(format!("snapshot abandoned: {e}")),
