@@ -197,3 +197,73 @@ async fn a_full_log_device_stops_zkd_with_an_error_and_exit_code_1() {
     );
     std::fs::remove_file(&log).unwrap();
 }
+
+/// The "with a warning" half of crash safety, through the binary: a damaged newest snapshot
+/// is skipped for the previous one and a torn log tail is cut, each reported on stderr with
+/// the file and the offset, and no acknowledged write is lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn damage_is_reported_with_the_file_and_offset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("version-2");
+    let mut paths = Vec::new();
+    for path in ["/a", "/b"] {
+        // Each start snapshots what it replayed; the kill leaves the create in the log only.
+        let (mut child, addr) = start(tmp.path(), "always", &[], Stdio::inherit());
+        let c = RawClient::connect(addr, 30_000).await.expect("connect");
+        let req = raw::create(path, None, 0);
+        assert_eq!(c.call(&req).await.expect("reply").err, 0);
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+        paths.push(path);
+    }
+    let newest = |prefix: &str| {
+        let mut v: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| {
+                let p = e.unwrap().path();
+                let name = p.file_name()?.to_str()?.to_string();
+                let z = u64::from_str_radix(name.strip_prefix(prefix)?, 16).ok()?;
+                Some((z, p))
+            })
+            .collect();
+        v.sort();
+        v.pop().expect("a file").1
+    };
+    let (snap, log) = (newest("snapshot."), newest("log."));
+    let mut bytes = std::fs::read(&snap).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(&snap, bytes).unwrap();
+    // A cut entry: checksum and length, but not the bytes.
+    let mut tail = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::io::Write::write_all(&mut tail, &[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 50]).unwrap();
+    drop(tail);
+
+    let (mut child, addr) = start(tmp.path(), "always", &[], Stdio::piped());
+    let c = RawClient::connect(addr, 30_000).await.expect("connect");
+    for path in &paths {
+        let req = Request::Exists(PathWatchRequest {
+            path: path.to_string(),
+            watch: false,
+        });
+        assert_eq!(c.call(&req).await.expect("reply").err, 0, "{path} lost");
+    }
+    child.kill().expect("stop");
+    child.wait().expect("reaped");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    let line = |needle: &str| {
+        stderr
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} line in:\n{stderr}"))
+            .to_string()
+    };
+    let skipped = line("skipping damaged snapshot");
+    assert!(skipped.contains("WARN") && skipped.contains(&*snap.to_string_lossy()));
+    assert!(skipped.contains("offset"), "{skipped}");
+    let cut = line("transaction log tail is damaged");
+    assert!(cut.contains("WARN") && cut.contains(&*log.to_string_lossy()));
+    assert!(cut.contains("offset="), "{cut}");
+}
