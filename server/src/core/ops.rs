@@ -6,11 +6,12 @@ use zkd_protocol::{
     add_watch_mode, event_type, perms, xid, AllChildrenNumberResponse, ChildrenResponse,
     ClientInfo, ConnectRequest, ConnectResponse, Create2Response, CreateMode, CreateResponse,
     DecodeError, ErrorCode, ErrorResponse, GetAclResponse, GetDataResponse, Id, Jute, MultiOp,
-    MultiResponse, MultiResult, OpCode, Reader, Request, RequestHeader, SetWatches2, StatResponse,
-    WhoAmIResponse,
+    MultiResponse, MultiResult, OpCode, PathWatchRequest, Reader, Request, RequestHeader,
+    SetWatches2, StatResponse, WhoAmIResponse,
 };
 
 use super::fault::{FaultAction, Muted};
+use super::tree::Node;
 use super::txn::Txn;
 use super::watch::WatchKind;
 use super::{acl, member, notification_frame, ConnId, Core, Handshake, Now, Outbox, Serving};
@@ -456,12 +457,17 @@ impl Core {
             Request::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
             Request::DeleteContainer(_) => Err(ErrorCode::BadArguments),
             Request::Exists(r) => self.exists(conn, &ids, &r.path, r.watch, reply.body()),
-            Request::GetData(r) => self.get_data(conn, &ids, &r.path, r.watch, reply.body()),
+            Request::GetData(r) => {
+                let res = self.get_data(&ids, &r.path, reply.body());
+                self.watch_if_read(res, conn, &r, WatchKind::Data)
+            }
             Request::GetChildren(r) => {
-                self.get_children(conn, &ids, &r.path, r.watch, false, reply.body())
+                let res = self.get_children(&ids, &r.path, false, reply.body());
+                self.watch_if_read(res, conn, &r, WatchKind::Child)
             }
             Request::GetChildren2(r) => {
-                self.get_children(conn, &ids, &r.path, r.watch, true, reply.body())
+                let res = self.get_children(&ids, &r.path, true, reply.body());
+                self.watch_if_read(res, conn, &r, WatchKind::Child)
             }
             Request::GetAcl(r) => self.get_acl(&ids, &r.path, reply.body()),
             Request::Sync(s) => {
@@ -649,14 +655,22 @@ impl Core {
         Ok(())
     }
 
-    fn get_data(
+    /// Leaves a watch of `kind` on the path of a read that succeeded, if the request asks for one.
+    fn watch_if_read(
         &mut self,
+        res: OpResult,
         conn: ConnId,
-        ids: &[Id],
-        p: &str,
-        watch: bool,
-        body: &mut BytesMut,
+        r: &PathWatchRequest,
+        kind: WatchKind,
     ) -> OpResult {
+        if res.is_ok() && r.watch {
+            self.watches
+                .add(conn, super::path::canonical(&r.path), kind);
+        }
+        res
+    }
+
+    fn get_data(&self, ids: &[Id], p: &str, body: &mut BytesMut) -> OpResult {
         self.readable(ids, p)?;
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
         // Size the frame once: grown by doubling, a large reply would hold up to twice its
@@ -668,19 +682,13 @@ impl Core {
             stat: node.stat(),
         }
         .write(body);
-        if watch {
-            self.watches
-                .add(conn, super::path::canonical(p), WatchKind::Data);
-        }
         Ok(())
     }
 
     fn get_children(
         &mut self,
-        conn: ConnId,
         ids: &[Id],
         p: &str,
-        watch: bool,
         with_stat: bool,
         body: &mut BytesMut,
     ) -> OpResult {
@@ -691,10 +699,6 @@ impl Core {
         if with_stat {
             let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
             node.stat().write(body);
-        }
-        if watch {
-            self.watches
-                .add(conn, super::path::canonical(p), WatchKind::Child);
         }
         Ok(())
     }
@@ -825,34 +829,49 @@ impl Core {
     /// (docs/protocol.md, "setWatches after a reconnect").
     fn set_watches(&mut self, conn: ConnId, w: SetWatches2, out: &mut dyn Outbox) {
         let rel = w.relative_zxid;
-        let mut fire_now = |core: &mut Core, event: i32, p: &str| {
-            core.send(out, conn, notification_frame(event, p, -1));
-        };
-        for p in &w.data_watches {
-            match self.tree.get(p).map(|n| n.mzxid) {
-                None => fire_now(self, event_type::NODE_DELETED, p),
-                Some(m) if m > rel => fire_now(self, event_type::NODE_DATA_CHANGED, p),
-                Some(_) => self.watches.add(conn, p, WatchKind::Data),
-            }
-        }
+        let data = (event_type::NODE_DATA_CHANGED, WatchKind::Data);
+        self.rewatch_existing(conn, &w.data_watches, rel, |n| n.mzxid, data, out);
         for p in &w.exist_watches {
             match self.tree.get(p) {
                 None => self.watches.add(conn, p, WatchKind::Data),
-                Some(_) => fire_now(self, event_type::NODE_CREATED, p),
+                Some(_) => self.send(
+                    out,
+                    conn,
+                    notification_frame(event_type::NODE_CREATED, p, -1),
+                ),
             }
         }
-        for p in &w.child_watches {
-            match self.tree.get(p).map(|n| n.pzxid) {
-                None => fire_now(self, event_type::NODE_DELETED, p),
-                Some(z) if z > rel => fire_now(self, event_type::NODE_CHILDREN_CHANGED, p),
-                Some(_) => self.watches.add(conn, p, WatchKind::Child),
-            }
-        }
+        let child = (event_type::NODE_CHILDREN_CHANGED, WatchKind::Child);
+        self.rewatch_existing(conn, &w.child_watches, rel, |n| n.pzxid, child, out);
         for p in &w.persistent_watches {
             self.watches.add(conn, p, WatchKind::Persistent);
         }
         for p in &w.persistent_recursive_watches {
             self.watches.add(conn, p, WatchKind::Recursive);
+        }
+    }
+
+    /// Re-registers data or child watches: fires `NODE_DELETED` for a path that is gone and
+    /// `changed.0` for one whose zxid (`zxid_of`) is past `rel`, else watches it as `changed.1`.
+    fn rewatch_existing(
+        &mut self,
+        conn: ConnId,
+        paths: &[String],
+        rel: i64,
+        zxid_of: fn(&Node) -> i64,
+        changed: (i32, WatchKind),
+        out: &mut dyn Outbox,
+    ) {
+        for p in paths {
+            let event = match self.tree.get(p).map(zxid_of) {
+                None => event_type::NODE_DELETED,
+                Some(z) if z > rel => changed.0,
+                Some(_) => {
+                    self.watches.add(conn, p, changed.1);
+                    continue;
+                }
+            };
+            self.send(out, conn, notification_frame(event, p, -1));
         }
     }
 }
