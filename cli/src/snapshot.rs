@@ -115,9 +115,9 @@ fn dump(path: &Path, format: Format) -> Result<(), String> {
 }
 
 fn tree_line(e: &TreeEntry) -> String {
-    let depth = e.path.matches('/').count();
-    let name = e.path.rsplit('/').next().unwrap_or("");
-    let data = match &e.data {
+    let depth = e.node.path.matches('/').count();
+    let name = e.node.path.rsplit('/').next().unwrap_or("");
+    let data = match &e.node.data {
         None => "null".to_string(),
         Some(d) => match std::str::from_utf8(d) {
             Ok(t) if t.chars().count() <= 60 => format!("{t:?}"),
@@ -130,7 +130,7 @@ fn tree_line(e: &TreeEntry) -> String {
         },
     };
     let mut tags = Vec::new();
-    match e.kind {
+    match e.node.kind {
         FixtureKind::Container => tags.push("container".to_string()),
         FixtureKind::Ttl(ttl) => tags.push(format!("ttl {ttl} ms")),
         FixtureKind::Persistent => {}
@@ -138,9 +138,11 @@ fn tree_line(e: &TreeEntry) -> String {
     if let Some(owner) = e.ephemeral_owner {
         tags.push(format!("ephemeral of 0x{owner:x}"));
     }
-    let open = e.acl.len() == 1 && e.acl[0].perms == 31 && e.acl[0].id.scheme == "world";
+    let open =
+        e.node.acl.len() == 1 && e.node.acl[0].perms == 31 && e.node.acl[0].id.scheme == "world";
     if !open {
         let acl: Vec<String> = e
+            .node
             .acl
             .iter()
             .map(|a| format!("{}:{}:{}", a.id.scheme, a.id.id, a.perms))

@@ -176,8 +176,8 @@ fn stat_json(s: &Stat) -> Value {
 /// One exported node.
 pub fn entry_to_json(e: &TreeEntry) -> Value {
     let mut o = Map::new();
-    o.insert("path".into(), json!(e.path));
-    match &e.data {
+    o.insert("path".into(), json!(e.node.path));
+    match &e.node.data {
         None => {
             o.insert("data".into(), Value::Null);
         }
@@ -191,12 +191,13 @@ pub fn entry_to_json(e: &TreeEntry) -> Value {
         },
     }
     let acl: Vec<Value> = e
+        .node
         .acl
         .iter()
         .map(|a| json!({"perms": perms_to_letters(a.perms), "scheme": a.id.scheme, "id": a.id.id}))
         .collect();
     o.insert("acl".into(), Value::Array(acl));
-    match e.kind {
+    match e.node.kind {
         FixtureKind::Container => {
             o.insert("container".into(), json!(true));
         }

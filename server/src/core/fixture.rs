@@ -31,11 +31,9 @@ pub struct FixtureNode {
 /// One node of the tree as exported.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TreeEntry {
-    pub path: String,
-    pub data: Option<Bytes>,
-    pub acl: Vec<Acl>,
+    /// What a fixture needs to create the node again.
+    pub node: FixtureNode,
     pub stat: Stat,
-    pub kind: FixtureKind,
     /// The owning session of an ephemeral node.
     pub ephemeral_owner: Option<i64>,
 }
@@ -176,12 +174,14 @@ impl Core {
             }
             taken += 1;
             out.push(TreeEntry {
-                data: node.data.clone(),
-                acl: node.acl.to_vec(),
                 stat: node.stat(),
-                kind,
+                node: FixtureNode {
+                    data: node.data.clone(),
+                    acl: node.acl.to_vec(),
+                    kind,
+                    path: p,
+                },
                 ephemeral_owner,
-                path: p,
             });
         }
     }
