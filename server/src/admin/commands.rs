@@ -343,13 +343,7 @@ fn dump(view: &FourLetterView) -> Map<String, Value> {
             ephemerals.insert(s.id.to_string(), json!(paths));
         }
     }
-    let expiry: Map<String, Value> = buckets
-        .into_iter()
-        .map(|(at, mut ids)| {
-            ids.sort_unstable();
-            (at.to_string(), json!(ids))
-        })
-        .collect();
+    let expiry = sorted_ids_by_key(buckets);
     obj(json!({
         "expiry_time_to_session_ids": expiry,
         "session_id_to_ephemeral_paths": ephemerals,
@@ -476,14 +470,17 @@ fn watches_by_path(view: &FourLetterView) -> Map<String, Value> {
             by_path.entry(p).or_default().push(w.session_id);
         }
     }
-    let m: Map<String, Value> = by_path
-        .into_iter()
-        .map(|(p, mut ids)| {
+    obj(json!({ "path_to_session_ids": sorted_ids_by_key(by_path) }))
+}
+
+/// A JSON object of session id lists, each sorted, keyed by the map's keys.
+fn sorted_ids_by_key<K: ToString>(m: BTreeMap<K, Vec<i64>>) -> Map<String, Value> {
+    m.into_iter()
+        .map(|(k, mut ids)| {
             ids.sort_unstable();
-            (p.to_string(), json!(ids))
+            (k.to_string(), json!(ids))
         })
-        .collect();
-    obj(json!({ "path_to_session_ids": m }))
+        .collect()
 }
 
 #[cfg(test)]
