@@ -175,23 +175,19 @@ mod tests {
     }
 
     #[test]
-    fn an_ephemeral_of_no_session_is_caught() {
-        let mut core = Core::new(tests_config(), 1_000);
-        let acl = core.open_acl.clone();
-        core.tree
-            .insert("/e", Node::new(None, acl, 0, 0, 0x77), 0, true);
-        let err = core.check_invariants().unwrap_err();
-        assert!(err.contains("ephemeral of dead session"), "{err}");
-    }
-
-    #[test]
-    fn a_node_missing_from_its_parent_is_caught() {
-        let mut core = Core::new(tests_config(), 1_000);
-        let acl = core.open_acl.clone();
-        core.tree
-            .insert("/a/b", Node::new(None, acl, 0, 0, 0), 0, true);
-        let err = core.check_invariants().unwrap_err();
-        assert!(err.contains("parent missing"), "{err}");
+    fn an_ephemeral_of_no_session_and_a_node_missing_from_its_parent_are_caught() {
+        // (path inserted without its checks, owner, what the check must say)
+        for (path, owner, expected) in [
+            ("/e", 0x77, "ephemeral of dead session"),
+            ("/a/b", 0, "parent missing"),
+        ] {
+            let mut core = Core::new(tests_config(), 1_000);
+            let acl = core.open_acl.clone();
+            core.tree
+                .insert(path, Node::new(None, acl, 0, 0, owner), 0, true);
+            let err = core.check_invariants().unwrap_err();
+            assert!(err.contains(expected), "{path}: {err}");
+        }
     }
 
     #[test]

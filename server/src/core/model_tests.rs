@@ -3,7 +3,6 @@
 //! the tree's invariants.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 
 use bytes::Bytes;
 use proptest::prelude::*;
@@ -64,12 +63,12 @@ enum Op {
 }
 
 const PATHS: [&str; 6] = ["/a", "/a/b", "/a/c", "/b", "/a/b/d", "/a/"];
-const SESSIONS: usize = 3;
+const SESSIONS: usize = TEST_SESSIONS;
 
 fn op() -> impl Strategy<Value = Op> {
     let s = 0..SESSIONS;
     let p = 0..PATHS.len();
-    let data = proptest::option::of(proptest::collection::vec(any::<u8>(), 0..4));
+    let data = test_data();
     let version = proptest::option::of(-1i32..3);
     prop_oneof![
         3 => (s.clone(), p.clone(), 0i32..4, data.clone()).prop_map(|(s, path, mode, data)| Op::Create { s, path, mode, data }),
@@ -103,15 +102,10 @@ impl World {
         let mut sink = Sink::default();
         let mut conns = Vec::new();
         for i in 0..SESSIONS {
-            let addr: SocketAddr = format!("127.0.0.1:{}", 4000 + i).parse().unwrap();
-            let c = core.open_connection(addr, 1_000).unwrap();
-            let req = ConnectRequest {
-                timeout: 30000,
-                passwd: Bytes::from_static(&[0; 16]),
-                ..Default::default()
-            };
-            core.handshake(c, jute::to_bytes(&req), 1_000, &mut sink);
-            conns.push(Some(c));
+            let port = 4000 + i as u16;
+            conns.push(Some(open_test_session(
+                &mut core, port, 30000, 1_000, &mut sink,
+            )));
         }
         let mut model = BTreeMap::new();
         model.insert(

@@ -2,7 +2,6 @@
 //! expiries; the state rebuilt from a snapshot taken at a random point plus the logged
 //! transactions after it must equal the live state, and so must an export/import round trip.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -67,12 +66,12 @@ enum Op {
 }
 
 const PATHS: [&str; 6] = ["/a", "/a/b", "/a/c", "/b", "/a/b/d", "/c"];
-const SESSIONS: usize = 3;
+const SESSIONS: usize = TEST_SESSIONS;
 
 fn op() -> impl Strategy<Value = Op> {
     let s = 0..SESSIONS;
     let p = 0..PATHS.len();
-    let data = proptest::option::of(proptest::collection::vec(any::<u8>(), 0..4));
+    let data = test_data();
     prop_oneof![
         4 => (s.clone(), p.clone(), 0i32..6, any::<bool>(), data.clone()).prop_map(|(s, path, mode, acl, data)| Op::Create { s, path, mode, acl, data }),
         2 => (s.clone(), p.clone()).prop_map(|(s, path)| Op::Delete { s, path }),
@@ -142,15 +141,8 @@ impl World {
 
     fn connect(&mut self, s: usize) {
         self.next_port += 1;
-        let addr: SocketAddr = format!("127.0.0.1:{}", self.next_port).parse().unwrap();
-        let c = self.core.open_connection(addr, self.now).unwrap();
-        let req = ConnectRequest {
-            timeout: 4000 + 2000 * s as i32,
-            passwd: Bytes::from_static(&[0; 16]),
-            ..Default::default()
-        };
-        self.core
-            .handshake(c, jute::to_bytes(&req), self.now, &mut Sink);
+        let timeout = 4000 + 2000 * s as i32;
+        let c = open_test_session(&mut self.core, self.next_port, timeout, self.now, &mut Sink);
         self.conns[s] = Some(c);
     }
 

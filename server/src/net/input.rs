@@ -274,11 +274,18 @@ mod tests {
         f
     }
 
+    /// A server-wide budget of `budget` bytes, a codec taking frames up to `max` bytes and a
+    /// buffer drawing on that budget.
+    fn buffer(budget: usize, max: usize) -> (Arc<InputBudget>, FrameCodec, InputBuf) {
+        let budget = Arc::new(InputBudget::new(budget));
+        let codec = FrameCodec { max };
+        let b = InputBuf::new(budget.clone(), codec.max).unwrap();
+        (budget, codec, b)
+    }
+
     #[tokio::test]
     async fn a_claimed_length_costs_nothing_until_bytes_arrive() {
-        let budget = Arc::new(InputBudget::new(1 << 20));
-        let codec = FrameCodec { max: 1 << 30 };
-        let mut b = InputBuf::new(budget.clone(), codec.max).unwrap();
+        let (budget, codec, mut b) = buffer(1 << 20, 1 << 30);
         let mut src: &[u8] = &(1i32 << 30).to_be_bytes();
         assert_eq!(b.read_from(&mut src).await.unwrap().unwrap(), 4);
         assert!(b.next_frame(&codec).unwrap().is_none());
@@ -290,9 +297,7 @@ mod tests {
 
     #[tokio::test]
     async fn grows_with_the_bytes_and_shrinks_when_idle() {
-        let budget = Arc::new(InputBudget::new(1 << 24));
-        let codec = FrameCodec { max: 1 << 20 };
-        let mut b = InputBuf::new(budget.clone(), codec.max).unwrap();
+        let (budget, codec, mut b) = buffer(1 << 24, 1 << 20);
         let payload = vec![7u8; 300_000];
         let big = frame(&payload);
         let mut src: &[u8] = &big;
@@ -319,9 +324,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_released_buffer_holds_nothing_and_reads_again() {
-        let budget = Arc::new(InputBudget::new(1 << 20));
-        let codec = FrameCodec { max: 1 << 20 };
-        let mut b = InputBuf::new(budget.clone(), codec.max).unwrap();
+        let (budget, codec, mut b) = buffer(1 << 20, 1 << 20);
         let two = [frame(b"first"), frame(b"second")].concat();
         let mut src: &[u8] = &two[..7];
         b.read_from(&mut src).await.unwrap().unwrap();
@@ -343,9 +346,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_server_wide_budget_refuses_growth() {
-        let budget = Arc::new(InputBudget::new(64 * 1024));
-        let codec = FrameCodec { max: 1 << 20 };
-        let mut b = InputBuf::new(budget.clone(), codec.max).unwrap();
+        let (budget, _, mut b) = buffer(64 * 1024, 1 << 20);
         let big = frame(&vec![1u8; 200_000]);
         let mut src: &[u8] = &big;
         let err = loop {
@@ -362,9 +363,7 @@ mod tests {
 
     #[tokio::test]
     async fn pipelined_frames_come_out_in_order() {
-        let budget = Arc::new(InputBudget::new(1 << 20));
-        let codec = FrameCodec { max: 1 << 20 };
-        let mut b = InputBuf::new(budget, codec.max).unwrap();
+        let (_, codec, mut b) = buffer(1 << 20, 1 << 20);
         let mut stream = Vec::new();
         for i in 0..500u32 {
             stream.extend(frame(&i.to_be_bytes().repeat(1 + (i as usize % 40))));
