@@ -52,15 +52,21 @@ impl Running {
     }
 }
 
+/// A zkd command with `args` and `env` (on top of an empty environment), stderr piped.
+fn zkd(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_zkd"));
+    cmd.args(args)
+        .env_clear()
+        .envs(env.iter().copied())
+        .stderr(Stdio::piped());
+    cmd
+}
+
 /// Starts zkd with `args` and `env` (on top of an empty environment) and waits for the
 /// ZooKeeper readiness line.
 fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
-        .args(args)
-        .env_clear()
-        .envs(env.iter().copied())
+    let mut child = zkd(args, env)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .expect("zkd runs");
     let (out_tx, out_rx) = mpsc::channel();
@@ -124,12 +130,8 @@ fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
 /// Runs zkd with `args` expecting it to refuse to start: exit code 2; returns stderr. A zkd
 /// that starts instead is killed and fails the test.
 fn refused(args: &[&str], env: &[(&str, &str)]) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
-        .args(args)
-        .env_clear()
-        .envs(env.iter().copied())
+    let mut child = zkd(args, env)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
         .spawn()
         .expect("zkd runs");
     let deadline = std::time::Instant::now() + WAIT;

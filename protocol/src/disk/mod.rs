@@ -20,20 +20,22 @@ pub const FORMAT_VERSION: i32 = 2;
 
 /// Transaction types in a `TxnHeader` (the request opcodes, plus the session and error types).
 pub mod txn_type {
-    pub const CREATE: i32 = 1;
-    pub const DELETE: i32 = 2;
-    pub const SET_DATA: i32 = 5;
-    pub const SET_ACL: i32 = 7;
-    pub const CHECK: i32 = 13;
-    pub const MULTI: i32 = 14;
-    pub const CREATE2: i32 = 15;
-    pub const RECONFIG: i32 = 16;
-    pub const CREATE_CONTAINER: i32 = 19;
-    pub const DELETE_CONTAINER: i32 = 20;
-    pub const CREATE_TTL: i32 = 21;
-    pub const CREATE_SESSION: i32 = -10;
-    pub const CLOSE_SESSION: i32 = -11;
-    pub const ERROR: i32 = -1;
+    use crate::OpCode;
+
+    pub const CREATE: i32 = OpCode::Create as i32;
+    pub const DELETE: i32 = OpCode::Delete as i32;
+    pub const SET_DATA: i32 = OpCode::SetData as i32;
+    pub const SET_ACL: i32 = OpCode::SetAcl as i32;
+    pub const CHECK: i32 = OpCode::Check as i32;
+    pub const MULTI: i32 = OpCode::Multi as i32;
+    pub const CREATE2: i32 = OpCode::Create2 as i32;
+    pub const RECONFIG: i32 = OpCode::Reconfig as i32;
+    pub const CREATE_CONTAINER: i32 = OpCode::CreateContainer as i32;
+    pub const DELETE_CONTAINER: i32 = OpCode::DeleteContainer as i32;
+    pub const CREATE_TTL: i32 = OpCode::CreateTtl as i32;
+    pub const CREATE_SESSION: i32 = OpCode::CreateSession as i32;
+    pub const CLOSE_SESSION: i32 = OpCode::CloseSession as i32;
+    pub const ERROR: i32 = OpCode::Error as i32;
 }
 
 record! {
