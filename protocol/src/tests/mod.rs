@@ -41,25 +41,14 @@ fn gen<T: Generate + 'static>() -> BoxedStrategy<T> {
 /// A create with the given opcode; `ttl` is only on the wire for opcode 21, so it is -1 for
 /// the others (that is what decoding yields).
 fn create(op: OpCode) -> BoxedStrategy<Create> {
-    let ttl = if op == OpCode::CreateTtl {
-        any::<i64>().boxed()
-    } else {
-        Just(-1i64).boxed()
-    };
-    (
-        gen::<String>(),
-        gen::<Option<Bytes>>(),
-        gen::<Vec<Acl>>(),
-        any::<i32>(),
-        ttl,
-    )
-        .prop_map(move |(path, data, acl, flags, ttl)| Create {
+    gen::<CreateTtlRequest>()
+        .prop_map(move |r| Create {
             op,
-            path,
-            data,
-            acl,
-            flags,
-            ttl,
+            ttl: if op == OpCode::CreateTtl { r.ttl } else { -1 },
+            path: r.path,
+            data: r.data,
+            acl: r.acl,
+            flags: r.flags,
         })
         .boxed()
 }
