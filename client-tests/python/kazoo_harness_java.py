@@ -13,7 +13,10 @@ script first on PATH and that command starts `$ZKD_BINARY --config` on a copy of
 - the JAAS file becomes --sasl-users and -Dzookeeper.DigestAuthenticationProvider.superDigest
   becomes --super-digest.
 
-zkd replaces this process (exec), so the harness stops zkd as it would stop the JVM.
+zkd replaces this process (exec), so the harness stops zkd as it would stop the JVM. A member
+of a cluster (a zoo.cfg with several `server.N` lines) is run by kazoo_harness_ensemble.py as a
+member of one zkd simulated ensemble shared by the cluster, without the secure port and the
+AdminServer, and with read-only mode as `-Dreadonlymode.enabled` says.
 """
 
 import base64
@@ -21,6 +24,8 @@ import os
 import sys
 
 import jks
+
+import kazoo_harness_ensemble
 
 
 def pem(kind, der):
@@ -97,6 +102,18 @@ def main():
                 f.write(pem("CERTIFICATE", cert.cert))
         out += [("ssl.trustStore.location", ca_pem), ("ssl.trustStore.type", "PEM")]
 
+    servers = kazoo_harness_ensemble.member_lines(entries)
+    if len(servers) > 1:
+        out = [
+            (k, v)
+            for k, v in out
+            if not k.startswith(("ssl.", "server.", "admin.")) and k != "secureClientPort"
+        ]
+        out += servers + [
+            ("admin.enableServer", "false"),
+            ("readonlymode.enabled", props.get("readonlymode.enabled", "false")),
+        ]
+
     zkd_cfg = os.path.join(work, "zkd.cfg")
     with open(zkd_cfg, "w") as f:
         f.write("".join("%s=%s\n" % kv for kv in out))
@@ -109,6 +126,10 @@ def main():
     if digest:
         command += ["--super-digest", digest]
     sys.stdout.flush()
+    if len(servers) > 1:
+        my_id = int(open(os.path.join(dict(entries)["dataDir"], "myid")).read().strip())
+        kazoo_harness_ensemble.run_member(my_id, servers, command)
+        return
     os.execv(command[0], command)
 
 

@@ -9,6 +9,14 @@
 //! replacement never leaves the harness. The GSSAPI tests need a Kerberos KDC and skip
 //! themselves on both servers.
 //!
+//!
+//! kazoo's cluster-control tests run on a three-member cluster: `TestClient::test_update_host_list`
+//! (set_hosts, then stopping the member the client is on) and `TestReadOnlyMode` (stopping two of
+//! three members; a `read_only=True` client reads and gets NotReadOnlyCallError on a write). On
+//! zkd the harness's three `java` processes become members of one shared simulated ensemble
+//! (`client-tests/python/kazoo_harness_ensemble.py`), started and stopped through the control
+//! plane. kazoo's other tests that use `self.cluster[0]` only read its address.
+//!
 //! The harness, pyOpenSSL, pyjks and pytest live in a virtualenv made by
 //! scripts/install-test-deps.sh (`$KAZOO_SUITE_VENV`, default /opt/zkd-test/kazoo-suite).
 
@@ -33,9 +41,35 @@ fn venv_python() -> PathBuf {
     python
 }
 
-/// A first port of five free consecutive ports (kazoo's harness takes client, secure,
-/// election, leader and admin ports from one offset).
-fn free_port_block() -> u16 {
+/// The kazoo tests one run selects: their modules, a pytest `-k` expression, and the cluster
+/// size kazoo's harness starts.
+struct Selection {
+    modules: &'static [&'static str],
+    select: &'static str,
+    cluster_size: u16,
+}
+
+const SASL_AND_SSL: Selection = Selection {
+    modules: &["kazoo.tests.test_sasl", "kazoo.tests.test_client"],
+    select: "SASLDigest or TestSSLClient",
+    cluster_size: 1,
+};
+
+/// On zkd: `TestSSLClient` cannot run (see above).
+const SASL: Selection = Selection {
+    select: "SASLDigest",
+    ..SASL_AND_SSL
+};
+
+const CLUSTER_CONTROL: Selection = Selection {
+    modules: &["kazoo.tests.test_client", "kazoo.tests.test_connection"],
+    select: "test_update_host_list or TestReadOnlyMode",
+    cluster_size: 3,
+};
+
+/// A first port of `len` free consecutive ports (kazoo's harness takes each member's client,
+/// secure, election, leader and admin ports from one offset, ten apart per member).
+fn free_port_block(len: u16) -> u16 {
     for _ in 0..100 {
         let base = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .and_then(|l| l.local_addr())
@@ -44,19 +78,19 @@ fn free_port_block() -> u16 {
         if base > 60000 {
             continue;
         }
-        let held: Vec<_> = (base..base + 5)
+        let held: Vec<_> = (base..base + len)
             .map(|p| TcpListener::bind((Ipv4Addr::LOCALHOST, p)))
             .collect();
         if held.iter().all(Result::is_ok) {
             return base;
         }
     }
-    panic!("no block of five free ports");
+    panic!("no block of {len} free ports");
 }
 
-/// Runs pytest on kazoo's tests selected by `select` in `dir`, with `env`; returns how many
-/// passed, panicking with the output if any failed.
-fn run_kazoo_tests(dir: &Path, select: &str, env: &[(&str, String)]) -> usize {
+/// Runs pytest on kazoo's tests in `selection` in `dir`, with `env`; returns how many passed,
+/// panicking with the output if any failed.
+fn run_kazoo_tests(dir: &Path, selection: &Selection, env: &[(&str, String)]) -> usize {
     let python = venv_python();
     let out = Command::new("timeout")
         .args(["-k", "5", "600"])
@@ -70,16 +104,16 @@ fn run_kazoo_tests(dir: &Path, select: &str, env: &[(&str, String)]) -> usize {
             "-W",
             "ignore",
         ])
-        .args([
-            "--pyargs",
-            "kazoo.tests.test_sasl",
-            "kazoo.tests.test_client",
-        ])
-        .args(["-k", select])
+        .arg("--pyargs")
+        .args(selection.modules)
+        .args(["-k", selection.select])
         .current_dir(dir)
         .env("ZOOKEEPER_VERSION", "3.8.0")
-        .env("ZOOKEEPER_CLUSTER_SIZE", "1")
-        .env("ZOOKEEPER_PORT_OFFSET", free_port_block().to_string())
+        .env("ZOOKEEPER_CLUSTER_SIZE", selection.cluster_size.to_string())
+        .env(
+            "ZOOKEEPER_PORT_OFFSET",
+            free_port_block(10 * selection.cluster_size - 5).to_string(),
+        )
         .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}; {INSTALL}", python.display()));
@@ -107,26 +141,18 @@ fn temp_dir(tag: &str) -> tempfile::TempDir {
         .expect("temp dir")
 }
 
-#[test]
-fn kazoo_sasl_and_ssl_tests_on_zookeeper() {
-    let dir = temp_dir("zk");
+/// The environment that runs kazoo's harness on Apache ZooKeeper's jars.
+fn zookeeper_env() -> Vec<(&'static str, String)> {
     let classpath: Vec<String> = JARS
         .iter()
         .map(|j| format!("/usr/share/java/{j}"))
         .collect();
-    let passed = run_kazoo_tests(
-        dir.path(),
-        "SASLDigest or TestSSLClient",
-        &[("ZOOKEEPER_CLASSPATH", classpath.join(":"))],
-    );
-    // Legacy and current DIGEST-MD5 classes (login, wrong password) and the TLS create.
-    assert_eq!(passed, 5, "tests that ran");
+    vec![("ZOOKEEPER_CLASSPATH", classpath.join(":"))]
 }
 
-#[test]
-fn kazoo_sasl_tests_on_zkd() {
-    let dir = temp_dir("zkd");
-    let bin = dir.path().join("bin");
+/// The environment that runs kazoo's harness on zkd: a `java` in `dir`/bin that runs the shim.
+fn zkd_env(dir: &Path) -> Vec<(&'static str, String)> {
+    let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).expect("bin dir");
     let shim = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/kazoo_harness_java.py");
     let java = bin.join("java");
@@ -150,15 +176,43 @@ fn kazoo_sasl_tests_on_zkd() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let passed = run_kazoo_tests(
-        dir.path(),
-        "SASLDigest",
-        &[
-            ("PATH", path),
-            ("ZKD_BINARY", zkd.display().to_string()),
-            // Required by the harness, unused by the shim.
-            ("ZOOKEEPER_CLASSPATH", "zkd".into()),
-        ],
-    );
-    assert_eq!(passed, 4, "tests that ran");
+    vec![
+        ("PATH", path),
+        ("ZKD_BINARY", zkd.display().to_string()),
+        // Required by the harness, unused by the shim.
+        ("ZOOKEEPER_CLASSPATH", "zkd".into()),
+    ]
+}
+
+/// Runs `selection` in a fresh directory on ZooKeeper or zkd and checks how many tests ran.
+fn check(tag: &str, selection: &Selection, on_zkd: bool, expected: usize) {
+    let dir = temp_dir(tag);
+    let env = if on_zkd {
+        zkd_env(dir.path())
+    } else {
+        zookeeper_env()
+    };
+    let passed = run_kazoo_tests(dir.path(), selection, &env);
+    assert_eq!(passed, expected, "tests that ran");
+}
+
+#[test]
+fn kazoo_sasl_and_ssl_tests_on_zookeeper() {
+    // Legacy and current DIGEST-MD5 classes (login, wrong password) and the TLS create.
+    check("zk", &SASL_AND_SSL, false, 5);
+}
+
+#[test]
+fn kazoo_sasl_tests_on_zkd() {
+    check("zkd", &SASL, true, 4);
+}
+
+#[test]
+fn kazoo_cluster_control_tests_on_zookeeper() {
+    check("zk-cluster", &CLUSTER_CONTROL, false, 2);
+}
+
+#[test]
+fn kazoo_cluster_control_tests_on_zkd() {
+    check("zkd-cluster", &CLUSTER_CONTROL, true, 2);
 }
