@@ -9,7 +9,6 @@
 //! replacement never leaves the harness. The GSSAPI tests need a Kerberos KDC and skip
 //! themselves on both servers.
 //!
-//!
 //! kazoo's cluster-control tests run on a three-member cluster: `TestClient::test_update_host_list`
 //! (set_hosts, then stopping the member the client is on) and `TestReadOnlyMode` (stopping two of
 //! three members; a `read_only=True` client reads and gets NotReadOnlyCallError on a write). On
@@ -184,8 +183,16 @@ fn zkd_env(dir: &Path) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The suites run one at a time: kazoo's harness waits with fixed timeouts (15 s to reach
+/// read-only mode, fixed sleeps around member stops), and three JVMs plus a zkd ensemble started
+/// side by side on a 2-core machine could starve them.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs `selection` in a fresh directory on ZooKeeper or zkd and checks how many tests ran.
 fn check(tag: &str, selection: &Selection, on_zkd: bool, expected: usize) {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = temp_dir(tag);
     let env = if on_zkd {
         zkd_env(dir.path())
