@@ -2,60 +2,25 @@
 
 use super::*;
 
-#[derive(Debug)]
-enum Sub {
-    Seen { data: Vec<u8>, stat: zk::Stat },
-    Event { event: zk::EventType, path: String },
-    Gone,
-    Failed(String),
-}
+/// A subscriber's report: reads are the node's data and Stat.
+type Sub = Watched<(Vec<u8>, zk::Stat)>;
 
 async fn subscriber(client: zk::Client, path: String, tx: mpsc::UnboundedSender<Sub>) {
     loop {
         match client.get_and_watch_data(&path).await {
             Ok((data, stat, watcher)) => {
-                let _ = tx.send(Sub::Seen { data, stat });
-                let event = watcher.changed().await;
-                let _ = tx.send(Sub::Event {
-                    event: event.event_type,
-                    path: event.path,
-                });
+                let _ = tx.send(Watched::Read((data, stat)));
+                send_event(&tx, watcher.changed().await);
             }
             Err(zk::Error::NoNode) => {
-                let _ = tx.send(Sub::Gone);
+                let _ = tx.send(Watched::Gone);
                 return;
             }
             Err(e) => {
-                let _ = tx.send(Sub::Failed(e.to_string()));
+                let _ = tx.send(Watched::Failed(e.to_string()));
                 return;
             }
         }
-    }
-}
-
-async fn expect_seen(rx: &mut mpsc::UnboundedReceiver<Sub>, what: &str) -> (Vec<u8>, zk::Stat) {
-    match recv(rx, what).await {
-        Sub::Seen { data, stat } => (data, stat),
-        Sub::Failed(error) => panic!("{what}: subscriber failed: {error}"),
-        other => panic!("{what}: expected a read, got {other:?}"),
-    }
-}
-
-async fn expect_sub_event(
-    rx: &mut mpsc::UnboundedReceiver<Sub>,
-    event: zk::EventType,
-    path: &str,
-    what: &str,
-) {
-    match recv(rx, what).await {
-        Sub::Event {
-            event: got,
-            path: got_path,
-        } => {
-            assert_eq!((got, got_path.as_str()), (event, path), "{what}");
-        }
-        Sub::Failed(error) => panic!("{what}: subscriber failed: {error}"),
-        other => panic!("{what}: expected {event:?}, got {other:?}"),
     }
 }
 
@@ -71,7 +36,7 @@ async fn config_publish_subscribe() {
     for _ in 0..SUBSCRIBERS {
         let (tx, mut rx) = mpsc::unbounded_channel();
         tokio::spawn(subscriber(connect(&target).await, path.clone(), tx));
-        let (data, stat) = expect_seen(&mut rx, "initial read").await;
+        let (data, stat) = expect_read(&mut rx, "initial read").await;
         assert_eq!((data.as_slice(), stat), (&b"v0"[..], created));
         subs.push(rx);
     }
@@ -95,8 +60,8 @@ async fn config_publish_subscribe() {
         );
         assert_eq!(stat.data_length, data.len() as i32);
         for rx in subs.iter_mut() {
-            expect_sub_event(rx, zk::EventType::NodeDataChanged, &path, "data change").await;
-            let (seen, seen_stat) = expect_seen(rx, "re-read after the event").await;
+            expect_watched_event(rx, zk::EventType::NodeDataChanged, &path, "data change").await;
+            let (seen, seen_stat) = expect_read(rx, "re-read after the event").await;
             assert_eq!((seen, seen_stat), (data.clone().into_bytes(), stat));
         }
         last = stat;
@@ -119,8 +84,8 @@ async fn config_publish_subscribe() {
         let mut seen_version = 5;
         let mut last_mzxid = last.mzxid;
         while seen_version < final_version {
-            expect_sub_event(rx, zk::EventType::NodeDataChanged, &path, "burst change").await;
-            let (data, stat) = expect_seen(rx, "burst re-read").await;
+            expect_watched_event(rx, zk::EventType::NodeDataChanged, &path, "burst change").await;
+            let (data, stat) = expect_read(rx, "burst re-read").await;
             assert!(
                 stat.version > seen_version,
                 "version went from {seen_version} to {}",
@@ -137,7 +102,10 @@ async fn config_publish_subscribe() {
     // Removing the configuration ends every subscription.
     publisher.delete(&path, Some(final_version)).await.unwrap();
     for rx in subs.iter_mut() {
-        expect_sub_event(rx, zk::EventType::NodeDeleted, &path, "deletion").await;
-        assert!(matches!(recv(rx, "end of subscription").await, Sub::Gone));
+        expect_watched_event(rx, zk::EventType::NodeDeleted, &path, "deletion").await;
+        assert!(matches!(
+            recv(rx, "end of subscription").await,
+            Watched::Gone
+        ));
     }
 }

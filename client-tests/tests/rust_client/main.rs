@@ -7,6 +7,7 @@
 
 #[path = "../common/zk_rust.rs"]
 mod support;
+mod watched;
 
 mod barrier;
 mod config;
@@ -29,6 +30,7 @@ use futures::FutureExt;
 use support::*;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use watched::*;
 use zkd_testkit::target::Target;
 use zookeeper_client as zk;
 

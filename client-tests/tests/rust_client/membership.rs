@@ -2,75 +2,41 @@
 
 use super::*;
 
-#[derive(Debug)]
-enum Obs {
-    View {
-        members: Vec<String>,
-        stat: zk::Stat,
-    },
-    Event {
-        event: zk::EventType,
-        path: String,
-    },
-    Failed(String),
-}
+/// An observer's report: reads are the sorted member names and the group's Stat.
+type Obs = Watched<(Vec<String>, zk::Stat)>;
 
 async fn observer(client: zk::Client, path: String, tx: mpsc::UnboundedSender<Obs>) {
     loop {
         match client.get_and_watch_children(&path).await {
             Ok((mut members, stat, watcher)) => {
                 members.sort();
-                let _ = tx.send(Obs::View { members, stat });
-                let event = watcher.changed().await;
-                let _ = tx.send(Obs::Event {
-                    event: event.event_type,
-                    path: event.path,
-                });
+                let _ = tx.send(Watched::Read((members, stat)));
+                send_event(&tx, watcher.changed().await);
             }
             Err(zk::Error::NoNode) => return,
             Err(e) => {
-                let _ = tx.send(Obs::Failed(e.to_string()));
+                let _ = tx.send(Watched::Failed(e.to_string()));
                 return;
             }
         }
     }
 }
 
+/// The observer's next view shows `members` at `cversion`.
 async fn expect_view(
     rx: &mut mpsc::UnboundedReceiver<Obs>,
     members: &[&str],
     cversion: i32,
     what: &str,
 ) -> zk::Stat {
-    match recv(rx, what).await {
-        Obs::View { members: got, stat } => {
-            assert_eq!(got, members, "{what}");
-            assert_eq!(
-                (stat.cversion, stat.num_children),
-                (cversion, members.len() as i32),
-                "{what}"
-            );
-            stat
-        }
-        Obs::Failed(error) => panic!("{what}: observer failed: {error}"),
-        other => panic!("{what}: expected a view, got {other:?}"),
-    }
-}
-
-async fn expect_obs_event(
-    rx: &mut mpsc::UnboundedReceiver<Obs>,
-    event: zk::EventType,
-    path: &str,
-    what: &str,
-) {
-    match recv(rx, what).await {
-        Obs::Event {
-            event: got,
-            path: got_path,
-        } => assert_eq!((got, got_path.as_str()), (event, path), "{what}"),
-        Obs::Failed(error) => panic!("{what}: observer failed: {error}"),
-        other => panic!("{what}: expected {event:?}, got {other:?}"),
-    }
+    let (got, stat) = expect_read(rx, what).await;
+    assert_eq!(got, members, "{what}");
+    assert_eq!(
+        (stat.cversion, stat.num_children),
+        (cversion, members.len() as i32),
+        "{what}"
+    );
+    stat
 }
 
 /// The group's children changed (`what`), and the observer's next view (`view`) shows
@@ -83,7 +49,7 @@ async fn expect_change(
     what: &str,
     view: &str,
 ) -> zk::Stat {
-    expect_obs_event(rx, zk::EventType::NodeChildrenChanged, group, what).await;
+    expect_watched_event(rx, zk::EventType::NodeChildrenChanged, group, what).await;
     expect_view(rx, members, cversion, view).await
 }
 
@@ -192,7 +158,7 @@ async fn group_membership() {
     expect_change(&mut rx, &group, &[], 8, "m0 leaves", "after everyone left").await;
 
     admin.delete(&group, Some(0)).await.unwrap();
-    expect_obs_event(&mut rx, zk::EventType::NodeDeleted, &group, "group removed").await;
+    expect_watched_event(&mut rx, zk::EventType::NodeDeleted, &group, "group removed").await;
     assert_eq!(
         members[2]
             .as_ref()
