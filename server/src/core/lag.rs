@@ -565,6 +565,10 @@ impl Core {
         out: &mut dyn Outbox,
         muted: bool,
     ) -> Option<(i32, i64, Bytes)> {
+        if self.lag.replicas.is_empty() {
+            // No member lags (the usual case): nothing to look up per request.
+            return self.execute(conn, sid, xid, req, now, out);
+        }
         let member = self.member_of(conn);
         let Some(lag) = self.lag.replicas.get(&member).map(|r| r.lag) else {
             return self.execute(conn, sid, xid, req, now, out);
