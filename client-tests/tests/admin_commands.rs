@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::Value;
 use zkd_protocol::{PathWatchRequest, Request};
-use zkd_testkit::oracle::{free_port, Launcher};
+use zkd_testkit::oracle::{four_letter_word, free_port, Launcher};
 use zkd_testkit::raw::RawClient;
 use zkd_testkit::target::zkd_with_admin;
 
@@ -148,6 +148,14 @@ fn shape_diff(at: &str, ours: &Value, theirs: &Value, out: &mut Vec<String>) {
         }
         _ => {}
     }
+}
+
+/// The `key=value` lines of a `conf` answer, in order.
+fn conf_lines(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn create(path: &str, flags: i32) -> Request {
@@ -318,6 +326,52 @@ async fn commands_match_zookeeper_admin_server() {
         body(&ours, "configuration")["data_dir"],
         serde_json::json!(our_dir.display().to_string())
     );
+
+    // `conf` and `dirs` over the client port name the same directory and sizes as the
+    // AdminServer forms, with the lines ZooKeeper prints.
+    let (zk_addr, zkd_addr) = (oracle.addr(), server.local_addr());
+    let words = |addr: SocketAddr| {
+        let conf = four_letter_word(addr, "conf").expect("conf");
+        let dirs = four_letter_word(addr, "dirs").expect("dirs");
+        (conf_lines(&conf), dirs)
+    };
+    let (their_conf, their_dirs) = tokio::task::spawn_blocking(move || words(zk_addr))
+        .await
+        .expect("words");
+    let (our_conf, our_dirs) = tokio::task::spawn_blocking(move || words(zkd_addr))
+        .await
+        .expect("words");
+    let keys = |c: &[(String, String)]| c.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(keys(&our_conf), keys(&their_conf), "conf lines");
+    for (conf, dirs, list, who) in [
+        (&our_conf, &our_dirs, &ours, "zkd"),
+        (&their_conf, &their_dirs, &theirs, "ZooKeeper"),
+    ] {
+        let line = |k: &str| {
+            conf.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| panic!("{who} conf has no {k}: {conf:?}"))
+        };
+        let dir = body(list, "configuration")["data_dir"].clone();
+        assert_eq!(serde_json::json!(line("dataDir")), dir, "{who} conf");
+        assert_eq!(serde_json::json!(line("dataLogDir")), dir, "{who} conf");
+        assert_eq!(line("secureClientPort"), "-1", "{who} conf");
+        let size: u64 = line("dataDirSize").parse().expect("size");
+        assert!(size > 0, "{who} dataDirSize {size}");
+        let log_size: u64 = line("dataLogSize").parse().expect("size");
+        assert!(log_size > 0, "{who} dataLogSize {log_size}");
+        let sizes: Vec<(&str, u64)> = dirs
+            .lines()
+            .filter_map(|l| l.split_once(": "))
+            .map(|(k, v)| (k, v.parse().expect("a size")))
+            .collect();
+        let keys: Vec<&str> = sizes.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["datadir_size", "logdir_size"], "{who} dirs: {dirs}");
+        assert!(sizes.iter().all(|(_, v)| *v > 0), "{who} dirs: {dirs}");
+    }
+    let our_dir_text = our_dir.display().to_string();
+    assert!(our_conf.contains(&("dataDir".to_string(), our_dir_text)));
 
     // The listing names every command, as links.
     let (_, list) = get(zkd_admin, "/commands");

@@ -334,11 +334,38 @@ async fn four_letter_words_inside_tls_as_zookeeper_answers_them() {
         blocking(move || zookeeper_tls(&pki)).await
     };
     let reference = word_over_tls(zk_addr, &pki, "ruok").await;
+    let their_conf = word_over_tls(zk_addr, &pki, "conf").await;
     drop(oracle);
     let server = zkd_tls(&pki, ClientAuth::Need).await;
-    let ours = word_over_tls(server.secure_addr().expect("secure"), &pki, "ruok").await;
+    let secure = server.secure_addr().expect("secure");
+    let ours = word_over_tls(secure, &pki, "ruok").await;
     assert_eq!(ours, reference, "ruok inside TLS");
     assert_eq!(ours, "imok");
+    // `conf` names the secure port as bound, as ZooKeeper does, with the same lines.
+    let our_conf = word_over_tls(secure, &pki, "conf").await;
+    let line = |conf: &str, key: &str| {
+        conf.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_string))
+            .unwrap_or_else(|| panic!("no {key} in {conf}"))
+    };
+    let keys = |conf: &str| {
+        conf.lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k.to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(keys(&our_conf), keys(&their_conf), "conf lines");
+    assert_eq!(
+        line(&their_conf, "secureClientPort"),
+        zk_addr.port().to_string()
+    );
+    assert_eq!(
+        line(&our_conf, "secureClientPort"),
+        secure.port().to_string()
+    );
+    assert_eq!(
+        line(&our_conf, "clientPort"),
+        server.local_addr().port().to_string()
+    );
     server.shutdown().await;
 }
 

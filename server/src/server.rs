@@ -138,6 +138,16 @@ impl Server {
             }
             None => (None, None),
         };
+        let extras = crate::fourlw::ServerExtras {
+            secure_port: match &secure {
+                Some((l, _)) => Some(l.local_addr()?.port()),
+                None => None,
+            },
+            data_dir: persist
+                .clone()
+                .map(|p| Box::new(move || p.report()) as Box<dyn Fn() -> _ + Send + Sync>),
+        };
+        let _ = shared.extras.set(extras);
         let acceptor = listener.map(|listener| {
             tokio::spawn(net::accept_loop(
                 listener,

@@ -137,21 +137,21 @@ fn run(st: &AdminState, name: &str, params: &BTreeMap<String, String>) -> ApiRes
         }
         _ => {}
     }
-    let needs = needs(cmd);
+    let needs = Needs {
+        data_dir: needs_data_dir(cmd),
+        ..needs(cmd)
+    };
     let now = now_ms();
     // On an ensemble, `?member=ID` picks the member answering (default: the first).
     let member = match params.get("member") {
         Some(id) => super::members::parse_member_id(id)?,
         None => st.shared.first_member(),
     };
-    let mut view = fourlw::gather(&st.shared, member, needs, now)?;
+    let view = fourlw::gather(&st.shared, member, needs, now)?;
     if let (Some(_), None) = (params.get("member"), &view.member) {
         return Err(super::ApiError::not_found(format!(
             "no member {member}: this server is not an ensemble or has no such member"
         )));
-    }
-    if needs_data_dir(cmd) {
-        view.data_dir = st.persist.as_ref().map(|p| p.report());
     }
     let host = if needs.host {
         crate::net::host_info()
@@ -171,7 +171,7 @@ pub fn render(cmd: &str, view: &FourLetterView, host: &HostInfo, trace_mask: i64
         "configuration" => configuration(view),
         "connections" => connections(view),
         "dirs" => {
-            let size = dir_size(view);
+            let (_, size) = fourlw::data_dir(view);
             obj(json!({ "datadir_size": size, "logdir_size": size }))
         }
         "dump" => dump(view),
@@ -225,12 +225,6 @@ fn obj(v: Value) -> Map<String, Value> {
     }
 }
 
-/// Bytes in the data directory (0 in memory). Snapshots and logs share one directory, so
-/// ZooKeeper's data and log directory sizes are both this.
-fn dir_size(view: &FourLetterView) -> u64 {
-    view.data_dir.as_ref().map_or(0, |d| d.size_bytes)
-}
-
 /// The newest snapshot as ZooKeeper reports it: its zxid in hex without `0x` and its file's
 /// modification time in seconds; a server without one (in memory, or none written yet)
 /// answers ZooKeeper's "none": zxid -1 in hex and timestamp -1.
@@ -248,12 +242,9 @@ fn last_snapshot(view: &FourLetterView) -> Map<String, Value> {
 
 fn configuration(view: &FourLetterView) -> Map<String, Value> {
     let c = &view.conf;
-    let dir = view
-        .data_dir
-        .as_ref()
-        .map_or("(in-memory)", |d| d.path.as_str());
+    let (dir, _) = fourlw::data_dir(view);
     obj(json!({
-        "client_port": c.client_port,
+        "client_port": fourlw::port_or_none(Some(c.client_port)),
         "data_dir": dir,
         "data_log_dir": dir,
         "tick_time": c.tick_time_ms,
@@ -389,8 +380,8 @@ fn server_stats(view: &FourLetterView) -> Map<String, Value> {
             "packets_received": view.packets_received,
             "fsync_threshold_exceed_count": 0,
             "client_response_stats": client_response,
-            "data_dir_size": dir_size(view),
-            "log_dir_size": dir_size(view),
+            "data_dir_size": fourlw::data_dir(view).1,
+            "log_dir_size": fourlw::data_dir(view).1,
             "provider_null": false,
             "server_state": fourlw::server_state(view),
             "last_processed_zxid": view.last_zxid,

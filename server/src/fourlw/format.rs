@@ -200,12 +200,12 @@ pub fn wchp(view: &FourLetterView) -> String {
 pub fn conf(view: &FourLetterView) -> String {
     let c = &view.conf;
     let mut s = String::new();
-    let _ = writeln!(s, "clientPort={}", c.client_port);
-    s.push_str("secureClientPort=-1\n");
-    s.push_str("dataDir=(in-memory)\n");
-    s.push_str("dataDirSize=0\n");
-    s.push_str("dataLogDir=(in-memory)\n");
-    s.push_str("dataLogSize=0\n");
+    let _ = writeln!(s, "clientPort={}", port_or_none(Some(c.client_port)));
+    let _ = writeln!(s, "secureClientPort={}", port_or_none(c.secure_client_port));
+    // Snapshots and the log share one directory, so both lines name it.
+    let (dir, size) = data_dir(view);
+    let _ = writeln!(s, "dataDir={dir}\ndataDirSize={size}");
+    let _ = writeln!(s, "dataLogDir={dir}\ndataLogSize={size}");
     let _ = writeln!(s, "tickTime={}", c.tick_time_ms);
     let _ = writeln!(s, "maxClientCnxns={}", c.max_client_cnxns);
     let _ = writeln!(s, "minSessionTimeout={}", c.min_session_timeout_ms);
@@ -262,9 +262,23 @@ pub fn envi(host: &HostInfo) -> String {
     s
 }
 
-/// In memory there is nothing on disk.
-pub fn dirs() -> String {
-    "datadir_size: 0\nlogdir_size: 0\n".to_string()
+/// A port as ZooKeeper prints it: -1 for a listener that does not exist (0 here).
+pub fn port_or_none(port: Option<u16>) -> i32 {
+    port.filter(|&p| p != 0).map_or(-1, i32::from)
+}
+
+/// The data directory (`DIR/version-2`) and the bytes its files hold; in memory
+/// `(in-memory)` and 0.
+pub fn data_dir(view: &FourLetterView) -> (&str, u64) {
+    view.data_dir
+        .as_ref()
+        .map_or(("(in-memory)", 0), |d| (d.path.as_str(), d.size_bytes))
+}
+
+/// The sizes of the data and log directories (one directory here, so the same number).
+pub fn dirs(view: &FourLetterView) -> String {
+    let (_, size) = data_dir(view);
+    format!("datadir_size: {size}\nlogdir_size: {size}\n")
 }
 
 pub fn mntr(view: &FourLetterView, host: &HostInfo) -> String {
@@ -568,6 +582,7 @@ mod tests {
             uptime_ms: 94_403,
             conf: ConfInfo {
                 client_port: 2181,
+                secure_client_port: None,
                 tick_time_ms: 2000,
                 max_client_cnxns: 0,
                 min_session_timeout_ms: 4000,

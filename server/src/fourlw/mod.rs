@@ -59,6 +59,8 @@ pub struct Needs {
     pub watches: bool,
     /// Facts about the host ([`HostInfo`]).
     pub host: bool,
+    /// The data directory's report (read from the file system).
+    pub data_dir: bool,
 }
 
 /// What `word` needs.
@@ -69,7 +71,11 @@ pub fn needs(word: FourLetterWord) -> Needs {
         ..Needs::default()
     };
     match word {
-        W::Srvr | W::Conf => summary,
+        W::Srvr => summary,
+        W::Conf => Needs {
+            data_dir: true,
+            ..summary
+        },
         W::Mntr => Needs {
             host: true,
             ..summary
@@ -91,9 +97,11 @@ pub fn needs(word: FourLetterWord) -> Needs {
             watches: true,
             ..Needs::default()
         },
-        W::Ruok | W::Isro | W::Gtmk | W::Stmk | W::Crst | W::Srst | W::Dirs | W::Hash => {
-            Needs::default()
-        }
+        W::Dirs => Needs {
+            data_dir: true,
+            ..Needs::default()
+        },
+        W::Ruok | W::Isro | W::Gtmk | W::Stmk | W::Crst | W::Srst | W::Hash => Needs::default(),
     }
 }
 
@@ -135,7 +143,7 @@ pub fn render(
         W::Wchp => wchp(view),
         W::Conf => conf(view),
         W::Envi => envi(host),
-        W::Dirs => dirs(),
+        W::Dirs => dirs(view),
         W::Mntr => mntr(view, host),
         W::Gtmk | W::Stmk => trace_mask.to_string(),
         W::Hash => hash(),

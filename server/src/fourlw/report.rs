@@ -45,6 +45,17 @@ pub struct MemberFacts {
     pub leader_ip: Option<String>,
 }
 
+/// What the server adds to the reports once its listeners are bound and its data directory
+/// is open: the layers above the network own them.
+#[derive(Default)]
+pub struct ServerExtras {
+    /// The secure client port as bound.
+    pub secure_port: Option<u16>,
+    /// Reads the data directory's report (path, size, newest snapshot) when asked.
+    #[allow(clippy::type_complexity)]
+    pub data_dir: Option<Box<dyn Fn() -> DataDirInfo + Send + Sync>>,
+}
+
 /// Connections, sessions or watching connections reported per turn of the core's lock.
 const CHUNK: usize = 256;
 
@@ -86,6 +97,13 @@ pub(crate) fn gather(
         sessions = needs.sessions.then(|| core.session_ids());
         watchers = needs.watches.then(|| core.watching_connections());
     })?;
+    let extras = shared.extras.get();
+    view.conf.secure_client_port = extras.and_then(|e| e.secure_port);
+    if needs.data_dir {
+        view.data_dir = extras
+            .and_then(|e| e.data_dir.as_ref())
+            .map(|report| report());
+    }
     let own = view.member.as_ref().map(|m| m.id);
     for chunk in conns.unwrap_or_default().chunks(CHUNK) {
         inspect(&mut |core, net| {
@@ -147,6 +165,7 @@ fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &dyn NetFacts) {
         min_session_timeout_ms: s.min_session_timeout_ms,
         max_session_timeout_ms: s.max_session_timeout_ms,
         max_frame_len: net.max_frame_len(),
+        secure_client_port: None,
         ttl_enabled: s.ttl_enabled,
     };
 }
@@ -358,7 +377,10 @@ pub type ConnWatches = crate::core::report::SessionWatches;
 /// Configuration values reported by `conf`.
 #[derive(Clone, Debug, Default)]
 pub struct ConfInfo {
+    /// The plain client port (0 when there is none: a secure-only server).
     pub client_port: u16,
+    /// The secure client port, when one is configured.
+    pub secure_client_port: Option<u16>,
     pub tick_time_ms: i64,
     pub max_client_cnxns: u32,
     pub min_session_timeout_ms: i64,

@@ -136,6 +136,8 @@ pub(crate) struct Shared {
     pub(crate) gate: gate::Gate,
     /// The ensemble members' listeners (empty on a standalone server).
     pub(crate) listeners: member::Listeners,
+    /// The secure port and the data directory, for the reports; set once at start.
+    pub(crate) extras: OnceLock<crate::fourlw::ServerExtras>,
     /// Set once a core call panicked; the core is never entered again.
     failure: OnceLock<ServerFailure>,
     /// Cancelled when `failure` is set: stops the listener and the ticker.
@@ -324,6 +326,7 @@ impl Shared {
             latencies: latency::Latencies::default(),
             planned_tick: AtomicI64::new(i64::MAX),
             wake_ticker: Notify::new(),
+            extras: OnceLock::new(),
             failure: OnceLock::new(),
             failed: CancellationToken::new(),
             clock: clock::Clock::new(config.clock),
