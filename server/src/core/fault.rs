@@ -184,6 +184,12 @@ impl super::Outbox for Muted<'_> {
         }
     }
 
+    fn send_frame(&mut self, conn: ConnId, frame: super::Frame) {
+        if conn != self.conn {
+            self.inner.send_frame(conn, frame);
+        }
+    }
+
     fn close(&mut self, conn: ConnId) {
         self.inner.close(conn);
     }

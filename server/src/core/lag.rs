@@ -11,7 +11,7 @@ use zkd_protocol::Request;
 use super::tree::{AclList, Node, Tree};
 use super::txn::Txn;
 use super::watch::Watches;
-use super::{ConnId, Core, Now, Outbox};
+use super::{ConnId, Core, Frame, Now, Outbox};
 
 /// Identifies one member of a simulated ensemble (0 in a standalone server).
 pub type MemberId = u64;
@@ -81,7 +81,7 @@ struct Blocked {
     member: MemberId,
     /// The zxid the member must reach; `None` once reached, while `deferred` is replayed.
     until: Option<i64>,
-    reply: Option<Bytes>,
+    reply: Option<Frame>,
     /// Requests that arrived meanwhile, in order (answered after the reply).
     deferred: VecDeque<Bytes>,
     deferred_bytes: usize,
@@ -564,7 +564,7 @@ impl Core {
         now: Now,
         out: &mut dyn Outbox,
         muted: bool,
-    ) -> Option<(i32, i64, Bytes)> {
+    ) -> Option<(i32, i64, Frame)> {
         if self.lag.replicas.is_empty() {
             // No member lags (the usual case): nothing to look up per request.
             return self.execute(conn, sid, xid, req, now, out);

@@ -36,6 +36,11 @@ impl From<i64> for Now {
 pub trait Outbox {
     /// Queue `frame` on connection `conn`.
     fn send(&mut self, conn: ConnId, frame: Bytes);
+    /// Queue a frame given in parts on `conn`. Outboxes that write to sockets write the
+    /// parts as they are (a shared body is not copied); the others get one buffer.
+    fn send_frame(&mut self, conn: ConnId, frame: Frame) {
+        self.send(conn, frame.into_bytes());
+    }
     /// Close `conn` once everything queued before this call has been written.
     fn close(&mut self, conn: ConnId);
     /// Hold what is queued on `conn` after this call for `ms` milliseconds before writing it
@@ -79,6 +84,7 @@ mod control;
 mod digest_md5;
 mod fault;
 mod fixture;
+mod frame;
 pub mod herd;
 mod invariants;
 mod lag;
@@ -169,6 +175,7 @@ use txn::Txn;
 use watch::Watches;
 
 pub use fixture::{FixtureKind, FixtureNode, TreeEntry, TreeWalk};
+pub use frame::Frame;
 pub use lag::{Lag, MemberId};
 pub use snapshot::{ImportReport, Replayed, TxnSink};
 pub use snapshot_cow::{SnapshotJob, Step as SnapshotStep};
@@ -339,14 +346,14 @@ impl Core {
     }
 
     /// Queues a frame on a connection, counting it.
-    fn send(&mut self, out: &mut dyn Outbox, conn: ConnId, frame: Bytes) {
+    fn send(&mut self, out: &mut dyn Outbox, conn: ConnId, frame: impl Into<Frame>) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.sent += 1;
             let member = c.member;
             self.count_member_sent(member);
         }
         self.counters.sent += 1;
-        out.send(conn, frame);
+        out.send_frame(conn, frame.into());
     }
 
     /// Sends one notification to every connection watching `path` for `event` that holds

@@ -14,7 +14,9 @@ use super::fault::{FaultAction, Muted};
 use super::tree::Node;
 use super::txn::Txn;
 use super::watch::WatchKind;
-use super::{acl, member, notification_frame, ConnId, Core, Handshake, Now, Outbox, Serving};
+use super::{
+    acl, member, notification_frame, ConnId, Core, Frame, Handshake, Now, Outbox, Serving,
+};
 
 /// Bytes before a reply body: frame length (4) and ReplyHeader (16).
 const HEADER_LEN: usize = 20;
@@ -52,30 +54,61 @@ const STAT_LEN: usize = 68;
 /// A reply under construction.
 struct Reply {
     buf: BytesMut,
+    /// A shared body after `buf` (a cached child list), not copied into the frame.
+    shared: Bytes,
+    /// What is written after `shared`.
+    tail: BytesMut,
 }
+
+/// A shared body at least this long is sent as its own part; a shorter one is copied.
+const SHARE_MIN: usize = 1024;
 
 impl Reply {
     fn new() -> Reply {
         let mut buf = BytesMut::with_capacity(128);
         buf.put_bytes(0, HEADER_LEN);
-        Reply { buf }
+        Reply {
+            buf,
+            shared: Bytes::new(),
+            tail: BytesMut::new(),
+        }
     }
 
+    /// Where the body is written next.
     fn body(&mut self) -> &mut BytesMut {
-        &mut self.buf
+        if self.shared.is_empty() {
+            &mut self.buf
+        } else {
+            &mut self.tail
+        }
+    }
+
+    /// Appends `b` to the body: as a shared part when long, else copied.
+    fn append_shared(&mut self, b: Bytes) {
+        if b.len() < SHARE_MIN || !self.shared.is_empty() {
+            self.body().extend_from_slice(&b);
+        } else {
+            self.shared = b;
+        }
     }
 
     /// Finishes the frame; an error reply carries the header only.
-    fn finish(mut self, xid: i32, zxid: i64, err: i32) -> Bytes {
+    fn finish(mut self, xid: i32, zxid: i64, err: i32) -> Frame {
         if err != 0 {
             self.buf.truncate(HEADER_LEN);
+            self.shared = Bytes::new();
+            self.tail.clear();
         }
-        let len = (self.buf.len() - 4) as i32;
+        let len = (self.buf.len() + self.shared.len() + self.tail.len() - 4) as i32;
         self.buf[0..4].copy_from_slice(&len.to_be_bytes());
         self.buf[4..8].copy_from_slice(&xid.to_be_bytes());
         self.buf[8..16].copy_from_slice(&zxid.to_be_bytes());
         self.buf[16..20].copy_from_slice(&err.to_be_bytes());
-        self.buf.freeze()
+        Frame {
+            head: self.buf.freeze(),
+            body: self.shared,
+            tail: self.tail.freeze(),
+        }
     }
 }
 
@@ -93,7 +126,7 @@ pub(super) fn is_write(req: &Request) -> bool {
     )
 }
 
-fn header_only(xid: i32, zxid: i64, err: i32) -> Bytes {
+fn header_only(xid: i32, zxid: i64, err: i32) -> Frame {
     Reply::new().finish(xid, zxid, err)
 }
 
@@ -365,7 +398,7 @@ impl Core {
         req: Request,
         now: Now,
         out: &mut dyn Outbox,
-    ) -> Option<(i32, i64, Bytes)> {
+    ) -> Option<(i32, i64, Frame)> {
         let ids = self
             .conns
             .get(&conn)
@@ -462,11 +495,11 @@ impl Core {
                 self.watch_if_read(res, conn, &r, WatchKind::Data)
             }
             Request::GetChildren(r) => {
-                let res = self.get_children(&ids, &r.path, false, reply.body());
+                let res = self.get_children(&ids, &r.path, false, &mut reply);
                 self.watch_if_read(res, conn, &r, WatchKind::Child)
             }
             Request::GetChildren2(r) => {
-                let res = self.get_children(&ids, &r.path, true, reply.body());
+                let res = self.get_children(&ids, &r.path, true, &mut reply);
                 self.watch_if_read(res, conn, &r, WatchKind::Child)
             }
             Request::GetAcl(r) => self.get_acl(&ids, &r.path, reply.body()),
@@ -578,7 +611,7 @@ impl Core {
         scheme: &str,
         auth: &[u8],
         out: &mut dyn Outbox,
-    ) -> Option<(i32, i64, Bytes)> {
+    ) -> Option<(i32, i64, Frame)> {
         let new_ids: Option<Vec<Id>> = match scheme {
             "digest" => {
                 let id = acl::digest_id(&String::from_utf8_lossy(auth));
@@ -690,15 +723,17 @@ impl Core {
         ids: &[Id],
         p: &str,
         with_stat: bool,
-        body: &mut BytesMut,
+        reply: &mut Reply,
     ) -> OpResult {
         self.readable(ids, p)?;
         let list = self.tree.encoded_children(p).ok_or(ErrorCode::NoNode)?;
-        body.reserve(list.len() + if with_stat { STAT_LEN } else { 0 });
-        body.extend_from_slice(&list);
+        if list.len() < SHARE_MIN {
+            reply.body().reserve(list.len() + STAT_LEN);
+        }
+        reply.append_shared(list);
         if with_stat {
             let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
-            node.stat().write(body);
+            node.stat().write(reply.body());
         }
         Ok(())
     }

@@ -9,7 +9,7 @@ use md5::{Digest, Md5};
 use zkd_protocol::{ErrorCode, Id, Jute, ReplyHeader, SaslToken};
 
 use super::digest_md5::{DigestMd5, Step};
-use super::{ConnId, Core, Outbox};
+use super::{ConnId, Core, Frame, Outbox};
 use crate::SaslUsers;
 
 /// The authentication schemes beyond digest and ip, and their super users.
@@ -118,9 +118,9 @@ impl Core {
         xid: i32,
         token: Option<Bytes>,
         out: &mut dyn Outbox,
-    ) -> Option<(i32, i64, Bytes)> {
+    ) -> Option<(i32, i64, Frame)> {
         // ZooKeeper answers with zxid 0 and always a token field, null on failure.
-        let reply = |token: Option<Vec<u8>>, err: i32| {
+        let reply = |token: Option<Vec<u8>>, err: i32| -> Frame {
             zkd_protocol::encode_frame(|out| {
                 ReplyHeader { xid, zxid: 0, err }.write(out);
                 SaslToken {
@@ -128,6 +128,7 @@ impl Core {
                 }
                 .write(out);
             })
+            .into()
         };
         let Some(users) = self.cfg.auth.sasl_users.clone() else {
             return Some((xid, 0, reply(None, 0)));

@@ -1117,3 +1117,57 @@ fn negotiated_timeout_never_below_one_tick() {
         assert_eq!(resp.timeout, 2000, "asked for {asked} ms");
     }
 }
+
+/// An outbox that keeps each frame in the parts the core gave it.
+#[derive(Default)]
+struct Parts(Vec<(ConnId, super::Frame)>);
+
+impl Outbox for Parts {
+    fn send(&mut self, conn: ConnId, frame: Bytes) {
+        self.0.push((conn, frame.into()));
+    }
+    fn send_frame(&mut self, conn: ConnId, frame: super::Frame) {
+        self.0.push((conn, frame));
+    }
+    fn close(&mut self, _: ConnId) {}
+}
+
+#[test]
+fn long_child_lists_are_shared_by_replies_not_copied() {
+    let (mut h, [a, b]) = Harness::with_sessions::<2>();
+    h.create(a, "/p", 0);
+    for i in 0..200 {
+        h.create(a, &format!("/p/c-{i:04}"), 0);
+    }
+    let mut parts = Parts::default();
+    let reads = [
+        (a, children("/p", true)),
+        (b, Request::GetChildren(path_watch("/p", false))),
+    ];
+    for (conn, req) in reads {
+        h.xid += 1;
+        let frame = req.to_frame(h.xid);
+        h.core.request(conn, frame.slice(4..), h.now, &mut parts);
+    }
+    let [(ca, x), (cb, y)] = <[_; 2]>::try_from(parts.0).expect("two replies");
+    assert_eq!((ca, cb), (a, b));
+    assert!(x.body.len() > 200 * 10, "the list is its own part");
+    assert_eq!(
+        x.body.as_ptr(),
+        y.body.as_ptr(),
+        "one list for both replies"
+    );
+    for f in [&x, &y] {
+        let len = i32::from_be_bytes([f.head[0], f.head[1], f.head[2], f.head[3]]);
+        assert_eq!(
+            len as usize,
+            f.len() - 4,
+            "the length prefix covers every part"
+        );
+    }
+    let with_stat: Children2Response = Frame::parse(&x.into_bytes()).decode();
+    assert_eq!(with_stat.children.len(), 200);
+    assert_eq!(with_stat.stat.num_children, 200);
+    let plain: ChildrenResponse = Frame::parse(&y.into_bytes()).decode();
+    assert_eq!(plain.children, with_stat.children);
+}

@@ -18,6 +18,9 @@
 //! [`crate::Config::max_total_outbound_bytes`]: past it, the connections holding the most are
 //! dropped first (see [`outbound`]). Frames are shared `Bytes`, so a notification fanned out
 //! to many connections is stored once however many queues hold it (and counted per queue).
+//! A frame the core gives in parts ([`Frame`]: a getChildren reply around a cached child
+//! list) is queued as its parts and written with the same vectored writes, so the list is
+//! never copied per reply.
 //!
 //! Input is bounded the same way (see [`input`]): a connection's buffer grows only as bytes
 //! arrive, up to one largest frame, and all buffers together stay within
@@ -52,7 +55,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::FourLetterWhitelist;
-use crate::core::{ConnId, Core, Now, Outbox, Serving};
+use crate::core::{ConnId, Core, Frame, Now, Outbox, Serving};
 use crate::ensemble::{MemberId, Membership};
 use crate::fourlw::{MemberFacts, NetFacts, DEFAULT_TRACE_MASK};
 use crate::Config;
@@ -192,6 +195,10 @@ struct Registry<'a> {
 
 impl Outbox for Registry<'_> {
     fn send(&mut self, conn: ConnId, frame: Bytes) {
+        self.send_frame(conn, frame.into());
+    }
+
+    fn send_frame(&mut self, conn: ConnId, frame: Frame) {
         let Some(h) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -210,7 +217,7 @@ impl Outbox for Registry<'_> {
             outbound::drop_connection(h, self.budget);
             return;
         }
-        if h.q.push(Out::Frame(frame)).is_err() {
+        if h.q.push_frame(frame).is_err() {
             // The writer is gone: nothing will write or free this.
             outbound::drop_connection(h, self.budget);
             return;

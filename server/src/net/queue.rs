@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 
 use super::outbound::Queued;
 use super::Out;
+use crate::core::Frame;
 
 /// Shared by the registry (which pushes, under the core lock) and the connection's writer.
 #[derive(Debug, Default)]
@@ -46,12 +47,22 @@ impl ConnQueue {
 
     /// Queues `out` for the writer.
     pub(crate) fn push(&self, out: Out) -> Result<(), WriterGone> {
+        self.push_all(std::iter::once(out))
+    }
+
+    /// Queues the parts of `frame` for the writer, one after the other.
+    pub(crate) fn push_frame(&self, frame: Frame) -> Result<(), WriterGone> {
+        self.push_all(frame.into_parts().map(Out::Frame))
+    }
+
+    /// Queues `outs` in order under one lock, with one wake-up.
+    fn push_all(&self, outs: impl Iterator<Item = Out>) -> Result<(), WriterGone> {
         {
             let mut items = self.items();
             if items.receiver_gone {
                 return Err(WriterGone);
             }
-            items.out.push_back(out);
+            items.out.extend(outs);
         }
         self.pushed.notify_one();
         Ok(())
