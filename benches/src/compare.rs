@@ -81,7 +81,7 @@ pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
         out.push(le(name.clone(), c.find(fp, &name), 0.066));
     }
     out.push(le(
-        "RSS per idle session".into(),
+        format!("RSS per idle session at {} sessions", s.footprint.sessions),
         c.find(fp, "RSS per idle session"),
         1.0 / 5.0,
     ));
@@ -102,6 +102,7 @@ pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
             |m| m >= 3.0,
         ));
     }
+    out.extend(no_regression(c, s));
     let w = s.fan_watchers.iter().copied().max().unwrap_or(0);
     let fan = crate::fanout_item(w);
     let last = "time until last";
@@ -162,6 +163,53 @@ pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
     out
 }
 
+/// zkd / ZooKeeper ratios of the throughput items (64 sessions x 8 in flight) in the last
+/// full side-by-side run before the second performance wave (medians of 3 rounds, quiet
+/// machine): ops/s (higher is better), latency p50 and server CPU per op (lower is better).
+const BEFORE_WAVE_2: [(Workload, f64, f64, f64); 4] = [
+    (Workload::Get, 4.372, 0.2299, 0.1756),
+    (Workload::Set, 8.842, 0.1123, 0.0961),
+    (Workload::CreateDelete, 5.710, 0.1826, 0.1334),
+    (Workload::Mixed, 4.463, 0.2274, 0.1792),
+];
+
+/// How far a throughput ratio may move the wrong way before it counts as a regression
+/// (run-to-run noise of the medians on two cores).
+const NOISE: f64 = 0.10;
+
+/// No regression: every throughput ratio of [`BEFORE_WAVE_2`] stays as good, within
+/// [`NOISE`]. Only at the settings of that run (64 sessions x 8 in flight).
+fn no_regression(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
+    if (s.tp_sessions, s.tp_inflight) != (64, 8) {
+        return Vec::new();
+    }
+    BEFORE_WAVE_2
+        .iter()
+        .filter(|(w, ..)| s.tp_workloads.contains(w))
+        .flat_map(|&(w, ops, p50, cpu)| {
+            [
+                ("ops/s", ops, true),
+                ("latency p50", p50, false),
+                ("server CPU per op", cpu, false),
+            ]
+            .map(|(figure, before, higher)| {
+                let item = crate::throughput_item(w, s);
+                let row = c.find(&item, figure);
+                let target = format!("no regression: {figure}, {item}");
+                if higher {
+                    let bound = before * (1.0 - NOISE);
+                    let text = format!(">= {} (before: {})", num(bound), num(before));
+                    TargetCheck::ratio(target, row, text, move |m| m >= bound)
+                } else {
+                    let bound = before * (1.0 + NOISE);
+                    let text = format!("<= {} (before: {})", num(bound), num(before));
+                    TargetCheck::ratio(target, row, text, move |m| m <= bound)
+                }
+            })
+        })
+        .collect()
+}
+
 pub fn targets_table(checks: &[TargetCheck]) -> Table {
     let mut t = Table::new(&["target", "bound (zkd/ZK)", "measured", "met"]);
     for c in checks {
@@ -216,6 +264,7 @@ pub async fn run(o: &Options) -> Comparison {
     };
 
     if o.groups.contains(&Group::Footprint) {
+        let t0 = Instant::now();
         for round in 0..s.rounds {
             for &k in order(round, 0).iter() {
                 if over_budget(&mut c, "footprint") {
@@ -234,6 +283,7 @@ pub async fn run(o: &Options) -> Comparison {
                 }
             }
         }
+        c.timings.push(("footprint".into(), t0.elapsed()));
     }
 
     let mut items = Vec::new();
@@ -254,6 +304,7 @@ pub async fn run(o: &Options) -> Comparison {
                     if over_budget(&mut c, "the remaining items") {
                         break 'rounds;
                     }
+                    let t0 = Instant::now();
                     // A long-lived server per implementation; restarted if it died.
                     if !servers[k].as_mut().is_some_and(|p| p.alive()) {
                         if let Some(dead) = servers[k].take() {
@@ -285,6 +336,7 @@ pub async fn run(o: &Options) -> Comparison {
                         Ok(figs) => c.add(k, &figs, round),
                         Err(e) => c.errors.push(format!("{what}: {e}")),
                     }
+                    c.time(group_of(item), t0.elapsed());
                 }
             }
         }
@@ -332,6 +384,15 @@ where
     }
 }
 
+/// The group an item belongs to, for the time spent per group.
+fn group_of(item: &Item) -> &'static str {
+    match item {
+        Item::Throughput(_) => "throughput",
+        Item::Fanout(_) | Item::Floor(_) => "fanout",
+        Item::Herd(..) => "herd",
+    }
+}
+
 /// Which server goes first: alternates with the round and the item.
 fn order(round: usize, item: usize) -> [usize; 2] {
     if (round + item).is_multiple_of(2) {
@@ -374,16 +435,47 @@ pub fn write_outputs(
     std::fs::write(&path, csv).map_err(|e| format!("{}: {e}", path.display()))?;
     written.push(path);
 
-    let md = format!(
-        "{}\n{}",
-        c.table().markdown(),
-        targets_table(&targets(c, s)).markdown()
-    );
+    let md = render_markdown(c, s);
     let path = dir.join("compare.md");
     std::fs::write(&path, md).map_err(|e| format!("{}: {e}", path.display()))?;
     written.push(path);
     written.extend(crate::plot::write_plots(c, dir)?);
     Ok(written)
+}
+
+/// The tables as Markdown, with the run's size and what it noted: what BENCHMARKS.md is
+/// written from.
+pub fn render_markdown(c: &Comparison, s: &Settings) -> String {
+    let mut out = format!(
+        "zkd vs Apache ZooKeeper 3.8: medians over {} round(s), ratio = zkd / ZooKeeper; {}\n\n{}\n## Targets\n\n{}",
+        c.rounds,
+        timing_line(c),
+        c.table().markdown(),
+        targets_table(&targets(c, s)).markdown()
+    );
+    for (title, lines) in [("Notes", &c.notes), ("Errors", &c.errors)] {
+        if !lines.is_empty() {
+            let _ = writeln!(out, "\n## {title}\n");
+            for l in lines {
+                let _ = writeln!(out, "* {}", l.replace('\n', " / "));
+            }
+        }
+    }
+    out
+}
+
+/// `elapsed: N s (group N s, ...)`.
+fn timing_line(c: &Comparison) -> String {
+    let groups: Vec<String> = c
+        .timings
+        .iter()
+        .map(|(g, t)| format!("{g} {:.0} s", t.as_secs_f64()))
+        .collect();
+    format!(
+        "elapsed: {:.0} s ({})",
+        c.elapsed.as_secs_f64(),
+        groups.join(", ")
+    )
 }
 
 /// The full text report.
@@ -394,7 +486,7 @@ pub fn render_text(c: &Comparison, s: &Settings, machine: &str) -> String {
         "zkd vs Apache ZooKeeper 3.8 — medians over {} round(s); ratio = zkd / ZooKeeper",
         c.rounds
     );
-    let _ = writeln!(out, "elapsed: {:.0} s", c.elapsed.as_secs_f64());
+    let _ = writeln!(out, "{}", timing_line(c));
     let _ = writeln!(out, "\nmachine:\n{machine}");
     let _ = writeln!(out, "zkd:       {}", c.zkd_cmd);
     let _ = writeln!(out, "ZooKeeper: {}", c.zk_cmd);
@@ -413,4 +505,62 @@ pub fn render_text(c: &Comparison, s: &Settings, machine: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comparison::from_csv;
+
+    fn check<'a>(checks: &'a [TargetCheck], target: &str) -> &'a TargetCheck {
+        checks
+            .iter()
+            .find(|c| c.target == target)
+            .unwrap_or_else(|| panic!("no target {target:?}"))
+    }
+
+    /// The floor ratio comes from the floor measured next to both servers, and the
+    /// no-regression rows compare with the ratios from before, within the noise allowance.
+    #[test]
+    fn floor_and_no_regression_targets() {
+        let csv = "item,figure,unit,server,round,value\n\
+            fanout W=10000,time until last watcher notified,ms,zkd,1,90\n\
+            fanout W=10000,time until last watcher notified,ms,zookeeper,1,150\n\
+            floor W=10000,time until last watcher notified,ms,zkd,1,50\n\
+            floor W=10000,time until last watcher notified,ms,zookeeper,1,70\n\
+            throughput get 64x8,ops/s,ops/s,zkd,1,400000\n\
+            throughput get 64x8,ops/s,ops/s,zookeeper,1,100000\n\
+            throughput set 64x8,server CPU per op,us,zkd,1,2\n\
+            throughput set 64x8,server CPU per op,us,zookeeper,1,10\n";
+        let c = from_csv(csv).unwrap();
+        let checks = targets(&c, &Settings::full());
+
+        let floor = check(
+            &checks,
+            "fan-out to 10000 watchers (last notified), zkd / floor",
+        );
+        assert_eq!(
+            floor.measured,
+            Some(1.5),
+            "90 ms over the floor's median 60 ms"
+        );
+        assert_eq!(floor.met, Some(true));
+        let fan = check(&checks, "fan-out to 10000 watchers (last notified)");
+        assert_eq!(fan.met, Some(false), "0.6 of ZooKeeper");
+
+        // 4.0 against 4.372 before: within 10 %.
+        let ops = check(&checks, "no regression: ops/s, throughput get 64x8");
+        assert_eq!((ops.measured, ops.met), (Some(4.0), Some(true)));
+        // 0.2 against 0.0961 before: a regression.
+        let cpu = check(
+            &checks,
+            "no regression: server CPU per op, throughput set 64x8",
+        );
+        assert_eq!(cpu.met, Some(false));
+        let unmeasured = check(&checks, "no regression: latency p50, throughput mixed 64x8");
+        assert_eq!((unmeasured.measured, unmeasured.met), (None, None));
+        assert!(checks
+            .iter()
+            .any(|c| c.target == "RSS per idle session at 19000 sessions"));
+    }
 }

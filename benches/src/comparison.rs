@@ -46,6 +46,8 @@ pub struct Comparison {
     pub elapsed: Duration,
     /// This process's RLIMIT_NOFILE soft limit (servers spawned by it inherit it).
     pub fd_soft_limit: u64,
+    /// Wall time spent per group (all rounds, both servers, server start-ups included).
+    pub timings: Vec<(String, Duration)>,
 }
 
 impl Comparison {
@@ -84,6 +86,14 @@ impl Comparison {
                 round + 1,
                 ["zkd", "zookeeper"][server]
             ));
+        }
+    }
+
+    /// Adds `spent` to the time of `group`.
+    pub(crate) fn time(&mut self, group: &str, spent: Duration) {
+        match self.timings.iter_mut().find(|(g, _)| g == group) {
+            Some((_, t)) => *t += spent,
+            None => self.timings.push((group.to_string(), spent)),
         }
     }
 

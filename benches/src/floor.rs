@@ -1,14 +1,21 @@
 //! The fan-out floor: the least a program can do to put one notification frame on W
-//! already-connected sockets. A bare server on one thread of this process speaks just enough
+//! already-connected sockets. A bare server on one thread speaks just enough
 //! of the protocol for the fan-out client (handshake, create, getData with a watch, setData,
 //! delete, ping, closeSession); on a setData it writes the pre-encoded NodeDataChanged frame
 //! to every watching socket, one `write` per socket and nothing else, then answers the
 //! writer. Measured with the same client as `fanout`, so the two figures differ only by what
 //! the server does between reading the write and the last notification leaving.
+//!
+//! The server runs in a child process of its own ([`FloorProcess`]: this binary re-executed
+//! with a hidden subcommand), so its W sockets do not share the client's descriptor limit,
+//! exactly like zkd and ZooKeeper; [`FloorServer`] is the same server on a thread of the
+//! calling process, for library users and tests without the binary.
 
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -81,6 +88,83 @@ impl Drop for FloorServer {
             let _ = t.join();
         }
     }
+}
+
+/// The hidden subcommand of `zkd-bench` that runs the floor server as a child process.
+pub const CHILD_COMMAND: &str = "floor-server";
+
+/// What the child prints once it listens, followed by the address.
+const LISTENING: &str = "floor listening on ";
+
+/// The floor server in a child process (the `zkd-bench` binary `bin` run with
+/// [`CHILD_COMMAND`]); killed and reaped on drop, and killed with this process.
+pub struct FloorProcess {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl FloorProcess {
+    /// Starts the child and waits for the address it listens on.
+    pub fn spawn(bin: &Path) -> BenchResult<FloorProcess> {
+        let mut cmd = Command::new(bin);
+        cmd.arg(CHILD_COMMAND)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        crate::servers::kill_with_parent(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("floor: cannot run {}: {e}", bin.display()))?;
+        let mut line = String::new();
+        let read = match child.stdout.take() {
+            Some(out) => BufReader::new(out).read_line(&mut line).map(|_| ()),
+            None => Err(io::Error::other("no stdout")),
+        };
+        let addr = read.map_err(|e| e.to_string()).and_then(|()| {
+            line.trim()
+                .strip_prefix(LISTENING)
+                .ok_or_else(|| format!("unexpected first line {line:?}"))
+                .and_then(|a| a.parse().map_err(|e| format!("address {a:?}: {e}")))
+        });
+        match addr {
+            Ok(addr) => Ok(FloorProcess { child, addr }),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(format!("floor: the child process did not start: {e}"))
+            }
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for FloorProcess {
+    fn drop(&mut self) {
+        // Reaped here, so its CPU time counts as this process's children's time.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The child's side: serves until its standard input closes (the parent is gone or done).
+pub fn serve_for_parent() -> BenchResult<()> {
+    let server = FloorServer::start()?;
+    let mut out = io::stdout().lock();
+    writeln!(out, "{LISTENING}{}", server.addr())
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("floor: {e}"))?;
+    drop(out);
+    let mut sink = Vec::new();
+    let _ = io::stdin().lock().read_to_end(&mut sink);
+    drop(server);
+    Ok(())
 }
 
 /// One client socket.

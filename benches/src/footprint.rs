@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -13,7 +13,7 @@ use zkd_testkit::raw::{ClientError, RawClient};
 use crate::pool::{self, Keepalive};
 use crate::proc::{self, FdLimits};
 use crate::progress::Progress;
-use crate::servers::ServerSpec;
+use crate::servers::{ServerProcess, ServerSpec};
 use crate::util::{call_ok, create, delete, session_with_node, BenchResult};
 
 #[derive(Debug, Clone)]
@@ -83,24 +83,26 @@ fn rss(pid: Option<u32>) -> BenchResult<Option<u64>> {
         .map_err(|e| format!("reading RSS: {e}"))
 }
 
-/// Times `samples` start-ups of `spec` (spawn until the first successful handshake).
+/// Times `samples` start-ups of `spec` (spawn until the first successful handshake); the
+/// server of the last start-up is returned still running (idle, its one session closed).
 pub async fn startup(
     spec: &ServerSpec,
     samples: usize,
     progress: &Progress,
-) -> BenchResult<Vec<Duration>> {
+) -> BenchResult<(Vec<Duration>, ServerProcess)> {
     let mut out = Vec::new();
-    for i in 0..samples {
+    loop {
         let server = spec.start(Duration::from_secs(60)).await?;
         out.push(server.startup());
         progress.say(format!(
             "start-up {}/{samples}: {:.1} ms",
-            i + 1,
+            out.len(),
             server.startup().as_secs_f64() * 1e3
         ));
-        drop(server);
+        if out.len() >= samples.max(1) {
+            return Ok((out, server));
+        }
     }
-    Ok(out)
 }
 
 /// RSS of a freshly started, idle server (after one handshake and `settle`).
@@ -109,61 +111,114 @@ pub async fn idle_rss(pid: u32, settle: Duration) -> BenchResult<u64> {
     proc::rss_bytes(pid).map_err(|e| format!("reading RSS: {e}"))
 }
 
-/// Creates `count` znodes of `size` bytes (pipelined, 1000 in flight) and measures the RSS
-/// growth. With `cleanup` the nodes are deleted again.
+/// Sessions that create the znodes side by side (a server may serve one session's requests
+/// strictly one after another), with [`CREATES_IN_FLIGHT`] requests in flight in all.
+pub const CREATE_SESSIONS: usize = 8;
+/// Create requests in flight over all [`CREATE_SESSIONS`] together.
+pub const CREATES_IN_FLIGHT: usize = 1000;
+
+/// Grows one tree of znodes of `size` bytes through `counts` (ascending) and measures the
+/// RSS growth from the empty tree to each count, read `settle` after its last create (so
+/// 100 000 and then 1 000 000 on one server give the same figures as two fresh servers, for
+/// the time of the larger alone). Creates go over [`CREATE_SESSIONS`] sessions, keeping
+/// [`CREATES_IN_FLIGHT`] in flight; the parent's `numChildren` is checked at every count.
+/// With `cleanup` the nodes are deleted again.
 pub async fn znodes(
     addr: SocketAddr,
     pid: Option<u32>,
-    count: usize,
+    counts: &[usize],
     size: usize,
     settle: Duration,
     cleanup: bool,
     progress: &Progress,
-) -> BenchResult<Growth> {
+) -> BenchResult<Vec<Growth>> {
     let limit = Duration::from_secs(60);
     let (admin, parent) = session_with_node(addr, "znodes", None, limit, "the parent").await?;
+    // The session that made the parent creates too, so none sits idle long enough to expire.
+    let mut creators = vec![admin];
+    for _ in 1..CREATE_SESSIONS {
+        creators.push(
+            RawClient::connect(addr, pool::SESSION_TIMEOUT_MS)
+                .await
+                .map_err(|e| format!("connecting to {addr}: {e}"))?,
+        );
+    }
     let before = rss(pid)?;
     let data = Bytes::from(vec![b'z'; size]);
-    let t0 = Instant::now();
-    let paths = (0..count).map(|i| format!("{parent}/z-{i:07}"));
-    let reqs = paths.clone().map(|p| create(&p, Some(data.clone()), 0));
-    pipeline(&admin, reqs, 1000, limit, "create", progress).await?;
-    let create_secs = t0.elapsed().as_secs_f64();
-    let stat = call_ok(
-        &admin,
-        &Request::Exists(PathWatchRequest {
-            path: parent.clone(),
-            watch: false,
-        }),
-        limit,
-        "exists",
-    )
-    .await?
-    .decode::<StatResponse>()
-    .map_err(|e| format!("exists reply: {e}"))?;
-    if stat.stat.num_children as usize != count {
-        return Err(format!(
-            "{} children after {count} creates",
-            stat.stat.num_children
+    let path = |i: usize| format!("{parent}/z-{i:07}");
+    let mut out = Vec::new();
+    let (mut made, mut create_secs) = (0, 0.0);
+    for &count in counts {
+        let t0 = Instant::now();
+        spread(&creators, made..count, limit, "create", progress, |i| {
+            create(&path(i), Some(data.clone()), 0)
+        })
+        .await?;
+        create_secs += t0.elapsed().as_secs_f64();
+        made = made.max(count);
+        let stat = call_ok(
+            &creators[0],
+            &Request::Exists(PathWatchRequest {
+                path: parent.clone(),
+                watch: false,
+            }),
+            limit,
+            "exists",
+        )
+        .await?
+        .decode::<StatResponse>()
+        .map_err(|e| format!("exists reply: {e}"))?;
+        if stat.stat.num_children as usize != made {
+            return Err(format!(
+                "{} children after {made} creates",
+                stat.stat.num_children
+            ));
+        }
+        tokio::time::sleep(settle).await;
+        let after = rss(pid)?;
+        progress.say(format!(
+            "{count} znodes of {size} B created in {create_secs:.2} s{}",
+            per(before, after, count).map_or(String::new(), |b| format!(", {b:.0} B RSS each"))
         ));
+        out.push(Growth {
+            count,
+            secs: create_secs,
+            rss_before: before,
+            rss_after: after,
+        });
     }
-    tokio::time::sleep(settle).await;
-    let after = rss(pid)?;
-    progress.say(format!(
-        "{count} znodes of {size} B created in {create_secs:.2} s{}",
-        per(before, after, count).map_or(String::new(), |b| format!(", {b:.0} B RSS each"))
-    ));
     if cleanup {
-        pipeline(&admin, paths.map(delete), 1000, limit, "delete", progress).await?;
-        let _ = call_ok(&admin, &delete(parent), limit, "delete").await;
+        spread(&creators, 0..made, limit, "delete", progress, |i| {
+            delete(path(i))
+        })
+        .await?;
+        let _ = call_ok(&creators[0], &delete(parent), limit, "delete").await;
     }
-    let _ = admin.close().await;
-    Ok(Growth {
-        count,
-        secs: create_secs,
-        rss_before: before,
-        rss_after: after,
-    })
+    for c in creators {
+        let _ = c.close().await;
+    }
+    Ok(out)
+}
+
+/// Sends `request(i)` for every `i` of `range`, dealt round-robin over `clients`, each
+/// session keeping its share of [`CREATES_IN_FLIGHT`] in flight; every reply must be OK.
+async fn spread(
+    clients: &[RawClient],
+    range: std::ops::Range<usize>,
+    limit: Duration,
+    what: &str,
+    progress: &Progress,
+    request: impl Fn(usize) -> Request,
+) -> BenchResult<()> {
+    let k = clients.len().max(1);
+    let window = (CREATES_IN_FLIGHT / k).max(1);
+    let done = AtomicUsize::new(0);
+    let (done, request) = (&done, &request);
+    let runs = clients.iter().enumerate().map(|(j, c)| {
+        let reqs = range.clone().skip(j).step_by(k).map(request);
+        pipeline(c, reqs, window, limit, what, done, progress)
+    });
+    futures_util::future::try_join_all(runs).await.map(|_| ())
 }
 
 /// Sends `reqs` on one session keeping `window` in flight; every reply must be OK.
@@ -173,19 +228,19 @@ async fn pipeline(
     window: usize,
     limit: Duration,
     what: &str,
+    done: &AtomicUsize,
     progress: &Progress,
 ) -> BenchResult<()> {
     let mut inflight = VecDeque::with_capacity(window);
-    let mut done = 0usize;
-    let mut check = |r: Result<Result<zkd_testkit::raw::Reply, _>, _>| -> BenchResult<()> {
+    let check = |r: Result<Result<zkd_testkit::raw::Reply, _>, _>| -> BenchResult<()> {
         let reply = r
             .map_err(|_| format!("{what}: no reply within {limit:?}"))?
             .map_err(|_| format!("{what}: connection closed"))?;
         if reply.err != 0 {
             return Err(format!("{what}: error {}", reply.err));
         }
-        done += 1;
-        progress.tick(|| format!("{what}: {done} done"));
+        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+        progress.tick(|| format!("{what}: {n} done"));
         Ok(())
     };
     for req in reqs {
@@ -206,18 +261,23 @@ async fn pipeline(
     Ok(())
 }
 
-/// Opens `n` idle sessions and measures the RSS growth.
-pub async fn idle_sessions(
+/// Opens `n` idle sessions and measures the RSS growth (read `settle` after the last
+/// handshake, then every session must answer a ping); then, on the same server, keeps
+/// opening sessions until a handshake fails or `bound` are open, and checks that all of
+/// them still answer.
+pub async fn sessions(
     addr: SocketAddr,
     pid: Option<u32>,
     n: usize,
+    bound: usize,
     settle: Duration,
     progress: &Progress,
-) -> BenchResult<Growth> {
+) -> BenchResult<(Growth, MaxSessionsOutcome)> {
+    let fd = proc::raise_nofile_limit();
     let before = rss(pid)?;
     let keepalive = Keepalive::start();
     let t0 = Instant::now();
-    let clients = pool::connect_many(addr, n, pool::CONNECT_CONCURRENCY, progress)
+    let mut clients = pool::connect_many(addr, n, pool::CONNECT_CONCURRENCY, progress)
         .await
         .map_err(|(_, e)| format!("opening {n} sessions: {e}"))?;
     let open_secs = t0.elapsed().as_secs_f64();
@@ -228,34 +288,22 @@ pub async fn idle_sessions(
         let _p = keepalive.pause().await;
         pool::ping_all(&clients, Duration::from_secs(30)).await
     };
-    keepalive.clear();
-    pool::close_all(&clients, Duration::from_secs(30)).await;
     if alive != n {
+        keepalive.clear();
+        pool::close_all(&clients, Duration::from_secs(30)).await;
         return Err(format!("only {alive} of {n} idle sessions answered a ping"));
     }
     progress.say(format!(
         "{n} idle sessions opened in {open_secs:.2} s{}",
         per(before, after, n).map_or(String::new(), |b| format!(", {b:.0} B RSS each"))
     ));
-    Ok(Growth {
+    let growth = Growth {
         count: n,
         secs: open_secs,
         rss_before: before,
         rss_after: after,
-    })
-}
+    };
 
-/// Opens sessions until a handshake fails or `bound` are open, then checks that all of
-/// them still answer.
-pub async fn max_sessions(
-    addr: SocketAddr,
-    pid: Option<u32>,
-    bound: usize,
-    progress: &Progress,
-) -> BenchResult<MaxSessionsOutcome> {
-    let fd = proc::raise_nofile_limit();
-    let keepalive = Keepalive::start();
-    let mut clients: Vec<Arc<RawClient>> = Vec::new();
     let mut stopped_by = "bound reached".to_string();
     // In chunks, so that the keepalive covers sessions opened early.
     while clients.len() < bound {
@@ -293,14 +341,15 @@ pub async fn max_sessions(
     progress.say(format!(
         "{opened} concurrent sessions ({alive} answered a ping); stopped by: {stopped_by}"
     ));
-    Ok(MaxSessionsOutcome {
+    let max = MaxSessionsOutcome {
         opened: alive.min(opened),
         bound,
         stopped_by,
         fd,
         server_fd_limit,
         server_fds_open,
-    })
+    };
+    Ok((growth, max))
 }
 
 fn describe_connect_error(e: &ClientError) -> String {
@@ -325,79 +374,73 @@ pub async fn run_external(
     progress: &Progress,
 ) -> BenchResult<Outcome> {
     let idle_rss = rss(pid)?;
-    let mut outs = Vec::new();
-    for &n in &p.znodes {
-        outs.push(znodes(addr, pid, n, p.znode_size, p.settle, true, progress).await?);
-    }
-    let sessions = idle_sessions(addr, pid, p.sessions, p.settle, progress).await?;
-    let max_sessions = max_sessions(addr, pid, p.max_sessions, progress).await?;
+    let counts = ascending(&p.znodes);
+    let znodes = znodes(addr, pid, &counts, p.znode_size, p.settle, true, progress).await?;
+    let (sessions, max_sessions) =
+        sessions(addr, pid, p.sessions, p.max_sessions, p.settle, progress).await?;
     Ok(Outcome {
         startup: Vec::new(),
         idle_rss,
-        znodes: outs,
+        znodes,
         sessions,
         max_sessions,
     })
 }
 
-/// Everything against fresh servers of `spec`: one per measurement, so that one step's
-/// leftovers do not skew the next.
+/// Everything against fresh servers of `spec`: the last start-up's server, idle, gives the
+/// idle RSS and then grows the tree through every size; a second fresh server takes the
+/// idle sessions and then the concurrent-sessions probe. No step follows one that could
+/// leave something behind on the same server.
 pub async fn run_spawned(
     spec: &ServerSpec,
     p: &Params,
     progress: &Progress,
 ) -> BenchResult<Outcome> {
-    let limit = Duration::from_secs(60);
-    let startup = startup(spec, p.startups, progress).await?;
-
-    let server = spec.start(limit).await?;
+    let (startup, server) = startup(spec, p.startups, progress).await?;
     let idle = idle_rss(server.pid(), p.settle).await?;
     progress.say(format!(
         "idle RSS {:.1} MiB",
         idle as f64 / (1 << 20) as f64
     ));
-    drop(server);
-    let mut outs = Vec::new();
-    for &n in &p.znodes {
-        let server = spec.start(limit).await?;
-        tokio::time::sleep(p.settle).await;
-        let pid = Some(server.pid());
-        outs.push(
-            znodes(
-                server.addr(),
-                pid,
-                n,
-                p.znode_size,
-                p.settle,
-                false,
-                progress,
-            )
-            .await?,
-        );
-        drop(server);
-    }
-
-    let server = spec.start(limit).await?;
-    tokio::time::sleep(p.settle).await;
-    let sessions = idle_sessions(
+    let pid = Some(server.pid());
+    let counts = ascending(&p.znodes);
+    let znodes = znodes(
         server.addr(),
-        Some(server.pid()),
-        p.sessions,
+        pid,
+        &counts,
+        p.znode_size,
         p.settle,
+        false,
         progress,
     )
     .await?;
     drop(server);
 
-    let server = spec.start(limit).await?;
-    let max_sessions =
-        max_sessions(server.addr(), Some(server.pid()), p.max_sessions, progress).await?;
+    let server = spec.start(Duration::from_secs(60)).await?;
+    tokio::time::sleep(p.settle).await;
+    let (sessions, max_sessions) = sessions(
+        server.addr(),
+        Some(server.pid()),
+        p.sessions,
+        p.max_sessions,
+        p.settle,
+        progress,
+    )
+    .await?;
     drop(server);
     Ok(Outcome {
         startup,
         idle_rss: Some(idle),
-        znodes: outs,
+        znodes,
         sessions,
         max_sessions,
     })
+}
+
+/// Tree sizes in ascending order, without repeats.
+fn ascending(counts: &[usize]) -> Vec<usize> {
+    let mut v = counts.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    v
 }

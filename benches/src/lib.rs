@@ -28,6 +28,7 @@ pub mod util;
 pub mod watchers;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::herd::{Failure, Mode};
@@ -55,6 +56,9 @@ pub struct Settings {
     pub fan_writes: usize,
     pub fan_settle: Duration,
     pub fan_timeout: Duration,
+    /// The `zkd-bench` binary that runs the fan-out floor as a child process of its own
+    /// (`None`: on a thread of this process, sharing its descriptor limit).
+    pub floor_bin: Option<PathBuf>,
     pub footprint: footprint::Params,
     /// Rounds of `compare` (each item runs once per round on each server).
     pub rounds: usize,
@@ -81,6 +85,7 @@ impl Settings {
             fan_writes: 5,
             fan_settle: Duration::from_millis(100),
             fan_timeout: Duration::from_secs(60),
+            floor_bin: None,
             footprint: footprint::Params {
                 startups: 5,
                 znodes: vec![100_000, 1_000_000],
@@ -393,12 +398,27 @@ pub fn floor_item(w: usize) -> String {
 }
 
 /// The fan-out floor ([`floor`]) for `watchers`, measured with the fan-out client (the
-/// server of `at` is not used).
+/// server of `at` is not used): in a child process when the settings name the binary (its
+/// CPU time per write is then measured too), else on a thread of this process.
 async fn floor_figures(watchers: usize, at: At<'_>) -> BenchResult<Figures> {
-    let server = floor::FloorServer::start()?;
-    let p = fanout_params(watchers, None, at.s);
-    let o = fanout::run(server.addr(), &p, at.progress).await?;
-    drop(server);
+    let o = match at.s.floor_bin.clone() {
+        Some(bin) => {
+            let server = tokio::task::spawn_blocking(move || floor::FloorProcess::spawn(&bin))
+                .await
+                .map_err(|e| format!("floor: {e}"))??;
+            let p = fanout_params(watchers, Some(server.pid()), at.s);
+            let o = fanout::run(server.addr(), &p, at.progress).await;
+            drop(server);
+            o?
+        }
+        None => {
+            let server = floor::FloorServer::start()?;
+            let p = fanout_params(watchers, None, at.s);
+            let o = fanout::run(server.addr(), &p, at.progress).await;
+            drop(server);
+            o?
+        }
+    };
     Ok(fan_figures(&floor_item(watchers), "floor", &o))
 }
 
@@ -492,7 +512,12 @@ pub fn footprint_figures(o: &footprint::Outcome, s: &Settings) -> Figures {
         }
         f.push(Figure::new(
             it,
-            &format!("create {} znodes (1 session, 1000 in flight)", z.count),
+            &format!(
+                "create {} znodes ({} sessions, {} in flight)",
+                z.count,
+                footprint::CREATE_SESSIONS,
+                footprint::CREATES_IN_FLIGHT
+            ),
             "s",
             z.secs,
             Better::Lower,

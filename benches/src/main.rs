@@ -97,6 +97,10 @@ enum Cmd {
         #[arg(long)]
         writes: Option<usize>,
     },
+    /// The floor's bare server alone, as a child process of `floor` and `compare` (prints
+    /// its address, serves until standard input closes).
+    #[command(name = "floor-server", hide = true)]
+    FloorServer,
     /// Start-up time, idle RSS, RSS per znode and per idle session, max concurrent sessions.
     Footprint {
         #[command(flatten)]
@@ -294,6 +298,15 @@ impl TargetArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let fd = proc::raise_nofile_limit();
+    if let Cmd::FloorServer = cli.cmd {
+        return match zkd_bench::floor::serve_for_parent() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("zkd-bench floor-server: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -319,6 +332,8 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
     } else {
         Settings::full()
     };
+    // The fan-out floor runs in a child process: this binary, re-executed.
+    s.floor_bin = std::env::current_exe().ok();
     let progress = Progress::new("zkd-bench", !cli.quiet);
     let mut figs: Vec<Figure> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
@@ -402,6 +417,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             figs.extend(f.figures);
             notes.extend(f.notes);
         }
+        Cmd::FloorServer => return Err("floor-server runs only as a child process".into()),
         Cmd::Snapshot {
             nodes,
             zkd_bin,
@@ -466,8 +482,6 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
                 "0",
                 "--4lw-whitelist",
                 "*",
-                "--max-client-cnxns",
-                "0",
                 "--max-session-timeout",
                 &timeout,
             ]

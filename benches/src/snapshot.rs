@@ -54,10 +54,12 @@ fn peak_rss(pid: u32) -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-/// Starts zkd; returns it, its client address and its admin address (when asked for).
+/// Starts zkd (quiet logs, no per-address connection cap: every bench connection comes from
+/// 127.0.0.1); returns it, its client address and its admin address (when asked for).
 pub fn start_zkd(bin: &Path, args: &[String]) -> BenchResult<(Child, SocketAddr, Option<String>)> {
     let mut child = Command::new(bin)
-        .args(["--port", "0", "--log", "warn"])
+        .args(["--port", "0"])
+        .args(crate::servers::default_zkd_args())
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

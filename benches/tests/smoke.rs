@@ -151,3 +151,36 @@ async fn admin_stall_polls_every_endpoint() {
     assert!(tree.bytes > 300 * 40, "the tree export holds the nodes");
     assert!(admin_stall::report(&out).contains("`/commands/dump`"));
 }
+
+/// The fan-out floor runs in a child process of its own (this crate's binary, re-executed):
+/// its figures come back with the child's CPU time per write (read from the child's pid,
+/// which an in-process floor does not have), and the child is gone afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floor_runs_in_a_child_process() {
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_zkd-bench"));
+    let server = zkd_bench::floor::FloorProcess::spawn(&bin).expect("floor child");
+    let (addr, pid) = (server.addr(), server.pid());
+    assert_ne!(pid, std::process::id());
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    drop(server);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the floor child {pid} is reaped on drop"
+    );
+
+    let s = Settings {
+        floor_bin: Some(bin),
+        ..Settings::quick()
+    };
+    let figs = zkd_bench::Item::Floor(200)
+        .figures(addr, None, &s, &Progress::silent())
+        .await
+        .unwrap_or_else(|e| panic!("floor: {e}"));
+    let names: Vec<&str> = figs.figures.iter().map(|f| f.name.as_str()).collect();
+    assert!(
+        names.contains(&"time until last watcher notified"),
+        "{names:?}"
+    );
+    assert!(names.contains(&"server CPU per write"), "{names:?}");
+    assert!(figs.figures.iter().all(|f| f.item == "floor W=200"));
+}
