@@ -18,6 +18,11 @@ pub struct ChildrenCache {
 }
 
 impl ChildrenCache {
+    /// The cached list of `path`, if any.
+    pub fn cached(&self, path: &str) -> Option<Bytes> {
+        self.lists.get(path).cloned()
+    }
+
     /// The list of `path` as a getChildren reply carries it (count, then each name), from
     /// the cache or encoded from `names` (and cached when long).
     pub fn encoded<'a>(

@@ -153,11 +153,11 @@ impl Core {
         let mut doomed: Vec<String> = Vec::new();
         let mut stack: Vec<(String, bool)> = self
             .tree
-            .get("/")
-            .map(|root| {
-                root.children
-                    .iter()
-                    .filter(|c| &***c != "zookeeper")
+            .children("/")
+            .map(|names| {
+                names
+                    .into_iter()
+                    .filter(|c| *c != "zookeeper")
                     .map(|c| (format!("/{c}"), false))
                     .collect()
             })
@@ -169,8 +169,8 @@ impl Core {
             }
             let children: Vec<String> = self
                 .tree
-                .get(&p)
-                .map(|n| n.children.iter().map(|c| format!("{p}/{c}")).collect())
+                .children(&p)
+                .map(|names| names.iter().map(|c| format!("{p}/{c}")).collect())
                 .unwrap_or_default();
             stack.push((p, true));
             stack.extend(children.into_iter().map(|c| (c, false)));

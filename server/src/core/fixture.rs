@@ -146,9 +146,9 @@ impl Core {
     pub fn export_some(&self, walk: &mut TreeWalk, max: usize, out: &mut Vec<TreeEntry>) {
         if !walk.started {
             walk.started = true;
-            if let Some(root) = self.tree.get("/") {
-                for c in root.children.iter().rev() {
-                    if &**c != "zookeeper" {
+            if let Some(names) = self.tree.children("/") {
+                for c in names.into_iter().rev() {
+                    if c != "zookeeper" {
                         walk.stack.push(path::join("/", c));
                     }
                 }
@@ -169,14 +169,14 @@ impl Core {
             if ephemeral_owner.is_some() && !walk.with_ephemerals {
                 continue;
             }
-            for c in node.children.iter().rev() {
+            for c in self.tree.children(&p).unwrap_or_default().into_iter().rev() {
                 walk.stack.push(path::join(&p, c));
             }
             taken += 1;
             out.push(TreeEntry {
                 stat: node.stat(),
                 node: FixtureNode {
-                    data: node.data.clone(),
+                    data: node.data_bytes(),
                     acl: node.acl.to_vec(),
                     kind,
                     path: p,

@@ -3,7 +3,7 @@
 //! it; its clients' writes and syncs are answered once the replica has applied them
 //! (docs/protocol.md, "Lagging members and sync"). With no member lagging none of this runs.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use bytes::Bytes;
 use zkd_protocol::Request;
@@ -105,24 +105,6 @@ impl Lagging {
     }
 }
 
-/// A node's own fields without its children (children follow from the creates and deletes).
-fn detached(n: &Node) -> Node {
-    Node {
-        data: n.data.clone(),
-        acl: n.acl.clone(),
-        czxid: n.czxid,
-        mzxid: n.mzxid,
-        ctime: n.ctime,
-        mtime: n.mtime,
-        version: n.version,
-        aversion: n.aversion,
-        pzxid: n.pzxid,
-        child_creates: n.child_creates,
-        owner: n.owner,
-        children: BTreeSet::new(),
-    }
-}
-
 fn depth(p: &str) -> usize {
     p.bytes().filter(|b| *b == b'/').count()
 }
@@ -148,17 +130,10 @@ fn apply(tree: &mut Tree, e: &Entry) {
     present.sort_by_key(|(p, _)| depth(p));
     for (p, n) in present {
         if tree.get(p).is_none() {
-            tree.insert(p, detached(n), e.zxid, false);
+            tree.insert(p, n.clone(), e.zxid, false);
             continue;
         }
-        tree.set_data(p, n.data.clone());
-        if let Some(t) = tree.get_mut(p) {
-            let children = std::mem::take(&mut t.children);
-            *t = Node {
-                children,
-                ..detached(n)
-            };
-        }
+        tree.overwrite(p, n);
     }
 }
 
@@ -303,7 +278,9 @@ impl Core {
         let mut seen: HashSet<Box<str>> = entry.changes.iter().map(|(p, _)| p.clone()).collect();
         for p in paths {
             if seen.insert(p.into()) {
-                entry.changes.push((p.into(), tree.get(p).map(detached)));
+                entry
+                    .changes
+                    .push((p.into(), tree.get(p).map(|n| n.to_node())));
             }
         }
         entry.events.extend(events.iter().cloned());
@@ -631,13 +608,13 @@ impl Core {
             ));
         }
         for (p, n) in self.tree.iter() {
-            let Some(m) = r.tree.get(p) else {
+            let Some(m) = r.tree.get(&p) else {
                 return Err(format!("{p} missing in the replica"));
             };
             if m.stat() != n.stat() || m.data != n.data || m.acl != n.acl {
                 return Err(format!("{p} differs: {:?} vs {:?}", m.stat(), n.stat()));
             }
-            if m.children != n.children {
+            if r.tree.children(&p) != self.tree.children(&p) {
                 return Err(format!("{p}: children differ"));
             }
         }

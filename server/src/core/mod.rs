@@ -78,6 +78,7 @@ pub enum Handshake {
 }
 
 mod acl;
+mod acl_table;
 mod children_cache;
 mod conn;
 mod control;

@@ -347,7 +347,7 @@ proptest! {
         for (path, n) in &w.model {
             let node = w.core.tree.get(path);
             prop_assert!(node.is_some(), "{} missing", path);
-            prop_assert_eq!(node.unwrap().children.len(), n.children);
+            prop_assert_eq!(node.unwrap().num_children(), n.children);
         }
         prop_assert_eq!(w.core.tree.len(), w.model.len() + 3, "model has no /zookeeper subtree");
     }
@@ -366,12 +366,12 @@ proptest! {
             prop_assert_eq!(w.core.check_invariants(), Ok(()));
         }
         // Every node's parent lists it, and every listed child exists.
-        let paths: Vec<String> = w.core.tree.nodes_for_tests().map(str::to_string).collect();
+        let paths: Vec<String> = w.core.tree.nodes_for_tests();
         for p in &paths {
             if p != "/" {
                 let par = parent(p);
-                let pn = w.core.tree.get(&par);
-                prop_assert!(pn.is_some_and(|n| n.children.contains(path::name(p))), "{} not listed in {}", p, par);
+                let listed = w.core.tree.children(&par);
+                prop_assert!(listed.is_some_and(|c| c.contains(&path::name(p))), "{} not listed in {}", p, par);
             }
         }
     }

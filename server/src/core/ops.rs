@@ -5,13 +5,13 @@ use bytes::{BufMut, Bytes, BytesMut};
 use zkd_protocol::{
     add_watch_mode, event_type, perms, xid, AllChildrenNumberResponse, ChildrenResponse,
     ClientInfo, ConnectRequest, ConnectResponse, Create2Response, CreateMode, CreateResponse,
-    DecodeError, ErrorCode, ErrorResponse, GetAclResponse, GetDataResponse, Id, Jute, MultiOp,
-    MultiResponse, MultiResult, OpCode, PathWatchRequest, Reader, Request, RequestHeader,
-    SetWatches2, StatResponse, WhoAmIResponse,
+    DecodeError, ErrorCode, ErrorResponse, GetAclResponse, Id, Jute, MultiOp, MultiResponse,
+    MultiResult, OpCode, PathWatchRequest, Reader, Request, RequestHeader, SetWatches2,
+    StatResponse, WhoAmIResponse,
 };
 
 use super::fault::{FaultAction, Muted};
-use super::tree::Node;
+use super::tree::NodeRef;
 use super::txn::Txn;
 use super::watch::WatchKind;
 use super::{
@@ -654,7 +654,7 @@ impl Core {
     /// Node exists and the caller may read it.
     fn readable(&self, ids: &[Id], p: &str) -> Result<(), ErrorCode> {
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
-        if acl::allowed(&node.acl, perms::READ, ids) {
+        if acl::allowed(node.acl, perms::READ, ids) {
             Ok(())
         } else {
             Err(ErrorCode::NoAuth)
@@ -674,7 +674,7 @@ impl Core {
         }
         let node = self.tree.get(p);
         if let Some(n) = node {
-            if !acl::allowed(&n.acl, perms::READ, ids) {
+            if !acl::allowed(n.acl, perms::READ, ids) {
                 return Err(ErrorCode::NoAuth);
             }
         }
@@ -708,13 +708,15 @@ impl Core {
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
         // Size the frame once: grown by doubling, a large reply would hold up to twice its
         // length while it waits in an outbound queue.
-        let data_len = node.data.as_ref().map_or(0, |d| d.len());
+        let data_len = node.data.map_or(0, <[u8]>::len);
         body.reserve(data_len + 4 + STAT_LEN);
-        GetDataResponse {
-            data: node.data.clone(),
-            stat: node.stat(),
+        // As GetDataResponse encodes it (nullable data, then the Stat), without a copy of
+        // the data in between.
+        match node.data {
+            Some(d) => zkd_protocol::jute::write_bytes(body, d),
+            None => body.put_i32(-1),
         }
-        .write(body);
+        node.stat().write(body);
         Ok(())
     }
 
@@ -740,11 +742,11 @@ impl Core {
 
     fn get_acl(&self, ids: &[Id], p: &str, body: &mut BytesMut) -> OpResult {
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
-        if !acl::allowed(&node.acl, perms::READ | perms::ADMIN, ids) {
+        if !acl::allowed(node.acl, perms::READ | perms::ADMIN, ids) {
             return Err(ErrorCode::NoAuth);
         }
         GetAclResponse {
-            acl: acl::masked(&node.acl, ids),
+            acl: acl::masked(node.acl, ids),
             stat: node.stat(),
         }
         .write(body);
@@ -845,11 +847,16 @@ impl Core {
                 match (self.readable(ids, &r.path), self.tree.get(&r.path)) {
                     (Ok(()), Some(node)) => match op {
                         MultiOp::GetData(_) => MultiResult::GetData {
-                            data: node.data.clone(),
+                            data: node.data_bytes(),
                             stat: node.stat(),
                         },
                         _ => MultiResult::GetChildren(
-                            node.children.iter().map(|c| c.to_string()).collect(),
+                            self.tree
+                                .children(&r.path)
+                                .unwrap_or_default()
+                                .into_iter()
+                                .map(str::to_string)
+                                .collect(),
                         ),
                     },
                     (Err(e), _) => MultiResult::Error(e.code()),
@@ -893,7 +900,7 @@ impl Core {
         conn: ConnId,
         paths: &[String],
         rel: i64,
-        zxid_of: fn(&Node) -> i64,
+        zxid_of: fn(NodeRef) -> i64,
         changed: (i32, WatchKind),
         out: &mut dyn Outbox,
     ) {

@@ -320,26 +320,21 @@ impl Core {
     pub fn node_report(&self, path: &str, after: Option<&str>, limit: usize) -> Option<NodeReport> {
         let node = self.tree.get(path)?;
         let readable = acl::allowed(
-            &node.acl,
+            node.acl,
             perms::READ,
             &[zkd_protocol::Id {
                 scheme: "world".into(),
                 id: "anyone".into(),
             }],
         );
-        let mut iter: Box<dyn Iterator<Item = &Box<str>>> = match after {
-            Some(a) => Box::new(
-                node.children
-                    .range::<str, _>((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded)),
-            ),
-            None => Box::new(node.children.iter()),
-        };
+        let names = self.tree.children(path).unwrap_or_default();
+        let mut iter = names.into_iter().filter(|c| after.is_none_or(|a| *c > a));
         let children: Vec<String> = iter.by_ref().take(limit).map(|c| c.to_string()).collect();
         let more = iter.next().is_some();
         Some(NodeReport {
             path: super::path::canonical(path).to_string(),
             stat: node.stat(),
-            data: if readable { node.data.clone() } else { None },
+            data: if readable { node.data_bytes() } else { None },
             data_withheld: !readable,
             acl: node.acl.to_vec(),
             children,

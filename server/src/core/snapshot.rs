@@ -16,7 +16,7 @@ use zkd_protocol::disk::{
 use zkd_protocol::{Acl, Jute};
 
 use super::snapshot_cow::Step;
-use super::tree::{self, AclList, Node, NodeKind, Tree, CONTAINER_OWNER, TTL_MARKER};
+use super::tree::{self, AclList, Meta, Node, NodeKind, Tree, CONTAINER_OWNER, TTL_MARKER};
 use super::{path, Core};
 
 /// Receives every transaction the core commits, in zxid order, before the reply to it is
@@ -44,7 +44,7 @@ pub enum Replayed {
     Inconsistent(String),
 }
 
-pub(super) fn persisted(n: &Node) -> StatPersisted {
+pub(super) fn persisted(n: &Meta) -> StatPersisted {
     StatPersisted {
         czxid: n.czxid,
         mzxid: n.mzxid,
@@ -72,7 +72,7 @@ fn node_from(n: &SnapNode, acl: AclList) -> Node {
         pzxid: n.stat.pzxid,
         child_creates: n.stat.cversion,
         owner: n.stat.ephemeral_owner,
-        children: BTreeSet::new(),
+        num_children: 0,
     }
 }
 
@@ -131,7 +131,9 @@ impl Core {
             if !path::is_valid(&n.path) {
                 return Err(format!("invalid node path {:?}", n.path));
             }
-            tree.insert(&n.path, node_from(n, acl_of(n)?), 0, false);
+            if !tree.insert(&n.path, node_from(n, acl_of(n)?), 0, false) {
+                return Err(format!("node {:?} comes before its parent", n.path));
+            }
         }
 
         for (id, timeout) in &image.sessions {
@@ -244,9 +246,8 @@ impl Core {
             }
             TxnBody::SetAcl(s) => {
                 let acl = self.shared_acl(&s.acl);
-                match self.tree.get_mut(&s.path) {
+                match self.tree.set_acl(&s.path, &acl) {
                     Some(n) => {
-                        n.acl = acl;
                         n.aversion = s.version;
                     }
                     None => problems.push(format!("setACL of missing {}", s.path)),
@@ -316,7 +317,7 @@ impl Core {
     fn replay_delete(&mut self, p: &str, zxid: i64, problems: &mut Vec<String>) {
         match self.tree.get(p) {
             None => problems.push(format!("delete of missing {p}")),
-            Some(n) if !n.children.is_empty() => {
+            Some(n) if n.num_children() > 0 => {
                 problems.push(format!("delete of {p}, which has children"))
             }
             Some(_) => {
@@ -371,7 +372,7 @@ impl Core {
         let parent_cversion = self.tree.get(parent).map_or(0, |n| n.child_creates);
         let node = NewNode {
             path: p.to_string(),
-            data: node.data.clone(),
+            data: node.data_bytes(),
             acl: node.acl.to_vec(),
         };
         match kind {
@@ -429,7 +430,7 @@ impl Core {
         } else {
             let t = SetDataTxn {
                 path: p.into(),
-                data: n.data.clone(),
+                data: n.data_bytes(),
                 version: n.version,
             };
             self.log_op(txn_type::SET_DATA, &t);

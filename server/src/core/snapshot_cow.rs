@@ -23,17 +23,6 @@ pub fn walk_order(a: &str, b: &str) -> Ordering {
     parts(a).cmp(parts(b))
 }
 
-/// A copy of a node without its child set (a job lists children from the live tree and
-/// from [`CowLog`]'s record of removed ones, so copying large child sets is never needed).
-fn without_children(n: &Node) -> Node {
-    Node {
-        data: n.data.clone(),
-        acl: n.acl.clone(),
-        children: Default::default(),
-        ..*n
-    }
-}
-
 /// Where the tree keeps the [`CowLog`] of a snapshot in progress. A copy of the tree (a
 /// replica) is not part of that snapshot, so it starts with an empty slot.
 #[derive(Debug, Default)]
@@ -73,8 +62,7 @@ impl CowLog {
                 .or_default()
                 .push(path::name(path).into());
         }
-        self.saved
-            .insert(path.into(), current.map(without_children));
+        self.saved.insert(path.into(), current.cloned());
     }
 
     fn is_written(&self, path: &str) -> bool {
@@ -221,21 +209,18 @@ impl Core {
     ) -> Result<(), String> {
         for _ in 0..budget {
             let Some(p) = job.stack.pop() else { break };
-            let node = match cow.saved.get(p.as_str()) {
-                Some(Some(old)) => old,
+            let live = self.tree.get(&p);
+            let (data, acl, stat) = match cow.saved.get(p.as_str()) {
+                Some(Some(old)) => (old.data.as_deref(), &old.acl, persisted(&old.bookkeeping())),
                 Some(None) => continue,
-                None => self
-                    .tree
-                    .get(&p)
-                    .ok_or_else(|| format!("{p} vanished without a copy"))?,
+                None => {
+                    let n = live.ok_or_else(|| format!("{p} vanished without a copy"))?;
+                    (n.data, n.acl, persisted(&n))
+                }
             };
             // Children at the job's zxid: the live ones that existed then, and those that
             // existed then but have been removed since.
-            let mut kids: Vec<&str> = self
-                .tree
-                .get(&p)
-                .map(|n| n.children.iter().map(|c| &**c).collect())
-                .unwrap_or_default();
+            let mut kids: Vec<&str> = self.tree.children(&p).unwrap_or_default();
             let changed = cow.changed_children.get(p.as_str());
             if let Some(changed) = changed {
                 kids.extend(changed.iter().map(|c| &**c));
@@ -249,9 +234,9 @@ impl Core {
                 children.sort_by(|a, b| walk_order(a, b));
                 children.dedup();
             }
-            let index = job.acl_index(&node.acl);
+            let index = job.acl_index(acl);
             let stored = if p == "/" { "" } else { p.as_str() };
-            writer.node(stored, node.data.as_deref(), index, &persisted(node));
+            writer.node(stored, data, index, &stat);
             job.written += 1;
             job.stack.extend(children.into_iter().rev());
             // Written: later changes to it need no copy, and its old version is done with.

@@ -243,7 +243,7 @@ fn durable(core: &Core) -> Durable {
         .map(|(p, n)| {
             (
                 p.to_string(),
-                n.data.clone(),
+                n.data_bytes(),
                 n.acl.to_vec(),
                 n.stat(),
                 n.owner,

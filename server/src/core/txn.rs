@@ -36,12 +36,6 @@ pub struct Created {
 
 type OpResult<T> = Result<T, ErrorCode>;
 
-/// Data kept in the tree gets its own allocation: a slice of the received frame would keep
-/// the connection's whole read buffer alive.
-fn owned(data: &Option<Bytes>) -> Option<Bytes> {
-    data.as_ref().map(|d| Bytes::copy_from_slice(d))
-}
-
 fn check_version(expected: i32, actual: i32) -> OpResult<()> {
     if expected != -1 && expected != actual {
         Err(ErrorCode::BadVersion)
@@ -94,7 +88,7 @@ impl Txn {
         let p = path::canonical(p);
         if let Some(saved) = &mut self.saved {
             if !saved.contains_key(p) {
-                saved.insert(p.to_string(), tree.get(p).cloned());
+                saved.insert(p.to_string(), tree.get(p).map(|n| n.to_node()));
             }
         }
     }
@@ -145,7 +139,7 @@ impl Core {
         let acl =
             acl::fixup_with(&c.acl, ids, &self.cfg.auth).map_err(|_| ErrorCode::InvalidAcl)?;
         let parent = self.tree.get(parent_path).ok_or(ErrorCode::NoNode)?;
-        if !acl::allowed(&parent.acl, perms::CREATE, ids) {
+        if !acl::allowed(parent.acl, perms::CREATE, ids) {
             return Err(ErrorCode::NoAuth);
         }
         let full = if mode.is_sequential() {
@@ -176,7 +170,7 @@ impl Core {
         txn.save(&self.tree, &parent_path);
         txn.save(&self.tree, &full);
         let acl = self.intern_acl(acl);
-        let node = Node::new(owned(&c.data), acl.clone(), txn.zxid, txn.time, owner);
+        let node = Node::new(c.data.clone(), acl.clone(), txn.zxid, txn.time, owner);
         let stat = node.stat();
         self.tree.insert(&full, node, txn.zxid, true);
         self.log_created(&full, c.op == OpCode::Create2);
@@ -207,12 +201,12 @@ impl Core {
             _ => return Err(ErrorCode::BadArguments),
         };
         let parent = self.tree.get(parent_path).ok_or(ErrorCode::NoNode)?;
-        if !acl::allowed(&parent.acl, perms::DELETE, ids) {
+        if !acl::allowed(parent.acl, perms::DELETE, ids) {
             return Err(ErrorCode::NoAuth);
         }
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
         check_version(version, node.version)?;
-        if !node.children.is_empty() {
+        if node.num_children() > 0 {
             return Err(ErrorCode::NotEmpty);
         }
         let parent_path = path::canonical(parent_path).to_string();
@@ -257,18 +251,21 @@ impl Core {
             return Err(ErrorCode::BadArguments);
         }
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
-        if !acl::allowed(&node.acl, perms::WRITE, ids) {
+        if !acl::allowed(node.acl, perms::WRITE, ids) {
             return Err(ErrorCode::NoAuth);
         }
         check_version(version, node.version)?;
         txn.save(&self.tree, p);
+        // The tree copies the data into its own allocation (a slice of the received frame
+        // would keep the connection's whole read buffer alive).
         let node = self
             .tree
-            .set_data(p, owned(data))
+            .set_data_then(p, data.as_deref(), |m| {
+                m.version = m.version.wrapping_add(1);
+                m.mzxid = txn.zxid;
+                m.mtime = txn.time;
+            })
             .ok_or(ErrorCode::NoNode)?;
-        node.version = node.version.wrapping_add(1);
-        node.mzxid = txn.zxid;
-        node.mtime = txn.time;
         let stat = node.stat();
         let acl = node.acl.clone();
         txn.events
@@ -291,16 +288,15 @@ impl Core {
         }
         let acl = acl::fixup_with(acl, ids, &self.cfg.auth).map_err(|_| ErrorCode::InvalidAcl)?;
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
-        if !acl::allowed(&node.acl, perms::ADMIN, ids) {
+        if !acl::allowed(node.acl, perms::ADMIN, ids) {
             return Err(ErrorCode::NoAuth);
         }
         check_version(version, node.aversion)?;
         txn.save(&self.tree, p);
         let acl = self.intern_acl(acl);
-        let node = self.tree.get_mut(p).ok_or(ErrorCode::NoNode)?;
-        node.aversion = node.aversion.wrapping_add(1);
-        node.acl = acl;
-        let stat = node.stat();
+        let meta = self.tree.set_acl(p, &acl).ok_or(ErrorCode::NoNode)?;
+        meta.aversion = meta.aversion.wrapping_add(1);
+        let stat = self.tree.stat(p).ok_or(ErrorCode::NoNode)?;
         txn.acl_changed.push(p.to_string());
         self.log_changed(p, true);
         Ok(stat)
@@ -312,7 +308,7 @@ impl Core {
             return Err(ErrorCode::BadArguments);
         }
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
-        if !acl::allowed(&node.acl, perms::READ, ids) {
+        if !acl::allowed(node.acl, perms::READ, ids) {
             return Err(ErrorCode::NoAuth);
         }
         check_version(version, node.version)
@@ -367,6 +363,14 @@ impl Core {
     /// Undoes everything a failed multi changed.
     pub(super) fn rollback(&mut self, txn: Txn) {
         if let Some(saved) = txn.saved {
+            // Removals deepest first, then the saved copies shallowest first: every node
+            // put back finds its parent, and no node is removed before its children.
+            let depth = |p: &str| p.bytes().filter(|b| *b == b'/').count();
+            let mut saved: Vec<(String, Option<Node>)> = saved.into_iter().collect();
+            saved.sort_by_key(|(p, n)| match n {
+                None => (0, usize::MAX - depth(p)),
+                Some(_) => (1, depth(p)),
+            });
             for (p, node) in saved {
                 self.tree.restore(&p, node);
             }
@@ -417,7 +421,7 @@ impl Core {
             .iter()
             .filter(|p| {
                 self.tree.get(p).is_some_and(|n| {
-                    n.children.is_empty()
+                    n.num_children() == 0
                         && match n.kind() {
                             NodeKind::Container => n.child_creates != 0,
                             NodeKind::Ttl(ttl) => {
