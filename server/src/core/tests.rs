@@ -1170,4 +1170,17 @@ fn long_child_lists_are_shared_by_replies_not_copied() {
     assert_eq!(with_stat.stat.num_children, 200);
     let plain: ChildrenResponse = Frame::parse(&y.into_bytes()).decode();
     assert_eq!(plain.children, with_stat.children);
+    // Deletes cut their names out of the shared list; creates start it over.
+    let mut want = with_stat.children;
+    for (gone, created) in [("c-0000", None), ("c-0100", None), ("c-0199", Some("b"))] {
+        if let Some(name) = created {
+            h.create(a, &format!("/p/{name}"), 0);
+            want.insert(0, name.to_string());
+        }
+        h.reply(a, &delete(&format!("/p/{gone}"), -1));
+        want.retain(|n| n != gone);
+        let now: Children2Response = h.reply(b, &children("/p", false)).decode();
+        assert_eq!(now.children, want, "after deleting {gone}");
+        assert_eq!(now.stat.num_children as usize, want.len());
+    }
 }

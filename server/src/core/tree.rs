@@ -421,7 +421,8 @@ pub struct Tree {
     data_bytes: u64,
     /// While a snapshot is being written: the old versions of nodes it has yet to write.
     pub(super) cow: CowSlot,
-    /// Encoded child lists, dropped whenever a list changes (insert, remove, restore).
+    /// Encoded child lists: a removed child is cut out of its cached list; an insert or a
+    /// restore drops the list.
     children_enc: ChildrenCache,
 }
 
@@ -683,7 +684,7 @@ impl Tree {
         let i = self.find(path)?;
         let p = self.slab.at(i).parent;
         let node = self.detach(i, path);
-        self.children_enc.invalidate(parent);
+        self.children_enc.child_removed(parent, path::name(path));
         self.slab.at_mut(p).meta.pzxid = zxid;
         Some(node)
     }
