@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use zkd_protocol::Request;
 use zkd_testkit::oracle::{free_port, temp_dir, Launcher};
 use zkd_testkit::raw::RawClient;
@@ -173,6 +174,13 @@ impl ServerSpec {
             startup: Duration::ZERO,
         };
         let deadline = started + timeout;
+        // Handshake attempts overlap: a server that is still starting may take a connection
+        // and never answer it (ZooKeeper does, now and then), so while attempts hang a new one
+        // starts every `STAGGER`; a refused attempt is retried 2 ms later. The first
+        // handshake that succeeds ends the start-up.
+        const STAGGER: Duration = Duration::from_millis(25);
+        let mut attempts = FuturesUnordered::new();
+        let mut last_attempt: Option<Instant> = None;
         loop {
             if let Ok(Some(status)) = proc.child.try_wait() {
                 let log = proc.log_tail(20);
@@ -186,18 +194,6 @@ impl ServerSpec {
                     ),
                 ));
             }
-            let attempt =
-                tokio::time::timeout(Duration::from_secs(2), RawClient::connect(addr, 30_000))
-                    .await;
-            if let Ok(Ok(client)) = attempt {
-                proc.startup = started.elapsed();
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(5),
-                    client.call(&Request::CloseSession),
-                )
-                .await;
-                return Ok(proc);
-            }
             if Instant::now() >= deadline {
                 let log = proc.log_tail(20);
                 return Err((
@@ -209,7 +205,30 @@ impl ServerSpec {
                     ),
                 ));
             }
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            let wait = if attempts.is_empty() {
+                Duration::from_millis(2)
+            } else {
+                STAGGER
+            };
+            if last_attempt.is_none_or(|t| t.elapsed() >= wait) && attempts.len() < 64 {
+                attempts.push(tokio::time::timeout(
+                    Duration::from_secs(2),
+                    RawClient::connect(addr, 30_000),
+                ));
+                last_attempt = Some(Instant::now());
+            }
+            tokio::select! {
+                Some(Ok(Ok(client))) = attempts.next() => {
+                    proc.startup = started.elapsed();
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        client.call(&Request::CloseSession),
+                    )
+                    .await;
+                    return Ok(proc);
+                }
+                _ = tokio::time::sleep(Duration::from_millis(2)) => {}
+            }
         }
     }
 }
