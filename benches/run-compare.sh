@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The side-by-side run BENCHMARKS.md is written from: zkd and Apache ZooKeeper 3.8, every
+# group (footprint, throughput, fan-out with its floor, herd), medians of 3 rounds, every
+# target checked. Run it from a checkout of main on a quiet machine. It builds the release
+# binaries, then writes bench-results/compare.{txt,md,csv}, the SVG plots and the progress
+# lines (bench-results/compare.log).
+#
+# Duration: one round of every group took about 6 minutes on a busy 2-core machine
+# (footprint 1.5, throughput 1.5, fan-out 0.5, herd 2.5), so 3 rounds take about 18 minutes,
+# plus repeats of measurements during which other processes were busy (at most 3 runs each,
+# see --max-bystander-cores; on a quiet machine there are few). No new item starts after
+# --budget-minutes (90).
+#
+# Extra arguments go to `zkd-bench compare`, e.g. `--only footprint,fanout`, `--rounds 5`,
+# `--attempts 1`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# 19 000 idle sessions and the concurrent-sessions probe need 20 000 descriptors.
+hard=$(ulimit -Hn)
+if [ "$hard" != unlimited ] && [ "$hard" -lt 20000 ]; then
+    echo "run-compare: the descriptor hard limit is $hard; the footprint needs 20000 (ulimit -Hn)" >&2
+    exit 2
+fi
+
+cargo build --release -p zkd -p zkd-bench
+mkdir -p bench-results
+started=$(date +%s)
+target/release/zkd-bench compare --out bench-results "$@" 2>&1 |
+    tee bench-results/compare.log
+echo "run-compare: $(( ($(date +%s) - started) / 60 )) minutes" >&2
