@@ -33,6 +33,9 @@ pub struct Params {
     /// Session timeout asked for (the server must allow it), so detached sessions outlive
     /// the run.
     pub session_timeout_ms: i32,
+    /// Poll only the endpoints whose name contains one of these (all when empty); the idle
+    /// row is always measured.
+    pub only: Vec<String>,
 }
 
 impl Params {
@@ -43,6 +46,7 @@ impl Params {
             connected: 5_000,
             polls: 5,
             session_timeout_ms: 600_000,
+            only: Vec::new(),
         }
     }
 
@@ -310,6 +314,9 @@ pub async fn run(
         .map(|s| s.to_string()),
     );
     endpoints.extend(WORDS.iter().map(|w| format!("4lw {w}")));
+    endpoints.retain(|e| {
+        e == "(nothing)" || params.only.is_empty() || params.only.iter().any(|o| e.contains(o))
+    });
 
     let reader = RawClient::connect(addr, 30_000)
         .await

@@ -158,6 +158,9 @@ enum Cmd {
         /// Polls per endpoint [default: 5; quick: 2].
         #[arg(long)]
         polls: Option<usize>,
+        /// Poll only endpoints whose name contains this (repeatable) [default: all].
+        #[arg(long)]
+        only: Vec<String>,
         /// The zkd binary [default: next to zkd-bench, else on PATH].
         #[arg(long)]
         zkd_bin: Option<PathBuf>,
@@ -460,6 +463,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             sessions,
             connected,
             polls,
+            only,
             zkd_bin,
         } => {
             use zkd_bench::admin_stall::{self, Params};
@@ -473,6 +477,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
                 sessions: sessions.unwrap_or(d.sessions),
                 connected: connected.unwrap_or(d.connected),
                 polls: polls.unwrap_or(d.polls).max(1),
+                only,
                 ..d
             };
             let bin = zkd_bin.unwrap_or_else(servers::default_zkd_bin);

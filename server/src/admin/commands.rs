@@ -18,6 +18,7 @@ use super::monitor_keys::{ZERO_AVERAGES, ZERO_COUNTS};
 use super::{AdminState, ApiResult};
 use crate::core::Serving;
 use crate::ensemble::MemberMode;
+use crate::fourlw::metrics::Metric;
 use crate::fourlw::{self, FourLetterView, HostInfo, Needs, VERSION};
 use crate::net::now_ms;
 
@@ -420,17 +421,20 @@ fn monitor(view: &FourLetterView, host: &HostInfo) -> Map<String, Value> {
         "open_file_descriptor_count": host.open_fds.unwrap_or(0),
         "max_file_descriptor_count": host.max_fds.unwrap_or(0),
         "uptime": view.uptime_ms,
-        "last_client_response_size": -1,
-        "max_client_response_size": -1,
-        "min_client_response_size": -1,
         "connection_drop_probability": 0.0,
-        "bytes_received_count": 0,
     }));
     for k in ZERO_COUNTS {
         m.insert(k.into(), json!(0));
     }
     for k in ZERO_AVERAGES {
         m.insert(k.into(), json!(0.0));
+    }
+    for (k, v) in fourlw::metrics::filled(view) {
+        let v = match v {
+            Metric::Int(i) => json!(i),
+            Metric::Float(f) => json!(f),
+        };
+        m.insert(k, v);
     }
     m
 }

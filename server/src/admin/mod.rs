@@ -72,14 +72,15 @@ pub(crate) fn commands_router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-/// Runs `f` on a blocking thread, for handlers that copy or format a lot (thousands of
-/// sessions, connections or nodes): the async runtime's threads keep serving clients.
+/// Runs `f` on the reports' worker (a thread at lowered priority), for handlers that copy or
+/// format a lot (thousands of sessions, connections or nodes): the async runtime's threads
+/// keep serving clients and win the CPU over the report.
 pub(crate) async fn off_runtime<T: Send + 'static>(
     f: impl FnOnce() -> ApiResult<T> + Send + 'static,
 ) -> ApiResult<T> {
-    tokio::task::spawn_blocking(f)
+    crate::fourlw::worker::run(f)
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?
 }
 
 /// A JSON answer serialized by the caller: handlers that run [`off_runtime`] serialize there,

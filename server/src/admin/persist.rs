@@ -1,13 +1,20 @@
 //! Persistence routes: `GET /zkd/tree` (the tree in the JSON fixture format) and
 //! `POST /zkd/snapshot` (write a snapshot to the data directory now).
 
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use futures_util::stream;
 use serde_json::{json, Value};
 
 use super::{AdminState, ApiError, ApiResult};
+use crate::fourlw::worker;
+use crate::net::Shared;
 
 pub(crate) fn routes() -> Router<AdminState> {
     Router::new()
@@ -15,25 +22,95 @@ pub(crate) fn routes() -> Router<AdminState> {
         .route("/zkd/snapshot", post(snapshot))
 }
 
-/// Nodes copied per turn of the core's lock while exporting the tree.
+/// Nodes looked at per turn of the core's lock while exporting the tree (one page of the
+/// answer).
 const TREE_CHUNK: usize = 256;
 
-/// Every node outside `/zookeeper` except ephemerals: the format `--seed` reads. The tree is
-/// walked a chunk of nodes per turn of the core's lock, and the JSON is built off the async
-/// runtime, so a large tree does not stall clients. With writes going on meanwhile the
+/// Every node outside `/zookeeper` except ephemerals: the format `--seed` reads, as a chunked
+/// HTTP body produced a page at a time. Each page is copied from the core in one short hold
+/// of its lock and encoded on the reports' worker; the next page is made only when the
+/// socket has taken the previous ones, so an export never holds the whole answer. The bytes
+/// are those of the whole document encoded at once. With writes going on meanwhile the
 /// export is not one point in time (a node created under a part already walked is missed);
-/// `POST /zkd/snapshot` is.
-async fn tree(State(st): State<AdminState>) -> ApiResult<axum::response::Response> {
+/// `POST /zkd/snapshot` is. Should the server stop serving midway, the body ends early
+/// (the client sees an incomplete chunked answer, never a shorter valid document).
+async fn tree(State(st): State<AdminState>) -> ApiResult<Response> {
+    let first = next_page(&st.shared, TreeState::default()).await?;
     let shared = st.shared.clone();
-    super::off_runtime(move || {
-        let mut walk = crate::core::TreeWalk::new(false);
-        let mut entries = Vec::new();
-        while !walk.done() {
-            shared.inspect(|core, _| core.export_some(&mut walk, TREE_CHUNK, &mut entries))?;
+    let pages = stream::unfold(Some(first), move |page| {
+        let shared = shared.clone();
+        async move {
+            let page = page?;
+            let bytes = Ok::<_, std::io::Error>(Bytes::from(page.bytes));
+            if page.state.walk.done() {
+                return Some((bytes, None));
+            }
+            let next = match next_page(&shared, page.state).await {
+                Ok(next) => Some(next),
+                Err(e) => {
+                    tracing::warn!(error = %e.message, "tree export stopped midway");
+                    return Some((Err(std::io::Error::other(e.message.clone())), None));
+                }
+            };
+            Some((bytes, next))
         }
-        super::json_body(&crate::fixture::to_json(&entries))
+    });
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(pages),
+    )
+        .into_response())
+}
+
+/// Where a streamed export stands between pages.
+#[derive(Default)]
+struct TreeState {
+    /// Exports persistent nodes only (a default walk leaves ephemerals out).
+    walk: crate::core::TreeWalk,
+    /// Whether the document's opening was written.
+    opened: bool,
+    /// Nodes written so far.
+    written: usize,
+}
+
+/// One page of the export's body and the state after it.
+struct TreePage {
+    bytes: Vec<u8>,
+    state: TreeState,
+}
+
+/// Copies and encodes the next page on the reports' worker: the document's opening with the
+/// first page, its closing with the last.
+async fn next_page(shared: &Arc<Shared>, mut state: TreeState) -> ApiResult<TreePage> {
+    let shared = shared.clone();
+    let page = worker::run(move || -> ApiResult<TreePage> {
+        let mut bytes = Vec::new();
+        if !state.opened {
+            bytes.extend_from_slice(b"{\"nodes\":[");
+            state.opened = true;
+        }
+        let mut entries = Vec::new();
+        // Skipped ephemerals can make a turn of the lock yield nothing.
+        while entries.is_empty() && !state.walk.done() {
+            shared
+                .inspect(|core, _| core.export_some(&mut state.walk, TREE_CHUNK, &mut entries))?;
+        }
+        for e in &entries {
+            if state.written > 0 {
+                bytes.push(b',');
+            }
+            serde_json::to_writer(&mut bytes, &crate::fixture::entry_to_json(e))
+                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+            state.written += 1;
+        }
+        if state.walk.done() {
+            bytes.extend_from_slice(b"]}");
+        }
+        Ok(TreePage { bytes, state })
     })
     .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))??;
+    Ok(page)
 }
 
 async fn snapshot(State(st): State<AdminState>) -> ApiResult<Json<Value>> {

@@ -140,23 +140,37 @@ impl Core {
     }
 
     /// Continues `walk` for at most `max` nodes, appending them to `out`, so that a large
-    /// tree can be exported in pieces with other work in between. Between pieces the walk
-    /// holds only paths still to visit: a node deleted meanwhile is skipped, and one created
-    /// under a node already visited is not seen.
+    /// tree can be exported in pieces with other work in between. `max` bounds the nodes
+    /// looked at, skipped ephemerals included. The walk keeps, per level, the sorted names
+    /// of the children still to visit (copied when the level is entered): between pieces a
+    /// node deleted meanwhile is skipped, and one created under a node already entered is
+    /// not seen.
     pub fn export_some(&self, walk: &mut TreeWalk, max: usize, out: &mut Vec<TreeEntry>) {
         if !walk.started {
             walk.started = true;
-            if let Some(names) = self.tree.children("/") {
-                for c in names.into_iter().rev() {
-                    if c != "zookeeper" {
-                        walk.stack.push(path::join("/", c));
-                    }
-                }
-            }
+            let names = self.tree.children("/").unwrap_or_default();
+            walk.stack.push(WalkLevel {
+                parent: "/".to_string(),
+                names: names
+                    .into_iter()
+                    .filter(|c| *c != "zookeeper")
+                    .map(Box::from)
+                    .collect(),
+                next: 0,
+            });
         }
-        let mut taken = 0;
-        while taken < max {
-            let Some(p) = walk.stack.pop() else { break };
+        let mut looked_at = 0;
+        while looked_at < max {
+            let Some(level) = walk.stack.last_mut() else {
+                break;
+            };
+            let Some(name) = level.names.get(level.next) else {
+                walk.stack.pop();
+                continue;
+            };
+            let p = path::join(&level.parent, name);
+            level.next += 1;
+            looked_at += 1;
             let Some(node) = self.tree.get(&p) else {
                 continue;
             };
@@ -169,10 +183,14 @@ impl Core {
             if ephemeral_owner.is_some() && !walk.with_ephemerals {
                 continue;
             }
-            for c in self.tree.children(&p).unwrap_or_default().into_iter().rev() {
-                walk.stack.push(path::join(&p, c));
+            if node.num_children() > 0 {
+                let names = self.tree.children(&p).unwrap_or_default();
+                walk.stack.push(WalkLevel {
+                    parent: p.clone(),
+                    names: names.into_iter().map(Box::from).collect(),
+                    next: 0,
+                });
             }
-            taken += 1;
             out.push(TreeEntry {
                 stat: node.stat(),
                 node: FixtureNode {
@@ -192,8 +210,17 @@ impl Core {
 pub struct TreeWalk {
     with_ephemerals: bool,
     started: bool,
-    /// Paths still to visit, the next on top.
-    stack: Vec<String>,
+    /// The levels being walked, the deepest on top.
+    stack: Vec<WalkLevel>,
+}
+
+/// One level of a [`TreeWalk`]: a node, the sorted names of its children, and the next to
+/// visit.
+#[derive(Debug)]
+struct WalkLevel {
+    parent: String,
+    names: Vec<Box<str>>,
+    next: usize,
 }
 
 impl TreeWalk {
@@ -207,5 +234,68 @@ impl TreeWalk {
     /// Whether every node has been visited.
     pub fn done(&self) -> bool {
         self.started && self.stack.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(path: &str) -> FixtureNode {
+        FixtureNode {
+            path: path.to_string(),
+            data: Some(Bytes::from(path.to_string())),
+            acl: Vec::new(),
+            kind: FixtureKind::Persistent,
+        }
+    }
+
+    /// A wide parent, a deep chain and names that sort differently as paths and as names.
+    fn sample() -> Core {
+        let mut core = Core::new(super::super::tests_config(), 1_700_000_000_000);
+        let mut nodes: Vec<FixtureNode> = (0..600).map(|i| node(&format!("/wide/c{i}"))).collect();
+        nodes.extend(["/a/b/c/d/e", "/a-b", "/a/b-c", "/z", "/a/b/c2"].map(node));
+        core.apply_fixture(&nodes, 1_700_000_000_000)
+            .expect("fixture");
+        core
+    }
+
+    #[test]
+    fn a_walk_in_pieces_gives_the_whole_walk_and_each_piece_is_bounded() {
+        let core = sample();
+        let whole = core.export_tree(false);
+        let paths: Vec<&str> = whole.iter().map(|e| e.node.path.as_str()).collect();
+        // Parents first, siblings in name order, /zookeeper left out.
+        assert_eq!(
+            &paths[..9],
+            [
+                "/a",
+                "/a/b",
+                "/a/b/c",
+                "/a/b/c/d",
+                "/a/b/c/d/e",
+                "/a/b/c2",
+                "/a/b-c",
+                "/a-b",
+                "/wide"
+            ]
+        );
+        assert_eq!(paths.len(), 9 + 600 + 1);
+        assert_eq!(paths.last(), Some(&"/z"));
+        for max in [1, 2, 7, 256] {
+            let mut walk = TreeWalk::new(false);
+            let mut pieces = Vec::new();
+            while !walk.done() {
+                let mut piece = Vec::new();
+                core.export_some(&mut walk, max, &mut piece);
+                assert!(
+                    piece.len() <= max,
+                    "a piece of {} with max {max}",
+                    piece.len()
+                );
+                pieces.extend(piece);
+            }
+            assert_eq!(pieces, whole, "max {max}");
+        }
     }
 }

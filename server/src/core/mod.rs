@@ -181,11 +181,58 @@ pub use lag::{Lag, MemberId};
 pub use snapshot::{ImportReport, Replayed, TxnSink};
 pub use snapshot_cow::{SnapshotJob, Step as SnapshotStep};
 
-/// Server-wide counters reported by the four-letter words.
-#[derive(Debug, Default, Clone)]
+/// Server-wide counters reported by the four-letter words and the `monitor` metrics; `srst`
+/// resets them, as it resets ZooKeeper's.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Counters {
     pub received: u64,
     pub sent: u64,
+    /// Bytes of the frames received (length prefix included).
+    pub bytes_received: u64,
+    /// Sizes of the frames sent (replies and notifications, length prefix included), and
+    /// the last one.
+    pub response_sizes: Series,
+    pub last_response_size: Option<u64>,
+    /// Sockets registered, and of those refused for the per-IP limit.
+    pub connection_requests: u64,
+    pub connections_rejected: u64,
+    /// Handshakes that asked to resume an existing session.
+    pub revalidations: u64,
+    /// Sessions ended by their timeout.
+    pub sessions_expired: u64,
+    /// `addauth` and SASL attempts refused.
+    pub auth_failed: u64,
+    /// Watchers notified per change that notified any, by event type (index = type - 1:
+    /// NodeCreated, NodeDeleted, NodeDataChanged, NodeChildrenChanged).
+    pub watchers_fired: [Series; 4],
+}
+
+/// Count, sum, least and greatest of a series of values: the fields of a ZooKeeper summary
+/// metric (`cnt_`, `sum_`, `min_`, `max_`, `avg_`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Series {
+    pub count: u64,
+    pub sum: u64,
+    pub min: u64,
+    pub max: u64,
+}
+
+impl Series {
+    pub fn add(&mut self, v: u64) {
+        self.min = if self.count == 0 { v } else { self.min.min(v) };
+        self.max = self.max.max(v);
+        self.sum = self.sum.saturating_add(v);
+        self.count += 1;
+    }
+
+    /// The mean, 0 before the first value.
+    pub fn avg(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.count as f64
+        }
+    }
 }
 
 /// The whole server state. Every method runs to completion; calls are totally ordered.
@@ -288,8 +335,10 @@ impl Core {
     ) -> Option<ConnId> {
         let now_ms = now.into().wall;
         let ip = remote.ip();
+        self.counters.connection_requests += 1;
         let count = self.per_ip.entry(ip).or_insert(0);
         if self.cfg.max_client_cnxns > 0 && *count >= self.cfg.max_client_cnxns {
+            self.counters.connections_rejected += 1;
             return None;
         }
         *count += 1;
@@ -354,7 +403,11 @@ impl Core {
             self.count_member_sent(member);
         }
         self.counters.sent += 1;
-        out.send_frame(conn, frame.into());
+        let frame: Frame = frame.into();
+        let size = frame.len() as u64;
+        self.counters.response_sizes.add(size);
+        self.counters.last_response_size = Some(size);
+        out.send_frame(conn, frame);
     }
 
     /// Sends one notification to every connection watching `path` for `event` that holds
@@ -372,6 +425,10 @@ impl Core {
         self.herd
             .fired(event, path, zxid, self.now_ms, &targets, kinds);
         if !targets.is_empty() {
+            let by_event = usize::try_from(event - 1).ok();
+            if let Some(s) = by_event.and_then(|i| self.counters.watchers_fired.get_mut(i)) {
+                s.add(targets.len() as u64);
+            }
             let frame = notification_frame(event, path, zxid);
             for &conn in &targets {
                 self.send(out, conn, frame.clone());
@@ -389,6 +446,7 @@ impl Core {
         for sid in self.sessions.expired(now.mono) {
             let conn = self.sessions.get(sid).and_then(|s| s.conn);
             tracing::debug!(session = format_args!("0x{sid:x}"), "session expired");
+            self.counters.sessions_expired += 1;
             self.kill_session(sid, now, out);
             if let Some(conn) = conn {
                 self.finish_connection(conn, out);

@@ -140,6 +140,7 @@ impl Core {
         out: &mut dyn Outbox,
     ) -> Handshake {
         let now = now.into();
+        let payload_len = payload.len() as u64;
         let Ok(req) = ConnectRequest::read(&mut Reader::new(payload)) else {
             tracing::debug!(conn, "undecodable ConnectRequest");
             self.finish_connection(conn, out);
@@ -149,6 +150,10 @@ impl Core {
             return Handshake::Closed;
         }
         self.counters.received += 1;
+        self.counters.bytes_received += payload_len + 4;
+        if req.session_id != 0 {
+            self.counters.revalidations += 1;
+        }
         self.count_member_received(conn);
         let serving = self.conn_serving(conn);
         match serving {
@@ -278,6 +283,7 @@ impl Core {
             self.finish_connection(conn, out);
             return;
         };
+        let payload_len = payload.len() as u64;
         let mut r = Reader::new(payload);
         let Ok(header) = RequestHeader::read(&mut r) else {
             tracing::info!(conn, "request shorter than its header; closing");
@@ -287,6 +293,7 @@ impl Core {
         c.received += 1;
         c.last_cxid = header.xid;
         self.counters.received += 1;
+        self.counters.bytes_received += payload_len + 4;
         self.count_member_received(conn);
         self.now_ms = now.mono;
         let op = OpCode::from_i32(header.op);
@@ -644,6 +651,7 @@ impl Core {
             }
             None => {
                 tracing::info!(conn, scheme, "addauth with an unknown scheme; closing");
+                self.counters.auth_failed += 1;
                 self.send(out, conn, header_only(xid, 0, ErrorCode::AuthFailed.code()));
                 self.finish_connection(conn, out);
                 None

@@ -45,6 +45,8 @@ pub struct Summary {
     pub max_session_timeout_ms: i64,
     pub max_client_cnxns: u32,
     pub ttl_enabled: bool,
+    /// The server-wide counters behind the `monitor` metrics.
+    pub counters: super::Counters,
 }
 
 /// One open connection.
@@ -170,6 +172,7 @@ impl Core {
             max_session_timeout_ms: self.cfg.max_session_timeout_ms,
             max_client_cnxns: self.cfg.max_client_cnxns,
             ttl_enabled: self.cfg.ttl_enabled,
+            counters: self.counters.clone(),
         }
     }
 

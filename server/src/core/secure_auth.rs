@@ -149,6 +149,7 @@ impl Core {
             }
             Err(e) => {
                 tracing::warn!(conn, reason = %e.0, "SASL authentication failed; closing");
+                self.counters.auth_failed += 1;
                 // When sasl is an enforced scheme ZooKeeper answers with the enforcement
                 // code instead of AUTHFAILED.
                 let code = if self.cfg.auth.enforce_schemes.iter().any(|s| s == "sasl") {

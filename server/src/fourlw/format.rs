@@ -310,11 +310,27 @@ pub fn mntr(view: &FourLetterView, host: &HostInfo) -> String {
     if let Some(n) = host.max_fds {
         lines.push(("max_file_descriptor_count", n.to_string()));
     }
+    let filled = super::metrics::filled(view);
+    let metric = |name: &str| {
+        filled
+            .iter()
+            .find(|(k, _)| k == name)
+            .map_or_else(|| "0".to_string(), |(_, v)| v.to_string())
+    };
     lines.extend([
-        ("last_client_response_size", "-1".to_string()),
-        ("max_client_response_size", "-1".to_string()),
-        ("min_client_response_size", "-1".to_string()),
-        ("auth_failed_count", "0".to_string()),
+        (
+            "last_client_response_size",
+            metric("last_client_response_size"),
+        ),
+        (
+            "max_client_response_size",
+            metric("max_client_response_size"),
+        ),
+        (
+            "min_client_response_size",
+            metric("min_client_response_size"),
+        ),
+        ("auth_failed_count", metric("auth_failed_count")),
         ("non_mtls_remote_conn_count", "0".to_string()),
         ("non_mtls_local_conn_count", "0".to_string()),
         ("global_sessions", view.session_count.to_string()),
@@ -592,6 +608,7 @@ mod tests {
             },
             member: None,
             data_dir: None,
+            ..FourLetterView::default()
         }
     }
 

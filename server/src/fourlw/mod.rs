@@ -3,7 +3,9 @@
 //! [`report`]. See docs/protocol.md for the wire behaviour.
 
 pub mod format;
+pub mod metrics;
 pub mod report;
+pub(crate) mod worker;
 
 use zkd_protocol::FourLetterWord;
 
@@ -103,6 +105,30 @@ pub fn needs(word: FourLetterWord) -> Needs {
         },
         W::Ruok | W::Isro | W::Gtmk | W::Stmk | W::Crst | W::Srst | W::Hash => Needs::default(),
     }
+}
+
+/// Gathers what `word` needs (as ensemble member `member` reports) and renders the reply, on
+/// the reports' worker: a long list (`dump`, `cons`, `wchc` of a large server) is copied in
+/// chunks and formatted off the async runtime. `None` when the server no longer serves.
+pub(crate) async fn answer(
+    shared: std::sync::Arc<crate::net::Shared>,
+    word: FourLetterWord,
+    member: crate::ensemble::MemberId,
+) -> Option<String> {
+    worker::run(move || {
+        let needs = needs(word);
+        let view = gather(&shared, member, needs, crate::net::now_ms()).ok()?;
+        let host = if needs.host {
+            crate::net::host_info()
+        } else {
+            HostInfo::default()
+        };
+        let mask = shared.trace_mask.load(std::sync::atomic::Ordering::Relaxed);
+        Some(render(word, &view, &host, mask))
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// The reply to a four-letter word. `trace_mask` is the current mask (for `stmk`, the one just

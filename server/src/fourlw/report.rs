@@ -97,6 +97,10 @@ pub(crate) fn gather(
         sessions = needs.sessions.then(|| core.session_ids());
         watchers = needs.watches.then(|| core.watching_connections());
     })?;
+    if needs.summary {
+        view.read_latency = shared.latencies.read.snapshot();
+        view.update_latency = shared.latencies.update.snapshot();
+    }
     let extras = shared.extras.get();
     view.conf.secure_client_port = extras.and_then(|e| e.secure_port);
     if needs.data_dir {
@@ -158,6 +162,7 @@ fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &dyn NetFacts) {
     view.watch_count = s.watch_count;
     view.approximate_data_size = s.approximate_data_size;
     view.uptime_ms = s.uptime_ms;
+    view.counters = s.counters.clone();
     view.conf = ConfInfo {
         client_port: net.client_port(),
         tick_time_ms: s.tick_ms,
@@ -232,6 +237,11 @@ pub struct FourLetterView {
     pub member: Option<MemberFacts>,
     /// The data directory, when the server persists (filled by the layer that owns it).
     pub data_dir: Option<DataDirInfo>,
+    /// The core's server-wide counters (see [`super::metrics`]).
+    pub counters: crate::core::Counters,
+    /// Time in the core per read and per update request, since start.
+    pub read_latency: crate::net::latency::LatencySnapshot,
+    pub update_latency: crate::net::latency::LatencySnapshot,
 }
 
 /// A persisting server's data directory, as the reports show it.

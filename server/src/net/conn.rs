@@ -32,9 +32,9 @@ use super::gate::Gate;
 use super::input::InputBuf;
 use super::queue::{Receiver, Signal};
 use super::stream::{ReadReady, Stream};
-use super::{host, now_ms, ConnChannels, Out, Shared};
+use super::{ConnChannels, Out, Shared};
 use crate::core::{ConnId, Handshake};
-use crate::fourlw::{self, HostInfo};
+use crate::fourlw;
 
 /// Smallest valid payload after the handshake: a RequestHeader.
 const REQUEST_HEADER_LEN: usize = 8;
@@ -212,7 +212,7 @@ async fn read_at_least(
 /// side to drain, if the reply went out.
 #[allow(clippy::too_many_arguments)]
 async fn answer_four_letter_word<S: Stream>(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     id: ConnId,
     remote: SocketAddr,
     mut stream: S,
@@ -244,21 +244,7 @@ async fn answer_four_letter_word<S: Stream>(
         {
             return None;
         }
-        let needs = fourlw::needs(word);
-        let Ok(view) = fourlw::gather(shared, member, needs, now_ms()) else {
-            return None;
-        };
-        let host = if needs.host {
-            host::gather()
-        } else {
-            HostInfo::default()
-        };
-        fourlw::render(
-            word,
-            &view,
-            &host,
-            shared.trace_mask.load(Ordering::Relaxed),
-        )
+        fourlw::answer(shared.clone(), word, member).await?
     };
     let written = timeout(FOUR_LETTER_WRITE_TIMEOUT, async {
         stream.write_all(text.as_bytes()).await?;

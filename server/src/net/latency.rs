@@ -19,6 +19,9 @@ pub struct Distribution {
     /// Count per bucket of [`BUCKETS_US`], plus one for larger values.
     counts: [AtomicU64; BUCKETS_US.len() + 1],
     sum_us: AtomicU64,
+    /// `u64::MAX` minus the least value (0 before the first), and the greatest value.
+    min_inverted_us: AtomicU64,
+    max_us: AtomicU64,
 }
 
 /// A copy of a [`Distribution`].
@@ -29,6 +32,9 @@ pub struct LatencySnapshot {
     pub buckets: Vec<(f64, u64)>,
     pub count: u64,
     pub sum_seconds: f64,
+    /// The least and greatest values, in microseconds (0 before the first).
+    pub min_us: u64,
+    pub max_us: u64,
 }
 
 impl Distribution {
@@ -39,6 +45,9 @@ impl Distribution {
             .unwrap_or(BUCKETS_US.len());
         self.counts[i].fetch_add(1, Ordering::Relaxed);
         self.sum_us.fetch_add(us, Ordering::Relaxed);
+        self.min_inverted_us
+            .fetch_max(u64::MAX - us, Ordering::Relaxed);
+        self.max_us.fetch_max(us, Ordering::Relaxed);
     }
 
     pub fn snapshot(&self) -> LatencySnapshot {
@@ -54,6 +63,11 @@ impl Distribution {
             buckets,
             count,
             sum_seconds: self.sum_us.load(Ordering::Relaxed) as f64 / 1e6,
+            min_us: match self.min_inverted_us.load(Ordering::Relaxed) {
+                0 => 0,
+                inverted => u64::MAX - inverted,
+            },
+            max_us: self.max_us.load(Ordering::Relaxed),
         }
     }
 }
