@@ -227,7 +227,31 @@ fn http_get(admin: &str, path: &str) -> BenchResult<(u16, usize)> {
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .map_or(buf.len(), |i| i + 4);
-    Ok((status, buf.len() - header_end))
+    let head = String::from_utf8_lossy(&buf[..header_end]).to_ascii_lowercase();
+    let body = &buf[header_end..];
+    let size = if head.contains("transfer-encoding: chunked") {
+        dechunked_len(body)
+    } else {
+        body.len()
+    };
+    Ok((status, size))
+}
+
+/// The length of a chunked body's content (without the chunk framing).
+fn dechunked_len(mut body: &[u8]) -> usize {
+    let mut total = 0;
+    while let Some(eol) = body.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&body[..eol])
+            .ok()
+            .and_then(|s| usize::from_str_radix(s.trim(), 16).ok())
+            .unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        total += size;
+        body = body.get(eol + 2 + size + 2..).unwrap_or_default();
+    }
+    total
 }
 
 /// One four-letter word on the client port: the answer's size.
@@ -411,4 +435,16 @@ pub fn report(o: &Outcome) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_chunked_body_is_measured_without_its_framing() {
+        assert_eq!(
+            super::dechunked_len(b"5\r\nhello\r\n3\r\nabc\r\n0\r\n\r\n"),
+            8
+        );
+        assert_eq!(super::dechunked_len(b"0\r\n\r\n"), 0);
+    }
 }

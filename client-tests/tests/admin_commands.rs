@@ -305,6 +305,12 @@ async fn commands_match_zookeeper_admin_server() {
         );
     }
 
+    // The load at start and the snapshot written then are timed.
+    let monitor = body(&ours, "monitor");
+    assert_eq!(monitor["cnt_dbinittime"], 1, "{monitor}");
+    assert_eq!(monitor["cnt_startup_txns_loaded"], 1, "{monitor}");
+    assert!(metric(&monitor, "cnt_snapshottime") >= 1.0, "{monitor}");
+
     // The data directory and the newest snapshot, as ZooKeeper reports its own.
     let our_dir = std::path::absolute(data.path().join("version-2")).expect("absolute path");
     for (list, who) in [(&ours, "zkd"), (&theirs, "ZooKeeper")] {

@@ -99,7 +99,7 @@ fn needs(command: &str) -> Needs {
 fn needs_data_dir(command: &str) -> bool {
     matches!(
         command,
-        "configuration" | "dirs" | "last_snapshot" | "server_stats" | "stats"
+        "configuration" | "dirs" | "last_snapshot" | "server_stats" | "stats" | "monitor"
     )
 }
 
@@ -547,6 +547,7 @@ mod tests {
                 path: "/var/zkd/version-2".into(),
                 size_bytes: 4096,
                 last_snapshot: Some((0x1f, 1_700_000_000)),
+                ..Default::default()
             }),
             ..view.clone()
         };

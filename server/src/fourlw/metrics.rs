@@ -118,6 +118,11 @@ pub fn filled(view: &FourLetterView) -> Vec<(String, Metric)> {
     for (name, s) in WATCH_SUMMARIES.iter().zip(&c.watchers_fired) {
         summary(&mut out, name, s);
     }
+    if let Some(d) = &view.data_dir {
+        summary(&mut out, "dbinittime", &d.stats.db_init_ms);
+        summary(&mut out, "startup_txns_loaded", &d.stats.txns_loaded);
+        summary(&mut out, "snapshottime", &d.stats.snapshot_ms);
+    }
     latency(&mut out, "readlatency", &view.read_latency);
     latency(&mut out, "updatelatency", &view.update_latency);
     out

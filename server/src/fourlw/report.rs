@@ -253,6 +253,19 @@ pub struct DataDirInfo {
     pub size_bytes: u64,
     /// The newest snapshot: its zxid and its file's modification time (epoch seconds).
     pub last_snapshot: Option<(i64, i64)>,
+    /// Load and snapshot timings.
+    pub stats: PersistStats,
+}
+
+/// What the `monitor` metrics show of the data directory's work (ms and counts).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PersistStats {
+    /// Loading the directory at start (`dbinittime`).
+    pub db_init_ms: crate::core::Series,
+    /// Transactions replayed from the logs at start (`startup_txns_loaded`).
+    pub txns_loaded: crate::core::Series,
+    /// Each snapshot, from start to its file synced and renamed (`snapshottime`).
+    pub snapshot_ms: crate::core::Series,
 }
 
 /// Latency of requests from arrival to reply: count, sum, min, max and the last one, in

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, FsyncPolicy};
 use crate::core::{Core, SnapshotStep};
+use crate::fourlw::PersistStats;
 use crate::net::Shared;
 use datadir::DataDir;
 use txnlog::TxnLog;
@@ -51,6 +52,8 @@ pub(crate) struct Persistence {
     snapshotting: Mutex<()>,
     /// zxid of the last snapshot written.
     last_snapshot: Mutex<i64>,
+    /// Timings for the `monitor` metrics.
+    stats: Mutex<PersistStats>,
 }
 
 impl Persistence {
@@ -78,6 +81,9 @@ impl Persistence {
             ms = started.elapsed().as_millis() as u64,
             "loaded data directory"
         );
+        let mut stats = PersistStats::default();
+        stats.db_init_ms.add(started.elapsed().as_millis() as u64);
+        stats.txns_loaded.add(loaded.replayed);
         let log = TxnLog::new(dir.path().to_path_buf(), config.fsync, config.snap_count);
         core.set_txn_sink(Some(log.sink()));
         // Like ZooKeeper, start from a snapshot of what was loaded when logs were replayed
@@ -91,6 +97,7 @@ impl Persistence {
                 interval: config.snap_interval,
                 snapshotting: Mutex::new(()),
                 last_snapshot: Mutex::new(loaded.snapshot_zxid),
+                stats: Mutex::new(stats),
             },
             snapshot_now,
         )))
@@ -155,6 +162,11 @@ impl Persistence {
             copies: job.most_copies_held(),
             total: started.elapsed(),
         };
+        self.stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .snapshot_ms
+            .add(info.total.as_millis() as u64);
         tracing::info!(
             file = %info.path.display(),
             bytes = info.bytes,
@@ -195,6 +207,7 @@ impl Persistence {
                 .to_string(),
             size_bytes: size,
             last_snapshot: std::fs::metadata(&snap).ok().map(|m| (zxid, secs(m))),
+            stats: *self.stats.lock().unwrap_or_else(|e| e.into_inner()),
         }
     }
 
