@@ -47,16 +47,14 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(remote: SocketAddr, now_ms: i64) -> Conn {
+    /// A connection from `remote` with identities `ids` (see [`ip_ids`]).
+    pub fn new(remote: SocketAddr, ids: Arc<Vec<Id>>, now_ms: i64) -> Conn {
         Conn {
             remote,
             member: 0,
             serving: Serving::ReadWrite,
             session: None,
-            ids: Arc::new(vec![Id {
-                scheme: "ip".into(),
-                id: java_ip_text(remote.ip()),
-            }]),
+            ids,
             read_only_byte: None,
             established_ms: now_ms,
             received: 0,
@@ -69,6 +67,14 @@ impl Conn {
             sasl: None,
         }
     }
+}
+
+/// The identities of a new connection from `ip`: `ip:<addr>`.
+pub fn ip_ids(ip: IpAddr) -> Arc<Vec<Id>> {
+    Arc::new(vec![Id {
+        scheme: "ip".into(),
+        id: java_ip_text(ip),
+    }])
 }
 
 /// An address as Java prints it: IPv6 fully expanded without zero compression.

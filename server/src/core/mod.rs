@@ -243,9 +243,14 @@ pub struct Core {
     tree: Tree,
     sessions: Sessions,
     watches: Watches,
-    conns: HashMap<ConnId, Conn>,
+    /// Boxed: the table holds a pointer per connection, so its spare slots (up to half of
+    /// them after a growth) cost 16 bytes each instead of a whole record.
+    conns: HashMap<ConnId, Box<Conn>>,
     next_conn: ConnId,
     per_ip: HashMap<IpAddr, u32>,
+    /// The identities (`ip:<addr>`) of connections from the address seen last, shared by
+    /// every connection from it until one adds an identity (which copies them).
+    last_ip_ids: Option<(IpAddr, Arc<Vec<zkd_protocol::Id>>)>,
     /// Containers and TTL nodes, checked by the reaper.
     reapable: BTreeSet<Box<str>>,
     /// When each TTL node was last modified, on the session clock (its Stat's mtime is
@@ -292,6 +297,7 @@ impl Core {
             conns: HashMap::new(),
             next_conn: 1,
             per_ip: HashMap::new(),
+            last_ip_ids: None,
             reapable: BTreeSet::new(),
             ttl_touched: HashMap::new(),
             faults: fault::Faults::default(),
@@ -344,10 +350,18 @@ impl Core {
         *count += 1;
         let id = self.next_conn;
         self.next_conn += 1;
-        let mut conn = Conn::new(remote, now_ms);
+        let ids = match &self.last_ip_ids {
+            Some((last, ids)) if *last == ip => ids.clone(),
+            _ => {
+                let ids = conn::ip_ids(ip);
+                self.last_ip_ids = Some((ip, ids.clone()));
+                ids
+            }
+        };
+        let mut conn = Conn::new(remote, ids, now_ms);
         conn.member = member;
         conn.serving = serving;
-        self.conns.insert(id, conn);
+        self.conns.insert(id, Box::new(conn));
         Some(id)
     }
 

@@ -21,7 +21,8 @@ pub struct Session {
 /// All live sessions, bucketed by expiry time.
 #[derive(Debug)]
 pub struct Sessions {
-    map: HashMap<i64, Session>,
+    /// Boxed: spare slots of the table cost a pointer each, not a whole session.
+    map: HashMap<i64, Box<Session>>,
     buckets: BTreeMap<i64, HashSet<i64>>,
     next_id: i64,
     /// The next id of sessions created through ensemble members other than server id 1.
@@ -109,14 +110,16 @@ impl Sessions {
         *next = next.wrapping_add(1);
         let expires_at = self.bucket(now, timeout_ms);
         self.buckets.entry(expires_at).or_default().insert(id);
-        self.map.entry(id).or_insert(Session {
-            id,
-            passwd: password(id),
-            timeout_ms,
-            expires_at,
-            conn: None,
-            ephemerals: BTreeSet::new(),
-            last_heard: now,
+        self.map.entry(id).or_insert_with(|| {
+            Box::new(Session {
+                id,
+                passwd: password(id),
+                timeout_ms,
+                expires_at,
+                conn: None,
+                ephemerals: BTreeSet::new(),
+                last_heard: now,
+            })
         })
     }
 
@@ -130,15 +133,15 @@ impl Sessions {
     }
 
     pub fn get(&self, id: i64) -> Option<&Session> {
-        self.map.get(&id)
+        self.map.get(&id).map(|s| &**s)
     }
 
     pub fn get_mut(&mut self, id: i64) -> Option<&mut Session> {
-        self.map.get_mut(&id)
+        self.map.get_mut(&id).map(|s| &mut **s)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Session> {
-        self.map.values()
+        self.map.values().map(|s| &**s)
     }
 
     /// Records activity: moves the session to the bucket for `now + timeout`.
@@ -181,7 +184,7 @@ impl Sessions {
                 self.buckets.remove(&s.expires_at);
             }
         }
-        Some(s)
+        Some(*s)
     }
 
     /// Ids of sessions whose bucket time is at or before `now`.

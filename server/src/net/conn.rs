@@ -18,13 +18,14 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::time::{timeout, timeout_at, Instant};
+use tokio::time::{timeout, timeout_at, Instant, Sleep};
 use zkd_protocol::frame::TELNET_INTERRUPT;
 use zkd_protocol::{FourLetterWord, FrameCodec};
 
@@ -73,11 +74,29 @@ impl Drop for Registered {
     }
 }
 
+/// How the part of a connection before its session ended.
+enum Opened<S: Stream> {
+    /// The handshake went through (or was answered with a close by the core): serve it.
+    Session {
+        stream: S,
+        buf: InputBuf,
+        established: bool,
+    },
+    /// Nothing more to serve (a four-letter word, a failed handshake); the reading side to
+    /// drain, if our side closed first.
+    Done(Option<S::Read>),
+}
+
 /// Serves one accepted, registered connection until it is closed.
+///
+/// The task's future is what an idle connection costs, so whatever runs only for a while
+/// (the handshake, a four-letter word, the final drain, a pause) runs in an allocation of
+/// its own that is freed when it is over, and the established connection's reader and
+/// writer keep nothing but their waits while idle.
 pub(crate) async fn run<S: Stream>(
     shared: Arc<Shared>,
     id: ConnId,
-    mut stream: S,
+    stream: S,
     remote: SocketAddr,
     channels: ConnChannels,
 ) {
@@ -86,80 +105,24 @@ pub(crate) async fn run<S: Stream>(
         id,
         done: false,
     };
-    let deadline = Instant::now() + shared.cfg.handshake_timeout;
-    let mut buf = match InputBuf::new(shared.input.clone(), shared.cfg.max_frame_len) {
-        Ok(b) => b,
-        Err(reason) => {
-            tracing::warn!(conn = id, %remote, "closing connection: {reason}");
+    let opened = Box::pin(open(&shared, id, stream, remote, channels.member)).await;
+    let (stream, buf, established) = match opened {
+        Opened::Session {
+            stream,
+            buf,
+            established,
+        } => (stream, buf, established),
+        Opened::Done(rd) => {
+            registered.finish();
+            if let Some(rd) = rd {
+                Box::pin(drain(rd)).await;
+            }
             return;
         }
     };
-
-    // The first four bytes: a four-letter word, or the ConnectRequest's length.
-    match read_at_least(&mut stream, &mut buf, 4, deadline).await {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::debug!(conn = id, %remote, "client closed the connection before a handshake");
-            return;
-        }
-        Err(reason) => {
-            tracing::info!(conn = id, %remote, "closing connection: {reason}");
-            return;
-        }
-    }
-    let b = buf.bytes();
-    let first = [b[0], b[1], b[2], b[3]];
-    if first == TELNET_INTERRUPT {
-        // The telnet interrupt sequence: just close.
-        return;
-    }
-    if let Some(word) = FourLetterWord::from_bytes(first) {
-        let member = channels.member;
-        let rd =
-            answer_four_letter_word(&shared, id, remote, stream, buf, word, deadline, member).await;
-        registered.finish();
-        if let Some(rd) = rd {
-            drain(rd).await;
-        }
-        return;
-    }
-
     let codec = FrameCodec {
         max: shared.cfg.max_frame_len,
     };
-    let connect = loop {
-        match buf.next_frame(&codec) {
-            Ok(Some(payload)) => break payload,
-            Ok(None) => {
-                let want = buf.len() + 1;
-                match read_at_least(&mut stream, &mut buf, want, deadline).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::info!(conn = id, %remote, "closing connection: EOF inside the connect request");
-                        return;
-                    }
-                    Err(reason) => {
-                        tracing::info!(conn = id, %remote, "closing connection: {reason}");
-                        return;
-                    }
-                }
-            }
-            Err(e) => {
-                tracing::info!(conn = id, %remote, "closing connection: {e}");
-                return;
-            }
-        }
-    };
-
-    shared.gate.wait().await;
-    let now = shared.now();
-    let established = match shared.with_core(|core, out| core.handshake(id, connect, now, out)) {
-        Ok(Handshake::Established) => true,
-        Ok(Handshake::Closed) => false,
-        // The server failed closed; this connection is being dropped.
-        Err(_) => return,
-    };
-
     let (rd, wr) = stream.split();
     let reader_done = Signal::default();
     let writer_done = Signal::default();
@@ -185,7 +148,90 @@ pub(crate) async fn run<S: Stream>(
     let (rd, ()) = tokio::join!(reading, writing);
     registered.finish();
     if let Some(rd) = rd {
-        drain(rd).await;
+        Box::pin(drain(rd)).await;
+    }
+}
+
+/// The first frame: a four-letter word (answered here), or the handshake.
+async fn open<S: Stream>(
+    shared: &Arc<Shared>,
+    id: ConnId,
+    mut stream: S,
+    remote: SocketAddr,
+    member: u64,
+) -> Opened<S> {
+    let deadline = Instant::now() + shared.cfg.handshake_timeout;
+    let mut buf = match InputBuf::new(shared.input.clone(), shared.cfg.max_frame_len) {
+        Ok(b) => b,
+        Err(reason) => {
+            tracing::warn!(conn = id, %remote, "closing connection: {reason}");
+            return Opened::Done(None);
+        }
+    };
+
+    // The first four bytes: a four-letter word, or the ConnectRequest's length.
+    match read_at_least(&mut stream, &mut buf, 4, deadline).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::debug!(conn = id, %remote, "client closed the connection before a handshake");
+            return Opened::Done(None);
+        }
+        Err(reason) => {
+            tracing::info!(conn = id, %remote, "closing connection: {reason}");
+            return Opened::Done(None);
+        }
+    }
+    let b = buf.bytes();
+    let first = [b[0], b[1], b[2], b[3]];
+    if first == TELNET_INTERRUPT {
+        // The telnet interrupt sequence: just close.
+        return Opened::Done(None);
+    }
+    if let Some(word) = FourLetterWord::from_bytes(first) {
+        let rd =
+            answer_four_letter_word(shared, id, remote, stream, buf, word, deadline, member).await;
+        return Opened::Done(rd);
+    }
+
+    let codec = FrameCodec {
+        max: shared.cfg.max_frame_len,
+    };
+    let connect = loop {
+        match buf.next_frame(&codec) {
+            Ok(Some(payload)) => break payload,
+            Ok(None) => {
+                let want = buf.len() + 1;
+                match read_at_least(&mut stream, &mut buf, want, deadline).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::info!(conn = id, %remote, "closing connection: EOF inside the connect request");
+                        return Opened::Done(None);
+                    }
+                    Err(reason) => {
+                        tracing::info!(conn = id, %remote, "closing connection: {reason}");
+                        return Opened::Done(None);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::info!(conn = id, %remote, "closing connection: {e}");
+                return Opened::Done(None);
+            }
+        }
+    };
+
+    shared.gate.wait().await;
+    let now = shared.now();
+    let established = match shared.with_core(|core, out| core.handshake(id, connect, now, out)) {
+        Ok(Handshake::Established) => true,
+        Ok(Handshake::Closed) => false,
+        // The server failed closed; this connection is being dropped.
+        Err(_) => return Opened::Done(None),
+    };
+    Opened::Session {
+        stream,
+        buf,
+        established,
     }
 }
 
@@ -299,7 +345,7 @@ async fn read_requests<R: AsyncRead + ReadReady + Unpin>(
                 tokio::select! {
                     biased;
                     _ = writer_done.fired() => break,
-                    _ = shared.gate.wait() => {}
+                    _ = Box::pin(shared.gate.wait()) => {}
                 }
             }
             if !frames.is_empty() && !shared.requests(id, frames, arrived) {
@@ -379,11 +425,7 @@ async fn write_frames(
 ) {
     let ConnChannels { q, budget, .. } = channels;
     let rx = Receiver(&q);
-    let linger = async {
-        reader_done.fired().await;
-        tokio::time::sleep(LINGER).await;
-    };
-    tokio::pin!(linger);
+    let mut linger = Linger::default();
     // Taken off the queue, in order, not yet handled; and the frames of one write round.
     // Both are emptied (and their storage freed) before the writer waits again, so an idle
     // connection holds no buffer.
@@ -395,7 +437,7 @@ async fn write_frames(
             tokio::select! {
                 biased;
                 _ = rx.0.killed() => return,
-                _ = &mut linger => return,
+                _ = linger.over(reader_done) => return,
                 _ = rx.0.wait_pushed() => {}
             }
             rx.0.take(&mut pending, MAX_BATCH_FRAMES);
@@ -426,14 +468,14 @@ async fn write_frames(
             tokio::select! {
                 biased;
                 _ = rx.0.killed() => return,
-                _ = gate.wait() => {}
+                _ = Box::pin(gate.wait()) => {}
             }
         }
         if !batch.is_empty() {
             tokio::select! {
                 biased;
                 _ = rx.0.killed() => return,
-                _ = &mut linger => return,
+                _ = linger.over(reader_done) => return,
                 written = write_all_vectored(&mut wr, &mut batch) => {
                     if let Err(e) = written {
                         tracing::debug!(conn = id, error = %e, "write failed");
@@ -448,16 +490,34 @@ async fn write_frames(
             tokio::select! {
                 biased;
                 _ = rx.0.killed() => return,
-                _ = &mut linger => return,
-                _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                _ = linger.over(reader_done) => return,
+                _ = Box::pin(tokio::time::sleep(Duration::from_millis(ms))) => {}
             }
         }
         if closing {
             tokio::select! {
-                _ = &mut linger => {}
+                _ = linger.over(reader_done) => {}
                 _ = wr.shutdown() => {}
             }
             return;
+        }
+    }
+}
+
+/// How long the writer may still take once the reader is done: [`LINGER`], timed from the
+/// reader's end. The timer exists (on the heap) only from then on.
+#[derive(Default)]
+struct Linger(Option<Pin<Box<Sleep>>>);
+
+impl Linger {
+    /// Resolves when the writer has lingered long enough.
+    async fn over(&mut self, reader_done: &Signal) {
+        if self.0.is_none() {
+            reader_done.fired().await;
+            self.0 = Some(Box::pin(tokio::time::sleep(LINGER)));
+        }
+        if let Some(sleep) = &mut self.0 {
+            sleep.await;
         }
     }
 }
