@@ -661,9 +661,14 @@ impl Core {
 
     /// Node exists and the caller may read it.
     fn readable(&self, ids: &[Id], p: &str) -> Result<(), ErrorCode> {
+        self.readable_node(ids, p).map(|_| ())
+    }
+
+    /// The node at `p` if `ids` may read it.
+    fn readable_node(&self, ids: &[Id], p: &str) -> Result<NodeRef<'_>, ErrorCode> {
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
         if acl::allowed(node.acl, perms::READ, ids) {
-            Ok(())
+            Ok(node)
         } else {
             Err(ErrorCode::NoAuth)
         }
@@ -712,8 +717,7 @@ impl Core {
     }
 
     fn get_data(&self, ids: &[Id], p: &str, body: &mut BytesMut) -> OpResult {
-        self.readable(ids, p)?;
-        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        let node = self.readable_node(ids, p)?;
         // Size the frame once: grown by doubling, a large reply would hold up to twice its
         // length while it waits in an outbound queue.
         let data_len = node.data.map_or(0, <[u8]>::len);

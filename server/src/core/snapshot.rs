@@ -321,7 +321,7 @@ impl Core {
                 problems.push(format!("delete of {p}, which has children"))
             }
             Some(_) => {
-                if let Some(node) = self.tree.remove(p, zxid) {
+                if let Some((node, _)) = self.tree.remove(p, zxid) {
                     match node.kind() {
                         NodeKind::Ephemeral(sid) => {
                             if let Some(s) = self.sessions.get_mut(sid) {

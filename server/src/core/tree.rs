@@ -137,10 +137,6 @@ impl Node {
         }
     }
 
-    pub fn kind(&self) -> NodeKind {
-        kind_of(self.owner)
-    }
-
     fn meta(&self, acl: u32) -> Meta {
         Meta {
             czxid: self.czxid,
@@ -345,6 +341,27 @@ impl Slab {
     }
 }
 
+/// The keyed hash of paths: keys from the system's random source, so that the paths a client
+/// chooses cannot be made to collide on purpose.
+type PathHasher = ahash::RandomState;
+
+fn path_hasher() -> PathHasher {
+    let mut seed = [0u8; 32];
+    if getrandom::fill(&mut seed).is_err() {
+        // No random source: fall back to the standard library's per-process keys.
+        for (i, chunk) in seed.chunks_mut(8).enumerate() {
+            let k = std::hash::RandomState::new().hash_one(i);
+            chunk.copy_from_slice(&k.to_le_bytes());
+        }
+    }
+    let k = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&seed[i * 8..i * 8 + 8]);
+        u64::from_le_bytes(b)
+    };
+    PathHasher::with_seeds(k(0), k(1), k(2), k(3))
+}
+
 /// A path's components, innermost first (none for the root).
 fn components_rev(path: &str) -> impl Iterator<Item = &str> {
     let body = &path[1..];
@@ -355,7 +372,7 @@ fn components_rev(path: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The hash of a path (starting with `/`), from its components innermost first.
-fn hash_path(state: &std::hash::RandomState, path: &str) -> u64 {
+fn hash_path(state: &PathHasher, path: &str) -> u64 {
     let mut h = state.build_hasher();
     for c in components_rev(path) {
         h.write(c.as_bytes());
@@ -365,7 +382,7 @@ fn hash_path(state: &std::hash::RandomState, path: &str) -> u64 {
 }
 
 /// The hash of the path of the node at `i`, the same as [`hash_path`] of that path.
-fn hash_slot(slab: &Slab, state: &std::hash::RandomState, mut i: u32) -> u64 {
+fn hash_slot(slab: &Slab, state: &PathHasher, mut i: u32) -> u64 {
     let mut h = state.build_hasher();
     while i != ROOT {
         let s = slab.at(i);
@@ -416,7 +433,7 @@ pub struct Tree {
     slab: Slab,
     /// Node indices by the hash of their path.
     index: HashTable<u32>,
-    hasher: std::hash::RandomState,
+    hasher: PathHasher,
     acls: AclTable,
     data_bytes: u64,
     /// While a snapshot is being written: the old versions of nodes it has yet to write.
@@ -449,7 +466,7 @@ impl Tree {
         let mut tree = Tree {
             slab: Slab::default(),
             index: HashTable::new(),
-            hasher: std::hash::RandomState::new(),
+            hasher: path_hasher(),
             acls: AclTable::default(),
             data_bytes: 0,
             cow: CowSlot::default(),
@@ -646,7 +663,7 @@ impl Tree {
 
     /// Takes the node at `i` (path `path`, not the root) and everything below it out of the
     /// tree; its parent's bookkeeping is left alone.
-    fn detach(&mut self, i: u32, path: &str) -> Node {
+    fn detach(&mut self, i: u32, path: &str) -> (Meta, AclList) {
         let kids: Vec<String> = self
             .child_indices(i)
             .map(|c| path::join(path, self.slab.at(c).name()))
@@ -657,24 +674,28 @@ impl Tree {
                 self.detach(c, &k);
             }
         }
-        let node = self.view(i).to_node();
+        let (meta, data_len) = {
+            let s = self.slab.at(i);
+            (s.meta, s.data_len())
+        };
+        let acl = self.acls.get(meta.acl).clone();
         self.unlink(i);
         let h = hash_path(&self.hasher, path);
         if let Ok(e) = self.index.find_entry(h, |&j| j == i) {
             e.remove();
         }
-        if let Some(s) = self.slab.release(i) {
-            self.acls.release(s.meta.acl);
-        }
+        self.slab.release(i);
+        self.acls.release(meta.acl);
         self.data_bytes = self
             .data_bytes
-            .saturating_sub((path.len() + node.data.as_ref().map_or(0, |d| d.len())) as u64);
+            .saturating_sub((path.len() + data_len) as u64);
         self.children_enc.invalidate(path);
-        node
+        (meta, acl)
     }
 
-    /// Removes the node at `path` (which must have no children) and updates its parent.
-    pub fn remove(&mut self, path: &str, zxid: i64) -> Option<Node> {
+    /// Removes the node at `path` (which must have no children) and updates its parent;
+    /// gives the removed node's bookkeeping and ACL list.
+    pub fn remove(&mut self, path: &str, zxid: i64) -> Option<(Meta, AclList)> {
         if path == "/" {
             return None;
         }
@@ -829,8 +850,9 @@ mod tests {
         sorted.sort();
         assert_eq!(t.children("/p").unwrap(), sorted);
         for n in names.iter().step_by(2) {
-            let got = t.remove(&format!("/p/{n}"), 3).unwrap();
-            assert_eq!(got.data.as_deref(), Some(n.as_bytes()));
+            let data = t.get(&format!("/p/{n}")).unwrap().data_bytes();
+            assert_eq!(data.as_deref(), Some(n.as_bytes()));
+            assert_eq!(t.remove(&format!("/p/{n}"), 3).unwrap().0.pzxid, 1);
         }
         for n in names.iter().step_by(4) {
             assert!(t.insert(&format!("/p/{n}"), node(&t, Some("x")), 4, true));

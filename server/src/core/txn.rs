@@ -220,12 +220,12 @@ impl Core {
     pub(super) fn delete_node(&mut self, txn: &mut Txn, p: &str, parent_path: &str) {
         txn.save(&self.tree, parent_path);
         txn.save(&self.tree, p);
-        if let Some(node) = self.tree.remove(p, txn.zxid) {
+        if let Some((node, acl)) = self.tree.remove(p, txn.zxid) {
             txn.deleted.push((p.to_string(), node.owner));
             // NodeDeleted is filtered by the deleted node's ACL, the parent's
             // NodeChildrenChanged by the parent's.
             txn.events
-                .push((event_type::NODE_DELETED, p.to_string(), node.acl));
+                .push((event_type::NODE_DELETED, p.to_string(), acl));
             let parent_acl = self
                 .tree
                 .get(parent_path)
