@@ -48,13 +48,31 @@ pub enum ServerSpec {
 }
 
 /// Flags zkd is started with besides `--port`: quiet logs, no per-address connection cap
-/// (all bench sessions come from 127.0.0.1; ZooKeeper runs with `maxClientCnxns=0` too).
+/// (all bench sessions come from 127.0.0.1; ZooKeeper runs with `maxClientCnxns=0` too), and
+/// a server-wide cap on unwritten replies far above anything an item can queue.
+///
+/// ZooKeeper has no server-wide cap on unwritten replies. zkd's default (256 MiB) counts a
+/// shared getChildren list once per connection it is queued on, so when 10 000 candidates
+/// read a 10 000-child list (160 KB) at once and the bench reads more slowly than zkd
+/// answers (a busy machine), the count passes 256 MiB although the list is held once, and
+/// zkd drops candidates' connections ("candidate N: connection closed").
 pub fn default_zkd_args() -> Vec<String> {
-    ["--log", "warn", "--max-client-cnxns", "0"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+    [
+        "--log",
+        "warn",
+        "--max-client-cnxns",
+        "0",
+        "--max-total-outbound-bytes",
+        BENCH_MAX_TOTAL_OUTBOUND,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
+
+/// 16 GiB: ten times the most the largest herd item can have counted as queued at once
+/// (10 000 sessions x one 160 KB children list).
+pub const BENCH_MAX_TOTAL_OUTBOUND: &str = "17179869184";
 
 /// JVM flags for ZooKeeper: the 1000 MiB heap cap of ZooKeeper's own `zkEnv.sh`
 /// (`ZK_SERVER_HEAP`), everything else the JVM's defaults (G1, tiered JIT), as
