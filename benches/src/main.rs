@@ -606,7 +606,9 @@ fn set_if_given<T>(setting: &mut Vec<T>, given: Vec<T>) {
     }
 }
 
-/// Runs `items` one after another against the target; their figures in order.
+/// Runs `items` one after another against the target; their figures in order. An item that
+/// fails does not stop the others: the figures measured are printed, then the failures, and
+/// the command exits non-zero.
 async fn run_items(
     target: &TargetArgs,
     items: Vec<Item>,
@@ -615,12 +617,29 @@ async fn run_items(
 ) -> BenchResult<Vec<Figure>> {
     let t = target.resolve(progress).await?;
     let mut figs = Vec::new();
+    let mut failed = Vec::new();
     for item in items {
         let p = progress.sub(item.label(s));
         let (addr, pid) = (t.endpoint.addr, t.endpoint.pid);
-        figs.extend(item.figures(addr, pid, s, &p).await?.figures);
+        match item.figures(addr, pid, s, &p).await {
+            Ok(f) => figs.extend(f.figures),
+            Err(e) => {
+                p.say(format!("failed: {e}"));
+                failed.push(format!("{}: {e}", item.label(s)));
+            }
+        }
     }
-    Ok(figs)
+    if failed.is_empty() {
+        return Ok(figs);
+    }
+    if !figs.is_empty() {
+        print!("{}", zkd_bench::figures_table(&figs).render());
+    }
+    Err(format!(
+        "{} item(s) failed:\n  {}",
+        failed.len(),
+        failed.join("\n  ")
+    ))
 }
 
 fn loadavg() -> String {
