@@ -4,6 +4,7 @@
 //! types and nesting, and the same `command`/`error` fields. Values differ (ports, times, ids)
 //! and are compared only where they must agree.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -158,6 +159,42 @@ fn shape_diff(at: &str, ours: &Value, theirs: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// ZooKeeper's per-namespace summaries (`<top-level znode>_read_per_namespace`, `…_write_…`)
+/// are named after the paths a server has read and written; zkd does not track them.
+fn untracked(key: &str) -> bool {
+    key.ends_with("_per_namespace")
+}
+
+/// `body` without the [`untracked`] top-level keys.
+fn untracked_removed(body: &Value) -> Value {
+    match body {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !untracked(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        v => v.clone(),
+    }
+}
+
+/// The keys of a `mntr` answer but the [`untracked`] ones, each line checked to be `zk_<key>\t<value>` and none repeated.
+fn mntr_keys(text: &str) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for line in text.lines() {
+        let (k, v) = line
+            .split_once('\t')
+            .unwrap_or_else(|| panic!("mntr line without a tab: {line:?}"));
+        assert!(k.starts_with("zk_") && !v.contains('\t'), "{line:?}");
+        assert!(keys.insert(k.to_string()), "{k} printed twice");
+        if untracked(k) {
+            keys.remove(k);
+        }
+    }
+    assert!(text.ends_with('\n'), "{text:?}");
+    keys
+}
+
 /// The `key=value` lines of a `conf` answer, in order.
 fn conf_lines(text: &str) -> Vec<(String, String)> {
     text.lines()
@@ -256,6 +293,7 @@ async fn commands_match_zookeeper_admin_server() {
             }
             continue;
         }
+        let (our_body, their_body) = (&untracked_removed(our_body), &untracked_removed(their_body));
         shape_diff(name, our_body, their_body, &mut diffs);
         for k in ["command", "error"] {
             if our_body.get(k) != their_body.get(k) {
@@ -347,14 +385,45 @@ async fn commands_match_zookeeper_admin_server() {
     let words = |addr: SocketAddr| {
         let conf = four_letter_word(addr, "conf").expect("conf");
         let dirs = four_letter_word(addr, "dirs").expect("dirs");
-        (conf_lines(&conf), dirs)
+        let mntr = four_letter_word(addr, "mntr").expect("mntr");
+        (conf_lines(&conf), dirs, mntr)
     };
-    let (their_conf, their_dirs) = tokio::task::spawn_blocking(move || words(zk_addr))
+    let (their_conf, their_dirs, their_mntr) = tokio::task::spawn_blocking(move || words(zk_addr))
         .await
         .expect("words");
-    let (our_conf, our_dirs) = tokio::task::spawn_blocking(move || words(zkd_addr))
+    let (our_conf, our_dirs, our_mntr) = tokio::task::spawn_blocking(move || words(zkd_addr))
         .await
         .expect("words");
+    // `mntr` prints every `monitor` metric as `zk_<key>\t<value>` lines: the same keys as
+    // ZooKeeper's, and on each side the same keys as that side's `monitor`.
+    let (our_keys, their_keys) = (mntr_keys(&our_mntr), mntr_keys(&their_mntr));
+    let only = |a: &BTreeSet<String>, b: &BTreeSet<String>| a.difference(b).cloned().collect();
+    let (ours_only, theirs_only): (Vec<String>, Vec<String>) =
+        (only(&our_keys, &their_keys), only(&their_keys, &our_keys));
+    assert!(
+        ours_only.is_empty() && theirs_only.is_empty(),
+        "mntr keys only zkd prints: {ours_only:?}; only ZooKeeper prints: {theirs_only:?}"
+    );
+    assert!(our_keys.len() > 400, "{our_mntr}");
+    for (list, keys, who) in [
+        (&ours, &our_keys, "zkd"),
+        (&theirs, &their_keys, "ZooKeeper"),
+    ] {
+        let monitor: BTreeSet<String> = body(list, "monitor")
+            .as_object()
+            .map(|m| {
+                m.keys()
+                    .filter(|k| *k != "command" && *k != "error" && !untracked(k))
+            })
+            .into_iter()
+            .flatten()
+            .map(|k| format!("zk_{k}"))
+            .collect();
+        assert_eq!(
+            keys, &monitor,
+            "{who}: mntr and monitor name the same metrics"
+        );
+    }
     let keys = |c: &[(String, String)]| c.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
     assert_eq!(keys(&our_conf), keys(&their_conf), "conf lines");
     for (conf, dirs, list, who) in [

@@ -467,3 +467,54 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
     assert!(text.contains("member 1 is already stopped"), "{text}");
     drop(running);
 }
+
+/// The keys of a `mntr` answer (the text before each tab), with a learner's server id in a
+/// per-learner key written `N` (the two ensembles number their leaders differently). Left
+/// out: ZooKeeper's per-namespace summaries, named after the top-level znodes written, which
+/// zkd does not track.
+fn mntr_keys(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, _)| k)
+        .filter(|k| !k.ends_with("_per_namespace"))
+        .map(|k| match k.split_once("_learner_handler_") {
+            Some((head, tail)) => {
+                let field = head.trim_end_matches(|c: char| c.is_ascii_digit());
+                format!("{field}N_learner_handler_{tail}")
+            }
+            None => k.to_string(),
+        })
+        .collect()
+}
+
+/// A leader's and a follower's `mntr` print the keys the members of a three-server
+/// ZooKeeper 3.8 ensemble print in those roles (values differ).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mntr_keys_per_role_match_a_zookeeper_ensemble() {
+    use zkd_testkit::oracle::{ensemble::serving_mode, four_letter_word, Launcher};
+    let theirs = tokio::task::spawn_blocking(|| {
+        let oracle = Launcher::new()
+            .start_ensemble(3)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut by_role = std::collections::BTreeMap::new();
+        for m in oracle.members() {
+            let role = serving_mode(m.addr).expect("serving");
+            let mntr = four_letter_word(m.addr, "mntr").expect("mntr");
+            by_role.insert(role, mntr_keys(&mntr));
+        }
+        by_role
+    })
+    .await
+    .expect("oracle");
+    let server = ensemble(false).await;
+    for (addr, role) in addrs(&server).into_iter().zip(["leader", "follower"]) {
+        let ours = mntr_keys(&word(addr, "mntr").await);
+        let theirs = theirs.get(role).expect("the oracle has the role");
+        let only_ours: Vec<_> = ours.difference(theirs).collect();
+        let only_theirs: Vec<_> = theirs.difference(&ours).collect();
+        assert!(
+            only_ours.is_empty() && only_theirs.is_empty(),
+            "{role}: only zkd prints {only_ours:?}; only ZooKeeper prints {only_theirs:?}"
+        );
+    }
+}

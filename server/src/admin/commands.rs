@@ -14,7 +14,6 @@ use axum::Router;
 use serde_json::{json, Map, Value};
 use zkd_protocol::FourLetterWord;
 
-use super::monitor_keys::{ZERO_AVERAGES, ZERO_COUNTS};
 use super::{AdminState, ApiResult};
 use crate::core::Serving;
 use crate::ensemble::MemberMode;
@@ -402,41 +401,17 @@ fn server_stats(view: &FourLetterView) -> Map<String, Value> {
 }
 
 fn monitor(view: &FourLetterView, host: &HostInfo) -> Map<String, Value> {
-    let mut m = obj(json!({
-        "version": VERSION,
-        "server_state": fourlw::server_state(view),
-        "ephemerals_count": view.ephemerals_count,
-        "num_alive_connections": view.connection_count,
-        "avg_latency": view.latency.avg,
-        "outstanding_requests": view.outstanding_requests,
-        "znode_count": view.znode_count + 1,
-        "global_sessions": view.session_count,
-        "local_sessions": 0,
-        "packets_sent": view.packets_sent,
-        "packets_received": view.packets_received,
-        "watch_count": view.watch_count,
-        "min_latency": view.latency.min,
-        "max_latency": view.latency.max,
-        "approximate_data_size": view.approximate_data_size,
-        "open_file_descriptor_count": host.open_fds.unwrap_or(0),
-        "max_file_descriptor_count": host.max_fds.unwrap_or(0),
-        "uptime": view.uptime_ms,
-        "connection_drop_probability": 0.0,
-    }));
-    for k in ZERO_COUNTS {
-        m.insert(k.into(), json!(0));
-    }
-    for k in ZERO_AVERAGES {
-        m.insert(k.into(), json!(0.0));
-    }
-    for (k, v) in fourlw::metrics::filled(view) {
-        let v = match v {
-            Metric::Int(i) => json!(i),
-            Metric::Float(f) => json!(f),
-        };
-        m.insert(k, v);
-    }
-    m
+    fourlw::metrics::monitor(view, host)
+        .into_iter()
+        .map(|(k, v)| {
+            let v = match v {
+                Metric::Int(i) => json!(i),
+                Metric::Float(f) => json!(f),
+                Metric::Text(t) => json!(t),
+            };
+            (k, v)
+        })
+        .collect()
 }
 
 fn watch_summary(view: &FourLetterView) -> Map<String, Value> {

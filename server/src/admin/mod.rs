@@ -15,7 +15,6 @@ mod herd;
 mod member_lag;
 mod members;
 mod metrics;
-mod monitor_keys;
 mod persist;
 mod web;
 mod zk_controller;

@@ -282,85 +282,8 @@ pub fn dirs(view: &FourLetterView) -> String {
 }
 
 pub fn mntr(view: &FourLetterView, host: &HostInfo) -> String {
-    let mut lines: Vec<(&str, String)> = vec![
-        ("version", VERSION.to_string()),
-        ("server_state", server_state(view).to_string()),
-        ("avg_latency", java_double(view.latency.avg)),
-        ("max_latency", view.latency.max.to_string()),
-        ("min_latency", view.latency.min.to_string()),
-        ("packets_received", view.packets_received.to_string()),
-        ("packets_sent", view.packets_sent.to_string()),
-        ("num_alive_connections", view.connection_count.to_string()),
-        (
-            "outstanding_requests",
-            view.outstanding_requests.to_string(),
-        ),
-        ("uptime", view.uptime_ms.to_string()),
-        ("znode_count", (view.znode_count + 1).to_string()),
-        ("watch_count", view.watch_count.to_string()),
-        ("ephemerals_count", view.ephemerals_count.to_string()),
-        (
-            "approximate_data_size",
-            view.approximate_data_size.to_string(),
-        ),
-    ];
-    if let Some(n) = host.open_fds {
-        lines.push(("open_file_descriptor_count", n.to_string()));
-    }
-    if let Some(n) = host.max_fds {
-        lines.push(("max_file_descriptor_count", n.to_string()));
-    }
-    let filled = super::metrics::filled(view);
-    let metric = |name: &str| {
-        filled
-            .iter()
-            .find(|(k, _)| k == name)
-            .map_or_else(|| "0".to_string(), |(_, v)| v.to_string())
-    };
-    lines.extend([
-        (
-            "last_client_response_size",
-            metric("last_client_response_size"),
-        ),
-        (
-            "max_client_response_size",
-            metric("max_client_response_size"),
-        ),
-        (
-            "min_client_response_size",
-            metric("min_client_response_size"),
-        ),
-        ("auth_failed_count", metric("auth_failed_count")),
-        ("non_mtls_remote_conn_count", "0".to_string()),
-        ("non_mtls_local_conn_count", "0".to_string()),
-        ("global_sessions", view.session_count.to_string()),
-        ("local_sessions", "0".to_string()),
-        ("connection_drop_probability", "0.0".to_string()),
-        ("outstanding_tls_handshake", "0".to_string()),
-    ]);
-    if let Some(m) = &view.member {
-        lines.push(("quorum_size", m.quorum_size.to_string()));
-        match m.mode {
-            MemberMode::Leader => lines.extend([
-                ("peer_state", "leading - broadcast".to_string()),
-                ("learners", m.followers.to_string()),
-                ("synced_followers", m.followers.to_string()),
-                ("synced_non_voting_followers", "0".to_string()),
-                ("synced_observers", "0".to_string()),
-                ("pending_syncs", "0".to_string()),
-                ("leader_uptime", view.uptime_ms.to_string()),
-                ("last_proposal_size", "-1".to_string()),
-                ("min_proposal_size", "-1".to_string()),
-                ("max_proposal_size", "-1".to_string()),
-            ]),
-            MemberMode::Follower => {
-                lines.push(("peer_state", "following - broadcast".to_string()));
-            }
-            _ => {}
-        }
-    }
     let mut s = String::new();
-    for (k, v) in lines {
+    for (k, v) in super::metrics::monitor(view, host) {
         let _ = writeln!(s, "zk_{k}\t{v}");
     }
     s
@@ -643,12 +566,20 @@ mod tests {
             "zk_learners\t2\n",
             "zk_pending_syncs\t0\n",
             "zk_quorum_size\t3\n",
+            "zk_cnt_1_learner_handler_qp_size\t0\n",
+            "zk_p999_1_learner_handler_qp_time_ms\t0\n",
         ] {
             assert!(m.contains(line), "{line:?} missing from {m}");
         }
+        assert!(
+            !m.contains("_2_learner_handler"),
+            "its own id is no learner: {m}"
+        );
         let follower = as_member(MemberMode::Follower);
         assert!(srvr(&follower).contains("Mode: follower\nNode count: 8\n"));
-        assert!(!mntr(&follower, &HostInfo::default()).contains("zk_synced_followers"));
+        let f = mntr(&follower, &HostInfo::default());
+        assert!(!f.contains("zk_synced_followers"), "{f}");
+        assert!(f.ends_with("zk_quorum_size\t3\nzk_peer_state\tfollowing - broadcast\n"));
         let ro = as_member(MemberMode::ReadOnly);
         assert!(srvr(&ro).starts_with(&format!(
             "Zookeeper version: {VERSION}\nREAD-ONLY mode; serving only read-only clients\n"
@@ -937,6 +868,14 @@ mod tests {
             assert_eq!(map.get(k).copied(), Some(v), "{k}");
         }
         assert!(out.ends_with('\n'));
+        // Every `monitor` metric, from the one list.
+        let monitor = super::super::metrics::monitor(&sample(), &host);
+        assert_eq!(map.len(), monitor.len());
+        assert!(monitor.len() > 400, "{}", monitor.len());
+        assert!(monitor
+            .iter()
+            .all(|(k, _)| map.contains_key(format!("zk_{k}").as_str())));
+        assert!(!mntr(&sample(), &HostInfo::default()).contains("file_descriptor"));
     }
 
     #[test]

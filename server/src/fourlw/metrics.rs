@@ -1,11 +1,15 @@
 //! The ZooKeeper `monitor` metrics zkd has a counterpart for, computed from a
 //! [`FourLetterView`]: counts of connections, sessions, authentication and watch events, the
 //! sizes of requests and replies, and the read and update latency summaries. The AdminServer's
-//! `monitor` command reports every other metric ZooKeeper 3.8 registers as 0 (see the admin
-//! module's list); `mntr` over the client port prints these among its lines.
+//! `monitor` command and `mntr` over the client port both print [`monitor`]: every metric
+//! ZooKeeper 3.8 reports, those zkd has no counterpart for as 0 (see `monitor_keys`).
 
-use super::FourLetterView;
+use std::collections::HashMap;
+
+use super::monitor_keys::{ZERO_AVERAGES, ZERO_COUNTS};
+use super::{FourLetterView, HostInfo, VERSION};
 use crate::core::Series;
+use crate::ensemble::MemberMode;
 use crate::net::latency::LatencySnapshot;
 
 /// One metric's value as ZooKeeper types it.
@@ -13,6 +17,7 @@ use crate::net::latency::LatencySnapshot;
 pub enum Metric {
     Int(i64),
     Float(f64),
+    Text(&'static str),
 }
 
 impl std::fmt::Display for Metric {
@@ -21,6 +26,7 @@ impl std::fmt::Display for Metric {
         match *self {
             Metric::Int(i) => write!(f, "{i}"),
             Metric::Float(v) => f.write_str(&super::java_double(v)),
+            Metric::Text(t) => f.write_str(t),
         }
     }
 }
@@ -126,6 +132,122 @@ pub fn filled(view: &FourLetterView) -> Vec<(String, Metric)> {
     latency(&mut out, "readlatency", &view.read_latency);
     latency(&mut out, "updatelatency", &view.update_latency);
     out
+}
+
+/// Every metric of ZooKeeper 3.8's `monitor` command (and `mntr`), in the order ZooKeeper
+/// prints them: the server's own values first, then the registered counters and the summaries
+/// field by field (`avg_`, `min_`, `max_`, `cnt_`, `sum_`, then any percentiles), then what an
+/// ensemble member adds. The file descriptor counts appear when the host reports them.
+pub fn monitor(view: &FourLetterView, host: &HostInfo) -> Vec<(String, Metric)> {
+    // `None`: a counted metric of [`filled`] (0 until counted), placed where ZooKeeper shows it.
+    let own: [(&str, Option<Metric>); 26] = [
+        ("version", Some(Metric::Text(VERSION))),
+        (
+            "server_state",
+            Some(Metric::Text(super::server_state(view))),
+        ),
+        ("ephemerals_count", Some(int(view.ephemerals_count))),
+        ("num_alive_connections", Some(int(view.connection_count))),
+        ("avg_latency", Some(Metric::Float(view.latency.avg))),
+        ("outstanding_requests", Some(int(view.outstanding_requests))),
+        ("znode_count", Some(int(view.znode_count + 1))),
+        ("global_sessions", Some(int(view.session_count))),
+        ("non_mtls_remote_conn_count", None),
+        ("last_client_response_size", None),
+        ("packets_sent", Some(int(view.packets_sent))),
+        ("packets_received", Some(int(view.packets_received))),
+        ("max_client_response_size", None),
+        ("connection_drop_probability", Some(Metric::Float(0.0))),
+        ("watch_count", Some(int(view.watch_count))),
+        ("auth_failed_count", None),
+        ("min_latency", Some(Metric::Int(view.latency.min))),
+        ("max_file_descriptor_count", host.max_fds.map(int)),
+        (
+            "approximate_data_size",
+            Some(int(view.approximate_data_size)),
+        ),
+        ("open_file_descriptor_count", host.open_fds.map(int)),
+        ("local_sessions", Some(Metric::Int(0))),
+        ("uptime", Some(Metric::Int(view.uptime_ms))),
+        ("max_latency", Some(Metric::Int(view.latency.max))),
+        ("outstanding_tls_handshake", None),
+        ("min_client_response_size", None),
+        ("non_mtls_local_conn_count", None),
+    ];
+    let counted = filled(view);
+    let filled: HashMap<String, Metric> = counted.iter().cloned().collect();
+    let mut out: Vec<(String, Metric)> = Vec::with_capacity(own.len() + ZERO_COUNTS.len() + 80);
+    let mut seen = std::collections::HashSet::new();
+    let mut push = |out: &mut Vec<(String, Metric)>, name: &str, default: Metric| {
+        if seen.insert(name.to_string()) {
+            let v = filled.get(name).copied().unwrap_or(default);
+            out.push((name.to_string(), v));
+        }
+    };
+    for (name, value) in own {
+        let fd = name.ends_with("_file_descriptor_count");
+        match value {
+            Some(v) => push(&mut out, name, v),
+            None if !fd => push(&mut out, name, Metric::Int(0)),
+            // The host does not report it: ZooKeeper leaves it out too.
+            None => {}
+        }
+    }
+    for name in ZERO_COUNTS {
+        if let Some(base) = name.strip_prefix("min_") {
+            let avg = format!("avg_{base}");
+            if ZERO_AVERAGES.contains(&avg.as_str()) {
+                push(&mut out, &avg, Metric::Float(0.0));
+            }
+        }
+        push(&mut out, name, Metric::Int(0));
+    }
+    for name in ZERO_AVERAGES {
+        push(&mut out, name, Metric::Float(0.0));
+    }
+    for (name, v) in &counted {
+        push(&mut out, name, *v);
+    }
+    if let Some(m) = &view.member {
+        member(&mut out, view, m);
+    }
+    out
+}
+
+/// The gauges ZooKeeper registers for an ensemble member: the quorum size and peer state, on
+/// the leader its learners, proposal sizes and per-learner queue summaries.
+fn member(out: &mut Vec<(String, Metric)>, view: &FourLetterView, m: &super::MemberFacts) {
+    out.push(("quorum_size".into(), int(m.quorum_size)));
+    match m.mode {
+        MemberMode::Leader => {
+            out.extend([
+                ("peer_state".into(), Metric::Text("leading - broadcast")),
+                ("learners".into(), int(m.followers)),
+                ("synced_followers".into(), int(m.followers)),
+                ("synced_non_voting_followers".into(), Metric::Int(0)),
+                ("synced_observers".into(), Metric::Int(0)),
+                ("pending_syncs".into(), Metric::Int(0)),
+                ("leader_uptime".into(), Metric::Int(view.uptime_ms)),
+                ("last_proposal_size".into(), Metric::Int(-1)),
+                ("min_proposal_size".into(), Metric::Int(-1)),
+                ("max_proposal_size".into(), Metric::Int(-1)),
+            ]);
+            // Each follower's learner handler queue: no queue here, so empty summaries.
+            for id in m.follower_ids() {
+                let size = format!("{id}_learner_handler_qp_size");
+                let time = format!("{id}_learner_handler_qp_time_ms");
+                summary(out, &size, &Series::default());
+                summary(out, &time, &Series::default());
+                for p in ["p50", "p95", "p99", "p999"] {
+                    out.push((format!("{p}_{time}"), Metric::Int(0)));
+                }
+            }
+        }
+        MemberMode::Follower => {
+            out.push(("peer_state".into(), Metric::Text("following - broadcast")));
+        }
+        _ => {}
+    }
 }
 
 #[cfg(test)]

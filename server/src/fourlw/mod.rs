@@ -4,6 +4,7 @@
 
 pub mod format;
 pub mod metrics;
+mod monitor_keys;
 pub mod report;
 pub(crate) mod worker;
 

@@ -45,6 +45,17 @@ pub struct MemberFacts {
     pub leader_ip: Option<String>,
 }
 
+impl MemberFacts {
+    /// The ids of the other voting members (`server.N=` lines of the membership but its own).
+    pub fn follower_ids(&self) -> Vec<u64> {
+        self.membership
+            .lines()
+            .filter_map(|l| l.strip_prefix("server.")?.split_once('=')?.0.parse().ok())
+            .filter(|&id| id != self.id)
+            .collect()
+    }
+}
+
 /// What the server adds to the reports once its listeners are bound and its data directory
 /// is open: the layers above the network own them.
 #[derive(Default)]

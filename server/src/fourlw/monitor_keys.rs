@@ -4,7 +4,7 @@
 //! machinery, as zero counts and zero averages, so tools that read the full key set find it.
 
 /// Counters, gauges and summary fields (`min_`, `max_`, `cnt_`, `sum_`, `p50_`…) reported as 0.
-pub(super) const ZERO_COUNTS: [&str; 406] = [
+pub(crate) const ZERO_COUNTS: [&str; 398] = [
     "non_mtls_remote_conn_count",
     "auth_failed_count",
     "outstanding_tls_handshake",
@@ -403,18 +403,10 @@ pub(super) const ZERO_COUNTS: [&str; 406] = [
     "p95_write_commitproc_time_ms",
     "p99_write_commitproc_time_ms",
     "p999_write_commitproc_time_ms",
-    "min_app_read_per_namespace",
-    "max_app_read_per_namespace",
-    "cnt_app_read_per_namespace",
-    "sum_app_read_per_namespace",
-    "min_app_write_per_namespace",
-    "max_app_write_per_namespace",
-    "cnt_app_write_per_namespace",
-    "sum_app_write_per_namespace",
 ];
 
 /// Averages reported as 0.0.
-pub(super) const ZERO_AVERAGES: [&str; 66] = [
+pub(crate) const ZERO_AVERAGES: [&str; 64] = [
     "avg_socket_closing_time",
     "avg_proposal_process_time",
     "avg_leader_unavailable_time",
@@ -479,6 +471,4 @@ pub(super) const ZERO_AVERAGES: [&str; 66] = [
     "avg_sync_processor_queue_time_ms",
     "avg_sync_processor_queue_flush_time_ms",
     "avg_write_commitproc_time_ms",
-    "avg_app_read_per_namespace",
-    "avg_app_write_per_namespace",
 ];
