@@ -431,6 +431,8 @@ async fn write_frames(
     // connection holds no buffer.
     let mut pending: VecDeque<Out> = VecDeque::new();
     let mut batch: VecDeque<Bytes> = VecDeque::new();
+    // The shared bodies in `batch`: let go of once written (or when the writer ends).
+    let mut held = Vec::new();
     loop {
         if pending.is_empty() {
             pending.shrink_to_fit();
@@ -444,6 +446,7 @@ async fn write_frames(
         }
         let mut closing = false;
         let mut bytes = 0;
+        let mut shared = 0;
         let mut hold = None;
         while !closing
             && hold.is_none()
@@ -457,6 +460,12 @@ async fn write_frames(
                 Some(Out::Frame(f)) => {
                     bytes += f.len();
                     batch.push_back(f);
+                }
+                Some(Out::Shared(b)) => {
+                    bytes += b.body.len();
+                    shared += b.body.len();
+                    batch.push_back(b.body.clone());
+                    held.push(b);
                 }
                 Some(Out::Delay(ms)) => hold = Some(ms),
                 Some(Out::Close) => closing = true,
@@ -483,7 +492,9 @@ async fn write_frames(
                     }
                 }
             }
-            q.queued.written(bytes, &budget);
+            q.queued.written(bytes, bytes - shared, &budget);
+            held.clear();
+            held.shrink_to_fit();
             batch.shrink_to_fit();
         }
         if let Some(ms) = hold {

@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 use super::CoreFailed;
 use crate::{Config, Server};
 
-const WAIT: Duration = Duration::from_secs(10);
+pub(super) const WAIT: Duration = Duration::from_secs(10);
 
 /// A ConnectRequest frame for a new 30 s session.
 fn connect_request() -> Vec<u8> {
@@ -28,7 +28,7 @@ async fn start() -> Server {
     .expect("start")
 }
 
-async fn session(addr: SocketAddr) -> TcpStream {
+pub(super) async fn session(addr: SocketAddr) -> TcpStream {
     let mut s = TcpStream::connect(addr).await.expect("connect");
     s.write_all(&connect_request()).await.expect("send");
     let mut resp = [0u8; 41];

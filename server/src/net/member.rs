@@ -105,7 +105,7 @@ pub(crate) fn list(shared: &Shared) -> Result<Vec<MemberReport>, ControlError> {
 /// Marks `id` running or stopped and drops the connections the change ends, under the
 /// core's lock.
 fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition, ControlError> {
-    let budget = &*shared.outbound;
+    let budget = &shared.outbound;
     shared.with_state(|state| {
         let members = state.members.as_mut().ok_or(ControlError::NotAnEnsemble)?;
         if !members.contains(id) {

@@ -20,7 +20,8 @@
 //! to many connections is stored once however many queues hold it (and counted per queue).
 //! A frame the core gives in parts ([`Frame`]: a getChildren reply around a cached child
 //! list) is queued as its parts and written with the same vectored writes, so the list is
-//! never copied per reply.
+//! never copied per reply; the server-wide total counts such a list once while any queue
+//! holds it (each connection still owes, and is judged by, all its bytes).
 //!
 //! Input is bounded the same way (see [`input`]): a connection's buffer grows only as bytes
 //! arrive, up to one largest frame, and all buffers together stay within
@@ -77,6 +78,8 @@ pub(crate) fn now_ms() -> i64 {
 #[derive(Debug)]
 pub(crate) enum Out {
     Frame(Bytes),
+    /// A frame's shared body, counted once server-wide however many queues hold it.
+    Shared(outbound::HeldBody),
     /// Hold what follows for this many ms (a `delay` fault rule).
     Delay(u64),
     /// Flush what came before, then close.
@@ -190,7 +193,7 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// The [`Outbox`] handed to the core: the connection registry.
 struct Registry<'a> {
     conns: &'a mut HashMap<ConnId, ConnHandle>,
-    budget: &'a OutBudget,
+    budget: &'a Arc<OutBudget>,
 }
 
 impl Outbox for Registry<'_> {
@@ -206,7 +209,7 @@ impl Outbox for Registry<'_> {
             return;
         }
         let len = frame.len();
-        let queued = h.q.queued.add(len, self.budget);
+        let queued = h.q.queued.add(len, len - frame.body.len(), self.budget);
         if queued > self.budget.per_conn {
             tracing::info!(
                 conn,
@@ -217,7 +220,7 @@ impl Outbox for Registry<'_> {
             outbound::drop_connection(h, self.budget);
             return;
         }
-        if h.q.push_frame(frame).is_err() {
+        if h.q.push_frame(frame, self.budget).is_err() {
             // The writer is gone: nothing will write or free this.
             outbound::drop_connection(h, self.budget);
             return;
@@ -450,7 +453,7 @@ impl Shared {
         &self,
         f: impl FnOnce(&mut Core, &mut dyn Outbox) -> R,
     ) -> Result<R, CoreFailed> {
-        let budget = &*self.outbound;
+        let budget = &self.outbound;
         self.with_state(|state| {
             let State { core, conns, .. } = state;
             let mut out = Registry { conns, budget };
@@ -545,7 +548,7 @@ impl Shared {
     /// core in order, all under one lock. Returns false once the connection is closing (stop
     /// reading).
     pub(crate) fn requests(&self, id: ConnId, frames: Vec<Bytes>, arrived: Instant) -> bool {
-        let budget = &*self.outbound;
+        let budget = &self.outbound;
         let latencies = &self.latencies;
         self.with_state(|state| {
             let State { core, conns, .. } = state;
@@ -694,7 +697,7 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
         shared.gate.wait().await;
         let at = shared.now();
         let now = at.mono;
-        let budget = &*shared.outbound;
+        let budget = &shared.outbound;
         let Ok(next) = shared.with_state(|state| {
             let State { core, conns, .. } = state;
             core.tick(at, &mut Registry { conns, budget });
@@ -717,3 +720,5 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
 
 #[cfg(test)]
 mod fail_closed_tests;
+#[cfg(test)]
+mod shared_body_tests;

@@ -7,11 +7,11 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use super::outbound::Queued;
+use super::outbound::{OutBudget, Queued};
 use super::Out;
 use crate::core::Frame;
 
@@ -50,9 +50,26 @@ impl ConnQueue {
         self.push_all(std::iter::once(out))
     }
 
-    /// Queues the parts of `frame` for the writer, one after the other.
-    pub(crate) fn push_frame(&self, frame: Frame) -> Result<(), WriterGone> {
-        self.push_all(frame.into_parts().map(Out::Frame))
+    /// Queues the parts of `frame` for the writer, one after the other; its shared body is
+    /// held in `budget` while queued.
+    pub(crate) fn push_frame(
+        &self,
+        frame: Frame,
+        budget: &Arc<OutBudget>,
+    ) -> Result<(), WriterGone> {
+        let Frame { head, body, tail } = frame;
+        let body = (!body.is_empty()).then(|| Out::Shared(budget.hold(body)));
+        let parts = [Some(Out::Frame(head)), body, Some(Out::Frame(tail))];
+        self.push_all(parts.into_iter().flatten().filter(|o| match o {
+            Out::Frame(b) => !b.is_empty(),
+            _ => true,
+        }))
+    }
+
+    /// Throws away what is queued (the connection is dropped without flushing).
+    pub(crate) fn clear(&self) {
+        let dropped = std::mem::take(&mut self.items().out);
+        drop(dropped);
     }
 
     /// Queues `outs` in order under one lock, with one wake-up.
@@ -145,7 +162,6 @@ impl Drop for Receiver<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::time::Duration;
 
     use bytes::Bytes;
