@@ -98,10 +98,14 @@ pub(crate) struct ConnHandle {
     latency: latency::AvgMinMax,
 }
 
+/// The open connections by id. Each handle sits in its own allocation, so the table's slots
+/// (sized for up to twice the connections it holds) cost a pointer each rather than a handle.
+pub(crate) type Conns = HashMap<ConnId, Box<ConnHandle>>;
+
 /// What sits behind the lock.
 pub(crate) struct State {
     pub(crate) core: Core,
-    pub(crate) conns: HashMap<ConnId, ConnHandle>,
+    pub(crate) conns: Conns,
     /// The simulated ensemble's membership (`None` on a standalone server). It sits behind
     /// the core's lock so a member's mode and the connections it admits change together.
     pub(crate) members: Option<Membership>,
@@ -192,7 +196,7 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// The [`Outbox`] handed to the core: the connection registry.
 struct Registry<'a> {
-    conns: &'a mut HashMap<ConnId, ConnHandle>,
+    conns: &'a mut Conns,
     budget: &'a Arc<OutBudget>,
 }
 
@@ -253,7 +257,7 @@ impl Outbox for Registry<'_> {
 /// set).
 struct Facts<'a> {
     cfg: &'a NetConfig,
-    conns: &'a HashMap<ConnId, ConnHandle>,
+    conns: &'a Conns,
     members: Option<&'a Membership>,
     member: MemberId,
     latencies: &'a latency::Latencies,
@@ -526,12 +530,12 @@ impl Shared {
             let q = Arc::new(queue::ConnQueue::default());
             state.conns.insert(
                 id,
-                ConnHandle {
+                Box::new(ConnHandle {
                     q: q.clone(),
                     closing: false,
                     member,
                     latency: latency::AvgMinMax::default(),
-                },
+                }),
             );
             Some((
                 id,

@@ -13,8 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
-use super::ConnHandle;
-use crate::core::ConnId;
+use super::{ConnHandle, Conns};
 
 /// Marks a connection's counter once its queue is discarded: its bytes no longer count.
 const DEAD: usize = 1 << (usize::BITS - 1);
@@ -169,7 +168,7 @@ pub(crate) fn drop_connection(h: &mut ConnHandle, budget: &OutBudget) {
 }
 
 /// While the server-wide total is over the limit, drops the connection holding the most.
-pub(crate) fn enforce_total(conns: &mut HashMap<ConnId, ConnHandle>, budget: &OutBudget) {
+pub(crate) fn enforce_total(conns: &mut Conns, budget: &OutBudget) {
     while budget.total() > budget.limit {
         let Some((&id, h)) = conns
             .iter_mut()
