@@ -2,9 +2,9 @@
 //! every watcher re-reads the same list after each change, and encoding it once per change
 //! instead of once per reader is most of the work saved.
 
-use std::collections::HashMap;
-
 use bytes::{BufMut, Bytes, BytesMut};
+
+use super::keyed::KeyedMap;
 
 /// Lists shorter than this are encoded for each reply (cheap, and not worth an entry).
 const MIN_CHILDREN: usize = 32;
@@ -13,7 +13,7 @@ const MAX_BYTES: usize = 16 << 20;
 
 #[derive(Debug, Clone, Default)]
 pub struct ChildrenCache {
-    lists: HashMap<Box<str>, Bytes>,
+    lists: KeyedMap<Box<str>, Bytes>,
     bytes: usize,
 }
 

@@ -88,6 +88,7 @@ mod fixture;
 mod frame;
 pub mod herd;
 mod invariants;
+mod keyed;
 mod lag;
 pub mod member;
 mod ops;
@@ -245,7 +246,7 @@ pub struct Core {
     watches: Watches,
     /// Boxed: the table holds a pointer per connection, so its spare slots (up to half of
     /// them after a growth) cost 16 bytes each instead of a whole record.
-    conns: HashMap<ConnId, Box<Conn>>,
+    conns: keyed::KeyedMap<ConnId, Box<Conn>>,
     next_conn: ConnId,
     per_ip: HashMap<IpAddr, u32>,
     /// The identities (`ip:<addr>`) of connections from the address seen last, shared by
@@ -294,7 +295,7 @@ impl Core {
             start_ms: now.wall,
             zxid: 0,
             watches: Watches::default(),
-            conns: HashMap::new(),
+            conns: keyed::KeyedMap::default(),
             next_conn: 1,
             per_ip: HashMap::new(),
             last_ip_ids: None,

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use super::keyed::KeyedMap;
 use super::ConnId;
 
 /// One client session.
@@ -22,7 +23,7 @@ pub struct Session {
 #[derive(Debug)]
 pub struct Sessions {
     /// Boxed: spare slots of the table cost a pointer each, not a whole session.
-    map: HashMap<i64, Box<Session>>,
+    map: KeyedMap<i64, Box<Session>>,
     buckets: BTreeMap<i64, HashSet<i64>>,
     next_id: i64,
     /// The next id of sessions created through ensemble members other than server id 1.
@@ -66,7 +67,7 @@ pub fn password(id: i64) -> [u8; 16] {
 impl Sessions {
     pub fn new(start_ms: i64, tick_ms: i64) -> Sessions {
         Sessions {
-            map: HashMap::new(),
+            map: KeyedMap::default(),
             buckets: BTreeMap::new(),
             next_id: initial_session_id(start_ms),
             next_by_server: HashMap::new(),

@@ -16,6 +16,7 @@ use zkd_protocol::{Acl, Stat};
 
 use super::acl_table::AclTable;
 use super::children_cache::ChildrenCache;
+use super::keyed::{path_hasher, PathHasher};
 use super::path;
 use super::snapshot_cow::CowSlot;
 
@@ -341,41 +342,27 @@ impl Slab {
     }
 }
 
-/// The keyed hash of paths: keys from the system's random source, so that the paths a client
-/// chooses cannot be made to collide on purpose.
-type PathHasher = ahash::RandomState;
-
-fn path_hasher() -> PathHasher {
-    let mut seed = [0u8; 32];
-    if getrandom::fill(&mut seed).is_err() {
-        // No random source: fall back to the standard library's per-process keys.
-        for (i, chunk) in seed.chunks_mut(8).enumerate() {
-            let k = std::hash::RandomState::new().hash_one(i);
-            chunk.copy_from_slice(&k.to_le_bytes());
-        }
-    }
-    let k = |i: usize| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&seed[i * 8..i * 8 + 8]);
-        u64::from_le_bytes(b)
-    };
-    PathHasher::with_seeds(k(0), k(1), k(2), k(3))
-}
-
-/// A path's components, innermost first (none for the root).
-fn components_rev(path: &str) -> impl Iterator<Item = &str> {
-    let body = &path[1..];
-    (!body.is_empty())
-        .then(|| body.rsplit('/'))
-        .into_iter()
-        .flatten()
+/// A path's components, innermost first (none for the root), found in one backward scan of
+/// its bytes.
+fn components_rev(path: &str) -> impl Iterator<Item = &[u8]> {
+    let body = &path.as_bytes()[1..];
+    let mut end = (!body.is_empty()).then_some(body.len());
+    std::iter::from_fn(move || {
+        let e = end?;
+        let start = body[..e]
+            .iter()
+            .rposition(|&b| b == b'/')
+            .map_or(0, |k| k + 1);
+        end = start.checked_sub(1);
+        Some(&body[start..e])
+    })
 }
 
 /// The hash of a path (starting with `/`), from its components innermost first.
 fn hash_path(state: &PathHasher, path: &str) -> u64 {
     let mut h = state.build_hasher();
     for c in components_rev(path) {
-        h.write(c.as_bytes());
+        h.write(c);
         h.write_u8(0xff);
     }
     h.finish()
@@ -400,7 +387,7 @@ fn has_path(slab: &Slab, mut i: u32, path: &str) -> bool {
             return false;
         }
         let s = slab.at(i);
-        if s.name_bytes() != c.as_bytes() {
+        if s.name_bytes() != c {
             return false;
         }
         i = s.parent;
@@ -425,6 +412,16 @@ fn sorted_children(slab: &Slab, i: u32) -> Vec<&str> {
     let mut names: Vec<&str> = child_indices(slab, i).map(|c| slab.at(c).name()).collect();
     names.sort_unstable();
     names
+}
+
+/// A path looked up once for a request: its hash, its parent's index and its node's index
+/// ([`NIL`] when there is no node), so later steps of the same request do not hash or walk
+/// the path again. Valid until the tree next changes.
+#[derive(Debug, Clone, Copy)]
+pub struct Located {
+    i: u32,
+    parent: u32,
+    h: u64,
 }
 
 /// All znodes.
@@ -483,6 +480,11 @@ impl Tree {
     }
 
     fn find(&self, path: &str) -> Option<u32> {
+        self.find_hashed(path).map(|(i, _)| i)
+    }
+
+    /// The index of the node at `path` with the path's hash (hashed once, reused to unlink).
+    fn find_hashed(&self, path: &str) -> Option<(u32, u64)> {
         let path = path::canonical(path);
         if !path.starts_with('/') {
             return None;
@@ -490,7 +492,55 @@ impl Tree {
         let h = hash_path(&self.hasher, path);
         self.index
             .find(h, |&i| has_path(&self.slab, i, path))
+            .map(|&i| (i, h))
+    }
+
+    /// The index of the child called `name` of the node at `parent`, given the hash `h` of
+    /// the child's path: a candidate is checked by its parent index and name alone.
+    fn find_child(&self, h: u64, parent: u32, name: &str) -> Option<u32> {
+        self.index
+            .find(h, |&i| {
+                let s = self.slab.at(i);
+                s.parent == parent && s.name_bytes() == name.as_bytes()
+            })
             .copied()
+    }
+
+    /// Looks up the node at `path`.
+    pub fn locate(&self, path: &str) -> Option<Located> {
+        let (i, h) = self.find_hashed(path)?;
+        Some(Located {
+            i,
+            parent: self.slab.at(i).parent,
+            h,
+        })
+    }
+
+    /// Looks up `path`, a child path of the node `parent` was located at; the result also
+    /// says where a new node at `path` goes when there is none.
+    pub fn locate_child(&self, parent: &Located, path: &str) -> Located {
+        if path::canonical(path) == "/" {
+            // The root is its own literal parent (`/` has the parent path ``).
+            return self.locate(path).unwrap_or(*parent);
+        }
+        let h = hash_path(&self.hasher, path);
+        Located {
+            i: self
+                .find_child(h, parent.i, path::name(path))
+                .unwrap_or(NIL),
+            parent: parent.i,
+            h,
+        }
+    }
+
+    /// The parent of the node a lookup found (still there after that node is removed).
+    pub fn parent_at(&self, l: &Located) -> Option<NodeRef<'_>> {
+        (l.parent != NIL).then(|| self.view(l.parent))
+    }
+
+    /// The node a lookup found, if any.
+    pub fn at(&self, l: &Located) -> Option<NodeRef<'_>> {
+        (l.i != NIL).then(|| self.view(l.i))
     }
 
     fn view(&self, i: u32) -> NodeRef<'_> {
@@ -578,6 +628,26 @@ impl Tree {
         let Some(parent) = self.find(parent_path) else {
             return false;
         };
+        let h = hash_path(&self.hasher, path);
+        self.insert_under(parent, h, path, node, zxid, count)
+    }
+
+    /// Inserts `node` at `path` (hash `h`) where `at` says, counting it in the parent's
+    /// bookkeeping as [`Tree::insert`] does; `at` must come from [`Tree::locate_child`].
+    pub fn insert_located(&mut self, at: Located, path: &str, node: Node, zxid: i64) -> bool {
+        self.insert_under(at.parent, at.h, path, node, zxid, true)
+    }
+
+    fn insert_under(
+        &mut self,
+        parent: u32,
+        h: u64,
+        path: &str,
+        node: Node,
+        zxid: i64,
+        count: bool,
+    ) -> bool {
+        let parent_path = path::canonical(path::parent(path).unwrap_or(""));
         self.keep_old(parent_path);
         self.keep_old(path);
         self.children_enc.invalidate(parent_path);
@@ -586,7 +656,7 @@ impl Tree {
             p.child_creates = p.child_creates.wrapping_add(1);
             p.pzxid = zxid;
         }
-        if self.find(path).is_some() {
+        if self.find_child(h, parent, path::name(path)).is_some() {
             return self.overwrite(path, &node);
         }
         self.data_bytes += (path.len() + node.data.as_ref().map_or(0, |d| d.len())) as u64;
@@ -599,7 +669,6 @@ impl Tree {
         );
         let i = self.slab.alloc(slot);
         self.link(parent, i);
-        let h = hash_path(&self.hasher, path);
         self.index
             .insert_unique(h, i, |&j| hash_slot(&self.slab, &self.hasher, j));
         true
@@ -663,15 +732,16 @@ impl Tree {
 
     /// Takes the node at `i` (path `path`, not the root) and everything below it out of the
     /// tree; its parent's bookkeeping is left alone.
-    fn detach(&mut self, i: u32, path: &str) -> (Meta, AclList) {
+    /// `h` is the hash of `path`.
+    fn detach(&mut self, i: u32, path: &str, h: u64) -> (Meta, AclList) {
         let kids: Vec<String> = self
             .child_indices(i)
             .map(|c| path::join(path, self.slab.at(c).name()))
             .collect();
         for k in kids {
-            if let Some(c) = self.find(&k) {
+            if let Some((c, hc)) = self.find_hashed(&k) {
                 self.keep_old(&k);
-                self.detach(c, &k);
+                self.detach(c, &k, hc);
             }
         }
         let (meta, data_len) = {
@@ -680,7 +750,6 @@ impl Tree {
         };
         let acl = self.acls.get(meta.acl).clone();
         self.unlink(i);
-        let h = hash_path(&self.hasher, path);
         if let Ok(e) = self.index.find_entry(h, |&j| j == i) {
             e.remove();
         }
@@ -699,12 +768,29 @@ impl Tree {
         if path == "/" {
             return None;
         }
+        let (i, h) = self.find_hashed(path)?;
+        self.remove_at(i, h, path, zxid)
+    }
+
+    /// [`Tree::remove`] of the node a lookup of `path` found.
+    pub fn remove_located(
+        &mut self,
+        at: Located,
+        path: &str,
+        zxid: i64,
+    ) -> Option<(Meta, AclList)> {
+        if at.i == NIL || at.i == ROOT {
+            return None;
+        }
+        self.remove_at(at.i, at.h, path, zxid)
+    }
+
+    fn remove_at(&mut self, i: u32, h: u64, path: &str, zxid: i64) -> Option<(Meta, AclList)> {
         let parent = path::canonical(path::parent(path).unwrap_or(""));
         self.keep_old(parent);
         self.keep_old(path);
-        let i = self.find(path)?;
         let p = self.slab.at(i).parent;
-        let node = self.detach(i, path);
+        let node = self.detach(i, path, h);
         self.children_enc.child_removed(parent, path::name(path));
         self.slab.at_mut(p).meta.pzxid = zxid;
         Some(node)
@@ -716,27 +802,37 @@ impl Tree {
         Some(&mut self.slab.at_mut(i).meta)
     }
 
-    /// Replaces a node's data, lets `update` change its bookkeeping, and gives the node.
+    /// Replaces the data of the node a lookup of `path` found, lets `update` change its
+    /// bookkeeping, and gives the node.
     pub fn set_data_then(
         &mut self,
+        at: &Located,
         path: &str,
         data: Option<&[u8]>,
         update: impl FnOnce(&mut Meta),
     ) -> Option<NodeRef<'_>> {
-        let i = self.replace_data(path, data)?;
-        update(&mut self.slab.at_mut(i).meta);
-        Some(self.view(i))
+        if at.i == NIL {
+            return None;
+        }
+        self.keep_old(path);
+        self.replace_data_at(at.i, data);
+        update(&mut self.slab.at_mut(at.i).meta);
+        Some(self.view(at.i))
     }
 
     fn replace_data(&mut self, path: &str, data: Option<&[u8]>) -> Option<u32> {
         self.keep_old(path);
         let i = self.find(path)?;
+        self.replace_data_at(i, data);
+        Some(i)
+    }
+
+    fn replace_data_at(&mut self, i: u32, data: Option<&[u8]>) {
         let s = self.slab.at_mut(i);
         let old = s.data_len() as u64;
         let new = data.map_or(0, <[u8]>::len) as u64;
         s.set_data(data);
         self.data_bytes = self.data_bytes.saturating_sub(old) + new;
-        Some(i)
     }
 
     /// Replaces a node's ACL list.
@@ -758,14 +854,14 @@ impl Tree {
         let path = path::canonical(path);
         self.keep_old(path);
         self.children_enc.invalidate(path);
-        match (self.find(path), saved) {
+        match (self.find_hashed(path), saved) {
             (Some(_), Some(n)) => {
                 self.overwrite(path, &n);
             }
-            (Some(i), None) if i != ROOT => {
+            (Some((i, h)), None) if i != ROOT => {
                 self.children_enc
                     .invalidate(path::canonical(path::parent(path).unwrap_or("")));
-                self.detach(i, path);
+                self.detach(i, path, h);
             }
             (None, Some(n)) => {
                 self.insert(path, n, 0, false);

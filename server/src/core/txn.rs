@@ -138,7 +138,8 @@ impl Core {
         };
         let acl =
             acl::fixup_with(&c.acl, ids, &self.cfg.auth).map_err(|_| ErrorCode::InvalidAcl)?;
-        let parent = self.tree.get(parent_path).ok_or(ErrorCode::NoNode)?;
+        let parent_at = self.tree.locate(parent_path).ok_or(ErrorCode::NoNode)?;
+        let parent = self.tree.at(&parent_at).ok_or(ErrorCode::NoNode)?;
         if !acl::allowed(parent.acl, perms::CREATE, ids) {
             return Err(ErrorCode::NoAuth);
         }
@@ -150,7 +151,8 @@ impl Core {
         if !path::is_valid(&full) {
             return Err(ErrorCode::BadArguments);
         }
-        if self.tree.get(&full).is_some() {
+        let at = self.tree.locate_child(&parent_at, &full);
+        if self.tree.at(&at).is_some() {
             return Err(ErrorCode::NodeExists);
         }
         if let NodeKind::Ephemeral(_) = parent.kind() {
@@ -172,7 +174,7 @@ impl Core {
         let acl = self.intern_acl(acl);
         let node = Node::new(c.data.clone(), acl.clone(), txn.zxid, txn.time, owner);
         let stat = node.stat();
-        self.tree.insert(&full, node, txn.zxid, true);
+        self.tree.insert_located(at, &full, node, txn.zxid);
         self.log_created(&full, c.op == OpCode::Create2);
         txn.created.push((full.clone(), owner));
         // Who may see the events: READ on the new node for NodeCreated, READ on the parent
@@ -200,17 +202,19 @@ impl Core {
             Some(pp) if !p.contains('\0') && !path::is_system(p) => pp,
             _ => return Err(ErrorCode::BadArguments),
         };
-        let parent = self.tree.get(parent_path).ok_or(ErrorCode::NoNode)?;
+        let parent_at = self.tree.locate(parent_path).ok_or(ErrorCode::NoNode)?;
+        let parent = self.tree.at(&parent_at).ok_or(ErrorCode::NoNode)?;
         if !acl::allowed(parent.acl, perms::DELETE, ids) {
             return Err(ErrorCode::NoAuth);
         }
-        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        let at = self.tree.locate_child(&parent_at, p);
+        let node = self.tree.at(&at).ok_or(ErrorCode::NoNode)?;
         check_version(version, node.version)?;
         if node.num_children() > 0 {
             return Err(ErrorCode::NotEmpty);
         }
         let parent_path = path::canonical(parent_path).to_string();
-        self.delete_node(txn, p, &parent_path);
+        self.delete_located(txn, p, &parent_path, Some(at));
         self.log_deleted(p);
         Ok(())
     }
@@ -218,18 +222,34 @@ impl Core {
     /// Removes a childless node and records the events; shared by delete, session close and
     /// the reaper.
     pub(super) fn delete_node(&mut self, txn: &mut Txn, p: &str, parent_path: &str) {
+        self.delete_located(txn, p, parent_path, None);
+    }
+
+    /// [`Core::delete_node`], given the lookup of `p` when the caller already made it.
+    fn delete_located(
+        &mut self,
+        txn: &mut Txn,
+        p: &str,
+        parent_path: &str,
+        at: Option<tree::Located>,
+    ) {
         txn.save(&self.tree, parent_path);
         txn.save(&self.tree, p);
-        if let Some((node, acl)) = self.tree.remove(p, txn.zxid) {
+        let removed = match at {
+            Some(at) => self.tree.remove_located(at, p, txn.zxid),
+            None => self.tree.remove(p, txn.zxid),
+        };
+        if let Some((node, acl)) = removed {
             txn.deleted.push((p.to_string(), node.owner));
             // NodeDeleted is filtered by the deleted node's ACL, the parent's
             // NodeChildrenChanged by the parent's.
             txn.events
                 .push((event_type::NODE_DELETED, p.to_string(), acl));
-            let parent_acl = self
-                .tree
-                .get(parent_path)
-                .map_or_else(|| self.open_acl.clone(), |n| n.acl.clone());
+            let parent = match &at {
+                Some(at) => self.tree.parent_at(at),
+                None => self.tree.get(parent_path),
+            };
+            let parent_acl = parent.map_or_else(|| self.open_acl.clone(), |n| n.acl.clone());
             txn.events.push((
                 event_type::NODE_CHILDREN_CHANGED,
                 parent_path.to_string(),
@@ -250,7 +270,8 @@ impl Core {
         if !path::is_valid(p) {
             return Err(ErrorCode::BadArguments);
         }
-        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        let at = self.tree.locate(p).ok_or(ErrorCode::NoNode)?;
+        let node = self.tree.at(&at).ok_or(ErrorCode::NoNode)?;
         if !acl::allowed(node.acl, perms::WRITE, ids) {
             return Err(ErrorCode::NoAuth);
         }
@@ -260,7 +281,7 @@ impl Core {
         // would keep the connection's whole read buffer alive).
         let node = self
             .tree
-            .set_data_then(p, data.as_deref(), |m| {
+            .set_data_then(&at, p, data.as_deref(), |m| {
                 m.version = m.version.wrapping_add(1);
                 m.mzxid = txn.zxid;
                 m.mtime = txn.time;

@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use zkd_protocol::{event_type, watcher_type};
 
 use super::herd::FiredKinds;
+use super::keyed::KeyedMap;
 use super::path;
 use super::ConnId;
 
@@ -114,12 +115,12 @@ impl PathWatches {
 /// Every watch of every connection.
 #[derive(Debug, Default)]
 pub struct Watches {
-    paths: HashMap<Box<str>, PathWatches>,
-    by_conn: HashMap<ConnId, HashMap<Box<str>, Kinds>>,
+    paths: KeyedMap<Box<str>, PathWatches>,
+    by_conn: KeyedMap<ConnId, HashMap<Box<str>, Kinds>>,
     recursive: usize,
     /// Per parent path: one-shot data/exist watches held on its children (kept up to date on
     /// every change, so the herd record reads it in O(1)).
-    data_on_children: HashMap<Box<str>, usize>,
+    data_on_children: KeyedMap<Box<str>, usize>,
 }
 
 impl Watches {
