@@ -99,6 +99,7 @@ mod session;
 mod snapshot;
 mod snapshot_cow;
 mod tree;
+mod tree_slab;
 mod txn;
 mod watch;
 
