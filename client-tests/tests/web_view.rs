@@ -359,6 +359,13 @@ fn page_has(css: &str) -> String {
     format!("return !!document.querySelector('{css}')")
 }
 
+/// Clicks a session row's action button and answers its confirmation, which must name the
+/// action and the session.
+fn session_action(b: &Browser, sid: &str, button: &str, verb: &str, accept: bool) {
+    b.click(&row(sid, &format!(" .{button}")));
+    b.answer_dialog(&format!("{verb} session {sid}?"), accept);
+}
+
 /// Opens the page in a fresh browser session, waits until it shows `css`, then runs `steps`.
 async fn on_page(
     driver: &std::sync::Arc<Driver>,
@@ -394,15 +401,13 @@ async fn control_actions(
     let s2 = sid.clone();
     on_page(&driver, page, row(&sid, ""), move |b| {
         // Dismissed: nothing happens.
-        b.click(&row(&s2, " .expire"));
-        b.answer_dialog(&format!("Expire session {s2}?"), false);
+        session_action(b, &s2, "expire", "Expire", false);
         b.wait_for(
             "the cancel message",
             "return document.getElementById('actionMsg').textContent.includes('cancelled')",
         );
         // Disconnect, confirmed.
-        b.click(&row(&s2, " .disconnect"));
-        b.answer_dialog(&format!("Disconnect session {s2}?"), true);
+        session_action(b, &s2, "disconnect", "Disconnect", true);
         b.wait_for(
             "the disconnect message",
             &format!(
@@ -423,8 +428,7 @@ async fn control_actions(
 
     let s2 = sid.clone();
     on_page(&driver, page, row(&sid, ""), move |b| {
-        b.click(&row(&s2, " .expire"));
-        b.answer_dialog(&format!("Expire session {s2}?"), true);
+        session_action(b, &s2, "expire", "Expire", true);
         b.wait_for(
             "the session to leave the table",
             &format!("return !document.querySelector('{}')", row(&s2, "")),
