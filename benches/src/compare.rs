@@ -418,15 +418,18 @@ pub fn write_outputs(
 
     let mut csv = String::from("item,figure,unit,server,round,value\n");
     for r in &c.rows {
-        for (server, vals) in [("zkd", &r.zkd), ("zookeeper", &r.zookeeper)] {
-            for (i, v) in vals.iter().enumerate() {
+        let sides = [
+            ("zkd", &r.zkd, &r.zkd_rounds),
+            ("zookeeper", &r.zookeeper, &r.zookeeper_rounds),
+        ];
+        for (server, vals, rounds) in sides {
+            for (v, round) in vals.iter().zip(rounds) {
                 let _ = writeln!(
                     csv,
-                    "{},{},{},{server},{},{v}",
+                    "{},{},{},{server},{round},{v}",
                     csv_field(&r.item),
                     csv_field(&r.name),
                     csv_field(&r.unit),
-                    i + 1
                 );
             }
         }

@@ -17,8 +17,13 @@ pub struct Row {
     pub better: Better,
     pub series: Option<String>,
     pub x: Option<f64>,
+    /// The values measured: one per round, or every sample of every round for figures
+    /// that carry samples (then the median is over all of them).
     pub zkd: Vec<f64>,
     pub zookeeper: Vec<f64>,
+    /// The round (from 1) of each value of `zkd` and `zookeeper`.
+    pub zkd_rounds: Vec<usize>,
+    pub zookeeper_rounds: Vec<usize>,
 }
 
 impl Row {
@@ -31,6 +36,25 @@ impl Row {
     /// zkd / ZooKeeper of the medians.
     pub fn ratio(&self) -> f64 {
         self.zkd_median() / self.zk_median()
+    }
+    /// Rounds with a value on each server.
+    pub fn runs(&self) -> (usize, usize) {
+        let distinct = |r: &[usize]| {
+            let mut r = r.to_vec();
+            r.dedup();
+            r.len()
+        };
+        (distinct(&self.zkd_rounds), distinct(&self.zookeeper_rounds))
+    }
+    /// Adds `value` measured in `round` (from 1) on `server` (0 = zkd).
+    fn push(&mut self, server: usize, round: usize, value: f64) {
+        if server == 0 {
+            self.zkd.push(value);
+            self.zkd_rounds.push(round);
+        } else {
+            self.zookeeper.push(value);
+            self.zookeeper_rounds.push(round);
+        }
     }
 }
 
@@ -70,14 +94,17 @@ impl Comparison {
                         x: f.x,
                         zkd: Vec::new(),
                         zookeeper: Vec::new(),
+                        zkd_rounds: Vec::new(),
+                        zookeeper_rounds: Vec::new(),
                     });
                     self.rows.last_mut().expect("just pushed")
                 }
             };
-            if server == 0 {
-                row.zkd.push(f.value);
-            } else {
-                row.zookeeper.push(f.value);
+            if f.samples.is_empty() {
+                row.push(server, round + 1, f.value);
+            }
+            for &v in &f.samples {
+                row.push(server, round + 1, v);
             }
         }
         for n in &figs.notes {
@@ -122,7 +149,10 @@ impl Comparison {
                 num(r.zkd_median()),
                 num(r.zk_median()),
                 num(r.ratio()),
-                format!("{}/{}", r.zkd.len(), r.zookeeper.len()),
+                {
+                    let (a, b) = r.runs();
+                    format!("{a}/{b}")
+                },
             ]);
         }
         t
@@ -186,14 +216,13 @@ pub fn from_csv(text: &str) -> BenchResult<Comparison> {
                     x,
                     zkd: Vec::new(),
                     zookeeper: Vec::new(),
+                    zkd_rounds: Vec::new(),
+                    zookeeper_rounds: Vec::new(),
                 });
                 c.rows.len() - 1
             }
         };
-        match server {
-            "zkd" => c.rows[idx].zkd.push(value),
-            _ => c.rows[idx].zookeeper.push(value),
-        }
+        c.rows[idx].push(usize::from(server != "zkd"), round, value);
     }
     Ok(c)
 }
@@ -252,6 +281,28 @@ mod tests {
         let fields = ["a, b", "plain", "say \"hi\"", ""];
         let line = fields.map(csv_field).join(",");
         assert_eq!(split_csv(&line), fields);
+    }
+
+    #[test]
+    fn samples_are_pooled_over_rounds_and_keep_their_round() {
+        let mut c = Comparison::default();
+        let fig = |value: f64, samples: &[f64]| Figures {
+            figures: vec![crate::Figure {
+                samples: samples.to_vec(),
+                ..crate::Figure::new("herd N=100 predecessor", "t", "ms", value, Better::Lower)
+            }],
+            notes: Vec::new(),
+        };
+        // Round medians 1, 2 and 9 (median 2); all samples pooled: median 3.
+        c.add(0, &fig(1.0, &[1.0, 1.0, 3.0]), 0);
+        c.add(0, &fig(2.0, &[2.0, 3.0, 4.0]), 1);
+        c.add(0, &fig(9.0, &[9.0, 9.0, 3.0]), 2);
+        c.add(1, &fig(6.0, &[]), 0);
+        let row = &c.rows[0];
+        assert_eq!(row.zkd_median(), 3.0);
+        assert_eq!(row.zk_median(), 6.0);
+        assert_eq!(row.runs(), (3, 1));
+        assert_eq!(row.zkd_rounds, [1, 1, 1, 2, 2, 2, 3, 3, 3]);
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! many concurrent sessions a server accepts.
 
 use std::collections::VecDeque;
+use std::io::Write as _;
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -28,7 +31,29 @@ pub struct Params {
     pub max_sessions: usize,
     /// Wait before reading RSS after a step.
     pub settle: Duration,
+    /// Times the start-ups in a fresh child process (`None`: in this process).
+    pub timer: Option<StartupTimer>,
 }
+
+/// The `zkd-bench` binary re-executed with [`TIMER_COMMAND`] to time start-ups, and the
+/// flags that describe the servers to it (`--zkd-bin`, `--zk-heap-mb`, ...).
+///
+/// Why a child process: spawning a server forks the spawning process, and a fork copies the
+/// page tables of all its resident memory. After the session steps the bench holds ~140 MiB
+/// (freed by the allocator, still resident), which made every later fork, and so every later
+/// start-up figure, ~5 ms slower (3.8 ms before, 9–13 ms after, on zkd). A fresh child of a
+/// few MiB spawns every server, in every round, from the same state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartupTimer {
+    pub bin: PathBuf,
+    pub spawn_args: Vec<String>,
+}
+
+/// The hidden subcommand of `zkd-bench` that times start-ups for its parent.
+pub const TIMER_COMMAND: &str = "startup-timer";
+
+/// What the child prints per start-up, followed by the nanoseconds.
+const STARTUP_LINE: &str = "start-up ns ";
 
 /// Adding `count` things (znodes, idle sessions): how long it took and the server's RSS
 /// before and after.
@@ -103,6 +128,80 @@ pub async fn startup(
             return Ok((out, server));
         }
     }
+}
+
+/// The child's side of [`StartupTimer`]: times `samples` start-ups of `spec` and prints one
+/// [`STARTUP_LINE`] per start-up; the servers are stopped again.
+pub async fn time_startups_for_parent(spec: &ServerSpec, samples: usize) -> BenchResult<()> {
+    let (times, server) = startup(spec, samples, &Progress::silent()).await?;
+    drop(server);
+    let mut out = std::io::stdout().lock();
+    for t in times {
+        writeln!(out, "{STARTUP_LINE}{}", t.as_nanos()).map_err(|e| e.to_string())?;
+    }
+    out.flush().map_err(|e| e.to_string())
+}
+
+/// Times `samples` start-ups of `spec` in a fresh child process run by `timer`.
+async fn startup_in_child(
+    timer: &StartupTimer,
+    spec: &ServerSpec,
+    samples: usize,
+    progress: &Progress,
+) -> BenchResult<Vec<Duration>> {
+    let mut cmd = Command::new(&timer.bin);
+    cmd.arg(TIMER_COMMAND)
+        .arg("--server")
+        .arg(spec.kind().label())
+        .arg("--samples")
+        .arg(samples.to_string())
+        .args(&timer.spawn_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    crate::servers::kill_with_parent(&mut cmd);
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .map_err(|e| format!("start-up timer: {e}"))?
+        .map_err(|e| format!("cannot run {}: {e}", timer.bin.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "start-up timer failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let times = parse_startup_lines(&text)?;
+    if times.len() != samples.max(1) {
+        return Err(format!(
+            "start-up timer printed {} start-ups, {} expected",
+            times.len(),
+            samples.max(1)
+        ));
+    }
+    for (i, t) in times.iter().enumerate() {
+        progress.say(format!(
+            "start-up {}/{}: {:.1} ms",
+            i + 1,
+            times.len(),
+            t.as_secs_f64() * 1e3
+        ));
+    }
+    Ok(times)
+}
+
+/// The start-ups of the timer child's output.
+fn parse_startup_lines(text: &str) -> BenchResult<Vec<Duration>> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(STARTUP_LINE))
+        .map(|n| {
+            n.trim()
+                .parse::<u64>()
+                .map(Duration::from_nanos)
+                .map_err(|e| format!("start-up timer line {n:?}: {e}"))
+        })
+        .collect()
 }
 
 /// RSS of a freshly started, idle server (after one handshake and `settle`).
@@ -387,8 +486,9 @@ pub async fn run_external(
     })
 }
 
-/// Everything against fresh servers of `spec`: the last start-up's server, idle, gives the
-/// idle RSS and then grows the tree through every size; a second fresh server takes the
+/// Everything against fresh servers of `spec`: the start-ups (in a fresh child process when
+/// `p.timer` names one), then the last start-up's server (or, with a timer, one more fresh
+/// server), idle, gives the idle RSS and then grows the tree through every size; a second fresh server takes the
 /// idle sessions and then the concurrent-sessions probe. No step follows one that could
 /// leave something behind on the same server.
 pub async fn run_spawned(
@@ -396,7 +496,13 @@ pub async fn run_spawned(
     p: &Params,
     progress: &Progress,
 ) -> BenchResult<Outcome> {
-    let (startup, server) = startup(spec, p.startups, progress).await?;
+    let (startup, server) = match &p.timer {
+        Some(timer) => {
+            let times = startup_in_child(timer, spec, p.startups, progress).await?;
+            (times, spec.start(Duration::from_secs(60)).await?)
+        }
+        None => startup(spec, p.startups, progress).await?,
+    };
     let idle = idle_rss(server.pid(), p.settle).await?;
     progress.say(format!(
         "idle RSS {:.1} MiB",
@@ -443,4 +549,22 @@ fn ascending(counts: &[usize]) -> Vec<usize> {
     v.sort_unstable();
     v.dedup();
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn startup_lines_are_read_and_others_ignored() {
+        let text = "noise\nstart-up ns 3800000\nstart-up ns 12\n";
+        assert_eq!(
+            parse_startup_lines(text),
+            Ok(vec![
+                Duration::from_nanos(3_800_000),
+                Duration::from_nanos(12)
+            ])
+        );
+        assert!(parse_startup_lines("start-up ns x\n").is_err());
+    }
 }

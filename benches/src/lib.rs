@@ -41,7 +41,11 @@ use crate::util::{median, BenchResult};
 pub struct Settings {
     pub herd_n: Vec<usize>,
     pub herd_modes: Vec<Mode>,
+    /// Leader failures per run in herd mode.
     pub herd_failures: usize,
+    /// Leader failures per run in predecessor mode (each costs two round trips, so many
+    /// are cheap; the figure sits at the machine's wake-up noise and needs them).
+    pub pred_failures: usize,
     pub herd_failure: Failure,
     pub herd_settle: Duration,
     pub herd_timeout: Duration,
@@ -71,6 +75,7 @@ impl Settings {
             herd_n: vec![10, 100, 1000, 5000, 10000],
             herd_modes: vec![Mode::Herd, Mode::Predecessor],
             herd_failures: 4,
+            pred_failures: 16,
             herd_failure: Failure::Delete,
             herd_settle: Duration::from_millis(100),
             herd_timeout: Duration::from_secs(180),
@@ -93,6 +98,7 @@ impl Settings {
                 sessions: 19_000,
                 max_sessions: 20_000,
                 settle: Duration::from_secs(1),
+                timer: None,
             },
             rounds: 3,
         }
@@ -103,6 +109,7 @@ impl Settings {
         Settings {
             herd_n: vec![10, 40],
             herd_failures: 3,
+            pred_failures: 3,
             herd_settle: Duration::from_millis(20),
             herd_timeout: Duration::from_secs(20),
             tp_sessions: 4,
@@ -120,6 +127,7 @@ impl Settings {
                 sessions: 100,
                 max_sessions: 300,
                 settle: Duration::from_millis(100),
+                timer: None,
             },
             rounds: 1,
             ..Settings::full()
@@ -149,6 +157,9 @@ pub struct Figure {
     /// For plots: the series (`herd`, `predecessor`, a workload) and x value (N).
     pub series: Option<String>,
     pub x: Option<f64>,
+    /// The single measurements `value` is the median of, when a comparison should pool
+    /// them over its rounds (the median of all of them, not the median of round medians).
+    pub samples: Vec<f64>,
 }
 
 impl Figure {
@@ -161,6 +172,7 @@ impl Figure {
             better,
             series: None,
             x: None,
+            samples: Vec::new(),
         }
     }
 
@@ -210,13 +222,28 @@ pub fn herd_item(mode: Mode, n: usize) -> String {
     format!("herd N={n} {}", mode.label())
 }
 
-/// One herd run as figures (medians over the failures).
+/// The herd figures measured once per failure, by name: how to read one failure's value.
+fn per_failure(name: &str) -> Option<fn(&herd::FailureStats) -> Option<f64>> {
+    match name {
+        "time until next leader knows" => Some(|f| Some(util::ms(f.leader_known))),
+        "time until all quiet" => Some(|f| Some(util::ms(f.quiet))),
+        "server CPU per failure" => Some(|f| f.server_cpu.map(util::ms)),
+        _ => None,
+    }
+}
+
+/// One herd run as figures (medians over the failures; the per-failure times and CPU carry
+/// every failure as samples, so `compare` takes the median over all failures of all rounds).
 async fn herd_figures(mode: Mode, n: usize, at: At<'_>) -> BenchResult<Figures> {
     let s = at.s;
     let p = herd::Params {
         n,
         mode,
-        failures: s.herd_failures.min(n - 1),
+        failures: match mode {
+            Mode::Herd => s.herd_failures,
+            Mode::Predecessor => s.pred_failures,
+        }
+        .min(n - 1),
         failure: s.herd_failure,
         settle: s.herd_settle,
         timeout: s.herd_timeout,
@@ -265,7 +292,13 @@ async fn herd_figures(mode: Mode, n: usize, at: At<'_>) -> BenchResult<Figures> 
         &out.failures,
         |f| f.server_cpu,
     ));
-    Ok(Figures::series(&item, mode.label(), Some(n as f64), &rows))
+    let mut figs = Figures::series(&item, mode.label(), Some(n as f64), &rows);
+    for fig in &mut figs.figures {
+        if let Some(of) = per_failure(&fig.name) {
+            fig.samples = out.failures.iter().filter_map(of).collect();
+        }
+    }
+    Ok(figs)
 }
 
 /// One measured item: a throughput workload, a fan-out size or a herd run.

@@ -46,7 +46,7 @@ enum Cmd {
         /// Watch modes [default: herd,predecessor].
         #[arg(long, value_enum, value_delimiter = ',')]
         mode: Vec<Mode>,
-        /// Leader failures per run [default: 4; quick: 3].
+        /// Leader failures per run [default: 4 in herd mode, 16 in predecessor mode; quick: 3].
         #[arg(long)]
         failures: Option<usize>,
         /// How the leader fails.
@@ -101,6 +101,17 @@ enum Cmd {
     /// its address, serves until standard input closes).
     #[command(name = "floor-server", hide = true)]
     FloorServer,
+    /// Times server start-ups for `footprint` and `compare` from a fresh process of its own
+    /// (prints one line per start-up).
+    #[command(name = "startup-timer", hide = true)]
+    StartupTimer {
+        #[arg(long, value_enum)]
+        server: ServerChoice,
+        #[arg(long)]
+        samples: usize,
+        #[command(flatten)]
+        spawn: SpawnArgs,
+    },
     /// Start-up time, idle RSS, RSS per znode and per idle session, max concurrent sessions.
     Footprint {
         #[command(flatten)]
@@ -248,6 +259,34 @@ impl SpawnArgs {
     fn zookeeper(&self) -> ServerSpec {
         ServerSpec::zookeeper(self.zk_heap_mb, &self.zk_jvm_opts)
     }
+
+    fn spec(&self, server: ServerChoice) -> ServerSpec {
+        match server {
+            ServerChoice::Zkd => self.zkd(),
+            ServerChoice::Zookeeper => self.zookeeper(),
+        }
+    }
+
+    /// These flags as arguments again, for the start-up timer child process.
+    fn to_args(&self) -> Vec<String> {
+        let mut args = vec!["--zk-heap-mb".to_string(), self.zk_heap_mb.to_string()];
+        if let Some(bin) = &self.zkd_bin {
+            args.push("--zkd-bin".into());
+            args.push(bin.display().to_string());
+        }
+        args.extend(self.zk_jvm_opts.iter().map(|o| format!("--zk-jvm-opt={o}")));
+        args
+    }
+
+    /// Start-ups timed by this binary re-executed in a fresh process.
+    fn timer(&self) -> Option<footprint::StartupTimer> {
+        std::env::current_exe()
+            .ok()
+            .map(|bin| footprint::StartupTimer {
+                bin,
+                spawn_args: self.to_args(),
+            })
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -264,10 +303,7 @@ struct Target {
 
 impl TargetArgs {
     fn spec(&self) -> ServerSpec {
-        match self.server {
-            ServerChoice::Zkd => self.spawn.zkd(),
-            ServerChoice::Zookeeper => self.spawn.zookeeper(),
-        }
+        self.spawn.spec(self.server)
     }
 
     async fn resolve(&self, progress: &Progress) -> BenchResult<Target> {
@@ -320,6 +356,21 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Cmd::StartupTimer {
+        server,
+        samples,
+        spawn,
+    } = &cli.cmd
+    {
+        let spec = spawn.spec(*server);
+        return match runtime.block_on(footprint::time_startups_for_parent(&spec, *samples)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("zkd-bench startup-timer: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match runtime.block_on(run(cli, fd)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -352,6 +403,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             set_if_given(&mut s.herd_modes, mode);
             if let Some(f) = failures {
                 s.herd_failures = f;
+                s.pred_failures = f;
             }
             s.herd_failure = fail;
             figs.extend(run_items(&target, Item::herd(&s), &s, &progress).await?);
@@ -408,6 +460,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             }
             fp.sessions = sessions.unwrap_or(fp.sessions);
             fp.max_sessions = max_sessions.unwrap_or(fp.max_sessions);
+            fp.timer = target.spawn.timer();
             let p = progress.sub("footprint");
             let out = if let Some(addr) = target.addr {
                 footprint::run_external(addr, target.pid, &s.footprint, &p).await?
@@ -420,7 +473,9 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             figs.extend(f.figures);
             notes.extend(f.notes);
         }
-        Cmd::FloorServer => return Err("floor-server runs only as a child process".into()),
+        Cmd::FloorServer | Cmd::StartupTimer { .. } => {
+            return Err("this subcommand runs only as a child process".into())
+        }
         Cmd::Snapshot {
             nodes,
             zkd_bin,
@@ -550,6 +605,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             }
             set_if_given(&mut s.herd_n, herd_n);
             set_if_given(&mut s.fan_watchers, watchers);
+            s.footprint.timer = spawn.timer();
             let groups = if only.is_empty() {
                 vec![
                     Group::Footprint,
