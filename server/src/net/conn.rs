@@ -1,14 +1,25 @@
-//! One client connection: a four-letter word, or the handshake followed by a reader and a
-//! writer running side by side in the connection's task.
+//! One client connection: a four-letter word, or the handshake followed by the established
+//! connection, one hand-written future ([`Conn`]) that reads requests and writes replies
+//! from the same poll.
+//!
+//! What an idle connection costs is what its task holds while it waits, so the established
+//! connection is a small struct: the socket (owned whole, not split), the outbound queue,
+//! an input buffer that holds no storage unless a partial frame is in it, and a few flags.
+//! Whatever runs only for a while (the handshake, a four-letter word, a pause, a delay, the
+//! linger timer, the final drain, a round of writes) lives in an allocation of its own that
+//! is freed when it is over. On each poll the connection reads what is ready and hands the
+//! complete frames to the core in order, then writes what its queue holds (vectored); it
+//! registers its waker with the queue (woken by a kill, and by the next push when it has
+//! nothing to write) before it waits.
 //!
 //! Close semantics:
-//! * The core asks for a close ([`Out::Close`]): the writer writes everything queued before
-//!   it, then shuts down its side of the socket. The reader stops feeding the core as soon as
-//!   the close is requested and, once the writer is done, waits briefly for the client's EOF
-//!   (so unread input does not turn the close into a reset that could destroy the last
-//!   replies in flight).
+//! * The core asks for a close ([`Out::Close`]): everything queued before it is written,
+//!   then our side of the socket is shut down. Reading stops feeding the core as soon as
+//!   the close is requested and, once writing is done, the connection waits briefly for the
+//!   client's EOF (so unread input does not turn the close into a reset that could destroy
+//!   the last replies in flight).
 //! * The client closes, the socket fails, or the frame stream is corrupt (bad length,
-//!   payload shorter than a request header): the reader asks for a close the same way, so
+//!   payload shorter than a request header): reading asks for a close the same way, so
 //!   replies already queued are still flushed, within [`LINGER`].
 //! * The outbound queue overflows: the connection is dropped without flushing.
 //! * In every case [`Shared::closed`] (and so `Core::connection_closed`) runs once our side
@@ -16,11 +27,13 @@
 //!   courtesy wait for the client's EOF), or when the task ends, however it ends.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
@@ -29,10 +42,10 @@ use tokio::time::{timeout, timeout_at, Instant, Sleep};
 use zkd_protocol::frame::TELNET_INTERRUPT;
 use zkd_protocol::{FourLetterWord, FrameCodec};
 
-use super::gate::Gate;
 use super::input::InputBuf;
-use super::queue::{Receiver, Signal};
-use super::stream::{ReadReady, Stream};
+use super::outbound::HeldBody;
+use super::queue::{ConnQueue, Parked, Taken};
+use super::stream::Stream;
 use super::{ConnChannels, Out, Shared};
 use crate::core::{ConnId, Handshake};
 use crate::fourlw;
@@ -41,6 +54,8 @@ use crate::fourlw;
 const REQUEST_HEADER_LEN: usize = 8;
 /// Most buffers handed to one vectored write (Linux's IOV_MAX).
 const MAX_IOV: usize = 1024;
+/// Up to this many buffers, a vectored write's list is on the stack.
+const STACK_IOV: usize = 64;
 /// Most frames / bytes taken off the queue for one round of writes.
 const MAX_BATCH_FRAMES: usize = 4096;
 const MAX_BATCH_BYTES: usize = 4 << 20;
@@ -82,73 +97,105 @@ enum Opened<S: Stream> {
         buf: InputBuf,
         established: bool,
     },
-    /// Nothing more to serve (a four-letter word, a failed handshake); the reading side to
-    /// drain, if our side closed first.
-    Done(Option<S::Read>),
+    /// Nothing more to serve (a four-letter word, a failed handshake); the stream to drain,
+    /// if our side closed first.
+    Done(Option<S>),
 }
 
 /// Serves one accepted, registered connection until it is closed.
 ///
-/// The task's future is what an idle connection costs, so whatever runs only for a while
-/// (the handshake, a four-letter word, the final drain, a pause) runs in an allocation of
-/// its own that is freed when it is over, and the established connection's reader and
-/// writer keep nothing but their waits while idle.
-pub(crate) async fn run<S: Stream>(
+/// The task's future is what an idle connection costs: while the connection is
+/// established it is a [`Conn`] and a tag; the handshake and the final drain run in
+/// allocations of their own.
+pub(crate) fn run<S: Stream>(
     shared: Arc<Shared>,
     id: ConnId,
     stream: S,
     remote: SocketAddr,
     channels: ConnChannels,
-) {
-    let mut registered = Registered {
-        shared: shared.clone(),
+) -> impl Future<Output = ()> + Send {
+    let ConnChannels { q, member } = channels;
+    let registered = Registered {
+        shared,
         id,
         done: false,
     };
-    let opened = Box::pin(open(&shared, id, stream, remote, channels.member)).await;
-    let (stream, buf, established) = match opened {
+    Task::Starting(Box::pin(start(registered, stream, q, remote, member)))
+}
+
+/// What the part before the session hands on.
+enum Next<S> {
+    /// Serve the established connection.
+    Serve(Conn<S>),
+    /// Nothing more to serve; the stream to drain, if our side closed first.
+    Drain(Option<S>),
+}
+
+/// A connection's task, one phase at a time.
+enum Task<S> {
+    /// The first frame (a four-letter word or the handshake).
+    Starting(Pin<Box<dyn Future<Output = Next<S>> + Send>>),
+    Serving(Conn<S>),
+    /// Waiting for the client's EOF after our side closed.
+    Draining(Pin<Box<dyn Future<Output = ()> + Send>>),
+    Done,
+}
+
+impl<S: Stream> Future for Task<S> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let task = self.get_mut();
+        loop {
+            let rest = match task {
+                Task::Starting(starting) => match ready!(starting.as_mut().poll(cx)) {
+                    Next::Serve(conn) => {
+                        *task = Task::Serving(conn);
+                        continue;
+                    }
+                    Next::Drain(rest) => rest,
+                },
+                Task::Serving(conn) => {
+                    let drain = ready!(conn.poll_serve(cx));
+                    match std::mem::replace(task, Task::Done) {
+                        Task::Serving(conn) if drain => Some(conn.stream),
+                        _ => None,
+                    }
+                }
+                Task::Draining(draining) => {
+                    ready!(draining.as_mut().poll(cx));
+                    None
+                }
+                Task::Done => return Poll::Ready(()),
+            };
+            *task = match rest {
+                Some(stream) => Task::Draining(Box::pin(drain(stream))),
+                None => Task::Done,
+            };
+        }
+    }
+}
+
+/// The part before the session: the connection to serve, or (once the core was told the
+/// connection is gone) the stream to drain.
+async fn start<S: Stream>(
+    registered: Registered,
+    stream: S,
+    q: Arc<ConnQueue>,
+    remote: SocketAddr,
+    member: u64,
+) -> Next<S> {
+    let opened = open(&registered.shared, registered.id, stream, remote, member).await;
+    match opened {
         Opened::Session {
             stream,
             buf,
             established,
-        } => (stream, buf, established),
-        Opened::Done(rd) => {
-            registered.finish();
-            if let Some(rd) = rd {
-                Box::pin(drain(rd)).await;
-            }
-            return;
+        } => Next::Serve(Conn::new(registered, stream, q, buf, established, remote)),
+        Opened::Done(rest) => {
+            drop(registered);
+            Next::Drain(rest)
         }
-    };
-    let codec = FrameCodec {
-        max: shared.cfg.max_frame_len,
-    };
-    let (rd, wr) = stream.split();
-    let reader_done = Signal::default();
-    let writer_done = Signal::default();
-    let reading = async {
-        let rd = read_requests(
-            &shared,
-            id,
-            remote,
-            rd,
-            buf,
-            codec,
-            established,
-            &writer_done,
-        )
-        .await;
-        reader_done.fire();
-        rd
-    };
-    let writing = async {
-        write_frames(id, wr, channels, &reader_done, &shared.gate).await;
-        writer_done.fire();
-    };
-    let (rd, ()) = tokio::join!(reading, writing);
-    registered.finish();
-    if let Some(rd) = rd {
-        Box::pin(drain(rd)).await;
     }
 }
 
@@ -254,8 +301,8 @@ async fn read_at_least(
     Ok(true)
 }
 
-/// Writes a four-letter word's reply and shuts down the sending side. Returns the reading
-/// side to drain, if the reply went out.
+/// Writes a four-letter word's reply and shuts down the sending side. Returns the stream to
+/// drain, if the reply went out.
 #[allow(clippy::too_many_arguments)]
 async fn answer_four_letter_word<S: Stream>(
     shared: &Arc<Shared>,
@@ -266,7 +313,7 @@ async fn answer_four_letter_word<S: Stream>(
     word: FourLetterWord,
     deadline: Instant,
     member: u64,
-) -> Option<S::Read> {
+) -> Option<S> {
     tracing::debug!(conn = id, %remote, %word, "four-letter word");
     let text = if !shared.cfg.whitelist.allows(word) {
         fourlw::not_whitelisted(word.as_str())
@@ -301,103 +348,384 @@ async fn answer_four_letter_word<S: Stream>(
         tracing::debug!(conn = id, %remote, %word, "could not deliver the four-letter reply");
         return None;
     }
-    let (rd, _wr) = stream.split();
-    Some(rd)
+    Some(stream)
 }
 
-/// Feeds complete frames to the core until the connection closes. Returns the reading side
-/// to drain when the close came from our side (the client has not sent EOF yet).
-#[allow(clippy::too_many_arguments)]
-async fn read_requests<R: AsyncRead + ReadReady + Unpin>(
-    shared: &Shared,
-    id: ConnId,
+/// The closing end of the queue: however the connection ends, later pushes fail and what
+/// is queued is freed.
+struct QueueEnd(Arc<ConnQueue>);
+
+impl Drop for QueueEnd {
+    fn drop(&mut self) {
+        self.0.close_receiver();
+    }
+}
+
+/// Frames read while a pause started, with the time they arrived: fed when it ends.
+type PausedInput =
+    Pin<Box<dyn Future<Output = (Vec<Bytes>, Option<String>, std::time::Instant)> + Send>>;
+
+/// An established connection: reads requests, feeds them to the core and writes what the
+/// core queued, from one poll ([`Conn::poll_serve`]). While idle it holds only the fields
+/// below with every `Option` empty and a released input buffer.
+struct Conn<S> {
+    registered: Registered,
+    stream: S,
+    q: QueueEnd,
+    buf: InputBuf,
     remote: SocketAddr,
-    mut rd: R,
-    mut buf: InputBuf,
-    codec: FrameCodec,
-    mut feeding: bool,
-    writer_done: &Signal,
-) -> Option<R> {
-    loop {
-        if feeding {
-            let mut frames = Vec::new();
-            let mut bad = None;
-            loop {
-                match buf.next_frame(&codec) {
-                    Ok(Some(f)) if f.len() < REQUEST_HEADER_LEN => {
-                        bad = Some(format!(
-                            "{}-byte payload is shorter than a request header",
-                            f.len()
-                        ));
-                        break;
-                    }
-                    Ok(Some(f)) => frames.push(f),
-                    Ok(None) => break,
-                    Err(e) => {
-                        bad = Some(e.to_string());
-                        break;
-                    }
-                }
+    /// Input is still read (until EOF, a read error, or the end of writing).
+    reading: bool,
+    /// Complete frames are fed to the core (until a close is requested).
+    feeding: bool,
+    /// A pause holds frames read but not fed.
+    paused_input: Option<PausedInput>,
+    /// Frames taken off the queue and not written yet.
+    round: Option<Box<Round>>,
+    /// A pause holds the next write.
+    paused_output: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// A `delay` fault rule holds what follows.
+    hold: Option<Pin<Box<Sleep>>>,
+    /// Everything before the core's close was written: shut our side down.
+    shutting_down: bool,
+    /// How long writing may still take once reading is over ([`LINGER`]).
+    linger: Option<Pin<Box<Sleep>>>,
+}
+
+/// One round of writes: frames taken off the queue, in order, up to a delay, a close or the
+/// batch limits.
+#[derive(Default)]
+struct Round {
+    batch: VecDeque<Bytes>,
+    /// The shared bodies in `batch`: let go of once written (or when the connection ends).
+    held: Vec<HeldBody>,
+    bytes: usize,
+    /// Bytes of `bytes` in shared bodies.
+    shared: usize,
+    then: Then,
+}
+
+/// What follows a round of writes.
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    #[default]
+    Next,
+    /// Hold what follows for this many ms.
+    Hold(u64),
+    /// Shut down our side and stop writing.
+    Close,
+}
+
+impl Round {
+    /// Adds `out`; whether the round takes more.
+    fn add(&mut self, out: Out) -> bool {
+        match out {
+            Out::Frame(f) => {
+                self.bytes += f.len();
+                self.batch.push_back(f);
             }
-            let arrived = std::time::Instant::now();
-            if !frames.is_empty() && shared.gate.is_paused() {
-                // Stop-the-world pause: no more reading until it ends.
-                tokio::select! {
-                    biased;
-                    _ = writer_done.fired() => break,
-                    _ = Box::pin(shared.gate.wait()) => {}
-                }
+            Out::Shared(b) => {
+                self.bytes += b.body.len();
+                self.shared += b.body.len();
+                self.batch.push_back(b.body.clone());
+                self.held.push(b);
             }
-            if !frames.is_empty() && !shared.requests(id, frames, arrived) {
-                feeding = false;
-            }
-            if let (true, Some(reason)) = (feeding, bad) {
-                tracing::info!(conn = id, %remote, "closing connection: {reason}");
-                shared.close(id);
-                feeding = false;
-            }
+            Out::Delay(ms) => self.then = Then::Hold(ms),
+            Out::Close => self.then = Then::Close,
         }
-        if !feeding {
-            buf.clear();
-        }
-        buf.shrink_if_idle();
-        if buf.len() == 0 {
-            // Nothing partial: wait for input without holding a buffer.
-            buf.release();
-            tokio::select! {
-                biased;
-                _ = writer_done.fired() => break,
-                ready = rd.ready() => if let Err(e) = ready {
-                    tracing::debug!(conn = id, %remote, error = %e, "read failed");
-                    shared.close(id);
-                    return None;
-                },
-            }
-        }
-        tokio::select! {
-            biased;
-            _ = writer_done.fired() => break,
-            read = buf.read_from(&mut rd) => match read {
-                Ok(Ok(0)) => {
-                    tracing::debug!(conn = id, %remote, "client closed the connection");
-                    shared.close(id);
-                    return None;
-                }
-                Ok(Ok(_)) => {}
-                Ok(Err(reason)) => {
-                    tracing::warn!(conn = id, %remote, "closing connection: {reason}");
-                    shared.close(id);
-                    feeding = false;
-                }
-                Err(e) => {
-                    tracing::debug!(conn = id, %remote, error = %e, "read failed");
-                    shared.close(id);
-                    return None;
-                }
-            },
+        self.then == Then::Next
+            && self.batch.len() < MAX_BATCH_FRAMES
+            && self.bytes < MAX_BATCH_BYTES
+    }
+}
+
+/// What one step of reading did.
+enum ReadStep {
+    /// Bytes arrived (and complete frames went to the core): read again after writing.
+    More,
+    /// Reading is over (EOF or a failed read) and a close was requested.
+    Ended,
+}
+
+impl<S: Stream> Conn<S> {
+    fn new(
+        registered: Registered,
+        stream: S,
+        q: Arc<ConnQueue>,
+        buf: InputBuf,
+        established: bool,
+        remote: SocketAddr,
+    ) -> Conn<S> {
+        Conn {
+            registered,
+            stream,
+            q: QueueEnd(q),
+            buf,
+            remote,
+            reading: true,
+            feeding: established,
+            paused_input: None,
+            round: None,
+            paused_output: None,
+            hold: None,
+            shutting_down: false,
+            linger: None,
         }
     }
-    Some(rd)
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.registered.shared
+    }
+
+    fn id(&self) -> ConnId {
+        self.registered.id
+    }
+
+    /// Serves the connection; ready once nothing more will be written, with whether the
+    /// client's EOF is still to be awaited (writing ended while input was still read).
+    fn poll_serve(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
+        loop {
+            let mut again = false;
+            if self.reading {
+                match self.poll_read(cx) {
+                    Poll::Ready(ReadStep::More) => again = true,
+                    Poll::Ready(ReadStep::Ended) => {
+                        self.reading = false;
+                        self.linger = Some(Box::pin(tokio::time::sleep(LINGER)));
+                        again = true;
+                    }
+                    Poll::Pending => {}
+                }
+            }
+            if self.poll_write(cx).is_ready() {
+                // Nothing more is written or fed to the core: reading stops too.
+                self.q.0.close_receiver();
+                self.stream.stop_writing(cx);
+                self.round = None;
+                self.registered.finish();
+                return Poll::Ready(self.reading);
+            }
+            if !again {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// Feeds the complete frames in the buffer to the core, then reads once.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<ReadStep> {
+        loop {
+            if let Some(paused) = &mut self.paused_input {
+                let (frames, bad, arrived) = ready!(paused.as_mut().poll(cx));
+                self.paused_input = None;
+                self.feed(frames, bad, arrived);
+            } else if self.feeding {
+                let (frames, bad) = self.complete_frames();
+                let arrived = std::time::Instant::now();
+                if !frames.is_empty() && self.shared().gate.is_paused() {
+                    // Stop-the-world pause: no more reading until it ends.
+                    let shared = self.shared().clone();
+                    self.paused_input = Some(Box::pin(async move {
+                        shared.gate.wait().await;
+                        (frames, bad, arrived)
+                    }));
+                    continue;
+                }
+                self.feed(frames, bad, arrived);
+            }
+            if !self.feeding {
+                self.buf.clear();
+            }
+            self.buf.shrink_if_idle();
+            if self.buf.len() == 0 {
+                // Nothing partial: wait for input without holding a buffer.
+                self.buf.release();
+                if let Err(e) = ready!(self.stream.poll_read_ready(cx)) {
+                    return Poll::Ready(self.read_failed(e));
+                }
+            }
+            let read = match self.buf.poll_read_from(&mut self.stream, cx) {
+                Poll::Pending => {
+                    self.buf.release();
+                    return Poll::Pending;
+                }
+                Poll::Ready(read) => read,
+            };
+            match read {
+                Ok(Ok(0)) => {
+                    tracing::debug!(conn = self.id(), remote = %self.remote, "client closed the connection");
+                    self.shared().close(self.id());
+                    return Poll::Ready(ReadStep::Ended);
+                }
+                Ok(Ok(_)) => return Poll::Ready(ReadStep::More),
+                Ok(Err(reason)) => {
+                    tracing::warn!(conn = self.id(), remote = %self.remote, "closing connection: {reason}");
+                    self.shared().close(self.id());
+                    self.feeding = false;
+                }
+                Err(e) => return Poll::Ready(self.read_failed(e)),
+            }
+        }
+    }
+
+    fn read_failed(&self, e: io::Error) -> ReadStep {
+        tracing::debug!(conn = self.id(), remote = %self.remote, error = %e, "read failed");
+        self.shared().close(self.id());
+        ReadStep::Ended
+    }
+
+    /// Takes the complete frames off the buffer, up to a corrupt one (the reason is
+    /// returned with them).
+    fn complete_frames(&mut self) -> (Vec<Bytes>, Option<String>) {
+        let codec = FrameCodec {
+            max: self.shared().cfg.max_frame_len,
+        };
+        let mut frames = Vec::new();
+        loop {
+            match self.buf.next_frame(&codec) {
+                Ok(Some(f)) if f.len() < REQUEST_HEADER_LEN => {
+                    let reason =
+                        format!("{}-byte payload is shorter than a request header", f.len());
+                    return (frames, Some(reason));
+                }
+                Ok(Some(f)) => frames.push(f),
+                Ok(None) => return (frames, None),
+                Err(e) => return (frames, Some(e.to_string())),
+            }
+        }
+    }
+
+    /// Hands `frames` to the core in order; then closes for a corrupt frame that followed.
+    fn feed(&mut self, frames: Vec<Bytes>, bad: Option<String>, arrived: std::time::Instant) {
+        if !frames.is_empty() && !self.shared().requests(self.id(), frames, arrived) {
+            self.feeding = false;
+        }
+        if let (true, Some(reason)) = (self.feeding, bad) {
+            tracing::info!(conn = self.id(), remote = %self.remote, "closing connection: {reason}");
+            self.shared().close(self.id());
+            self.feeding = false;
+        }
+    }
+
+    /// Writes queued frames, many per system call; ready once writing is over (a close, an
+    /// error, a kill, or the linger time after reading ended).
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            if let Some(paused) = &mut self.paused_output {
+                // Stop-the-world pause: nothing is written until it ends.
+                if paused.as_mut().poll(cx).is_pending() {
+                    return self.park(cx, false);
+                }
+                self.paused_output = None;
+            }
+            if let Some(linger) = &mut self.linger {
+                if linger.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+            }
+            if let Some(hold) = &mut self.hold {
+                if hold.as_mut().poll(cx).is_pending() {
+                    return self.park(cx, false);
+                }
+                self.hold = None;
+            }
+            if self.shutting_down {
+                return match Pin::new(&mut self.stream).poll_shutdown(cx) {
+                    Poll::Ready(_) => Poll::Ready(()),
+                    Poll::Pending => self.park(cx, false),
+                };
+            }
+            let Some(round) = &mut self.round else {
+                let mut round: Option<Box<Round>> = None;
+                match self
+                    .q
+                    .0
+                    .take_while(|out| round.get_or_insert_with(Box::default).add(out))
+                {
+                    Taken::Killed => return Poll::Ready(()),
+                    Taken::Empty => match self.q.0.park(cx.waker(), true) {
+                        Parked::Waiting => return Poll::Pending,
+                        Parked::Queued => continue,
+                        Parked::Killed => return Poll::Ready(()),
+                    },
+                    Taken::Some => {}
+                }
+                self.round = round;
+                if self.shared().gate.is_paused() {
+                    let shared = self.shared().clone();
+                    self.paused_output = Some(Box::pin(async move { shared.gate.wait().await }));
+                }
+                continue;
+            };
+            while !round.batch.is_empty() {
+                match poll_write_some(&mut self.stream, &mut round.batch, cx) {
+                    Poll::Pending => return self.park(cx, false),
+                    Poll::Ready(Ok(())) => {}
+                    Poll::Ready(Err(e)) => {
+                        tracing::debug!(conn = self.registered.id, error = %e, "write failed");
+                        return Poll::Ready(());
+                    }
+                }
+            }
+            let Some(round) = self.round.take() else {
+                continue;
+            };
+            let shared = &self.registered.shared;
+            self.q
+                .0
+                .queued
+                .written(round.bytes, round.bytes - round.shared, &shared.outbound);
+            match round.then {
+                Then::Next => {}
+                Then::Hold(ms) => {
+                    self.hold = Some(Box::pin(tokio::time::sleep(Duration::from_millis(ms))));
+                }
+                Then::Close => self.shutting_down = true,
+            }
+        }
+    }
+
+    /// Waits (for whatever registered `cx` already), and for a kill: ready if killed.
+    fn park(&self, cx: &mut Context<'_>, want: bool) -> Poll<()> {
+        match self.q.0.park(cx.waker(), want) {
+            Parked::Killed => Poll::Ready(()),
+            Parked::Waiting | Parked::Queued => Poll::Pending,
+        }
+    }
+}
+
+/// One vectored write from the front of `batch`, dropping what was written.
+fn poll_write_some(
+    wr: &mut (impl AsyncWrite + Unpin),
+    batch: &mut VecDeque<Bytes>,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<()>> {
+    let n = if batch.len() <= STACK_IOV {
+        let mut slices = [IoSlice::new(&[]); STACK_IOV];
+        ready!(poll_write_from(wr, batch, &mut slices, cx))?
+    } else {
+        let mut slices = vec![IoSlice::new(&[]); batch.len().min(MAX_IOV)];
+        ready!(poll_write_from(wr, batch, &mut slices, cx))?
+    };
+    if n == 0 {
+        return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+    }
+    advance(batch, n);
+    Poll::Ready(Ok(()))
+}
+
+/// Writes the front of `batch` through `slices` (as many buffers as it has room for).
+fn poll_write_from<'a>(
+    wr: &mut (impl AsyncWrite + Unpin),
+    batch: &'a VecDeque<Bytes>,
+    slices: &mut [IoSlice<'a>],
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<usize>> {
+    let mut k = 0;
+    for (slot, b) in slices.iter_mut().zip(batch) {
+        *slot = IoSlice::new(b);
+        k += 1;
+    }
+    Pin::new(wr).poll_write_vectored(cx, &slices[..k])
 }
 
 /// Reads and discards input until EOF, for at most [`DRAIN`]. (The sink is on the heap and
@@ -413,146 +741,6 @@ async fn drain(mut rd: impl AsyncRead + Unpin) {
         }
     })
     .await;
-}
-
-/// Writes queued frames, many per syscall, until a close, an error or an overflow.
-async fn write_frames(
-    id: ConnId,
-    mut wr: impl AsyncWrite + Unpin,
-    channels: ConnChannels,
-    reader_done: &Signal,
-    gate: &Gate,
-) {
-    let ConnChannels { q, budget, .. } = channels;
-    let rx = Receiver(&q);
-    let mut linger = Linger::default();
-    // Taken off the queue, in order, not yet handled; and the frames of one write round.
-    // Both are emptied (and their storage freed) before the writer waits again, so an idle
-    // connection holds no buffer.
-    let mut pending: VecDeque<Out> = VecDeque::new();
-    let mut batch: VecDeque<Bytes> = VecDeque::new();
-    // The shared bodies in `batch`: let go of once written (or when the writer ends).
-    let mut held = Vec::new();
-    loop {
-        if pending.is_empty() {
-            pending.shrink_to_fit();
-            tokio::select! {
-                biased;
-                _ = rx.0.killed() => return,
-                _ = linger.over(reader_done) => return,
-                _ = rx.0.wait_pushed() => {}
-            }
-            rx.0.take(&mut pending, MAX_BATCH_FRAMES);
-        }
-        let mut closing = false;
-        let mut bytes = 0;
-        let mut shared = 0;
-        let mut hold = None;
-        while !closing
-            && hold.is_none()
-            && batch.len() < MAX_BATCH_FRAMES
-            && bytes < MAX_BATCH_BYTES
-        {
-            if pending.is_empty() {
-                rx.0.take(&mut pending, MAX_BATCH_FRAMES - batch.len());
-            }
-            match pending.pop_front() {
-                Some(Out::Frame(f)) => {
-                    bytes += f.len();
-                    batch.push_back(f);
-                }
-                Some(Out::Shared(b)) => {
-                    bytes += b.body.len();
-                    shared += b.body.len();
-                    batch.push_back(b.body.clone());
-                    held.push(b);
-                }
-                Some(Out::Delay(ms)) => hold = Some(ms),
-                Some(Out::Close) => closing = true,
-                None => break,
-            }
-        }
-        if gate.is_paused() {
-            // Stop-the-world pause: nothing is written until it ends.
-            tokio::select! {
-                biased;
-                _ = rx.0.killed() => return,
-                _ = Box::pin(gate.wait()) => {}
-            }
-        }
-        if !batch.is_empty() {
-            tokio::select! {
-                biased;
-                _ = rx.0.killed() => return,
-                _ = linger.over(reader_done) => return,
-                written = write_all_vectored(&mut wr, &mut batch) => {
-                    if let Err(e) = written {
-                        tracing::debug!(conn = id, error = %e, "write failed");
-                        return;
-                    }
-                }
-            }
-            q.queued.written(bytes, bytes - shared, &budget);
-            held.clear();
-            held.shrink_to_fit();
-            batch.shrink_to_fit();
-        }
-        if let Some(ms) = hold {
-            tokio::select! {
-                biased;
-                _ = rx.0.killed() => return,
-                _ = linger.over(reader_done) => return,
-                _ = Box::pin(tokio::time::sleep(Duration::from_millis(ms))) => {}
-            }
-        }
-        if closing {
-            tokio::select! {
-                _ = linger.over(reader_done) => {}
-                _ = wr.shutdown() => {}
-            }
-            return;
-        }
-    }
-}
-
-/// How long the writer may still take once the reader is done: [`LINGER`], timed from the
-/// reader's end. The timer exists (on the heap) only from then on.
-#[derive(Default)]
-struct Linger(Option<Pin<Box<Sleep>>>);
-
-impl Linger {
-    /// Resolves when the writer has lingered long enough.
-    async fn over(&mut self, reader_done: &Signal) {
-        if self.0.is_none() {
-            reader_done.fired().await;
-            self.0 = Some(Box::pin(tokio::time::sleep(LINGER)));
-        }
-        if let Some(sleep) = &mut self.0 {
-            sleep.await;
-        }
-    }
-}
-
-/// Writes all of `batch` with vectored writes, dropping what has been written.
-async fn write_all_vectored(
-    wr: &mut (impl AsyncWrite + Unpin),
-    batch: &mut VecDeque<Bytes>,
-) -> io::Result<()> {
-    while !batch.is_empty() {
-        let n = {
-            let slices: Vec<IoSlice<'_>> = batch
-                .iter()
-                .take(MAX_IOV)
-                .map(|b| IoSlice::new(b))
-                .collect();
-            wr.write_vectored(&slices).await?
-        };
-        if n == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        advance(batch, n);
-    }
-    Ok(())
 }
 
 /// Drops the first `n` bytes of `batch`.
@@ -573,7 +761,31 @@ fn advance(batch: &mut VecDeque<Bytes>, mut n: usize) {
 
 #[cfg(test)]
 mod tests {
+    use tokio::net::{TcpListener, TcpStream};
+
     use super::*;
+
+    /// What an idle connection's task holds: the future of [`run`] while it serves an
+    /// established connection is about the size of a [`Conn`].
+    #[tokio::test]
+    async fn a_connection_task_is_a_few_hundred_bytes() {
+        let config = crate::Config::default();
+        let core = crate::core::Core::new(config.core_config(), 0);
+        let shared = Arc::new(Shared::new(&config, 0, core));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let _client = TcpStream::connect(addr).await.expect("connect");
+        let (stream, remote) = listener.accept().await.expect("accept");
+        let q = Arc::new(ConnQueue::default());
+        let task = run(shared, 1, stream, remote, ConnChannels { q, member: 0 });
+        let (task, conn) = (
+            std::mem::size_of_val(&task),
+            std::mem::size_of::<Conn<TcpStream>>(),
+        );
+        eprintln!("connection task future: {task} B, established connection: {conn} B");
+        assert!(conn <= 256, "an established connection takes {conn} B");
+        assert!(task <= conn + 64, "the task's future takes {task} B");
+    }
 
     #[test]
     fn advance_drops_whole_and_partial_frames() {

@@ -4,9 +4,11 @@
 //! connection instead of aborting the process.
 
 use std::fmt;
+use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -197,11 +199,23 @@ impl InputBuf {
         &mut self,
         rd: &mut R,
     ) -> io::Result<Result<usize, GrowError>> {
+        std::future::poll_fn(|cx| self.poll_read_from(rd, cx)).await
+    }
+
+    /// [`InputBuf::read_from`] as a poll: one read attempt, which registers `cx` for
+    /// readiness when nothing is there yet.
+    pub(crate) fn poll_read_from<R: AsyncRead + Unpin>(
+        &mut self,
+        rd: &mut R,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<Result<usize, GrowError>>> {
         if let Err(e) = self.make_room() {
-            return Ok(Err(e));
+            return Poll::Ready(Ok(Err(e)));
         }
-        // `data` has spare capacity, so the read never grows it.
-        rd.read_buf(&mut self.data).await.map(Ok)
+        // `data` has spare capacity, so the read never grows it. The read's future holds
+        // nothing but its two references, so dropping it when pending loses nothing.
+        let read = std::pin::pin!(rd.read_buf(&mut self.data));
+        read.poll(cx).map(|r| r.map(Ok))
     }
 
     /// Takes the next complete frame's payload (copied into its own allocation) off the

@@ -5,8 +5,8 @@
 //!   while the lock is held, so every connection sees frames in the global order the core
 //!   produced them.
 //! * One task per connection (see [`conn`]): it answers a four-letter word, or performs the
-//!   handshake and then runs a reader and a writer side by side. The writer drains everything
-//!   queued into one vectored write per syscall.
+//!   handshake and then serves the connection from one small hand-written future that reads
+//!   requests and drains everything queued into one vectored write per syscall.
 //! * A ticker task calls [`Core::tick`] at [`Core::next_deadline`], and at least every
 //!   tick / reaper interval.
 //!
@@ -303,10 +303,10 @@ impl NetFacts for Facts<'_> {
     }
 }
 
-/// The receiving ends a connection task gets when it is registered.
+/// What a connection task gets when it is registered.
 pub(crate) struct ConnChannels {
+    /// Its outbound queue.
     pub(crate) q: Arc<queue::ConnQueue>,
-    pub(crate) budget: Arc<OutBudget>,
     /// The ensemble member whose listener accepted it (0 on a standalone server).
     pub(crate) member: MemberId,
 }
@@ -537,14 +537,7 @@ impl Shared {
                     latency: latency::AvgMinMax::default(),
                 }),
             );
-            Some((
-                id,
-                ConnChannels {
-                    q,
-                    budget: self.outbound.clone(),
-                    member,
-                },
-            ))
+            Some((id, ConnChannels { q, member }))
         })
     }
 

@@ -247,7 +247,10 @@ mod tests {
 
         // Written: the writer takes the parts, writes them, then lets go of the body.
         let mut taken = VecDeque::new();
-        qs[0].take(&mut taken, 100);
+        qs[0].take_while(|o| {
+            taken.push_back(o);
+            true
+        });
         assert_eq!(taken.len(), 6);
         qs[0].queued.written(2010, 10, &b);
         drop(taken);

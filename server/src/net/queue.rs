@@ -1,28 +1,23 @@
-//! A connection's outbound queue: what the core sent it and the writer has not taken yet,
-//! its byte count, and the kill switch, in one small shared allocation.
+//! A connection's outbound queue: what the core sent it and the connection has not taken
+//! yet, its byte count, the kill switch and the connection's waker, in one small shared
+//! allocation.
 //!
 //! It replaces a channel plus a cancellation token per connection: an idle connection holds
-//! an empty `VecDeque` (no storage until something is queued) and two `Notify`s, about a
-//! hundred bytes, where an unbounded channel preallocates a block of slots.
+//! an empty `VecDeque` (no storage until something is queued), two flags and its task's
+//! waker, under one lock, where an unbounded channel preallocates a block of slots.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-
-use tokio::sync::Notify;
+use std::task::Waker;
 
 use super::outbound::{OutBudget, Queued};
 use super::Out;
 use crate::core::Frame;
 
-/// Shared by the registry (which pushes, under the core lock) and the connection's writer.
+/// Shared by the registry (which pushes, under the core lock) and the connection's task.
 #[derive(Debug, Default)]
 pub(crate) struct ConnQueue {
     items: Mutex<Items>,
-    /// Woken when something is pushed (a permit is kept if the writer is not waiting).
-    pushed: Notify,
-    /// Fired when the connection is dropped without flushing (outbound overflow, failure).
-    kill: Signal,
     /// Bytes queued and not yet written.
     pub(crate) queued: Queued,
 }
@@ -30,13 +25,42 @@ pub(crate) struct ConnQueue {
 #[derive(Debug, Default)]
 struct Items {
     out: VecDeque<Out>,
-    /// The writer is gone: nothing pushed would ever be written or freed.
+    /// The connection stopped taking from the queue: nothing pushed would ever be written
+    /// or freed.
     receiver_gone: bool,
+    /// The connection is dropped without flushing (outbound overflow, failure).
+    killed: bool,
+    /// The connection's task: woken by a kill, and by a push while `want` is set.
+    waker: Option<Waker>,
+    /// The task waits for something to be queued.
+    want: bool,
 }
 
 /// The writer has stopped taking from the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct WriterGone;
+
+/// What [`ConnQueue::take_while`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// At least one item was handed over.
+    Some,
+    /// Nothing is queued.
+    Empty,
+    /// The connection was killed: drop it without flushing.
+    Killed,
+}
+
+/// What [`ConnQueue::park`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Parked {
+    /// The waker is registered.
+    Waiting,
+    /// Something is queued already (only when waiting for items).
+    Queued,
+    /// The connection was killed.
+    Killed,
+}
 
 impl ConnQueue {
     fn items(&self) -> MutexGuard<'_, Items> {
@@ -72,97 +96,95 @@ impl ConnQueue {
         drop(dropped);
     }
 
-    /// Queues `outs` in order under one lock, with one wake-up.
+    /// Queues `outs` in order under one lock, with at most one wake-up.
     fn push_all(&self, outs: impl Iterator<Item = Out>) -> Result<(), WriterGone> {
-        {
+        let woken = {
             let mut items = self.items();
             if items.receiver_gone {
                 return Err(WriterGone);
             }
             items.out.extend(outs);
+            if items.want {
+                items.want = false;
+                items.waker.take()
+            } else {
+                None
+            }
+        };
+        if let Some(w) = woken {
+            w.wake();
         }
-        self.pushed.notify_one();
         Ok(())
     }
 
-    /// Moves up to `max` queued items into `into` (without waiting).
-    pub(crate) fn take(&self, into: &mut VecDeque<Out>, max: usize) {
+    /// Hands queued items to `f` in order, without waiting, until the queue is empty or `f`
+    /// returns false (after taking the item it was given).
+    pub(crate) fn take_while(&self, mut f: impl FnMut(Out) -> bool) -> Taken {
         let mut items = self.items();
-        let n = items.out.len().min(max);
-        into.extend(items.out.drain(..n));
+        if items.killed {
+            return Taken::Killed;
+        }
+        let mut taken = Taken::Empty;
+        while let Some(out) = items.out.pop_front() {
+            taken = Taken::Some;
+            if !f(out) {
+                break;
+            }
+        }
         if items.out.is_empty() && items.out.capacity() > 64 {
             // Give back the storage of a burst.
             items.out = VecDeque::new();
         }
+        taken
     }
 
-    /// Waits until something is queued.
-    pub(crate) async fn wait_pushed(&self) {
-        loop {
-            if !self.items().out.is_empty() {
-                return;
-            }
-            self.pushed.notified().await;
-        }
-    }
-
-    /// The writer stops: later pushes fail, and what is queued is dropped.
-    pub(crate) fn close_receiver(&self) {
+    /// Registers the connection's `waker`, to be woken by a kill and, with `want`, by the
+    /// next push; unless the connection was killed, or (with `want`) something is queued.
+    pub(crate) fn park(&self, waker: &Waker, want: bool) -> Parked {
         let mut items = self.items();
-        items.receiver_gone = true;
-        items.out = VecDeque::new();
+        if items.killed {
+            return Parked::Killed;
+        }
+        if want && !items.out.is_empty() {
+            return Parked::Queued;
+        }
+        items.want = want;
+        match &mut items.waker {
+            Some(w) if w.will_wake(waker) => {}
+            slot => *slot = Some(waker.clone()),
+        }
+        Parked::Waiting
+    }
+
+    /// The connection stops taking from the queue: later pushes fail, and what is queued is
+    /// dropped.
+    pub(crate) fn close_receiver(&self) {
+        let (out, waker) = {
+            let mut items = self.items();
+            items.receiver_gone = true;
+            items.want = false;
+            (std::mem::take(&mut items.out), items.waker.take())
+        };
+        drop((out, waker));
     }
 
     /// Drops the connection without flushing.
     pub(crate) fn kill(&self) {
-        self.kill.fire();
-    }
-
-    /// Resolves once [`ConnQueue::kill`] was called.
-    pub(crate) async fn killed(&self) {
-        self.kill.fired().await;
-    }
-}
-
-/// A one-way flag that can be awaited: a cancellation token without an allocation of its
-/// own (it lives inside whatever holds it).
-#[derive(Debug, Default)]
-pub(crate) struct Signal {
-    set: AtomicBool,
-    notify: Notify,
-}
-
-impl Signal {
-    pub(crate) fn fire(&self) {
-        self.set.store(true, Ordering::Release);
-        self.notify.notify_waiters();
-    }
-
-    /// Resolves once [`Signal::fire`] was called (at once if it already was).
-    pub(crate) async fn fired(&self) {
-        loop {
-            // Created before the check: a `fire` after the check still wakes it.
-            let woken = self.notify.notified();
-            if self.set.load(Ordering::Acquire) {
-                return;
-            }
-            woken.await;
+        let woken = {
+            let mut items = self.items();
+            items.killed = true;
+            items.waker.take()
+        };
+        if let Some(w) = woken {
+            w.wake();
         }
-    }
-}
-
-/// The writer's end: closes the queue however the writer ends.
-pub(crate) struct Receiver<'a>(pub(crate) &'a ConnQueue);
-
-impl Drop for Receiver<'_> {
-    fn drop(&mut self) {
-        self.0.close_receiver();
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
 
     use bytes::Bytes;
 
@@ -172,52 +194,86 @@ mod tests {
         Out::Frame(Bytes::from_static(s.as_bytes()))
     }
 
-    #[tokio::test]
-    async fn wakes_the_writer_in_order_and_refuses_after_close() {
-        let q = Arc::new(ConnQueue::default());
-        let q2 = q.clone();
-        let writer = tokio::spawn(async move {
-            let rx = Receiver(&q2);
-            let mut got = VecDeque::new();
-            while got.len() < 3 {
-                rx.0.wait_pushed().await;
-                rx.0.take(&mut got, 2);
-            }
-            got.into_iter()
-                .map(|o| match o {
-                    Out::Frame(f) => f,
-                    _ => Bytes::new(),
-                })
-                .collect::<Vec<_>>()
-        });
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        for s in ["a", "b", "c"] {
-            q.push(frame(s)).expect("writer alive");
+    /// A waker that counts its wake-ups.
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
         }
-        let got = tokio::time::timeout(Duration::from_secs(10), writer)
-            .await
-            .expect("woken")
-            .expect("writer");
+    }
+
+    fn counting() -> (Arc<Count>, Waker) {
+        let c = Arc::new(Count::default());
+        (c.clone(), Waker::from(c))
+    }
+
+    fn take_all(q: &ConnQueue) -> (Taken, Vec<Bytes>) {
+        let mut got = Vec::new();
+        let taken = q.take_while(|o| {
+            if let Out::Frame(f) = o {
+                got.push(f);
+            }
+            true
+        });
+        (taken, got)
+    }
+
+    #[test]
+    fn a_waiting_connection_is_woken_once_and_takes_in_order() {
+        let q = ConnQueue::default();
+        let (count, waker) = counting();
+        assert_eq!(q.park(&waker, true), Parked::Waiting);
+        for s in ["a", "b", "c"] {
+            q.push(frame(s)).expect("receiver alive");
+        }
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "one wake-up for a burst");
+        assert_eq!(q.park(&waker, true), Parked::Queued);
+        let (taken, got) = take_all(&q);
+        assert_eq!(taken, Taken::Some);
         assert_eq!(
             got,
             ["a", "b", "c"].map(|s| Bytes::from_static(s.as_bytes()))
         );
-        assert_eq!(q.push(frame("d")), Err(WriterGone));
+        assert_eq!(take_all(&q).0, Taken::Empty);
+
+        // Not waiting for items (say, a write is blocked): a push does not wake.
+        assert_eq!(q.park(&waker, false), Parked::Waiting);
+        q.push(frame("d")).expect("receiver alive");
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+
+        q.close_receiver();
+        assert_eq!(q.push(frame("e")), Err(WriterGone));
+        assert_eq!(take_all(&q).0, Taken::Empty, "what was queued is dropped");
     }
 
-    #[tokio::test]
-    async fn kill_wakes_a_waiter_and_stays_set() {
-        let q = Arc::new(ConnQueue::default());
-        let q2 = q.clone();
-        let waiter = tokio::spawn(async move { q2.killed().await });
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    #[test]
+    fn take_while_stops_after_the_refused_item() {
+        let q = ConnQueue::default();
+        for s in ["a", "b", "c"] {
+            q.push(frame(s)).expect("receiver alive");
+        }
+        let mut n = 0;
+        assert_eq!(
+            q.take_while(|_| {
+                n += 1;
+                n < 2
+            }),
+            Taken::Some
+        );
+        assert_eq!(take_all(&q).1, [Bytes::from_static(b"c")]);
+    }
+
+    #[test]
+    fn kill_wakes_a_parked_connection_and_stays_set() {
+        let q = ConnQueue::default();
+        let (count, waker) = counting();
+        q.push(frame("a")).expect("receiver alive");
+        assert_eq!(q.park(&waker, false), Parked::Waiting);
         q.kill();
-        tokio::time::timeout(Duration::from_secs(10), waiter)
-            .await
-            .expect("woken")
-            .expect("waiter");
-        tokio::time::timeout(Duration::from_secs(10), q.killed())
-            .await
-            .expect("already killed");
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(q.park(&waker, true), Parked::Killed);
+        assert_eq!(q.take_while(|_| true), Taken::Killed);
     }
 }

@@ -1,55 +1,42 @@
-//! What a connection runs over: a plain TCP socket or a TLS session on one, split into a
-//! reading and a writing half that the connection's reader and writer own.
+//! What a connection runs over: a plain TCP socket or a TLS session on one, owned whole by
+//! the connection (reading and writing are driven from one poll).
 
-use std::future::Future;
 use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 /// A byte stream a connection can be served on.
 pub(crate) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
-    type Read: AsyncRead + ReadReady + Unpin + Send + 'static;
-    type Write: AsyncWrite + Unpin + Send + 'static;
-    /// Splits into halves usable from two futures at once.
-    fn split(self) -> (Self::Read, Self::Write);
-}
+    /// Ready when a read would likely not block (it may still: readiness can be spurious),
+    /// so that an idle connection can wait for input without holding a buffer. Streams that
+    /// cannot tell are ready at once.
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
 
-/// Waiting for input without a buffer, so that an idle connection need not hold one.
-pub(crate) trait ReadReady {
-    /// Resolves when a read would likely not block (it may still: readiness can be
-    /// spurious). Streams that cannot tell resolve at once.
-    fn ready(&self) -> impl Future<Output = io::Result<()>> + Send;
-}
-
-impl ReadReady for OwnedReadHalf {
-    fn ready(&self) -> impl Future<Output = io::Result<()>> + Send {
-        self.readable()
-    }
+    /// The connection stopped writing: shuts down the sending side where that needs no
+    /// waiting (so the client sees the end at once), else does nothing.
+    fn stop_writing(&mut self, cx: &mut Context<'_>);
 }
 
 impl Stream for TcpStream {
-    type Read = OwnedReadHalf;
-    type Write = OwnedWriteHalf;
-    fn split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
-        self.into_split()
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        TcpStream::poll_read_ready(self, cx)
+    }
+
+    fn stop_writing(&mut self, cx: &mut Context<'_>) {
+        // A TCP shutdown is one system call and never pending.
+        let _ = Pin::new(self).poll_shutdown(cx);
     }
 }
 
-/// TLS keeps its own buffers; its reading half reports ready at once.
-#[cfg(feature = "tls")]
-impl ReadReady for tokio::io::ReadHalf<tokio_rustls::server::TlsStream<TcpStream>> {
-    fn ready(&self) -> impl Future<Output = io::Result<()>> + Send {
-        std::future::ready(Ok(()))
-    }
-}
-
+/// TLS keeps its own buffers; it reports ready at once, and its close needs a write.
 #[cfg(feature = "tls")]
 impl Stream for tokio_rustls::server::TlsStream<TcpStream> {
-    type Read = tokio::io::ReadHalf<Self>;
-    type Write = tokio::io::WriteHalf<Self>;
-    fn split(self) -> (Self::Read, Self::Write) {
-        tokio::io::split(self)
+    fn poll_read_ready(&self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
+
+    fn stop_writing(&mut self, _: &mut Context<'_>) {}
 }

@@ -126,7 +126,7 @@ pub(crate) async fn serve(
         armed: true,
     };
     let limit = shared.cfg.handshake_timeout;
-    let tls = match timeout(limit, setup.acceptor.accept(stream)).await {
+    let tls = match Box::pin(timeout(limit, setup.acceptor.accept(stream))).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             tracing::info!(conn = id, %remote, "closing connection: TLS handshake failed: {e}");
