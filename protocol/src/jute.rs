@@ -76,9 +76,11 @@ impl Reader {
 
     /// A length-prefixed string, decoded leniently (invalid UTF-8 is replaced).
     pub fn ustring(&mut self) -> Result<Option<String>, DecodeError> {
-        Ok(self
-            .buffer()?
-            .map(|b| String::from_utf8_lossy(&b).into_owned()))
+        Ok(self.buffer()?.map(|b| match std::str::from_utf8(&b) {
+            // The usual case, checked by the faster of the two validators.
+            Ok(s) => s.to_owned(),
+            Err(_) => String::from_utf8_lossy(&b).into_owned(),
+        }))
     }
 
     /// A vector count: `None` for null (-1).

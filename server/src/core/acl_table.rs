@@ -1,12 +1,12 @@
 //! The ACL lists nodes refer to, each held once and named by a `u32` index: most nodes share
 //! the same few lists, so a node stores 4 bytes instead of a pointer to its list.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use zkd_protocol::Acl;
 
+use super::keyed::KeyedMap;
 use super::tree::AclList;
 
 /// A list and how many nodes use it.
@@ -21,9 +21,9 @@ pub struct AclTable {
     entries: Vec<Option<Entry>>,
     /// Index by the address of a list the table holds (the fast path: callers pass the same
     /// shared list again and again).
-    by_ptr: HashMap<usize, u32>,
+    by_ptr: KeyedMap<usize, u32>,
     /// Index by the encoded list, so equal lists from different allocations share an entry.
-    by_content: HashMap<Bytes, u32>,
+    by_content: KeyedMap<Bytes, u32>,
     free: Vec<u32>,
 }
 

@@ -54,6 +54,10 @@ impl ChildrenCache {
 
     /// The children of `path` changed.
     pub fn invalidate(&mut self, path: &str) {
+        if self.lists.is_empty() {
+            // Nothing cached: no need to hash the path.
+            return;
+        }
         if let Some(b) = self.lists.remove(path) {
             self.bytes -= b.len();
         }

@@ -245,6 +245,11 @@ impl Core {
         self.zxid
     }
 
+    /// Whether any member lags behind (and replays what commits record).
+    pub(super) fn lagging(&self) -> bool {
+        !self.lag.replicas.is_empty()
+    }
+
     /// Records what a committed transaction did, for the lagging members to replay.
     pub(super) fn record_commit(&mut self, txn: &Txn) {
         if self.lag.replicas.is_empty() {

@@ -88,7 +88,7 @@ mod fixture;
 mod frame;
 pub mod herd;
 mod invariants;
-mod keyed;
+pub(crate) mod keyed;
 mod lag;
 pub mod member;
 mod ops;

@@ -453,7 +453,7 @@ impl Core {
                 return None;
             }
             Request::Create(c) => {
-                let mut txn = Txn::new(zxid, now, false);
+                let mut txn = self.write_txn(zxid, now);
                 match self.txn_create(&mut txn, sid, &ids, &c, false) {
                     Ok(created) => {
                         done = Some(txn);
@@ -472,19 +472,19 @@ impl Core {
                 }
             }
             Request::Delete(d) => {
-                let mut txn = Txn::new(zxid, now, false);
+                let mut txn = self.write_txn(zxid, now);
                 let r = self.txn_delete(&mut txn, &ids, &d.path, d.version);
                 done = Some(txn);
                 r
             }
             Request::SetData(s) => {
-                let mut txn = Txn::new(zxid, now, false);
+                let mut txn = self.write_txn(zxid, now);
                 let r = self.txn_set_data(&mut txn, &ids, &s.path, &s.data, s.version);
                 done = Some(txn);
                 r.map(|stat| StatResponse { stat }.write(reply.body()))
             }
             Request::SetAcl(s) => {
-                let mut txn = Txn::new(zxid, now, false);
+                let mut txn = self.write_txn(zxid, now);
                 let r = self.txn_set_acl(&mut txn, &ids, &s.path, &s.acl, s.version);
                 done = Some(txn);
                 r.map(|stat| StatResponse { stat }.write(reply.body()))

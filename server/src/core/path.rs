@@ -1,22 +1,33 @@
 //! Znode path rules (docs/protocol.md, "Paths"): validation and parent/child splitting.
 
-/// Whether `path` is a valid znode path.
+/// Whether `path` is a valid znode path: one pass over its bytes, with a check of each
+/// character only when it holds any outside ASCII.
 pub fn is_valid(path: &str) -> bool {
-    if !path.starts_with('/') {
+    let b = path.as_bytes();
+    if b.first() != Some(&b'/') {
         return false;
     }
-    if path.len() == 1 {
+    if b.len() == 1 {
         return true;
     }
-    if path.ends_with('/') {
-        return false;
-    }
-    for component in path[1..].split('/') {
-        if component.is_empty() || component == "." || component == ".." {
-            return false;
+    let mut ascii = true;
+    let mut start = 1;
+    // The end of the path closes the last component as a `/` would (so a trailing `/`
+    // leaves an empty, refused component).
+    for i in 1..=b.len() {
+        match b.get(i).copied().unwrap_or(b'/') {
+            b'/' => {
+                if matches!(&b[start..i], b"" | b"." | b"..") {
+                    return false;
+                }
+                start = i + 1;
+            }
+            c if c <= 0x1f || c == 0x7f => return false,
+            c if c >= 0x80 => ascii = false,
+            _ => {}
         }
     }
-    path.chars().all(|c| !is_forbidden_char(c))
+    ascii || path.chars().all(|c| !is_forbidden_char(c))
 }
 
 /// Characters a path may not contain. Anything above U+FFFF is refused because the Java
@@ -118,6 +129,28 @@ mod tests {
             "/\u{7f}",
         ] {
             assert!(!is_valid(bad), "{bad:?} should be invalid");
+        }
+    }
+
+    /// The rules spelled out one at a time, to check the one-pass version against.
+    fn plainly_valid(path: &str) -> bool {
+        if path == "/" {
+            return true;
+        }
+        path.starts_with('/')
+            && !path.ends_with('/')
+            && path[1..]
+                .split('/')
+                .all(|c| !c.is_empty() && c != "." && c != "..")
+            && path.chars().all(|c| !is_forbidden_char(c))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn one_pass_validation_agrees_with_the_rules(
+            path in "/?([a./]|\\.\\.|\u{1}|\u{7f}|\u{85}|ü|\u{e000}|\u{fff5}|\u{1F600}){0,8}"
+        ) {
+            proptest::prop_assert_eq!(is_valid(&path), plainly_valid(&path), "{:?}", path);
         }
     }
 

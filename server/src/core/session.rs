@@ -32,6 +32,11 @@ pub struct Sessions {
     tick_ms: i64,
 }
 
+/// The end of the tick in which a session heard from at `now` with `timeout` expires.
+fn expiry_bucket(tick_ms: i64, now: i64, timeout: i64) -> i64 {
+    ((now + timeout) / tick_ms + 1) * tick_ms
+}
+
 /// The first session id of a server started at `start_ms` (server id 1).
 pub fn initial_session_id(start_ms: i64) -> i64 {
     server_session_id(1, start_ms)
@@ -85,7 +90,7 @@ impl Sessions {
 
     /// The expiry bucket for activity at `now`: the next tick multiple strictly after now+timeout.
     fn bucket(&self, now: i64, timeout: i64) -> i64 {
-        ((now + timeout) / self.tick_ms + 1) * self.tick_ms
+        expiry_bucket(self.tick_ms, now, timeout)
     }
 
     pub fn create(&mut self, timeout_ms: i64, now: i64) -> &mut Session {
@@ -147,13 +152,11 @@ impl Sessions {
 
     /// Records activity: moves the session to the bucket for `now + timeout`.
     pub fn touch(&mut self, id: i64, now: i64) {
-        let Some(timeout) = self.map.get(&id).map(|s| s.timeout_ms) else {
-            return;
-        };
-        let new = self.bucket(now, timeout);
+        let tick_ms = self.tick_ms;
         let Some(s) = self.map.get_mut(&id) else {
             return;
         };
+        let new = expiry_bucket(tick_ms, now, s.timeout_ms);
         s.last_heard = now;
         let old = s.expires_at;
         if old == new {

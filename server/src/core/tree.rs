@@ -479,8 +479,10 @@ impl Tree {
         );
         let i = self.slab.alloc(slot);
         self.link(parent, i);
-        self.index
-            .insert_unique(h, i, |&j| hash_slot(&self.slab, &self.hasher, j));
+        let scratch = std::cell::RefCell::new(Vec::new());
+        self.index.insert_unique(h, i, |&j| {
+            hash_slot(&self.slab, &self.hasher, j, &mut scratch.borrow_mut())
+        });
         true
     }
 

@@ -143,25 +143,32 @@ fn components_rev(path: &str) -> impl Iterator<Item = &[u8]> {
     })
 }
 
-/// The hash of a path (starting with `/`), from its components innermost first.
+/// The hash of a path (starting with `/`): its bytes in one piece.
 pub(super) fn hash_path(state: &PathHasher, path: &str) -> u64 {
     let mut h = state.build_hasher();
-    for c in components_rev(path) {
-        h.write(c);
-        h.write_u8(0xff);
-    }
+    h.write(path.as_bytes());
     h.finish()
 }
 
-/// The hash of the path of the node at `i`, the same as [`hash_path`] of that path.
-pub(super) fn hash_slot(slab: &Slab, state: &PathHasher, mut i: u32) -> u64 {
-    let mut h = state.build_hasher();
-    while i != ROOT {
-        let s = slab.at(i);
-        h.write(s.name_bytes());
-        h.write_u8(0xff);
-        i = s.parent;
+/// The hash of the path of the node at `i`, the same as [`hash_path`] of that path (which
+/// is spelled out in `scratch`; only a growing table hashes its entries again).
+pub(super) fn hash_slot(slab: &Slab, state: &PathHasher, i: u32, scratch: &mut Vec<u8>) -> u64 {
+    scratch.clear();
+    let mut j = i;
+    while j != ROOT {
+        let s = slab.at(j);
+        let name = s.name_bytes();
+        // Written backwards, then turned around once.
+        scratch.extend(name.iter().rev());
+        scratch.push(b'/');
+        j = s.parent;
     }
+    if scratch.is_empty() {
+        scratch.push(b'/');
+    }
+    scratch.reverse();
+    let mut h = state.build_hasher();
+    h.write(scratch);
     h.finish()
 }
 

@@ -1,6 +1,7 @@
 //! Write transactions: the checks of every write op in the real server's order, their effects on the tree, and commit/rollback (a failed multi leaves no trace).
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -24,6 +25,9 @@ pub struct Txn {
     acl_changed: Vec<String>,
     /// Pre-transaction copies of touched nodes, kept only when the txn may roll back (multi).
     saved: Option<HashMap<String, Option<Node>>>,
+    /// Whether `events` are kept: false when nothing could use them (no watch is set, no
+    /// member lags behind, no TTL node is tracked), so a write copies no path for them.
+    announce: bool,
 }
 
 /// What a successful create reports.
@@ -55,6 +59,14 @@ impl Txn {
             deleted: Vec::new(),
             acl_changed: Vec::new(),
             saved: undoable.then(HashMap::new),
+            announce: true,
+        }
+    }
+
+    /// Records a watch event (when anything could use it).
+    fn event(&mut self, event: i32, p: &str, acl: AclList) {
+        if self.announce {
+            self.events.push((event, p.to_string(), acl));
         }
     }
 
@@ -95,6 +107,14 @@ impl Txn {
 }
 
 impl Core {
+    /// A transaction for one write request, keeping its watch events only when anything
+    /// could use them.
+    pub(super) fn write_txn(&self, zxid: i64, now: Now) -> Txn {
+        let mut txn = Txn::new(zxid, now, false);
+        txn.announce = !self.watches.is_empty() || self.lagging() || !self.ttl_touched.is_empty();
+        txn
+    }
+
     fn intern_acl(&self, acl: Vec<Acl>) -> tree::AclList {
         if *acl == *self.open_acl {
             self.open_acl.clone()
@@ -136,15 +156,25 @@ impl Core {
             Some(p) if !c.path.contains('\0') => p,
             _ => return Err(ErrorCode::BadArguments),
         };
-        let acl =
-            acl::fixup_with(&c.acl, ids, &self.cfg.auth).map_err(|_| ErrorCode::InvalidAcl)?;
+        // The open ACL (the usual one) comes out of the fix-up as it went in: no copy.
+        let acl = if c.acl[..] == self.open_acl[..] {
+            self.open_acl.clone()
+        } else {
+            let fixed =
+                acl::fixup_with(&c.acl, ids, &self.cfg.auth).map_err(|_| ErrorCode::InvalidAcl)?;
+            self.intern_acl(fixed)
+        };
         let parent_at = self.tree.locate(parent_path).ok_or(ErrorCode::NoNode)?;
         let parent = self.tree.at(&parent_at).ok_or(ErrorCode::NoNode)?;
         if !acl::allowed(parent.acl, perms::CREATE, ids) {
             return Err(ErrorCode::NoAuth);
         }
         let full = if mode.is_sequential() {
-            format!("{}{:010}", c.path, parent.child_creates)
+            // Sized once: `format!` would start from an empty string and grow it.
+            let mut full = String::with_capacity(c.path.len() + 11);
+            full.push_str(&c.path);
+            let _ = write!(full, "{:010}", parent.child_creates);
+            full
         } else {
             c.path.clone()
         };
@@ -168,10 +198,9 @@ impl Core {
             0
         };
         let parent_acl = parent.acl.clone();
-        let parent_path = path::canonical(parent_path).to_string();
-        txn.save(&self.tree, &parent_path);
+        let parent_path = path::canonical(parent_path);
+        txn.save(&self.tree, parent_path);
         txn.save(&self.tree, &full);
-        let acl = self.intern_acl(acl);
         let node = Node::new(c.data.clone(), acl.clone(), txn.zxid, txn.time, owner);
         let stat = node.stat();
         self.tree.insert_located(at, &full, node, txn.zxid);
@@ -179,10 +208,8 @@ impl Core {
         txn.created.push((full.clone(), owner));
         // Who may see the events: READ on the new node for NodeCreated, READ on the parent
         // for its NodeChildrenChanged.
-        txn.events
-            .push((event_type::NODE_CREATED, full.clone(), acl));
-        txn.events
-            .push((event_type::NODE_CHILDREN_CHANGED, parent_path, parent_acl));
+        txn.event(event_type::NODE_CREATED, &full, acl);
+        txn.event(event_type::NODE_CHILDREN_CHANGED, parent_path, parent_acl);
         Ok(Created {
             path: full,
             stat,
@@ -213,8 +240,7 @@ impl Core {
         if node.num_children() > 0 {
             return Err(ErrorCode::NotEmpty);
         }
-        let parent_path = path::canonical(parent_path).to_string();
-        self.delete_located(txn, p, &parent_path, Some(at));
+        self.delete_located(txn, p, path::canonical(parent_path), Some(at));
         self.log_deleted(p);
         Ok(())
     }
@@ -243,18 +269,13 @@ impl Core {
             txn.deleted.push((p.to_string(), node.owner));
             // NodeDeleted is filtered by the deleted node's ACL, the parent's
             // NodeChildrenChanged by the parent's.
-            txn.events
-                .push((event_type::NODE_DELETED, p.to_string(), acl));
+            txn.event(event_type::NODE_DELETED, p, acl);
             let parent = match &at {
                 Some(at) => self.tree.parent_at(at),
                 None => self.tree.get(parent_path),
             };
             let parent_acl = parent.map_or_else(|| self.open_acl.clone(), |n| n.acl.clone());
-            txn.events.push((
-                event_type::NODE_CHILDREN_CHANGED,
-                parent_path.to_string(),
-                parent_acl,
-            ));
+            txn.event(event_type::NODE_CHILDREN_CHANGED, parent_path, parent_acl);
         }
     }
 
@@ -289,8 +310,7 @@ impl Core {
             .ok_or(ErrorCode::NoNode)?;
         let stat = node.stat();
         let acl = node.acl.clone();
-        txn.events
-            .push((event_type::NODE_DATA_CHANGED, p.to_string(), acl));
+        txn.event(event_type::NODE_DATA_CHANGED, p, acl);
         self.log_changed(p, false);
         Ok(stat)
     }

@@ -261,6 +261,10 @@ impl Watches {
     pub fn trigger(&mut self, event: i32, path: &str, out: &mut Vec<ConnId>) -> FiredKinds {
         out.clear();
         let mut kinds = FiredKinds::default();
+        if self.paths.is_empty() {
+            // No watch anywhere (recursive ones are kept under `paths` too).
+            return kinds;
+        }
         let (one_shot, persistent_here, recursive) = match event {
             event_type::NODE_CHILDREN_CHANGED => (Kinds::of(&[WatchKind::Child]), true, false),
             event_type::NODE_DELETED => {
@@ -409,6 +413,11 @@ impl Watches {
         }
         v.sort_by(|a, b| total(&b.1).cmp(&total(&a.1)).then(a.0.cmp(b.0)));
         v.into_iter().map(|(p, k)| (p.to_string(), k)).collect()
+    }
+
+    /// Whether no watch of any kind is set.
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
     }
 
     /// Number of distinct watched paths.

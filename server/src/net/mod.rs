@@ -42,7 +42,6 @@ pub(crate) mod tls;
 #[cfg(feature = "tls")]
 mod x509_dn;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -56,6 +55,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::FourLetterWhitelist;
+use crate::core::keyed::KeyedMap;
 use crate::core::{ConnId, Core, Frame, Now, Outbox, Serving};
 use crate::ensemble::{MemberId, Membership};
 use crate::fourlw::{MemberFacts, NetFacts, DEFAULT_TRACE_MASK};
@@ -100,7 +100,7 @@ pub(crate) struct ConnHandle {
 
 /// The open connections by id. Each handle sits in its own allocation, so the table's slots
 /// (sized for up to twice the connections it holds) cost a pointer each rather than a handle.
-pub(crate) type Conns = HashMap<ConnId, Box<ConnHandle>>;
+pub(crate) type Conns = KeyedMap<ConnId, Box<ConnHandle>>;
 
 /// What sits behind the lock.
 pub(crate) struct State {
@@ -318,7 +318,7 @@ impl Shared {
         Shared {
             state: Mutex::new(State {
                 core,
-                conns: HashMap::new(),
+                conns: Conns::default(),
                 members: None,
             }),
             cfg: NetConfig {
@@ -550,17 +550,23 @@ impl Shared {
         self.with_state(|state| {
             let State { core, conns, .. } = state;
             let now = self.now();
+            // One clock reading per request: the end of one request is the start of the next.
+            let mut started = Instant::now();
+            let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
             for frame in frames {
                 if conns.get(&id).is_none_or(|h| h.closing) {
                     break;
                 }
                 let mut out = Registry { conns, budget };
-                let started = Instant::now();
-                let op = frame.slice(..frame.len().min(8));
+                // The header (xid, opcode) says which distribution the time goes to.
+                let mut head = [0u8; 8];
+                let n = frame.len().min(8);
+                head[..n].copy_from_slice(&frame[..n]);
                 core.request(id, frame, now, &mut out);
-                let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-                latencies.record(&op, us);
-                let total = u64::try_from(arrived.elapsed().as_micros()).unwrap_or(u64::MAX);
+                let done = Instant::now();
+                latencies.record(&head[..n], micros(done.saturating_duration_since(started)));
+                let total = micros(done.saturating_duration_since(arrived));
+                started = done;
                 latencies.record_request(total);
                 if let Some(h) = conns.get_mut(&id) {
                     h.latency.record(total);
