@@ -27,9 +27,10 @@
 //!   courtesy wait for the client's EOF), or when the task ends, however it ends.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::future::Future;
 use std::io::{self, IoSlice};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -66,18 +67,18 @@ const DRAIN: Duration = Duration::from_secs(1);
 /// Time allowed for writing a four-letter word's reply.
 const FOUR_LETTER_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Tells the core the connection is gone: explicitly once the socket is shut down, or when
-/// the task ends, however it ends.
+/// Tells the core the connection is gone, once: explicitly once the socket is shut down,
+/// or when the task ends, however it ends. Its queue is closed first (later pushes fail,
+/// what is queued is freed); the queue's close is what marks the connection gone.
 struct Registered {
     shared: Arc<Shared>,
+    q: Arc<ConnQueue>,
     id: ConnId,
-    done: bool,
 }
 
 impl Registered {
-    fn finish(&mut self) {
-        if !self.done {
-            self.done = true;
+    fn finish(&self) {
+        if self.q.close_receiver() {
             self.shared.closed(self.id);
         }
     }
@@ -86,6 +87,29 @@ impl Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+/// The client's address, for log lines: a `SocketAddr` without the IPv6 flow and scope
+/// fields, in fewer bytes.
+#[derive(Clone, Copy)]
+struct Peer {
+    ip: IpAddr,
+    port: u16,
+}
+
+impl From<SocketAddr> for Peer {
+    fn from(a: SocketAddr) -> Peer {
+        Peer {
+            ip: a.ip(),
+            port: a.port(),
+        }
+    }
+}
+
+impl fmt::Display for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        SocketAddr::new(self.ip, self.port).fmt(f)
     }
 }
 
@@ -115,12 +139,8 @@ pub(crate) fn run<S: Stream>(
     channels: ConnChannels,
 ) -> impl Future<Output = ()> + Send {
     let ConnChannels { q, member } = channels;
-    let registered = Registered {
-        shared,
-        id,
-        done: false,
-    };
-    Task::Starting(Box::pin(start(registered, stream, q, remote, member)))
+    let registered = Registered { shared, q, id };
+    Task::Starting(Box::pin(start(registered, stream, remote, member)))
 }
 
 /// What the part before the session hands on.
@@ -181,7 +201,6 @@ impl<S: Stream> Future for Task<S> {
 async fn start<S: Stream>(
     registered: Registered,
     stream: S,
-    q: Arc<ConnQueue>,
     remote: SocketAddr,
     member: u64,
 ) -> Next<S> {
@@ -191,7 +210,7 @@ async fn start<S: Stream>(
             stream,
             buf,
             established,
-        } => Next::Serve(Conn::new(registered, stream, q, buf, established, remote)),
+        } => Next::Serve(Conn::new(registered, stream, buf, established, remote)),
         Opened::Done(rest) => {
             drop(registered);
             Next::Drain(rest)
@@ -351,45 +370,53 @@ async fn answer_four_letter_word<S: Stream>(
     Some(stream)
 }
 
-/// The closing end of the queue: however the connection ends, later pushes fail and what
-/// is queued is freed.
-struct QueueEnd(Arc<ConnQueue>);
-
-impl Drop for QueueEnd {
-    fn drop(&mut self) {
-        self.0.close_receiver();
-    }
-}
-
 /// Frames read while a pause started, with the time they arrived: fed when it ends.
 type PausedInput =
     Pin<Box<dyn Future<Output = (Vec<Bytes>, Option<String>, std::time::Instant)> + Send>>;
 
 /// An established connection: reads requests, feeds them to the core and writes what the
-/// core queued, from one poll ([`Conn::poll_serve`]). While idle it holds only the fields
-/// below with every `Option` empty and a released input buffer.
+/// core queued, from one poll ([`Conn::poll_serve`]). While idle it holds the socket, its
+/// registration (the server and the queue), a released input buffer, the client's address
+/// and three flags: about 150 bytes.
 struct Conn<S> {
     registered: Registered,
     stream: S,
-    q: QueueEnd,
     buf: InputBuf,
-    remote: SocketAddr,
+    /// Whatever is under way besides waiting; `None` while idle.
+    busy: Option<Box<Busy>>,
+    remote: Peer,
     /// Input is still read (until EOF, a read error, or the end of writing).
     reading: bool,
     /// Complete frames are fed to the core (until a close is requested).
     feeding: bool,
+    /// Everything before the core's close was written: shut our side down.
+    shutting_down: bool,
+}
+
+/// What a connection holds only while something is under way: a round of writes, a pause,
+/// a delay, the linger time. Freed once none of it is left.
+#[derive(Default)]
+struct Busy {
+    /// Frames taken off the queue and not written yet.
+    round: Option<Round>,
     /// A pause holds frames read but not fed.
     paused_input: Option<PausedInput>,
-    /// Frames taken off the queue and not written yet.
-    round: Option<Box<Round>>,
     /// A pause holds the next write.
     paused_output: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     /// A `delay` fault rule holds what follows.
     hold: Option<Pin<Box<Sleep>>>,
-    /// Everything before the core's close was written: shut our side down.
-    shutting_down: bool,
     /// How long writing may still take once reading is over ([`LINGER`]).
     linger: Option<Pin<Box<Sleep>>>,
+}
+
+impl Busy {
+    fn is_idle(&self) -> bool {
+        self.round.is_none()
+            && self.paused_input.is_none()
+            && self.paused_output.is_none()
+            && self.hold.is_none()
+            && self.linger.is_none()
+    }
 }
 
 /// One round of writes: frames taken off the queue, in order, up to a delay, a close or the
@@ -447,11 +474,25 @@ enum ReadStep {
     Ended,
 }
 
+/// Registers `cx` with the queue (woken by a kill, and with `want` by the next push):
+/// ready if the connection was killed.
+fn park(q: &ConnQueue, cx: &mut Context<'_>, want: bool) -> Poll<()> {
+    match q.park(cx.waker(), want) {
+        Parked::Killed => Poll::Ready(()),
+        Parked::Waiting | Parked::Queued => Poll::Pending,
+    }
+}
+
+/// A future that resolves when the server's pause ends.
+fn pause_end(shared: &Arc<Shared>) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    let shared = shared.clone();
+    Box::pin(async move { shared.gate.wait().await })
+}
+
 impl<S: Stream> Conn<S> {
     fn new(
         registered: Registered,
         stream: S,
-        q: Arc<ConnQueue>,
         buf: InputBuf,
         established: bool,
         remote: SocketAddr,
@@ -459,17 +500,12 @@ impl<S: Stream> Conn<S> {
         Conn {
             registered,
             stream,
-            q: QueueEnd(q),
             buf,
-            remote,
+            busy: None,
+            remote: remote.into(),
             reading: true,
             feeding: established,
-            paused_input: None,
-            round: None,
-            paused_output: None,
-            hold: None,
             shutting_down: false,
-            linger: None,
         }
     }
 
@@ -479,6 +515,10 @@ impl<S: Stream> Conn<S> {
 
     fn id(&self) -> ConnId {
         self.registered.id
+    }
+
+    fn busy(&mut self) -> &mut Busy {
+        self.busy.get_or_insert_with(Box::default)
     }
 
     /// Serves the connection; ready once nothing more will be written, with whether the
@@ -491,7 +531,7 @@ impl<S: Stream> Conn<S> {
                     Poll::Ready(ReadStep::More) => again = true,
                     Poll::Ready(ReadStep::Ended) => {
                         self.reading = false;
-                        self.linger = Some(Box::pin(tokio::time::sleep(LINGER)));
+                        self.busy().linger = Some(Box::pin(tokio::time::sleep(LINGER)));
                         again = true;
                     }
                     Poll::Pending => {}
@@ -499,13 +539,15 @@ impl<S: Stream> Conn<S> {
             }
             if self.poll_write(cx).is_ready() {
                 // Nothing more is written or fed to the core: reading stops too.
-                self.q.0.close_receiver();
+                self.busy = None;
                 self.stream.stop_writing(cx);
-                self.round = None;
                 self.registered.finish();
                 return Poll::Ready(self.reading);
             }
             if !again {
+                if self.busy.as_ref().is_some_and(|b| b.is_idle()) {
+                    self.busy = None;
+                }
                 return Poll::Pending;
             }
         }
@@ -514,18 +556,19 @@ impl<S: Stream> Conn<S> {
     /// Feeds the complete frames in the buffer to the core, then reads once.
     fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<ReadStep> {
         loop {
-            if let Some(paused) = &mut self.paused_input {
+            let paused = self.busy.as_mut().and_then(|b| b.paused_input.as_mut());
+            if let Some(paused) = paused {
                 let (frames, bad, arrived) = ready!(paused.as_mut().poll(cx));
-                self.paused_input = None;
+                self.busy().paused_input = None;
                 self.feed(frames, bad, arrived);
             } else if self.feeding {
                 let (frames, bad) = self.complete_frames();
                 let arrived = std::time::Instant::now();
                 if !frames.is_empty() && self.shared().gate.is_paused() {
                     // Stop-the-world pause: no more reading until it ends.
-                    let shared = self.shared().clone();
-                    self.paused_input = Some(Box::pin(async move {
-                        shared.gate.wait().await;
+                    let end = pause_end(self.shared());
+                    self.busy().paused_input = Some(Box::pin(async move {
+                        end.await;
                         (frames, bad, arrived)
                     }));
                     continue;
@@ -609,56 +652,56 @@ impl<S: Stream> Conn<S> {
     /// Writes queued frames, many per system call; ready once writing is over (a close, an
     /// error, a kill, or the linger time after reading ended).
     fn poll_write(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let q = &self.registered.q;
         loop {
-            if let Some(paused) = &mut self.paused_output {
-                // Stop-the-world pause: nothing is written until it ends.
-                if paused.as_mut().poll(cx).is_pending() {
-                    return self.park(cx, false);
+            if let Some(busy) = &mut self.busy {
+                if let Some(paused) = &mut busy.paused_output {
+                    // Stop-the-world pause: nothing is written until it ends.
+                    if paused.as_mut().poll(cx).is_pending() {
+                        return park(q, cx, false);
+                    }
+                    busy.paused_output = None;
                 }
-                self.paused_output = None;
-            }
-            if let Some(linger) = &mut self.linger {
-                if linger.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(());
+                if let Some(linger) = &mut busy.linger {
+                    if linger.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(());
+                    }
                 }
-            }
-            if let Some(hold) = &mut self.hold {
-                if hold.as_mut().poll(cx).is_pending() {
-                    return self.park(cx, false);
+                if let Some(hold) = &mut busy.hold {
+                    if hold.as_mut().poll(cx).is_pending() {
+                        return park(q, cx, false);
+                    }
+                    busy.hold = None;
                 }
-                self.hold = None;
             }
             if self.shutting_down {
                 return match Pin::new(&mut self.stream).poll_shutdown(cx) {
                     Poll::Ready(_) => Poll::Ready(()),
-                    Poll::Pending => self.park(cx, false),
+                    Poll::Pending => park(q, cx, false),
                 };
             }
-            let Some(round) = &mut self.round else {
-                let mut round: Option<Box<Round>> = None;
-                match self
-                    .q
-                    .0
-                    .take_while(|out| round.get_or_insert_with(Box::default).add(out))
-                {
+            let Some(round) = self.busy.as_mut().and_then(|b| b.round.as_mut()) else {
+                let mut round: Option<Round> = None;
+                match q.take_while(|out| round.get_or_insert_with(Round::default).add(out)) {
                     Taken::Killed => return Poll::Ready(()),
-                    Taken::Empty => match self.q.0.park(cx.waker(), true) {
+                    Taken::Empty => match q.park(cx.waker(), true) {
                         Parked::Waiting => return Poll::Pending,
                         Parked::Queued => continue,
                         Parked::Killed => return Poll::Ready(()),
                     },
                     Taken::Some => {}
                 }
-                self.round = round;
-                if self.shared().gate.is_paused() {
-                    let shared = self.shared().clone();
-                    self.paused_output = Some(Box::pin(async move { shared.gate.wait().await }));
+                let shared = &self.registered.shared;
+                let busy = self.busy.get_or_insert_with(Box::default);
+                busy.round = round;
+                if shared.gate.is_paused() {
+                    busy.paused_output = Some(pause_end(shared));
                 }
                 continue;
             };
             while !round.batch.is_empty() {
                 match poll_write_some(&mut self.stream, &mut round.batch, cx) {
-                    Poll::Pending => return self.park(cx, false),
+                    Poll::Pending => return park(q, cx, false),
                     Poll::Ready(Ok(())) => {}
                     Poll::Ready(Err(e)) => {
                         tracing::debug!(conn = self.registered.id, error = %e, "write failed");
@@ -666,29 +709,24 @@ impl<S: Stream> Conn<S> {
                     }
                 }
             }
-            let Some(round) = self.round.take() else {
+            let Some(busy) = &mut self.busy else {
                 continue;
             };
-            let shared = &self.registered.shared;
-            self.q
-                .0
-                .queued
-                .written(round.bytes, round.bytes - round.shared, &shared.outbound);
-            match round.then {
+            let Some(round) = busy.round.take() else {
+                continue;
+            };
+            let budget = &self.registered.shared.outbound;
+            q.queued
+                .written(round.bytes, round.bytes - round.shared, budget);
+            let then = round.then;
+            drop(round);
+            match then {
                 Then::Next => {}
                 Then::Hold(ms) => {
-                    self.hold = Some(Box::pin(tokio::time::sleep(Duration::from_millis(ms))));
+                    busy.hold = Some(Box::pin(tokio::time::sleep(Duration::from_millis(ms))));
                 }
                 Then::Close => self.shutting_down = true,
             }
-        }
-    }
-
-    /// Waits (for whatever registered `cx` already), and for a kill: ready if killed.
-    fn park(&self, cx: &mut Context<'_>, want: bool) -> Poll<()> {
-        match self.q.0.park(cx.waker(), want) {
-            Parked::Killed => Poll::Ready(()),
-            Parked::Waiting | Parked::Queued => Poll::Pending,
         }
     }
 }
@@ -765,8 +803,8 @@ mod tests {
 
     use super::*;
 
-    /// What an idle connection's task holds: the future of [`run`] while it serves an
-    /// established connection is about the size of a [`Conn`].
+    /// What an idle connection's task holds: the future of [`run`] is no larger than the
+    /// [`Conn`] it serves, and that stays small.
     #[tokio::test]
     async fn a_connection_task_is_a_few_hundred_bytes() {
         let config = crate::Config::default();
@@ -783,8 +821,10 @@ mod tests {
             std::mem::size_of::<Conn<TcpStream>>(),
         );
         eprintln!("connection task future: {task} B, established connection: {conn} B");
-        assert!(conn <= 256, "an established connection takes {conn} B");
-        assert!(task <= conn + 64, "the task's future takes {task} B");
+        // With the runtime's task header and trailer (about 100 B, the whole aligned to
+        // 128 B) this keeps an idle connection's task in one 256 B block.
+        assert!(conn <= 152, "an established connection takes {conn} B");
+        assert!(task <= conn + 8, "the task's future takes {task} B");
     }
 
     #[test]

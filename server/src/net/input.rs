@@ -80,16 +80,20 @@ impl fmt::Display for GrowError {
 }
 
 /// One connection's unread input: `data[start..]`.
+///
+/// The capacity of `data` is what the budget counts for this buffer: it changes only in
+/// [`InputBuf::resize`] and [`InputBuf::release`] (a read never grows `data`, see
+/// [`InputBuf::make_room`]).
 pub(crate) struct InputBuf {
     data: Vec<u8>,
     start: usize,
-    /// Capacity counted in `budget`.
-    held: usize,
     budget: Arc<InputBudget>,
-    /// Largest capacity: one largest frame (with its length) plus one read chunk.
-    cap: usize,
-    /// Capacity to allocate at the next read after [`InputBuf::release`].
-    resume: usize,
+    /// Largest capacity: one largest frame (with its length) plus one read chunk. (Frames
+    /// are at most `i32::MAX` bytes, so it fits.)
+    cap: u32,
+    /// Capacity to allocate at the next read after [`InputBuf::release`] (at most
+    /// [`IDLE_MAX`]).
+    resume: u32,
 }
 
 impl InputBuf {
@@ -100,10 +104,9 @@ impl InputBuf {
         let mut b = InputBuf {
             data: Vec::new(),
             start: 0,
-            held: 0,
             budget,
-            cap: max_frame_len.saturating_add(4 + READ_CHUNK),
-            resume: READ_MIN,
+            cap: u32::try_from(max_frame_len.saturating_add(4 + READ_CHUNK)).unwrap_or(u32::MAX),
+            resume: READ_MIN as u32,
         };
         b.resize(READ_MIN)?;
         Ok(b)
@@ -121,7 +124,12 @@ impl InputBuf {
     /// Capacity held (for tests and accounting).
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
-        self.held
+        self.held()
+    }
+
+    /// Capacity counted in the budget.
+    fn held(&self) -> usize {
+        self.data.capacity()
     }
 
     /// Drops the unread bytes (the connection stopped feeding the core).
@@ -133,7 +141,8 @@ impl InputBuf {
     /// Moves the buffer to a new allocation of `want` bytes holding the unread bytes.
     fn resize(&mut self, want: usize) -> Result<(), GrowError> {
         let want = want.max(self.len());
-        let extra = want.saturating_sub(self.held);
+        let held = self.held();
+        let extra = want.saturating_sub(held);
         if extra > 0 && !self.budget.take(extra) {
             return Err(GrowError::Budget {
                 want: extra,
@@ -141,7 +150,7 @@ impl InputBuf {
             });
         }
         // The budget now counts `reserved` for this buffer.
-        let reserved = self.held.max(want);
+        let reserved = held.max(want);
         let mut fresh = Vec::new();
         if fresh.try_reserve_exact(want).is_err() {
             self.budget.give(extra);
@@ -159,7 +168,6 @@ impl InputBuf {
         }
         self.data = fresh;
         self.start = 0;
-        self.held = got;
         Ok(())
     }
 
@@ -167,23 +175,24 @@ impl InputBuf {
     /// doubles it (at least by [`READ_CHUNK`]) up to the per-connection cap. So capacity
     /// stays within about twice the bytes actually received.
     fn make_room(&mut self) -> Result<(), GrowError> {
-        if self.held == 0 {
-            return self.resize(self.resume);
+        let held = self.held();
+        if held == 0 {
+            return self.resize(self.resume as usize);
         }
-        let spare = self.held - self.data.len();
+        let spare = held - self.data.len();
         if spare >= READ_MIN / 4 {
             return Ok(());
         }
         let len = self.len();
-        if self.held - len >= READ_MIN / 4 && self.start > 0 {
+        if held - len >= READ_MIN / 4 && self.start > 0 {
             // Enough room once the consumed prefix is dropped.
             self.data.copy_within(self.start.., 0);
             self.data.truncate(len);
             self.start = 0;
             return Ok(());
         }
-        let new_cap = (self.held * 2).max(len + READ_CHUNK).min(self.cap);
-        if new_cap <= self.held {
+        let new_cap = (held * 2).max(len + READ_CHUNK).min(self.cap as usize);
+        if new_cap <= held {
             // At the cap: only reached with a complete frame inside, which the caller
             // takes out before reading again; make room by compacting.
             self.data.copy_within(self.start.., 0);
@@ -244,7 +253,7 @@ impl InputBuf {
     /// Gives back a large buffer that holds no partial frame, so that a connection that
     /// once sent a big request does not keep its buffer while idle.
     pub(crate) fn shrink_if_idle(&mut self) {
-        if self.held > IDLE_MAX && self.len() < READ_MIN / 2 {
+        if self.held() > IDLE_MAX && self.len() < READ_MIN / 2 {
             // Cannot fail for want of budget (it shrinks); an allocation failure keeps the
             // old buffer.
             let _ = self.resize(READ_MIN);
@@ -256,25 +265,25 @@ impl InputBuf {
     /// Frees the storage of an empty buffer (an idle connection holds none); the next read
     /// allocates again, as much as the buffer had, within [`IDLE_MAX`].
     pub(crate) fn release(&mut self) {
-        if self.len() == 0 && self.held > 0 {
-            self.resume = self.held.clamp(READ_MIN, IDLE_MAX);
+        let held = self.held();
+        if self.len() == 0 && held > 0 {
+            self.resume = held.clamp(READ_MIN, IDLE_MAX) as u32;
             self.data = Vec::new();
             self.start = 0;
-            self.budget.give(self.held);
-            self.held = 0;
+            self.budget.give(held);
         }
     }
 
     /// Whether the buffer holds no storage.
     #[cfg(test)]
     pub(crate) fn is_released(&self) -> bool {
-        self.held == 0
+        self.held() == 0
     }
 }
 
 impl Drop for InputBuf {
     fn drop(&mut self) {
-        self.budget.give(self.held);
+        self.budget.give(self.held());
     }
 }
 

@@ -157,15 +157,17 @@ impl ConnQueue {
     }
 
     /// The connection stops taking from the queue: later pushes fail, and what is queued is
-    /// dropped.
-    pub(crate) fn close_receiver(&self) {
-        let (out, waker) = {
+    /// dropped. True the first time only.
+    pub(crate) fn close_receiver(&self) -> bool {
+        let (first, out, waker) = {
             let mut items = self.items();
+            let first = !items.receiver_gone;
             items.receiver_gone = true;
             items.want = false;
-            (std::mem::take(&mut items.out), items.waker.take())
+            (first, std::mem::take(&mut items.out), items.waker.take())
         };
         drop((out, waker));
+        first
     }
 
     /// Drops the connection without flushing.
@@ -243,7 +245,8 @@ mod tests {
         q.push(frame("d")).expect("receiver alive");
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
 
-        q.close_receiver();
+        assert!(q.close_receiver());
+        assert!(!q.close_receiver(), "closed once");
         assert_eq!(q.push(frame("e")), Err(WriterGone));
         assert_eq!(take_all(&q).0, Taken::Empty, "what was queued is dropped");
     }
