@@ -51,6 +51,9 @@ fn multi_create(c: &zkd_protocol::Create) -> Option<zkd_protocol::Create> {
 /// Encoded size of a Stat.
 const STAT_LEN: usize = 68;
 
+/// Room made for a body of unknown size (most fit: a Stat, a path).
+const BODY_HINT: usize = 108;
+
 /// A reply under construction.
 struct Reply {
     buf: BytesMut,
@@ -64,18 +67,32 @@ struct Reply {
 const SHARE_MIN: usize = 1024;
 
 impl Reply {
+    /// An empty reply: the buffer is made by the first write, sized for it.
     fn new() -> Reply {
-        let mut buf = BytesMut::with_capacity(128);
-        buf.put_bytes(0, HEADER_LEN);
         Reply {
-            buf,
+            buf: BytesMut::new(),
             shared: Bytes::new(),
             tail: BytesMut::new(),
         }
     }
 
+    /// Makes room for the header (once), with room for `extra` body bytes after it.
+    fn head(&mut self, extra: usize) {
+        if self.buf.is_empty() {
+            self.buf.reserve(HEADER_LEN + extra);
+            self.buf.put_bytes(0, HEADER_LEN);
+        }
+    }
+
     /// Where the body is written next.
     fn body(&mut self) -> &mut BytesMut {
+        self.body_for(BODY_HINT)
+    }
+
+    /// Where the body is written next, made with room for `extra` bytes if not made yet (a
+    /// reply whose size is known is allocated once, not grown).
+    fn body_for(&mut self, extra: usize) -> &mut BytesMut {
+        self.head(extra);
         if self.shared.is_empty() {
             &mut self.buf
         } else {
@@ -88,12 +105,14 @@ impl Reply {
         if b.len() < SHARE_MIN || !self.shared.is_empty() {
             self.body().extend_from_slice(&b);
         } else {
+            self.head(0);
             self.shared = b;
         }
     }
 
     /// Finishes the frame; an error reply carries the header only.
     fn finish(mut self, xid: i32, zxid: i64, err: i32) -> Frame {
+        self.head(0);
         if err != 0 {
             self.buf.truncate(HEADER_LEN);
             self.shared = Bytes::new();
@@ -498,7 +517,7 @@ impl Core {
             Request::DeleteContainer(_) => Err(ErrorCode::BadArguments),
             Request::Exists(r) => self.exists(conn, &ids, &r.path, r.watch, reply.body()),
             Request::GetData(r) => {
-                let res = self.get_data(&ids, &r.path, reply.body());
+                let res = self.get_data(&ids, &r.path, &mut reply);
                 self.watch_if_read(res, conn, &r, WatchKind::Data)
             }
             Request::GetChildren(r) => {
@@ -716,11 +735,12 @@ impl Core {
         res
     }
 
-    fn get_data(&self, ids: &[Id], p: &str, body: &mut BytesMut) -> OpResult {
+    fn get_data(&self, ids: &[Id], p: &str, reply: &mut Reply) -> OpResult {
         let node = self.readable_node(ids, p)?;
         // Size the frame once: grown by doubling, a large reply would hold up to twice its
         // length while it waits in an outbound queue.
         let data_len = node.data.map_or(0, <[u8]>::len);
+        let body = reply.body_for(data_len + 4 + STAT_LEN);
         body.reserve(data_len + 4 + STAT_LEN);
         // As GetDataResponse encodes it (nullable data, then the Stat), without a copy of
         // the data in between.
