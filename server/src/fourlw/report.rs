@@ -304,6 +304,22 @@ impl AvgMinMax {
         self.last_us = us;
     }
 
+    /// Adds the requests `other` recorded, as if recorded here after the ones before.
+    pub fn merge(&mut self, other: &AvgMinMax) {
+        if other.count == 0 {
+            return;
+        }
+        self.min_us = if self.count == 0 {
+            other.min_us
+        } else {
+            self.min_us.min(other.min_us)
+        };
+        self.max_us = self.max_us.max(other.max_us);
+        self.sum_us = self.sum_us.saturating_add(other.sum_us);
+        self.count += other.count;
+        self.last_us = other.last_us;
+    }
+
     /// `(min, avg, max)` in ms; all 0 before the first request, as ZooKeeper reports.
     pub fn ms(&self) -> (i64, f64, i64) {
         if self.count == 0 {

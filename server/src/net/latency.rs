@@ -37,17 +37,40 @@ pub struct LatencySnapshot {
     pub max_us: u64,
 }
 
-impl Distribution {
-    pub fn record(&self, us: u64) {
+/// Values of a [`Distribution`] gathered without atomics, added to it at once.
+#[derive(Debug, Default)]
+struct Pending {
+    counts: [u64; BUCKETS_US.len() + 1],
+    /// Count, sum, least and greatest value.
+    all: AvgMinMax,
+}
+
+impl Pending {
+    fn record(&mut self, us: u64) {
         let i = BUCKETS_US
             .iter()
             .position(|&b| us <= b)
             .unwrap_or(BUCKETS_US.len());
-        self.counts[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_us.fetch_add(us, Ordering::Relaxed);
+        self.counts[i] += 1;
+        self.all.record(us);
+    }
+}
+
+impl Distribution {
+    fn add(&self, p: &Pending) {
+        let all = &p.all;
+        if all.count == 0 {
+            return;
+        }
+        for (c, &n) in self.counts.iter().zip(&p.counts) {
+            if n != 0 {
+                c.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+        self.sum_us.fetch_add(all.sum_us, Ordering::Relaxed);
         self.min_inverted_us
-            .fetch_max(u64::MAX - us, Ordering::Relaxed);
-        self.max_us.fetch_max(us, Ordering::Relaxed);
+            .fetch_max(u64::MAX - all.min_us, Ordering::Relaxed);
+        self.max_us.fetch_max(all.max_us, Ordering::Relaxed);
     }
 
     pub fn snapshot(&self) -> LatencySnapshot {
@@ -84,14 +107,6 @@ pub struct Latencies {
 }
 
 impl Latencies {
-    /// Records one request's arrival-to-reply latency.
-    pub fn record_request(&self, us: u64) {
-        self.requests
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .record(us);
-    }
-
     /// The server-wide request latency.
     pub fn requests(&self) -> AvgMinMax {
         *self.requests.lock().unwrap_or_else(|e| e.into_inner())
@@ -102,8 +117,37 @@ impl Latencies {
         *self.requests.lock().unwrap_or_else(|e| e.into_inner()) = AvgMinMax::default();
     }
 
-    /// Records one request whose payload is `frame` (header: xid, opcode).
-    pub fn record(&self, frame: &[u8], us: u64) {
+    /// Adds what `batch` gathered: a few atomic operations per batch of requests instead of
+    /// per request.
+    pub fn add(&self, batch: &Batch) {
+        self.read.add(&batch.read);
+        self.update.add(&batch.update);
+        if batch.requests.count != 0 {
+            self.requests
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .merge(&batch.requests);
+        }
+    }
+}
+
+/// The latencies of requests handled one after the other, for [`Latencies::add`].
+#[derive(Debug, Default)]
+pub struct Batch {
+    read: Pending,
+    update: Pending,
+    requests: AvgMinMax,
+}
+
+impl Batch {
+    /// Records one request's arrival-to-reply latency.
+    pub fn record_request(&mut self, us: u64) {
+        self.requests.record(us);
+    }
+
+    /// Records the processing time of one request whose payload is `frame` (header: xid,
+    /// opcode).
+    pub fn record(&mut self, frame: &[u8], us: u64) {
         let Some(op) = frame
             .get(4..8)
             .and_then(|b| <[u8; 4]>::try_from(b).ok())
@@ -148,16 +192,38 @@ mod tests {
     }
 
     #[test]
+    fn batches_add_up_to_their_requests_one_by_one() {
+        let l = Latencies::default();
+        let mut direct = AvgMinMax::default();
+        let get_data = [0, 0, 0, 1, 0, 0, 0, 4];
+        for batch in [&[700, 20][..], &[], &[5, 9_000, 40]] {
+            let mut b = Batch::default();
+            for &us in batch {
+                b.record_request(us);
+                b.record(&get_data, us);
+                direct.record(us);
+            }
+            l.add(&b);
+        }
+        assert_eq!(l.requests(), direct);
+        let r = l.read.snapshot();
+        assert_eq!((r.count, r.min_us, r.max_us), (5, 5, 9_000));
+        assert_eq!(r.buckets.iter().map(|b| b.1).sum::<u64>(), 5);
+    }
+
+    #[test]
     fn buckets_and_classification() {
         let l = Latencies::default();
         let get_data = [0, 0, 0, 1, 0, 0, 0, 4];
         let set_data = [0, 0, 0, 1, 0, 0, 0, 5];
         let ping = [0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11];
-        l.record(&get_data, 3);
-        l.record(&get_data, 7);
-        l.record(&set_data, 1_000_000);
-        l.record(&ping, 1);
-        l.record(&[1, 2], 1);
+        let mut b = Batch::default();
+        b.record(&get_data, 3);
+        b.record(&get_data, 7);
+        b.record(&set_data, 1_000_000);
+        b.record(&ping, 1);
+        b.record(&[1, 2], 1);
+        l.add(&b);
         let r = l.read.snapshot();
         assert_eq!((r.count, r.buckets[0].1, r.buckets[1].1), (2, 1, 1));
         assert!((r.sum_seconds - 10e-6).abs() < 1e-12);

@@ -553,6 +553,8 @@ impl Shared {
             // One clock reading per request: the end of one request is the start of the next.
             let mut started = Instant::now();
             let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+            // Gathered here and added to the shared figures once for the whole batch.
+            let mut batch = latency::Batch::default();
             for frame in frames {
                 if conns.get(&id).is_none_or(|h| h.closing) {
                     break;
@@ -564,14 +566,15 @@ impl Shared {
                 head[..n].copy_from_slice(&frame[..n]);
                 core.request(id, frame, now, &mut out);
                 let done = Instant::now();
-                latencies.record(&head[..n], micros(done.saturating_duration_since(started)));
+                batch.record(&head[..n], micros(done.saturating_duration_since(started)));
                 let total = micros(done.saturating_duration_since(arrived));
                 started = done;
-                latencies.record_request(total);
+                batch.record_request(total);
                 if let Some(h) = conns.get_mut(&id) {
                     h.latency.record(total);
                 }
             }
+            latencies.add(&batch);
             conns.get(&id).is_some_and(|h| !h.closing)
         })
         .unwrap_or(false)
