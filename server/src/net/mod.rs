@@ -728,3 +728,5 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
 mod fail_closed_tests;
 #[cfg(test)]
 mod shared_body_tests;
+#[cfg(test)]
+mod slow_client_tests;

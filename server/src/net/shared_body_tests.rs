@@ -23,7 +23,7 @@ fn request<T: Jute>(xid: i32, op: i32, rec: &T) -> Bytes {
     })
 }
 
-fn create(xid: i32, path: String, data: Vec<u8>) -> Bytes {
+pub(super) fn create(xid: i32, path: String, data: Vec<u8>) -> Bytes {
     let rec = CreateRequest {
         path,
         data: Some(data.into()),
@@ -33,7 +33,7 @@ fn create(xid: i32, path: String, data: Vec<u8>) -> Bytes {
     request(xid, 1, &rec)
 }
 
-fn read_op(xid: i32, op: i32, path: &str) -> Bytes {
+pub(super) fn read_op(xid: i32, op: i32, path: &str) -> Bytes {
     let rec = PathWatchRequest {
         path: path.to_string(),
         watch: false,
@@ -42,7 +42,7 @@ fn read_op(xid: i32, op: i32, path: &str) -> Bytes {
 }
 
 /// Reads one reply; `None` once the server closed the connection. Returns (err, length).
-async fn reply(s: &mut TcpStream) -> Option<(i32, usize)> {
+pub(super) async fn reply(s: &mut TcpStream) -> Option<(i32, usize)> {
     let mut len = [0u8; 4];
     tokio::time::timeout(WAIT, s.read_exact(&mut len))
         .await
