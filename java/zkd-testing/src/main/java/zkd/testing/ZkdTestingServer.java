@@ -418,7 +418,7 @@ public class ZkdTestingServer implements Closeable {
     }
 
     /** Adds a fault rule given as the admin API's JSON (e.g.
-     * {@code {"action":"error","code":"NONODE","opcode":"getData","count":1}}); returns the
+     * {@code {"action":"error","code":"NONODE","opcode":"getData","path":"/f","count":1}}); returns the
      * rule as JSON, with its id. */
     public String addFault(String ruleJson) {
         return admin("POST", "/zkd/faults", ruleJson);
