@@ -741,7 +741,6 @@ impl Core {
         // length while it waits in an outbound queue.
         let data_len = node.data.map_or(0, <[u8]>::len);
         let body = reply.body_for(data_len + 4 + STAT_LEN);
-        body.reserve(data_len + 4 + STAT_LEN);
         // As GetDataResponse encodes it (nullable data, then the Stat), without a copy of
         // the data in between.
         match node.data {

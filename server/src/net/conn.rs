@@ -580,10 +580,15 @@ impl<S: Stream> Conn<S> {
             }
             self.buf.shrink_if_idle();
             if self.buf.len() == 0 {
-                // Nothing partial: wait for input without holding a buffer.
-                self.buf.release();
-                if let Err(e) = ready!(self.stream.poll_read_ready(cx)) {
-                    return Poll::Ready(self.read_failed(e));
+                // Nothing partial: while no input is ready, wait without holding a buffer
+                // (one that input keeps busy is kept).
+                match self.stream.poll_read_ready(cx) {
+                    Poll::Pending => {
+                        self.buf.release();
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(self.read_failed(e)),
+                    Poll::Ready(Ok(())) => {}
                 }
             }
             let read = match self.buf.poll_read_from(&mut self.stream, cx) {
