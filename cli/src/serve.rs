@@ -92,6 +92,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     admin_bind: IpAddr,
 
+    /// A host name (or address) the admin and AdminServer listeners answer to besides
+    /// localhost, loopback addresses and the address they are reached on; repeat for more.
+    /// Requests whose Host header names anything else are refused (403).
+    #[arg(long = "admin-allow-host", value_name = "NAME")]
+    admin_allow_host: Vec<String>,
+
     /// Port of a read-only listener serving only ZooKeeper's AdminServer commands
     /// (/commands); 0 picks a free one. Off unless given or set by a configuration's admin.*
     /// keys.
@@ -292,6 +298,7 @@ impl ServeArgs {
             admin_bind: self.admin_bind,
             admin_server_port: self.admin_server_port,
             admin_server_bind: self.admin_server_bind,
+            admin_allow_hosts: self.admin_allow_host.clone(),
             data_dir: self.data_dir.clone(),
             snap_count: self.snap_count,
             snap_interval: self.snap_interval.map(Duration::from_millis),

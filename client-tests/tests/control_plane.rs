@@ -693,3 +693,289 @@ async fn request_latency_is_measured_and_reset() {
     let monitor = admin::ok(admin, "GET", "/commands/monitor", None).await;
     assert!(monitor["max_latency"].as_i64().unwrap() < 100, "{monitor}");
 }
+
+/// Every route of the admin listener with a method it takes (and one route nobody serves).
+const ADMIN_ROUTES: &[(&str, &str)] = &[
+    ("GET", "/"),
+    ("GET", "/zkd/overview"),
+    ("GET", "/zkd/node?path=/"),
+    ("GET", "/zkd/sessions"),
+    ("GET", "/zkd/sessions/0x1/watches"),
+    ("POST", "/zkd/sessions/0x1/expire"),
+    ("POST", "/zkd/sessions/0x1/disconnect"),
+    ("POST", "/zkd/pause"),
+    ("POST", "/zkd/resume"),
+    ("GET", "/zkd/faults"),
+    ("POST", "/zkd/faults"),
+    ("DELETE", "/zkd/faults"),
+    ("DELETE", "/zkd/faults/1"),
+    ("POST", "/zkd/reset?sessions=expire"),
+    ("GET", "/zkd/clock"),
+    ("POST", "/zkd/clock/advance?ms=1000"),
+    ("GET", "/zkd/tree"),
+    ("POST", "/zkd/snapshot"),
+    ("GET", "/zkd/herd"),
+    ("GET", "/zkd/members"),
+    ("POST", "/zkd/members/1/stop"),
+    ("POST", "/zkd/members/1/start"),
+    ("POST", "/zkd/members/1/lag?ms=10"),
+    ("GET", "/metrics"),
+    ("GET", "/commands"),
+    ("GET", "/commands/ruok"),
+    ("GET", "/commands/stat_reset"),
+    ("GET", "/command/ping"),
+    ("GET", "/command/shutdown"),
+    ("POST", "/command/reset"),
+    ("GET", "/no/such/route"),
+];
+
+/// Every route of the AdminServer listener.
+const COMMAND_ROUTES: &[&str] = &["/commands", "/commands/ruok", "/commands/monitor", "/nope"];
+
+/// DNS rebinding: a request naming another host (a web page's own name pointed at this
+/// machine) is refused on every route of both HTTP listeners, and changes nothing; loopback
+/// names, the listener's address and the hosts named in `admin_allow_hosts` are served.
+#[tokio::test(flavor = "multi_thread")]
+async fn foreign_hosts_are_refused_on_every_route() {
+    let server = start(Config {
+        admin_server_port: Some(0),
+        admin_allow_hosts: vec!["zk.test".into()],
+        ..Config::default()
+    })
+    .await;
+    let admin = server.admin_addr().unwrap();
+    let commands = server.admin_server_addr().unwrap();
+    let c = client(&server, Duration::from_secs(30)).await;
+    c.create("/keep", b"data", &persistent()).await.unwrap();
+    c.create("/mine", b"", &ephemeral()).await.unwrap();
+
+    let port = admin.port();
+    let foreign = [
+        "evil.example".to_string(),
+        format!("evil.example:{port}"),
+        "127.0.0.1.evil.example".to_string(),
+        "localhost.evil.example".to_string(),
+        "zk2.test".to_string(),
+    ];
+    for host in &foreign {
+        let host_line = format!("Host: {host}");
+        for (method, path) in ADMIN_ROUTES {
+            let (status, body) = admin::raw(admin, method, path, &[&host_line]).await;
+            assert_eq!(status, 403, "{method} {path} with {host_line}: {body}");
+            assert!(
+                body.contains("is not this server"),
+                "{method} {path}: {body}"
+            );
+        }
+        for path in COMMAND_ROUTES {
+            let (status, body) = admin::raw(commands, "GET", path, &[&host_line]).await;
+            assert_eq!(status, 403, "AdminServer {path} with {host_line}: {body}");
+        }
+    }
+
+    // Nothing changed: the node, the session and its ephemeral are there, no fault rule.
+    assert_eq!(c.get_data("/keep").await.unwrap().0, b"data");
+    assert!(c.check_stat("/mine").await.unwrap().is_some());
+    let faults = admin::ok(admin, "GET", "/zkd/faults", None).await;
+    assert_eq!(faults["faults"], json!([]));
+    let clock = admin::ok(admin, "GET", "/zkd/clock", None).await;
+    assert_eq!(clock["paused"], json!(false));
+
+    for host in [
+        "localhost".to_string(),
+        format!("localhost:{port}"),
+        format!("LocalHost.:{port}"),
+        format!("127.0.0.1:{port}"),
+        "127.0.0.2".to_string(),
+        format!("[::1]:{port}"),
+        "zk.test".to_string(),
+        format!("ZK.test.:{port}"),
+    ] {
+        let host_line = format!("Host: {host}");
+        let (status, body) = admin::raw(admin, "GET", "/zkd/clock", &[&host_line]).await;
+        assert_eq!(status, 200, "{host_line}: {body}");
+        let (status, body) = admin::raw(commands, "GET", "/commands/ruok", &[&host_line]).await;
+        assert_eq!(status, 200, "AdminServer with {host_line}: {body}");
+    }
+    // A request without Host (HTTP/1.0 from a program) names no other host.
+    let (status, _) = admin::raw(admin, "GET", "/zkd/clock", &[]).await;
+    assert_eq!(status, 200);
+}
+
+/// A browser's request from another origin, or one that only a browser sends, is refused
+/// before it reaches a route: a foreign Origin, cross-site fetch metadata, a state-changing
+/// request from a browser without Origin, and any browser request to the test controller.
+/// The same requests from this listener's own page, or from a program, are served.
+#[tokio::test(flavor = "multi_thread")]
+async fn cross_site_browser_requests_change_nothing() {
+    let server = start(Config::default()).await;
+    let admin = server.admin_addr().unwrap();
+    let c = client(&server, Duration::from_secs(30)).await;
+    c.create("/keep", b"data", &persistent()).await.unwrap();
+    let host = format!("Host: {admin}");
+    let browser = "User-Agent: Mozilla/5.0 (X11; Linux x86_64) Chrome/120.0";
+    let form = "Content-Type: text/plain";
+    let refused: &[(&str, &str, &[&str])] = &[
+        (
+            "POST",
+            "/zkd/reset?sessions=expire",
+            &[&host, browser, form, "Origin: http://127.0.0.1:1"],
+        ),
+        (
+            "POST",
+            "/zkd/reset?sessions=expire",
+            &[&host, browser, form, "Origin: null"],
+        ),
+        (
+            "POST",
+            "/zkd/reset?sessions=expire",
+            &[&host, browser, form],
+        ),
+        (
+            "POST",
+            "/zkd/reset",
+            &[
+                &host,
+                "Sec-Fetch-Site: same-site",
+                "Sec-Fetch-Mode: no-cors",
+            ],
+        ),
+        ("POST", "/zkd/pause", &[&host, "Sec-Fetch-Site: cross-site"]),
+        (
+            "GET",
+            "/zkd/tree",
+            &[&host, "Sec-Fetch-Site: same-site", "Sec-Fetch-Mode: cors"],
+        ),
+        (
+            "GET",
+            "/zkd/sessions",
+            &[&host, "Origin: http://evil.example"],
+        ),
+        ("GET", "/command/shutdown", &[&host, browser]),
+        (
+            "GET",
+            "/command/shutdown",
+            &[&host, "Sec-Fetch-Dest: image"],
+        ),
+        (
+            "GET",
+            "/command/failrequests",
+            &[&host, "Referer: http://127.0.0.1:1/"],
+        ),
+        (
+            "POST",
+            "/command/noresponse",
+            &[&host, &format!("Origin: http://{admin}")],
+        ),
+    ];
+    for (method, path, headers) in refused {
+        let (status, body) = admin::raw(admin, method, path, headers).await;
+        assert_eq!(status, 403, "{method} {path} {headers:?}: {body}");
+    }
+    assert_eq!(c.get_data("/keep").await.unwrap().0, b"data");
+    assert_eq!(
+        admin::ok(admin, "GET", "/zkd/faults", None).await["faults"],
+        json!([])
+    );
+
+    // The web view's own requests and a program's are served.
+    let own = format!("Origin: http://{admin}");
+    let (status, body) = admin::raw(
+        admin,
+        "GET",
+        "/zkd/sessions",
+        &[&host, browser, "Sec-Fetch-Site: same-origin"],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = admin::raw(
+        admin,
+        "GET",
+        "/",
+        &[
+            &host,
+            browser,
+            "Sec-Fetch-Site: cross-site",
+            "Sec-Fetch-Mode: navigate",
+            "Sec-Fetch-Dest: document",
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "a link from elsewhere opens the page: {body}");
+    let (status, body) = admin::raw(
+        admin,
+        "POST",
+        "/zkd/reset",
+        &[&host, browser, &own, "Sec-Fetch-Site: same-origin"],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        c.check_stat("/keep").await.unwrap().is_none(),
+        "the page's reset worked"
+    );
+    let (status, body) = admin::raw(
+        admin,
+        "GET",
+        "/command/ping",
+        &[
+            &host,
+            "User-Agent: Jetty/9.4.57.v20241219",
+            "Accept-Encoding: gzip",
+        ],
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (200, "command/ping\n"));
+}
+
+/// The AdminServer listener changes nothing: the commands that reset counters or set the
+/// trace mask are refused there (403, with the command and a sentence), and still run on the
+/// admin listener.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_admin_server_listener_refuses_the_commands_that_change_state() {
+    let server = start(Config {
+        admin_server_port: Some(0),
+        ..Config::default()
+    })
+    .await;
+    let admin = server.admin_addr().unwrap();
+    let commands = server.admin_server_addr().unwrap();
+    let c = client(&server, Duration::from_secs(30)).await;
+    c.create("/n", b"", &persistent()).await.unwrap();
+    let received = |v: &serde_json::Value| v["server_stats"]["packets_received"].as_i64().unwrap();
+    let before = received(&admin::ok(commands, "GET", "/commands/srvr", None).await);
+    assert!(before > 0);
+    let mask = admin::ok(commands, "GET", "/commands/gtmk", None).await["tracemask"].clone();
+    for name in [
+        "stat_reset",
+        "srst",
+        "connection_stat_reset",
+        "crst",
+        "set_trace_mask?traceMask=1",
+        "stmk?traceMask=1",
+    ] {
+        let a = admin::call(commands, "GET", &format!("/commands/{name}"), None).await;
+        assert_eq!(a.status, 403, "{name}: {}", a.body);
+        assert!(
+            admin::error_text(&a).contains("changes nothing"),
+            "{}",
+            a.body
+        );
+        assert!(a.body["command"].is_string(), "{}", a.body);
+    }
+    let after = received(&admin::ok(commands, "GET", "/commands/srvr", None).await);
+    assert!(after >= before, "counters kept: {before} then {after}");
+    assert_eq!(
+        admin::ok(commands, "GET", "/commands/gtmk", None).await["tracemask"],
+        mask
+    );
+    // The admin listener still runs them, as ZooKeeper's AdminServer does.
+    admin::ok(admin, "GET", "/commands/stat_reset", None).await;
+    let reset = received(&admin::ok(commands, "GET", "/commands/srvr", None).await);
+    assert!(
+        reset < after,
+        "srst on the admin listener reset the counters: {after} then {reset}"
+    );
+    let set = admin::ok(admin, "GET", "/commands/set_trace_mask?traceMask=1", None).await;
+    assert_eq!(set["tracemask"], json!(1));
+}

@@ -55,6 +55,11 @@ pub struct Config {
     pub admin_server_port: Option<u16>,
     /// Address the read-only AdminServer listener binds (default 127.0.0.1).
     pub admin_server_bind: IpAddr,
+    /// Host names (or addresses) the admin and AdminServer listeners answer to besides
+    /// `localhost`, loopback addresses and the address a request came in on (default none).
+    /// A request whose `Host` header names anything else is refused with 403, so a web page
+    /// that points its own name at this machine (DNS rebinding) cannot use the listeners.
+    pub admin_allow_hosts: Vec<String>,
     /// Directory for snapshots and transaction logs in ZooKeeper's layout
     /// (`DIR/version-2/`); `None` (default) keeps everything in memory only.
     pub data_dir: Option<PathBuf>,
@@ -280,6 +285,7 @@ impl Default for Config {
             admin_bind: IpAddr::from([127, 0, 0, 1]),
             admin_server_port: None,
             admin_server_bind: IpAddr::from([127, 0, 0, 1]),
+            admin_allow_hosts: Vec::new(),
             data_dir: None,
             snap_count: 100_000,
             snap_interval: None,
@@ -356,6 +362,14 @@ impl Config {
             && !cfg!(feature = "admin")
         {
             return Err("an admin port was asked for, but zkd-server was built without its \"admin\" feature".into());
+        }
+        for host in &self.admin_allow_hosts {
+            if !valid_allow_host(host) {
+                return Err(format!(
+                    "admin allowed host {host:?} is not a host name or address (letters, digits, \
+                     '-' and '.', or an IP address; no port, scheme or path)"
+                ));
+            }
         }
         if self.snap_count == 0 {
             return Err("snap count must be at least 1".into());
@@ -441,6 +455,18 @@ fn random_seed() -> [u8; 16] {
         tracing::warn!("no system random source: SASL nonces are predictable");
     }
     seed
+}
+
+/// Whether `host` can name this server in a `Host` header: a DNS name (letters, digits, `-`
+/// and `.`) or an IP address, without port, scheme or path.
+fn valid_allow_host(host: &str) -> bool {
+    let name = host.strip_suffix('.').unwrap_or(host);
+    host.parse::<IpAddr>().is_ok()
+        || (!name.is_empty()
+            && name.len() <= 253
+            && name.split('.').all(|l| {
+                !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            }))
 }
 
 fn millis(d: Duration) -> i64 {

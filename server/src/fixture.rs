@@ -16,7 +16,8 @@
 //! empty. `acl` defaults to `world:anyone` with all permissions; `perms` is a string of
 //! `c d r w a` or the integer mask. Missing parents are created empty. `ephemeral: true` is
 //! refused (ephemeral nodes belong to sessions). Exports add each node's `stat`, which input
-//! ignores.
+//! ignores. `GET /zkd/tree` leaves out the data of nodes that `world:anyone` may not read and
+//! marks them `"data_withheld": true`, which input refuses.
 
 use base64::Engine;
 use bytes::Bytes;
@@ -61,7 +62,15 @@ fn node_from_json(v: &Value) -> Result<FixtureNode, String> {
     for key in o.keys() {
         if !matches!(
             key.as_str(),
-            "path" | "data" | "data_base64" | "acl" | "container" | "ttl_ms" | "stat" | "ephemeral"
+            "path"
+                | "data"
+                | "data_base64"
+                | "data_withheld"
+                | "acl"
+                | "container"
+                | "ttl_ms"
+                | "stat"
+                | "ephemeral"
         ) {
             return Err(format!("unknown field {key:?}"));
         }
@@ -73,6 +82,13 @@ fn node_from_json(v: &Value) -> Result<FixtureNode, String> {
         .to_string();
     if o.get("ephemeral").and_then(Value::as_bool) == Some(true) {
         return Err("ephemeral nodes cannot be seeded (they belong to a session)".into());
+    }
+    if o.get("data_withheld").and_then(Value::as_bool) == Some(true) {
+        return Err(
+            "the export withheld this node's data (its ACL does not let world:anyone \
+                    read it), so it cannot be seeded; export with `zkd snapshot dump` instead"
+                .into(),
+        );
     }
     let data = match (o.get("data"), o.get("data_base64")) {
         (Some(_), Some(_)) => return Err("give either \"data\" or \"data_base64\"".into()),

@@ -195,18 +195,20 @@ impl Server {
         };
         #[cfg(feature = "admin")]
         {
-            let state = crate::admin::AdminState {
-                shared: server.shared.clone(),
-                client_addr: addr,
-                persist: server.persist.clone(),
-                shutdown: server.shutdown.clone(),
-            };
+            let state = crate::admin::AdminState::new(
+                server.shared.clone(),
+                addr,
+                server.persist.clone(),
+                server.shutdown.clone(),
+                &config.admin_allow_hosts,
+            );
             if let Some(listener) = admin_listener {
                 let admin_addr = listener.local_addr()?;
                 server.admin = Some(tokio::spawn(crate::admin::serve(
                     listener,
                     crate::admin::router(state.clone()),
                     server.shutdown.clone(),
+                    "admin listener",
                 )));
                 server.admin_addr = Some(admin_addr);
                 tracing::info!(addr = %admin_addr, "zkd admin serving");
@@ -217,6 +219,7 @@ impl Server {
                     listener,
                     crate::admin::commands_router(state),
                     server.shutdown.clone(),
+                    "AdminServer listener",
                 )));
                 server.admin_server_addr = Some(at);
                 tracing::info!(addr = %at, "zkd AdminServer commands serving");

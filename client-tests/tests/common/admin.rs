@@ -64,3 +64,38 @@ pub fn error_text(a: &Answer) -> &str {
         .and_then(Value::as_str)
         .unwrap_or_else(|| panic!("answer without an error sentence: {}", a.body))
 }
+
+/// Sends one HTTP/1.1 request as written here (`headers` are whole lines such as
+/// `"Host: evil.example"`; none is added but `Connection: close` and an empty body's length)
+/// and returns the status and the body as text.
+pub async fn raw(addr: SocketAddr, method: &str, path: &str, headers: &[&str]) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut request = format!("{method} {path} HTTP/1.1\r\n");
+    for h in headers {
+        request.push_str(h);
+        request.push_str("\r\n");
+    }
+    request.push_str("Connection: close\r\nContent-Length: 0\r\n\r\n");
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        s.write_all(request.as_bytes()).await?;
+        let mut answer = Vec::new();
+        s.read_to_end(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(30), exchange)
+        .await
+        .unwrap_or_else(|_| panic!("{method} {path}: no answer in 30 s"))
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+    let text = String::from_utf8_lossy(&answer).to_string();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{method} {path}: not an HTTP answer: {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use axum::extract::{Path, Query, State};
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -57,6 +57,10 @@ pub const COMMANDS: [&[&str]; 26] = [
     &["watches_by_path", "wchp"],
     &["zabstate"],
 ];
+
+/// The commands that change something (counters, the trace mask): refused on the read-only
+/// AdminServer listener.
+pub const CHANGES_STATE: [&str; 3] = ["connection_stat_reset", "stat_reset", "set_trace_mask"];
 
 /// The primary name of a command given by any of its names.
 pub fn primary_name(name: &str) -> Option<&'static str> {
@@ -109,6 +113,17 @@ async fn command(
     Path(name): Path<String>,
     Query(params): Query<BTreeMap<String, String>>,
 ) -> ApiResult<Response> {
+    if let Some(cmd) = primary_name(&name).filter(|c| st.read_only && CHANGES_STATE.contains(c)) {
+        let body = json!({
+            "command": cmd,
+            "error": format!(
+                "{cmd} changes the server's state and this listener (the AdminServer port) \
+                 changes nothing; run it on the admin listener (--admin-port) or as a \
+                 four-letter word"
+            ),
+        });
+        return Ok((StatusCode::FORBIDDEN, axum::Json(body)).into_response());
+    }
     super::off_runtime(move || super::json_body(&run(&st, &name, &params)?)).await
 }
 

@@ -11,7 +11,9 @@
 mod commands;
 mod control;
 mod error;
+mod guard;
 mod herd;
+mod listen;
 mod member_lag;
 mod members;
 mod metrics;
@@ -44,6 +46,30 @@ pub(crate) struct AdminState {
     pub(crate) persist: Option<Arc<crate::persist::Persistence>>,
     /// Cancelling it stops the whole server (the test controller's SHUTDOWN).
     pub(crate) shutdown: CancellationToken,
+    /// Whom the listeners obey (see [`guard`]).
+    pub(crate) policy: Arc<guard::Policy>,
+    /// Set on the AdminServer listener, which changes nothing: the commands that reset
+    /// counters or set the trace mask are refused there.
+    pub(crate) read_only: bool,
+}
+
+impl AdminState {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        client_addr: SocketAddr,
+        persist: Option<Arc<crate::persist::Persistence>>,
+        shutdown: CancellationToken,
+        allow_hosts: &[String],
+    ) -> AdminState {
+        AdminState {
+            shared,
+            client_addr,
+            persist,
+            shutdown,
+            policy: Arc::new(guard::Policy::new(allow_hosts)),
+            read_only: false,
+        }
+    }
 }
 
 /// The complete admin router. Add a module's routes here with `.merge(module::routes())`.
@@ -59,15 +85,28 @@ pub(crate) fn router(state: AdminState) -> Router {
         .merge(zk_controller::routes())
         .merge(web::routes())
         .fallback(unknown_route)
+        .layer(axum::middleware::from_fn_with_state(
+            state.policy.clone(),
+            guard::check,
+        ))
         .with_state(state)
 }
 
 /// The read-only AdminServer router (`Config::admin_server_port`): ZooKeeper's `/commands`
-/// only, none of the routes that show the tree or can end sessions.
+/// only, none of the routes that show the tree or can end sessions, and none of the commands
+/// that change anything.
 pub(crate) fn commands_router(state: AdminState) -> Router {
+    let state = AdminState {
+        read_only: true,
+        ..state
+    };
     Router::new()
         .merge(commands::routes())
         .fallback(unknown_route)
+        .layer(axum::middleware::from_fn_with_state(
+            state.policy.clone(),
+            guard::check,
+        ))
         .with_state(state)
 }
 
@@ -133,12 +172,13 @@ pub(crate) async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-/// Serves `app` (one of the routers above) on `listener` until `shutdown`.
-pub(crate) async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await;
-    if let Err(e) = result {
-        tracing::error!(error = %e, "admin listener failed");
-    }
+/// Serves `app` (one of the routers above) on `listener` until `shutdown`, within the
+/// connection limits of [`listen`]; `name` names the listener in logs.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    app: Router,
+    shutdown: CancellationToken,
+    name: &'static str,
+) {
+    listen::serve(listener, app, shutdown, listen::Limits::for_process(), name).await;
 }

@@ -1,5 +1,6 @@
-//! Persistence routes: `GET /zkd/tree` (the tree in the JSON fixture format) and
-//! `POST /zkd/snapshot` (write a snapshot to the data directory now).
+//! Persistence routes: `GET /zkd/tree` (the tree in the JSON fixture format, as a client
+//! without credentials may see it) and `POST /zkd/snapshot` (write a snapshot to the data
+//! directory now).
 
 use std::sync::Arc;
 
@@ -95,11 +96,11 @@ async fn next_page(shared: &Arc<Shared>, mut state: TreeState) -> ApiResult<Tree
             shared
                 .inspect(|core, _| core.export_some(&mut state.walk, TREE_CHUNK, &mut entries))?;
         }
-        for e in &entries {
+        for e in &mut entries {
             if state.written > 0 {
                 bytes.push(b',');
             }
-            serde_json::to_writer(&mut bytes, &crate::fixture::entry_to_json(e))
+            serde_json::to_writer(&mut bytes, &as_world_sees(e))
                 .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
             state.written += 1;
         }
@@ -111,6 +112,23 @@ async fn next_page(shared: &Arc<Shared>, mut state: TreeState) -> ApiResult<Tree
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))??;
     Ok(page)
+}
+
+/// One exported node as a client without credentials may see it (the rule of `/zkd/node`):
+/// data the node's ACL does not let `world:anyone` read is left out and the entry says
+/// `"data_withheld": true`; digest ACL entries show `user:x` unless `world:anyone` has ADMIN.
+fn as_world_sees(e: &mut crate::core::TreeEntry) -> Value {
+    let withheld = !crate::core::report::world_readable(&e.node.acl);
+    if withheld {
+        e.node.data = None;
+    }
+    e.node.acl = crate::core::report::acl_for_world(&e.node.acl);
+    let mut v = crate::fixture::entry_to_json(e);
+    if let (true, Value::Object(o)) = (withheld, &mut v) {
+        o.remove("data");
+        o.insert("data_withheld".into(), Value::Bool(true));
+    }
+    v
 }
 
 async fn snapshot(State(st): State<AdminState>) -> ApiResult<Json<Value>> {

@@ -11,6 +11,40 @@ use zkd_protocol::{perms, Acl, Stat};
 use super::herd::HerdReport;
 use super::{acl, ConnId, Core};
 
+/// Whether a client without credentials (`world:anyone`) may read a node with this ACL. The
+/// admin listener's reports show a node's data only then.
+pub fn world_readable(node_acl: &[Acl]) -> bool {
+    acl::allowed(node_acl, perms::READ, &[world_anyone()])
+}
+
+/// The ACL as `getACL` shows it to a client without credentials: unless `world:anyone` has
+/// ADMIN on the node, each digest id's password hash is replaced by `x` (`user:x`), as
+/// ZooKeeper does.
+pub fn acl_for_world(node_acl: &[Acl]) -> Vec<Acl> {
+    if acl::allowed(node_acl, perms::ADMIN, &[world_anyone()]) {
+        return node_acl.to_vec();
+    }
+    node_acl
+        .iter()
+        .map(|a| {
+            let mut a = a.clone();
+            if a.id.scheme == "digest" {
+                if let Some((user, _)) = a.id.id.split_once(':') {
+                    a.id.id = format!("{user}:x");
+                }
+            }
+            a
+        })
+        .collect()
+}
+
+fn world_anyone() -> zkd_protocol::Id {
+    zkd_protocol::Id {
+        scheme: "world".into(),
+        id: "anyone".into(),
+    }
+}
+
 /// Server-wide numbers, all O(1) or O(sessions) to compute.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Summary {
@@ -322,14 +356,7 @@ impl Core {
     /// exist.
     pub fn node_report(&self, path: &str, after: Option<&str>, limit: usize) -> Option<NodeReport> {
         let node = self.tree.get(path)?;
-        let readable = acl::allowed(
-            node.acl,
-            perms::READ,
-            &[zkd_protocol::Id {
-                scheme: "world".into(),
-                id: "anyone".into(),
-            }],
-        );
+        let readable = world_readable(node.acl);
         let names = self.tree.children(path).unwrap_or_default();
         let mut iter = names.into_iter().filter(|c| after.is_none_or(|a| *c > a));
         let children: Vec<String> = iter.by_ref().take(limit).map(|c| c.to_string()).collect();
@@ -339,7 +366,7 @@ impl Core {
             stat: node.stat(),
             data: if readable { node.data_bytes() } else { None },
             data_withheld: !readable,
-            acl: node.acl.to_vec(),
+            acl: acl_for_world(node.acl),
             children,
             more,
             watchers: self.node_watchers(path),
