@@ -7,8 +7,14 @@
 //! dismissed expiry changes nothing; disconnect closes a session's connection and the client
 //! resumes it; expire ends a session (it leaves the table, its ephemeral goes, its client is
 //! told it expired when it comes back); reset empties the tree.
+//!
+//! And the attacker's side: a page on another origin tries every state-changing route and
+//! the test controller with `<img>` GETs, text/plain form POSTs and `no-cors` fetches, and
+//! tries to read the tree and the sessions; a name of the attacker's that resolves to
+//! 127.0.0.1 (DNS rebinding) opens the admin routes directly. Nothing changes, nothing is
+//! read.
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -74,7 +80,8 @@ fn start_driver() -> Driver {
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("{NOT_INSTALLED} (cannot run chromedriver: {e})"));
-    let profile = std::env::temp_dir().join(format!("zkd-webview-profile-{}", std::process::id()));
+    let profile =
+        std::env::temp_dir().join(format!("zkd-webview-profile-{}-{port}", std::process::id()));
     let _ = std::fs::remove_dir_all(&profile);
     let driver = Driver {
         child,
@@ -116,6 +123,8 @@ impl Browser<'_> {
                         "--headless", "--no-sandbox", "--disable-gpu",
                         "--disable-background-networking", "--disable-component-update",
                         "--disable-sync", "--no-first-run", "--window-size=1500,1000",
+                        // A name of the attacker's that resolves to this machine.
+                        "--host-resolver-rules=MAP evil.example 127.0.0.1",
                         format!("--user-data-dir={}", driver.profile.display()),
                     ],
                 },
@@ -478,4 +487,197 @@ async fn control_actions(
 
 async fn within<T>(fut: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(WAIT, fut).await.expect("in time")
+}
+
+/// Serves `html` to every request on a free loopback port (another origin than the admin
+/// listener's); returns the page's address.
+async fn serve_page(html: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("page listener");
+    let url = format!("http://{}/", listener.local_addr().expect("page address"));
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let html = html.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{html}",
+                    html.len()
+                );
+                let _ = s.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    url
+}
+
+/// The attacker's page: every state-changing route of `admin` and the test controller's
+/// commands, each as an `<img>` GET, a text/plain form POST (its body a valid fault rule) and
+/// `no-cors` fetches; then CORS reads of the tree, the sessions, a node and a report. Sets
+/// the title to `done` once every attempt has ended, and `window.reads` to what each read
+/// got.
+fn attack_page(admin: SocketAddr, sid: &str) -> String {
+    let changes = [
+        format!("/zkd/sessions/{sid}/expire"),
+        format!("/zkd/sessions/{sid}/disconnect"),
+        "/zkd/pause".into(),
+        "/zkd/faults".into(),
+        "/zkd/reset?sessions=expire".into(),
+        "/zkd/clock/advance?ms=100000".into(),
+        "/zkd/snapshot".into(),
+        "/zkd/members/1/stop".into(),
+        "/zkd/members/1/lag?ms=1000".into(),
+        "/command/shutdown".into(),
+        "/command/expiresession".into(),
+        "/command/closeconnection".into(),
+        "/command/rejectconnections".into(),
+        "/command/failrequests".into(),
+        "/command/noresponse".into(),
+        "/command/adddelay/5000".into(),
+    ];
+    let changes = serde_json::to_string(&changes).expect("json");
+    format!(
+        r#"<!doctype html><html><head><title>attack</title></head><body><script>
+const A = "http://{admin}";
+const changes = {changes};
+const reads = ["/zkd/tree", "/zkd/sessions", "/zkd/node?path=/app", "/commands/dump", "/zkd/overview"];
+const pending = [];
+const ended = (p) => pending.push(p.catch(() => {{}}));
+const fault = JSON.stringify({{ action: "error", code: "CONNECTIONLOSS" }});
+for (const p of changes) {{
+  ended(new Promise((r) => {{
+    const i = new Image(); i.onload = r; i.onerror = r; i.src = A + p; document.body.appendChild(i);
+  }}));
+}}
+changes.forEach((p, n) => {{
+  const frame = document.createElement("iframe");
+  frame.name = "f" + n; frame.style.display = "none"; document.body.appendChild(frame);
+  const form = document.createElement("form");
+  form.method = "POST"; form.enctype = "text/plain"; form.action = A + p; form.target = "f" + n;
+  const field = document.createElement("input");
+  field.name = '{{"action":"error","code":"CONNECTIONLOSS","x":"'; field.value = '"}}';
+  form.appendChild(field); document.body.appendChild(form);
+  ended(new Promise((r) => {{ frame.onload = r; setTimeout(r, 5000); }}));
+  form.submit();
+}});
+for (const p of changes) {{
+  ended(fetch(A + p, {{ method: "POST", mode: "no-cors", body: fault, headers: {{ "Content-Type": "text/plain" }} }}));
+  ended(fetch(A + p, {{ mode: "no-cors" }}));
+}}
+window.reads = {{}};
+for (const p of reads) {{
+  ended(fetch(A + p).then((r) => r.text()).then(
+    (t) => {{ window.reads[p] = "read: " + t; }},
+    (e) => {{ window.reads[p] = "failed: " + e; }}));
+}}
+Promise.all(pending).then(() => {{ document.title = "done"; }});
+</script></body></html>"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_on_another_origin_changes_nothing_and_reads_nothing() {
+    let (server, admin) = zkd_testkit::target::zkd_with_admin(zkd_server::Config {
+        clock: zkd_server::ClockMode::Manual,
+        ..Default::default()
+    })
+    .await;
+    let client = RawClient::connect(server.local_addr(), 30_000)
+        .await
+        .expect("session");
+    call(&client, create("/app", b"secret", 0)).await;
+    call(&client, create("/app/worker", b"w", 1)).await;
+    let sid = format!("0x{:x}", client.session_id);
+    let evil = serve_page(attack_page(admin, &sid)).await;
+    let rebound: Vec<String> = ["/zkd/tree", "/zkd/node?path=/app", "/command/shutdown"]
+        .iter()
+        .map(|p| format!("http://evil.example:{}{p}", admin.port()))
+        .collect();
+
+    let driver = tokio::task::spawn_blocking(start_driver)
+        .await
+        .expect("driver");
+    let (reads, rebound_pages) = tokio::task::spawn_blocking(move || {
+        let b = Browser::open(&driver);
+        b.go(&evil);
+        b.wait_for("the end of the attack", "return document.title === 'done'");
+        let reads = b.eval("return window.reads");
+        let pages: Vec<String> = rebound
+            .iter()
+            .map(|url| {
+                b.go(url);
+                b.eval("return document.body.innerText")
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        (reads, pages)
+    })
+    .await
+    .expect("browser");
+
+    // Nothing was read.
+    let reads = reads.as_object().expect("the page's reads");
+    assert_eq!(reads.len(), 5, "{reads:?}");
+    for (path, got) in reads {
+        let got = got.as_str().unwrap_or_default();
+        assert!(got.starts_with("failed: "), "the page read {path}: {got}");
+    }
+    for page in &rebound_pages {
+        assert!(page.contains("is not this server"), "{page}");
+        assert!(
+            !page.contains("secret") && !page.contains("c2VjcmV0"),
+            "{page}"
+        );
+    }
+
+    // Nothing changed: the server answers, the session and its ephemeral live, the tree is
+    // whole, no fault rule, no pause, the clock did not move, new clients are accepted.
+    let addr = server.local_addr();
+    let ruok = tokio::task::spawn_blocking(move || {
+        zkd_testkit::oracle::four_letter_word(addr, "ruok").expect("ruok")
+    })
+    .await
+    .expect("ruok");
+    assert_eq!(ruok, "imok");
+    let data = within(client.call(&Request::GetData(PathWatchRequest {
+        path: "/app".into(),
+        watch: false,
+    })))
+    .await
+    .expect("getData");
+    assert_eq!(data.err, 0, "the session is alive and answered");
+    let exists = within(client.call(&Request::Exists(PathWatchRequest {
+        path: "/app/worker".into(),
+        watch: false,
+    })))
+    .await
+    .expect("exists");
+    assert_eq!(exists.err, 0, "the ephemeral node is still there");
+    let (faults, clock, sessions) = tokio::task::spawn_blocking(move || {
+        let get = |path: &str| wd("GET", &format!("http://{admin}{path}"), None);
+        (get("/zkd/faults"), get("/zkd/clock"), get("/zkd/sessions"))
+    })
+    .await
+    .expect("admin reads");
+    assert_eq!(faults["faults"], json!([]), "no fault rule");
+    assert_eq!(clock["paused"], json!(false), "{clock}");
+    assert_eq!(clock["elapsed_ms"], json!(0), "{clock}");
+    assert!(sessions.to_string().contains(&sid), "{sessions}");
+    let other = RawClient::connect(addr, 30_000)
+        .await
+        .expect("a new client is accepted");
+    drop(other);
+    drop(client);
 }
