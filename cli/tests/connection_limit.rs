@@ -1,6 +1,11 @@
 //! The per-address connection limit of the `zkd` binary (`--max-client-cnxns`): a connection
 //! over the limit is closed at once, and the server logs exactly one warning for it, naming
 //! the address and the limit, so a client that sees its connection end can find out why.
+//!
+//! And the HTTP listeners' limits: 2 000 half-sent requests on each of the admin and
+//! AdminServer listeners are all closed within the header deadline (those over a connection
+//! cap at once) while ZooKeeper clients connect and `ruok` answers, also with the process
+//! under a 1 024-descriptor limit (`prlimit`); `--admin-allow-host` admits the host it names.
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpStream};
@@ -73,4 +78,304 @@ fn a_refused_connection_is_logged_once_with_address_and_limit() {
         1,
         "one warning per refused connection: {more:?}"
     );
+}
+
+/// Half-sent requests opened on each HTTP listener.
+const HALF_SENT: usize = 2000;
+/// The HTTP listeners' deadline for a request head, and the slack allowed on top of it.
+const HEADER_DEADLINE: Duration = Duration::from_secs(10);
+const SLACK: Duration = Duration::from_secs(3);
+
+/// `zkd` with both HTTP listeners (under `prlimit --nofile=N` when given), its stderr lines
+/// on a channel, and the client, admin and AdminServer addresses.
+struct Zkd {
+    child: std::process::Child,
+    log: mpsc::Receiver<String>,
+    client: SocketAddr,
+    admin: SocketAddr,
+    commands: SocketAddr,
+}
+
+impl Drop for Zkd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_with_http(nofile: Option<u32>, extra: &[&str]) -> Zkd {
+    let zkd = env!("CARGO_BIN_EXE_zkd");
+    let mut cmd = match nofile {
+        Some(n) => {
+            let mut c = Command::new("prlimit");
+            c.arg(format!("--nofile={n}")).arg(zkd);
+            c
+        }
+        None => Command::new(zkd),
+    };
+    let mut child = cmd
+        .args(["--port", "0", "--admin-port", "0", "--admin-server-port", "0"])
+        .args(["--log", "warn"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot run zkd (prlimit comes with util-linux, see scripts/install-test-deps.sh): {e}")
+        });
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let client = common::listening_addr(&mut out);
+    let admin = common::announced(&mut out, "zkd admin on ")
+        .parse()
+        .expect("admin address");
+    let commands = common::announced(&mut out, "zkd admin server on ")
+        .parse()
+        .expect("AdminServer address");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, log) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    Zkd {
+        child,
+        log,
+        client,
+        admin,
+        commands,
+    }
+}
+
+/// One raw HTTP GET with the given Host; the status.
+fn http_status(addr: SocketAddr, path: &str, host: &str) -> u16 {
+    use std::io::Write;
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request");
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"))
+}
+
+/// What the probes saw while the HTTP listeners were flooded.
+#[derive(Default, Debug)]
+struct Probes {
+    ruok: usize,
+    ruok_slowest: Duration,
+    ruok_failures: Vec<String>,
+    sessions: usize,
+    session_failures: Vec<String>,
+}
+
+/// `ruok` every 100 ms and a new ZooKeeper session every second, until `stop`.
+async fn probe(client: SocketAddr, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Probes {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut p = Probes::default();
+    let mut round = 0u64;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let began = std::time::Instant::now();
+        let answer = tokio::time::timeout(Duration::from_secs(2), async {
+            let mut s = tokio::net::TcpStream::connect(client).await?;
+            s.write_all(b"ruok").await?;
+            let mut out = String::new();
+            s.read_to_string(&mut out).await?;
+            Ok::<_, std::io::Error>(out)
+        })
+        .await;
+        match answer {
+            Ok(Ok(text)) if text == "imok" => {
+                p.ruok += 1;
+                p.ruok_slowest = p.ruok_slowest.max(began.elapsed());
+            }
+            other => p.ruok_failures.push(format!("{other:?}")),
+        }
+        if round % 10 == 0 {
+            let session = tokio::time::timeout(
+                Duration::from_secs(5),
+                zkd_testkit::raw::RawClient::connect(client, 10_000),
+            )
+            .await;
+            match session {
+                Ok(Ok(c)) => {
+                    p.sessions += 1;
+                    let _ = c.close().await;
+                }
+                other => p
+                    .session_failures
+                    .push(format!("{:?}", other.map(|r| r.err()))),
+            }
+        }
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    p
+}
+
+/// Opens `HALF_SENT` connections to `addr` from 50 loopback addresses, three in four with a
+/// request head cut short and one in four with nothing sent, and waits for each to be closed; returns how long each
+/// stayed open (`None`: still open after the deadline and its slack).
+async fn half_sent(addr: SocketAddr) -> Vec<Option<Duration>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut waits = tokio::task::JoinSet::new();
+    for i in 0..HALF_SENT {
+        // From 50 loopback addresses, so the per-address cap is not the only one in play.
+        let from = SocketAddr::from(([127, 0, 0, 2 + (i % 50) as u8], 0));
+        let mut s = loop {
+            let connected = async {
+                let socket = tokio::net::TcpSocket::new_v4()?;
+                socket.bind(from)?;
+                socket.connect(addr).await
+            };
+            match connected.await {
+                Ok(s) => break s,
+                // Out of descriptors here, or the listener's queue full: try again.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        };
+        let opened = std::time::Instant::now();
+        if i % 4 != 0 {
+            let _ = s
+                .write_all(b"GET /zkd/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half: ")
+                .await;
+        }
+        waits.spawn(async move {
+            let mut buf = [0u8; 512];
+            let closed = tokio::time::timeout(HEADER_DEADLINE + SLACK, async {
+                loop {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                }
+            })
+            .await;
+            closed.ok().map(|()| opened.elapsed())
+        });
+    }
+    let mut out = Vec::with_capacity(HALF_SENT);
+    while let Some(w) = waits.join_next().await {
+        out.push(w.expect("reader"));
+    }
+    out
+}
+
+fn flood(nofile: Option<u32>) {
+    let zkd = start_with_http(nofile, &["--admin-allow-host", "zk.test"]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (admin_waits, commands_waits, probes) = rt.block_on(async {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let prober = tokio::spawn(probe(zkd.client, stop.clone()));
+        let admin = tokio::spawn(half_sent(zkd.admin));
+        let commands = tokio::spawn(half_sent(zkd.commands));
+        let admin = admin.await.expect("admin flood");
+        let commands = commands.await.expect("AdminServer flood");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (admin, commands, prober.await.expect("probes"))
+    });
+    let label = nofile.map_or("no descriptor limit".to_string(), |n| {
+        format!("prlimit --nofile={n}")
+    });
+    for (name, waits) in [("admin", &admin_waits), ("AdminServer", &commands_waits)] {
+        let open = waits.iter().filter(|w| w.is_none()).count();
+        let at_once = waits
+            .iter()
+            .flatten()
+            .filter(|d| **d < Duration::from_secs(1))
+            .count();
+        let slowest = waits.iter().flatten().max().copied().unwrap_or_default();
+        println!(
+            "{label}: {name} listener: {} half-sent requests, {at_once} closed within 1 s, \
+             {} held until the deadline, slowest closed after {:.1} s, {open} still open",
+            waits.len(),
+            waits.len() - at_once - open,
+            slowest.as_secs_f64()
+        );
+        assert_eq!(waits.len(), HALF_SENT);
+        // Each listener holds at most 256 connections, and an eighth of the descriptors.
+        let cap = nofile.map_or(256, |n| (n as usize / 8).min(256));
+        assert!(
+            waits.len() - at_once - open <= cap,
+            "{name}: at most {cap} connections held"
+        );
+        assert_eq!(
+            open, 0,
+            "{name}: every half-sent request is closed within {HEADER_DEADLINE:?} (+{SLACK:?})"
+        );
+    }
+    println!(
+        "{label}: meanwhile {} ruok answered (slowest {} ms), {} sessions established",
+        probes.ruok,
+        probes.ruok_slowest.as_millis(),
+        probes.sessions
+    );
+    assert!(
+        probes.ruok_failures.is_empty(),
+        "ruok failed: {:?}",
+        probes.ruok_failures
+    );
+    assert!(
+        probes.session_failures.is_empty(),
+        "a client could not connect: {:?}",
+        probes.session_failures
+    );
+    assert!(probes.ruok > 0 && probes.sessions > 0, "{probes:?}");
+
+    // The listeners serve again, with the Host rules: the named host is admitted, others not.
+    assert_eq!(http_status(zkd.admin, "/zkd/sessions", "127.0.0.1"), 200);
+    assert_eq!(http_status(zkd.admin, "/zkd/sessions", "zk.test"), 200);
+    assert_eq!(http_status(zkd.admin, "/zkd/sessions", "evil.example"), 403);
+    assert_eq!(
+        http_status(zkd.commands, "/commands/ruok", "zk.test:8080"),
+        200
+    );
+    assert_eq!(
+        http_status(zkd.commands, "/commands/ruok", "evil.example"),
+        403
+    );
+    // The refusals and the closed connections were logged.
+    let log: Vec<String> = zkd.log.try_iter().collect();
+    assert!(
+        log.iter().any(|l| l.contains("connection refused")),
+        "a refused connection is logged: {log:?}"
+    );
+    assert!(
+        log.iter().any(|l| l.contains("no complete request head")),
+        "a connection closed at the deadline is logged: {log:?}"
+    );
+}
+
+#[test]
+fn half_sent_http_requests_are_closed_while_clients_connect() {
+    flood(None);
+}
+
+#[test]
+fn half_sent_http_requests_under_a_1024_descriptor_limit() {
+    flood(Some(1024));
+}
+
+#[test]
+fn a_bad_admin_allow_host_is_a_start_up_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_zkd"))
+        .args(["--port", "0", "--admin-port", "0"])
+        .args(["--admin-allow-host", "http://evil.example/"])
+        .output()
+        .expect("zkd runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"http://evil.example/\""), "{err}");
 }
