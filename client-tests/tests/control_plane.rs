@@ -979,3 +979,71 @@ async fn the_admin_server_listener_refuses_the_commands_that_change_state() {
     let set = admin::ok(admin, "GET", "/commands/set_trace_mask?traceMask=1", None).await;
     assert_eq!(set["tracemask"], json!(1));
 }
+
+/// ZooKeeper's own test-controller client (`CommandClient` from the ZooKeeper 3.8 jars, over
+/// Jetty's HttpClient: a plain GET to `localhost:PORT`) drives the admin listener: a program
+/// passes the checks that keep browsers off the controller.
+#[tokio::test(flavor = "multi_thread")]
+async fn zookeepers_own_command_client_drives_the_controller() {
+    let server = start(Config::default()).await;
+    let admin = server.admin_addr().unwrap();
+    let c = client(&server, Duration::from_secs(30)).await;
+    c.create("/n", b"", &persistent()).await.unwrap();
+    let mut states = c.state_watcher();
+    let expire = format!("EXPIRESESSION/{}", c.session_id().0);
+    let jars = std::env::var("ZKD_ZOOKEEPER_JARS").unwrap_or_else(|_| "/usr/share/java".into());
+    let classpath = [
+        "zookeeper.jar",
+        "jetty9-client.jar",
+        "jetty9-http.jar",
+        "jetty9-io.jar",
+        "jetty9-util.jar",
+        "slf4j-api.jar",
+        "slf4j-nop.jar",
+    ]
+    .map(|j| format!("{jars}/{j}"))
+    .join(":");
+    let source = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/java-controller/Controller.java"
+    );
+    let args = [
+        "PING".to_string(),
+        "FAILREQUESTS/1".into(),
+        "ADDDELAY/notanumber".into(),
+        expire.clone(),
+    ];
+    let out = tokio::task::spawn_blocking({
+        let args = args.clone();
+        move || {
+            std::process::Command::new("java")
+                .args(["-cp", &classpath, source, &admin.port().to_string()])
+                .args(&args)
+                .output()
+                .unwrap_or_else(|e| {
+                    panic!("cannot run java (scripts/install-test-deps.sh installs it): {e}")
+                })
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "PING true".to_string(),
+            "FAILREQUESTS/1 true".into(),
+            "ADDDELAY/notanumber false".into(),
+            format!("{expire} true"),
+        ]
+    );
+    assert_eq!(terminal(&mut states).await, zk::SessionState::Expired);
+    let faults = admin::ok(admin, "GET", "/zkd/faults", None).await;
+    assert_eq!(faults["faults"][0]["count"], json!(1), "{faults}");
+}
