@@ -2,6 +2,10 @@
 //! body produced page by page, and its bytes are those of the whole document encoded at
 //! once (compact JSON, the fixture format), with parents before children, siblings in name
 //! order, no ephemerals and no `/zookeeper`.
+//!
+//! The export shows what a client without credentials may see, as `/zkd/node` does: the data
+//! of a node `world:anyone` may not read is withheld, and digest ACL entries show `user:x`
+//! unless `world:anyone` has ADMIN.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -103,6 +107,119 @@ async fn the_tree_export_streams_the_same_bytes_in_pages() {
     let bin = nodes.iter().find(|n| n["path"] == "/bin").expect("/bin");
     assert_eq!(bin["data_base64"], "AAEC/w==");
     assert_eq!(bin["stat"]["dataLength"], 4);
+    drop(c);
+    server.shutdown().await;
+}
+
+/// A create request with `acl`.
+fn create_with_acl(
+    path: &str,
+    data: &'static [u8],
+    acl: Vec<zkd_protocol::Acl>,
+) -> zkd_protocol::Request {
+    zkd_protocol::Request::Create(zkd_protocol::Create {
+        op: zkd_protocol::OpCode::Create,
+        path: path.to_string(),
+        data: Some(Bytes::from_static(data)),
+        acl,
+        flags: 0,
+        ttl: -1,
+    })
+}
+
+fn acl(perms: i32, scheme: &str, id: &str) -> zkd_protocol::Acl {
+    zkd_protocol::Acl {
+        perms,
+        id: zkd_protocol::Id {
+            scheme: scheme.into(),
+            id: id.into(),
+        },
+    }
+}
+
+fn get_json(admin: SocketAddr, path: &str) -> (String, Value) {
+    let mut r = ureq::get(&format!("http://{admin}{path}"))
+        .call()
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let text = r.body_mut().read_to_string().expect("body");
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"));
+    (text, v)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_export_and_the_node_view_withhold_what_world_cannot_read() {
+    const HASH: &str = "smGaoVKd/cQkjm7b88GyorAUz20=";
+    let digest = format!("user:{HASH}");
+    let (server, admin) = zkd_with_admin(zkd_server::Config::default()).await;
+    let c = RawClient::connect(server.local_addr(), 10_000)
+        .await
+        .expect("session");
+    let nodes = [
+        // Digest only: neither data nor hash shown.
+        ("/secret", vec![acl(31, "digest", &digest)]),
+        // World may read but not administer: data shown, hash not.
+        (
+            "/shared",
+            vec![acl(1, "world", "anyone"), acl(31, "digest", &digest)],
+        ),
+        // World may administer: the ACL is shown whole, as getACL shows it.
+        (
+            "/open",
+            vec![acl(31, "world", "anyone"), acl(31, "digest", &digest)],
+        ),
+    ];
+    for (path, list) in nodes {
+        let reply = c
+            .call(&create_with_acl(path, b"s3cr3t-data", list))
+            .await
+            .expect("create");
+        assert_eq!(reply.err, 0, "{path}");
+    }
+
+    let (text, doc) = tokio::task::spawn_blocking(move || get_json(admin, "/zkd/tree"))
+        .await
+        .expect("fetch");
+    let node = |p: &str| {
+        doc["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .find(|n| n["path"] == p)
+            .unwrap_or_else(|| panic!("{p} exported: {doc}"))
+            .clone()
+    };
+    let secret = node("/secret");
+    assert_eq!(secret["data_withheld"], true, "{secret}");
+    assert!(secret.get("data").is_none() && secret.get("data_base64").is_none());
+    assert_eq!(secret["acl"][0]["id"], "user:x");
+    let shared = node("/shared");
+    assert_eq!(shared["data"], "s3cr3t-data");
+    assert_eq!(shared["acl"][1]["id"], "user:x");
+    let open = node("/open");
+    assert_eq!(open["acl"][1]["id"], digest.as_str());
+    assert_eq!(
+        text.matches(HASH).count(),
+        1,
+        "the hash shows on /open only: {text}"
+    );
+    assert_eq!(text.matches("s3cr3t-data").count(), 2, "{text}");
+    // Seeding refuses a withheld node rather than creating it empty.
+    let err = zkd_server::fixture::from_json(&text).expect_err("withheld data cannot be seeded");
+    assert!(err.contains("/secret") && err.contains("withheld"), "{err}");
+
+    let (_, secret) =
+        tokio::task::spawn_blocking(move || get_json(admin, "/zkd/node?path=/secret"))
+            .await
+            .expect("fetch");
+    assert_eq!(secret["data"], Value::Null);
+    assert_eq!(secret["data_withheld"], true);
+    assert_eq!(secret["acl"][0]["id"], "user:x");
+    let (_, shared) =
+        tokio::task::spawn_blocking(move || get_json(admin, "/zkd/node?path=/shared"))
+            .await
+            .expect("fetch");
+    assert_eq!(shared["data"]["text"], "s3cr3t-data");
+    assert_eq!(shared["acl"][1]["id"], "user:x");
     drop(c);
     server.shutdown().await;
 }
