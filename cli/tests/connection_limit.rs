@@ -181,7 +181,7 @@ struct Probes {
 async fn probe(client: SocketAddr, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Probes {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut p = Probes::default();
-    let mut round = 0u64;
+    let mut next_session = 0u32;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let began = std::time::Instant::now();
         let answer = tokio::time::timeout(Duration::from_secs(2), async {
@@ -199,7 +199,8 @@ async fn probe(client: SocketAddr, stop: std::sync::Arc<std::sync::atomic::Atomi
             }
             other => p.ruok_failures.push(format!("{other:?}")),
         }
-        if round % 10 == 0 {
+        if next_session == 0 {
+            next_session = 10;
             let session = tokio::time::timeout(
                 Duration::from_secs(5),
                 zkd_testkit::raw::RawClient::connect(client, 10_000),
@@ -215,7 +216,7 @@ async fn probe(client: SocketAddr, stop: std::sync::Arc<std::sync::atomic::Atomi
                     .push(format!("{:?}", other.map(|r| r.err()))),
             }
         }
-        round += 1;
+        next_session -= 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     p

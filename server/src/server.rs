@@ -217,7 +217,7 @@ impl Server {
                 let at = listener.local_addr()?;
                 server.admin_server = Some(tokio::spawn(crate::admin::serve(
                     listener,
-                    crate::admin::commands_router(state),
+                    crate::admin::commands_router(state, at.ip()),
                     server.shutdown.clone(),
                     "AdminServer listener",
                 )));

@@ -6,7 +6,10 @@
 //! 1. **Host.** The `Host` header (and an absolute request target) must name `localhost`, a
 //!    loopback address, the address the request came in on, or a host named in
 //!    `Config::admin_allow_hosts`; anything else is refused with 403. A page that points its
-//!    own name at 127.0.0.1 (DNS rebinding) sends its own name here.
+//!    own name at 127.0.0.1 (DNS rebinding) sends its own name here. The read-only
+//!    AdminServer listener bound to a non-loopback address (a container's, reached by
+//!    monitoring under the container's name) takes any host: whoever could rebind a name to
+//!    it can reach it directly.
 //! 2. **Origin.** A request with an `Origin` header is served only when the origin is this
 //!    listener (`http://` and the request's `Host`); `Origin: null` is refused.
 //! 3. **Fetch metadata.** A request with `Sec-Fetch-Site` other than `same-origin` or `none`
@@ -43,16 +46,28 @@ pub(crate) const BODY_DEADLINE: Duration = Duration::from_secs(10);
 pub(crate) const MAX_BODY: usize = 1 << 20;
 
 /// The hosts a listener answers to besides loopback names and its own address.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Policy {
     /// `Config::admin_allow_hosts`, lower case, without a trailing dot.
     allow_hosts: Vec<String>,
+    /// Whether any `Host` is taken (rule 1 off): the AdminServer listener bound to a
+    /// non-loopback address, which the network reaches directly under any name.
+    any_host: bool,
 }
 
 impl Policy {
     pub(crate) fn new(allow_hosts: &[String]) -> Policy {
         Policy {
             allow_hosts: allow_hosts.iter().map(|h| normalize(h)).collect(),
+            any_host: false,
+        }
+    }
+
+    /// The same policy taking requests under any host name (rules 2 to 5 still apply).
+    pub(crate) fn any_host(&self) -> Policy {
+        Policy {
+            any_host: true,
+            ..self.clone()
         }
     }
 
@@ -99,7 +114,7 @@ impl Policy {
             let host_only = name
                 .parse::<axum::http::uri::Authority>()
                 .map_err(|_| forbidden(format!("Host {name:?} is not a host name")))?;
-            if !self.host_allowed(host_only.host(), local) {
+            if !self.any_host && !self.host_allowed(host_only.host(), local) {
                 return Err(forbidden(format!(
                     "Host {name:?} is not this server: this listener answers requests addressed \
                      to localhost, a loopback address or the address it is reached on (name \
@@ -292,6 +307,23 @@ mod tests {
         ] {
             assert!(!admit(&p, Method::GET, "/", &[("host", bad)]), "{bad}");
         }
+        // Any host, for a listener the network reaches directly; the other rules still hold.
+        let open = p.any_host();
+        assert!(admit(
+            &open,
+            Method::GET,
+            "/",
+            &[("host", "zk-container:8080")]
+        ));
+        assert!(!admit(
+            &open,
+            Method::GET,
+            "/",
+            &[
+                ("host", "zk-container:8080"),
+                ("origin", "http://evil.example")
+            ]
+        ));
         // No Host at all (HTTP/1.0 from a program): nothing to check.
         assert!(admit(&p, Method::GET, "/", &[]));
         // An absolute request target is checked too.

@@ -95,9 +95,16 @@ pub(crate) fn router(state: AdminState) -> Router {
 /// The read-only AdminServer router (`Config::admin_server_port`): ZooKeeper's `/commands`
 /// only, none of the routes that show the tree or can end sessions, and none of the commands
 /// that change anything.
-pub(crate) fn commands_router(state: AdminState) -> Router {
+/// Bound to a non-loopback address, it answers to any host name (see [`guard`]).
+pub(crate) fn commands_router(state: AdminState, bound: std::net::IpAddr) -> Router {
+    let policy = if bound.is_loopback() {
+        state.policy.clone()
+    } else {
+        Arc::new(state.policy.any_host())
+    };
     let state = AdminState {
         read_only: true,
+        policy,
         ..state
     };
     Router::new()
