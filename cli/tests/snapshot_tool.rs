@@ -167,12 +167,15 @@ fn bad_files_give_a_clear_error() {
     );
 }
 
+/// A fixture of every kind of node. `/svc/cfg` has a digest entry; `world:anyone` may
+/// administer it, so the admin listener's export shows the entry whole (as `getACL` would) and
+/// the export seeds the same tree.
 fn fixture() -> Value {
     json!({ "nodes": [
         { "path": "/svc", "data": "service root" },
         { "path": "/svc/cfg", "data_base64": "AAEC/w==", "acl": [
             { "perms": "cdrwa", "scheme": "digest", "id": "user:smGaoVKd/cQkjm7b88GyorAUz20=" },
-            { "perms": "r", "scheme": "world", "id": "anyone" } ] },
+            { "perms": "ra", "scheme": "world", "id": "anyone" } ] },
         { "path": "/svc/null", "data": null },
         { "path": "/deep/a/b", "data": "parents are created" },
         { "path": "/jobs", "container": true },

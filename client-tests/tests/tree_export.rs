@@ -190,13 +190,17 @@ async fn the_export_and_the_node_view_withhold_what_world_cannot_read() {
     };
     let secret = node("/secret");
     assert_eq!(secret["data_withheld"], true, "{secret}");
+    assert_eq!(secret["acl_withheld"], true, "{secret}");
     assert!(secret.get("data").is_none() && secret.get("data_base64").is_none());
     assert_eq!(secret["acl"][0]["id"], "user:x");
     let shared = node("/shared");
     assert_eq!(shared["data"], "s3cr3t-data");
     assert_eq!(shared["acl"][1]["id"], "user:x");
+    assert_eq!(shared["acl_withheld"], true, "{shared}");
+    assert!(shared.get("data_withheld").is_none(), "{shared}");
     let open = node("/open");
     assert_eq!(open["acl"][1]["id"], digest.as_str());
+    assert!(open.get("acl_withheld").is_none() && open.get("data_withheld").is_none());
     assert_eq!(
         text.matches(HASH).count(),
         1,

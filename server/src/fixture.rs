@@ -16,8 +16,9 @@
 //! empty. `acl` defaults to `world:anyone` with all permissions; `perms` is a string of
 //! `c d r w a` or the integer mask. Missing parents are created empty. `ephemeral: true` is
 //! refused (ephemeral nodes belong to sessions). Exports add each node's `stat`, which input
-//! ignores. `GET /zkd/tree` leaves out the data of nodes that `world:anyone` may not read and
-//! marks them `"data_withheld": true`, which input refuses.
+//! ignores. `GET /zkd/tree` leaves out the data of nodes that `world:anyone` may not read
+//! (marked `"data_withheld": true`) and shows digest ids as `user:x` where `world:anyone` lacks
+//! ADMIN (marked `"acl_withheld": true`); input refuses either mark.
 
 use base64::Engine;
 use bytes::Bytes;
@@ -66,6 +67,7 @@ fn node_from_json(v: &Value) -> Result<FixtureNode, String> {
                 | "data"
                 | "data_base64"
                 | "data_withheld"
+                | "acl_withheld"
                 | "acl"
                 | "container"
                 | "ttl_ms"
@@ -85,8 +87,15 @@ fn node_from_json(v: &Value) -> Result<FixtureNode, String> {
     }
     if o.get("data_withheld").and_then(Value::as_bool) == Some(true) {
         return Err(
-            "the export withheld this node's data (its ACL does not let world:anyone \
-                    read it), so it cannot be seeded; export with `zkd snapshot dump` instead"
+            "the export withheld this node's data (its ACL does not let world:anyone read \
+             it), so it cannot be seeded; export with `zkd snapshot dump` instead"
+                .into(),
+        );
+    }
+    if o.get("acl_withheld").and_then(Value::as_bool) == Some(true) {
+        return Err(
+            "the export withheld this node's digest passwords (its ACL reads user:x), so it \
+             cannot be seeded; export with `zkd snapshot dump` instead"
                 .into(),
         );
     }

@@ -116,17 +116,25 @@ async fn next_page(shared: &Arc<Shared>, mut state: TreeState) -> ApiResult<Tree
 
 /// One exported node as a client without credentials may see it (the rule of `/zkd/node`):
 /// data the node's ACL does not let `world:anyone` read is left out and the entry says
-/// `"data_withheld": true`; digest ACL entries show `user:x` unless `world:anyone` has ADMIN.
+/// `"data_withheld": true`; digest ACL entries show `user:x` unless `world:anyone` has ADMIN,
+/// and the entry then says `"acl_withheld": true`. Seeding refuses either mark.
 fn as_world_sees(e: &mut crate::core::TreeEntry) -> Value {
-    let withheld = !crate::core::report::world_readable(&e.node.acl);
-    if withheld {
+    let data_withheld = !crate::core::report::world_readable(&e.node.acl);
+    if data_withheld {
         e.node.data = None;
     }
-    e.node.acl = crate::core::report::acl_for_world(&e.node.acl);
+    let shown = crate::core::report::acl_for_world(&e.node.acl);
+    let acl_withheld = shown != e.node.acl;
+    e.node.acl = shown;
     let mut v = crate::fixture::entry_to_json(e);
-    if let (true, Value::Object(o)) = (withheld, &mut v) {
-        o.remove("data");
-        o.insert("data_withheld".into(), Value::Bool(true));
+    if let Value::Object(o) = &mut v {
+        if data_withheld {
+            o.remove("data");
+            o.insert("data_withheld".into(), Value::Bool(true));
+        }
+        if acl_withheld {
+            o.insert("acl_withheld".into(), Value::Bool(true));
+        }
     }
     v
 }
