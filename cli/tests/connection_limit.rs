@@ -6,6 +6,8 @@
 //! AdminServer listeners are all closed within the header deadline (those over a connection
 //! cap at once) while ZooKeeper clients connect and `ruok` answers, also with the process
 //! under a 1 024-descriptor limit (`prlimit`); `--admin-allow-host` admits the host it names.
+//! With client connections holding most descriptors, the HTTP listeners refuse new
+//! connections rather than take the last ones.
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpStream};
@@ -378,4 +380,40 @@ fn a_bad_admin_allow_host_is_a_start_up_error() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("\"http://evil.example/\""), "{err}");
+}
+
+/// With most descriptors taken by client connections, the HTTP listeners refuse new
+/// connections (503, naming the descriptors) instead of taking the last ones, and `ruok`
+/// still answers.
+#[test]
+fn the_http_listeners_leave_descriptors_to_clients() {
+    use std::io::Write;
+    // 256 descriptors: the HTTP listeners stop at 256 - 64 open.
+    let zkd = start_with_http(Some(256), &["--max-client-cnxns", "0"]);
+    let clients: Vec<TcpStream> = (0..180)
+        .map(|_| TcpStream::connect(zkd.client).expect("client connection"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut answers = Vec::new();
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(zkd.admin).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let _ = s.write_all(b"GET /zkd/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        answers.push(answer);
+    }
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.starts_with("HTTP/1.1 503") && a.contains("file descriptors")),
+        "{answers:?}"
+    );
+    let ruok = zkd_testkit::oracle::four_letter_word(zkd.client, "ruok").expect("ruok");
+    assert_eq!(ruok, "imok");
+    drop(clients);
+    // The descriptors are back: the listener serves again.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(http_status(zkd.admin, "/zkd/sessions", "127.0.0.1"), 200);
 }
