@@ -5,8 +5,10 @@
 //! and is merged in [`router`] — that function is the one place routes are added. Handlers reach
 //! the core only through [`crate::net::Shared`]'s entry points (`with_core` and friends), so
 //! admin operations are ordered with client requests and fall under the same failure policy.
-//! The HTTP stack lives only here (behind the `admin` cargo feature); the core knows nothing
-//! of it.
+//! Every request first passes [`guard`] (whom the listeners obey: Host, Origin, fetch
+//! metadata), and every connection is taken by [`listen`] (header deadline, connection caps,
+//! descriptors left to the client port). The HTTP stack lives only here (behind the `admin`
+//! cargo feature); the core knows nothing of it.
 
 mod commands;
 mod control;
