@@ -2,7 +2,8 @@
 //! number of slow or idle HTTP clients can use up the process:
 //!
 //! - a connection must send a complete request head within [`HEADER_DEADLINE`] (also between
-//!   two requests on a kept-alive connection), or it is closed;
+//!   two requests on a kept-alive connection), or it is closed, and the head may be at most
+//!   [`MAX_HEAD`] bytes;
 //! - each listener holds at most [`Limits::per_address`] connections from one address and
 //!   [`Limits::total`] in all; one over either is answered 503 and closed at once;
 //! - the listeners leave a reserve of file descriptors to the client port: when the process
@@ -26,6 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Longest wait for a complete request head (request line and headers).
 pub(crate) const HEADER_DEADLINE: Duration = Duration::from_secs(10);
+/// Largest request head (and read buffer) of one connection; a longer head is answered 431.
+const MAX_HEAD: usize = 64 << 10;
 /// Connections one address may hold on one listener.
 const PER_ADDRESS: usize = 64;
 /// Connections one listener may hold.
@@ -163,7 +166,8 @@ async fn serve_one(stream: TcpStream, info: ConnInfo, app: Router, shutdown: Can
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_DEADLINE);
+        .header_read_timeout(HEADER_DEADLINE)
+        .max_buf_size(MAX_HEAD);
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     let result = tokio::select! {
