@@ -186,7 +186,7 @@ async fn probe(client: SocketAddr, stop: std::sync::Arc<std::sync::atomic::Atomi
     let mut next_session = 0u32;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let began = std::time::Instant::now();
-        let answer = tokio::time::timeout(Duration::from_secs(2), async {
+        let answer = tokio::time::timeout(Duration::from_secs(5), async {
             let mut s = tokio::net::TcpStream::connect(client).await?;
             s.write_all(b"ruok").await?;
             let mut out = String::new();
@@ -225,9 +225,10 @@ async fn probe(client: SocketAddr, stop: std::sync::Arc<std::sync::atomic::Atomi
 }
 
 /// Opens `HALF_SENT` connections to `addr` from 50 loopback addresses, three in four with a
-/// request head cut short and one in four with nothing sent, and waits for each to be closed; returns how long each
-/// stayed open (`None`: still open after the deadline and its slack).
-async fn half_sent(addr: SocketAddr) -> Vec<Option<Duration>> {
+/// request head cut short and one in four with nothing sent, and waits for each to be closed;
+/// returns when each was opened and how long it stayed open (`None`: still open after the
+/// deadline and its slack).
+async fn half_sent(addr: SocketAddr) -> Vec<(std::time::Instant, Option<Duration>)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut waits = tokio::task::JoinSet::new();
     for i in 0..HALF_SENT {
@@ -262,7 +263,7 @@ async fn half_sent(addr: SocketAddr) -> Vec<Option<Duration>> {
                 }
             })
             .await;
-            closed.ok().map(|()| opened.elapsed())
+            (opened, closed.ok().map(|()| opened.elapsed()))
         });
     }
     let mut out = Vec::with_capacity(HALF_SENT);
@@ -281,37 +282,66 @@ fn flood(nofile: Option<u32>) {
         .expect("runtime");
     let (admin_waits, commands_waits, probes) = rt.block_on(async {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let prober = tokio::spawn(probe(zkd.client, stop.clone()));
+        // The probes run on a thread of their own, so they time the server, not this runtime
+        // busy opening connections.
+        let prober = std::thread::spawn({
+            let (client, stop) = (zkd.client, stop.clone());
+            move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("probe runtime")
+                    .block_on(probe(client, stop))
+            }
+        });
         let admin = tokio::spawn(half_sent(zkd.admin));
         let commands = tokio::spawn(half_sent(zkd.commands));
         let admin = admin.await.expect("admin flood");
         let commands = commands.await.expect("AdminServer flood");
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        (admin, commands, prober.await.expect("probes"))
+        (admin, commands, prober.join().expect("probes"))
     });
     let label = nofile.map_or("no descriptor limit".to_string(), |n| {
         format!("prlimit --nofile={n}")
     });
     for (name, waits) in [("admin", &admin_waits), ("AdminServer", &commands_waits)] {
-        let open = waits.iter().filter(|w| w.is_none()).count();
-        let closed_within =
-            |limit: Duration| waits.iter().flatten().filter(|d| **d < limit).count();
-        let at_once = closed_within(Duration::from_secs(1));
-        // Held by the server until the deadline (closed in its last second or after).
-        let held = waits.len() - open - closed_within(HEADER_DEADLINE - Duration::from_secs(1));
-        let slowest = waits.iter().flatten().max().copied().unwrap_or_default();
+        let open = waits.iter().filter(|(_, w)| w.is_none()).count();
+        let at_once = waits
+            .iter()
+            .filter(|(_, w)| w.is_some_and(|d| d < Duration::from_secs(1)))
+            .count();
+        // Held by the server until the deadline (closed in its last second or after), and the
+        // most of those open at one time (the opening may outlast one deadline).
+        let held: Vec<(std::time::Instant, Duration)> = waits
+            .iter()
+            .filter_map(|(at, w)| w.map(|d| (*at, d)))
+            .filter(|(_, d)| *d >= HEADER_DEADLINE - Duration::from_secs(1))
+            .collect();
+        let at_most_together = held
+            .iter()
+            .map(|(t, _)| held.iter().filter(|(u, d)| u <= t && *t < *u + *d).count())
+            .max()
+            .unwrap_or(0);
+        let slowest = waits
+            .iter()
+            .filter_map(|(_, w)| *w)
+            .max()
+            .unwrap_or_default();
         println!(
             "{label}: {name} listener: {} half-sent requests, {at_once} closed within 1 s, \
-             {held} held until the deadline, slowest closed after {:.1} s, {open} still open",
+             {} held until the deadline (at most {at_most_together} at one time), slowest \
+             closed after {:.1} s, {open} still open",
             waits.len(),
+            held.len(),
             slowest.as_secs_f64()
         );
         assert_eq!(waits.len(), HALF_SENT);
-        // Each listener holds at most 256 connections, and an eighth of the descriptors.
+        // Each listener holds at most 256 connections, and an eighth of the descriptors
+        // (give or take the few whose closing this side sees after the next is taken).
         let cap = nofile.map_or(256, |n| (n as usize / 8).min(256));
         assert!(
-            held <= cap,
-            "{name}: {held} connections held, at most {cap}"
+            at_most_together <= cap + 8,
+            "{name}: {at_most_together} connections held at one time, at most {cap}"
         );
         assert_eq!(
             open, 0,

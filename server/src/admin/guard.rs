@@ -221,6 +221,7 @@ pub(crate) async fn check(State(policy): State<Arc<Policy>>, req: Request, next:
     let mut response = match verdict {
         Err(refusal) => {
             super::listen::log_refusal(
+                super::listen::Refusal::Request,
                 conn.map(|c| c.peer),
                 &format!("{} {}: {}", req.method(), req.uri().path(), refusal.message),
             );

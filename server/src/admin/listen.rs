@@ -10,7 +10,8 @@
 //!   has fewer than [`fd_reserve`] descriptors left under its `RLIMIT_NOFILE`, new HTTP
 //!   connections are answered 503 and closed, so ZooKeeper clients and `ruok` still connect.
 //!
-//! Refusals are logged as warnings, at most one line per [`LOG_EVERY`] with the number of
+//! Refusals are logged as warnings, at most one line per kind (refused connection, closed at
+//! the deadline, refused request, failed accept) per [`LOG_EVERY`], with the number of such
 //! refusals since the last line.
 
 use std::collections::HashMap;
@@ -112,7 +113,11 @@ pub(crate) async fn serve(
         let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
-                log_refusal(None, &format!("{name}: cannot accept a connection: {e}"));
+                log_refusal(
+                    Refusal::Accept,
+                    None,
+                    &format!("{name}: cannot accept a connection: {e}"),
+                );
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
@@ -140,7 +145,11 @@ pub(crate) async fn serve(
             })
         };
         if let Some(reason) = refusal {
-            log_refusal(Some(peer), &format!("{name}: connection refused: {reason}"));
+            log_refusal(
+                Refusal::Connection,
+                Some(peer),
+                &format!("{name}: connection refused: {reason}"),
+            );
             refuse(stream, &reason);
             continue;
         }
@@ -180,6 +189,7 @@ async fn serve_one(stream: TcpStream, info: ConnInfo, app: Router, shutdown: Can
     if let Err(e) = result {
         if e.is_timeout() {
             log_refusal(
+                Refusal::Deadline,
                 Some(info.peer),
                 &format!(
                     "HTTP connection closed: no complete request head within {} s",
@@ -204,12 +214,30 @@ fn refuse(stream: TcpStream, reason: &str) {
     let _ = stream.try_write(answer.as_bytes());
 }
 
-/// Refusals since the last log line, and when that line was written.
-static REFUSALS: Mutex<(u64, Option<Instant>)> = Mutex::new((0, None));
+/// What was refused; each kind is logged on its own schedule.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Refusal {
+    /// An accept that failed (no descriptor left, say).
+    Accept,
+    /// A connection over a cap or inside the descriptor reserve.
+    Connection,
+    /// A connection closed at the header deadline.
+    Deadline,
+    /// A request the guard refused.
+    Request,
+}
 
-/// Logs a refused connection or request, at most one line per [`LOG_EVERY`].
-pub(crate) fn log_refusal(peer: Option<SocketAddr>, what: &str) {
-    let Ok(mut r) = REFUSALS.lock() else {
+/// Per kind of refusal: refusals since the last log line, and when that line was written.
+static REFUSALS: [Mutex<(u64, Option<Instant>)>; 4] = [
+    Mutex::new((0, None)),
+    Mutex::new((0, None)),
+    Mutex::new((0, None)),
+    Mutex::new((0, None)),
+];
+
+/// Logs a refused connection or request, at most one line per kind per [`LOG_EVERY`].
+pub(crate) fn log_refusal(kind: Refusal, peer: Option<SocketAddr>, what: &str) {
+    let Ok(mut r) = REFUSALS[kind as usize].lock() else {
         return;
     };
     r.0 += 1;
