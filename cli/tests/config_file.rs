@@ -397,7 +397,10 @@ fn malformed_files_are_refused_naming_file_line_and_key() {
     }
     let missing = dir.path().join("missing.cfg").display().to_string();
     let stderr = refused(&["--config", &missing], &[]);
-    assert!(stderr.contains("cannot read the file"), "{stderr}");
+    assert!(
+        stderr.contains("cannot read") && stderr.contains("No such file"),
+        "{stderr}"
+    );
 }
 
 #[test]
