@@ -500,3 +500,196 @@ async fn a_log_write_failure_stops_the_server_before_the_reply() {
         server.shutdown().await;
     }
 }
+
+/// Every file of a data directory with its bytes (the file list and each file's content).
+fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir.join("version-2"))
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect()
+}
+
+/// zkd (the binary) started on `dir` with `extra` flags. With `expect_exit` it must end on
+/// its own within 30 s: returns its exit code and stderr. Otherwise it must start: returns
+/// the running child (stderr is read up to the listening line and returned).
+fn run_zkd_binary(dir: &Path, extra: &[&str]) -> (std::process::Child, String) {
+    use std::process::{Command, Stdio};
+    let bin = zkd_client_tests::certs::zkd_binary().expect("zkd binary");
+    let child = Command::new(bin)
+        .args(["--port", "0", "--data-dir"])
+        .arg(dir)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("zkd runs");
+    (child, String::new())
+}
+
+/// Waits up to 30 s for `child` to exit; its exit code and stderr.
+fn exit_of(mut child: std::process::Child) -> (Option<i32>, String) {
+    use std::io::Read;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (status.code(), err);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("zkd did not exit within 30 s on a damaged data directory");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A zkd data directory whose only state is in its newest log: 100 creates of /n000../n099
+/// after the start-up snapshot. Returns the log's path and the offset of each create.
+async fn hundred_writes_in_the_log(dir: &Path) -> (std::path::PathBuf, Vec<u64>) {
+    let server = start_zkd(dir).await;
+    let c = client(server.local_addr()).await;
+    for i in 0..100 {
+        let path = format!("/n{i:03}");
+        ok(&c, create(&path, Some(b"v"), Acl::open_unsafe(), 0)).await;
+    }
+    c.abort().await;
+    drop(server); // no final snapshot: the creates are only in the log
+    let log = files(dir, "log.").pop().expect("a log");
+    let bytes = std::fs::read(&log).unwrap();
+    let scan = zkd_protocol::disk::txnlog::scan(&bytes[..]).expect("a log");
+    let creates: Vec<u64> = scan
+        .entries
+        .iter()
+        .filter(|(_, e)| matches!(e.body, zkd_protocol::disk::TxnBody::Create(_)))
+        .map(|(at, _)| *at)
+        .collect();
+    assert_eq!(creates.len(), 100, "{}", log.display());
+    (log, creates)
+}
+
+/// The middle of the newest log damaged by `damage` (given the file's bytes and the offset
+/// of the 50th create): zkd refuses to start naming file and offset and changes nothing,
+/// `zkd datadir check` reports it, ZooKeeper refuses the directory too, and
+/// `--recover-truncate` starts with the 49 creates before the damage and says what it
+/// dropped.
+async fn damaged_log_is_refused(damage: fn(&mut Vec<u8>, usize)) {
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    let (log, creates) = hundred_writes_in_the_log(&data).await;
+    let at = creates[49];
+    let mut bytes = std::fs::read(&log).unwrap();
+    damage(&mut bytes, at as usize);
+    std::fs::write(&log, &bytes).unwrap();
+    let before = contents(&data);
+    let name = log.file_name().unwrap().to_string_lossy().into_owned();
+
+    let (child, _) = run_zkd_binary(&data, &[]);
+    let (code, stderr) = exit_of(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&name) && stderr.contains(&format!("offset {at}")),
+        "names file and offset: {stderr}"
+    );
+    assert!(stderr.contains("refusing to start"), "{stderr}");
+    assert!(
+        before == contents(&data),
+        "the data directory changed when zkd refused it"
+    );
+
+    // The check command reports the damage (and changes nothing either).
+    let out = std::process::Command::new(zkd_client_tests::certs::zkd_binary().unwrap())
+        .args(["datadir", "check"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("damaged") && stdout.contains(&format!("offset {at}")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("the damaged entry and the 50 valid entries after it"),
+        "counts what follows: {stdout}"
+    );
+    assert!(before == contents(&data));
+
+    // ZooKeeper 3.8, on a copy, refuses the same directory (it does not serve the later
+    // writes).
+    let copy = tempfile::tempdir().unwrap();
+    let copied = copy.path().join("data").join("version-2");
+    std::fs::create_dir_all(&copied).unwrap();
+    for (file, body) in &before {
+        std::fs::write(copied.join(file), body).unwrap();
+    }
+    match Launcher::new().start_in(copy.path(), None) {
+        Err(e) => assert!(e.contains("exited during start-up"), "{e}"),
+        Ok(zk) => {
+            let tree = dump(zk.addr()).await;
+            panic!(
+                "ZooKeeper started on the damaged directory, serving /n099: {}",
+                tree.contains_key("/n099")
+            );
+        }
+    }
+
+    // Asked to, zkd starts without the transactions from the damage on and says so.
+    let (mut child, _) = run_zkd_binary(&data, &["--recover-truncate"]);
+    let addr = {
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        line.trim()
+            .strip_prefix("zkd listening on ")
+            .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+            .parse::<SocketAddr>()
+            .unwrap()
+    };
+    let tree = dump(addr).await;
+    child.kill().unwrap();
+    let (_, stderr) = exit_of(child);
+    assert!(
+        tree.contains_key("/n048"),
+        "the creates before the damage are kept"
+    );
+    assert!(!tree.contains_key("/n049") && !tree.contains_key("/n099"));
+    assert!(
+        stderr.contains(&format!(
+            "dropped the damaged entry and the 50 valid entries after it: {} bytes from \
+             offset {at}",
+            bytes.len() as u64 - at
+        )),
+        "says what it dropped: {stderr}"
+    );
+    let kept = std::fs::read(
+        data.join("version-2")
+            .join(format!("dropped.{name}.from-{at}")),
+    )
+    .expect("the dropped bytes are kept beside the log");
+    assert_eq!(kept, bytes[at as usize..]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flipped_bit_in_the_newest_log_refuses_to_start() {
+    // One bit of the 50th create's transaction bytes (past the 12-byte checksum and length).
+    damaged_log_is_refused(|bytes, at| bytes[at + 30] ^= 0x04).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_impossible_entry_length_in_the_newest_log_refuses_to_start() {
+    damaged_log_is_refused(|bytes, at| {
+        bytes[at + 8..at + 12].copy_from_slice(&0x7fff_ffffi32.to_be_bytes())
+    })
+    .await;
+}

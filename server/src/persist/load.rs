@@ -266,7 +266,8 @@ pub fn load(
             let lost =
                 txnlog::count_entries_from(&src, offset).map_err(|e| format!("{shown}: {e}"))?;
             let mut dropped = format!(
-                "{lost} entries ({} bytes) from offset {offset} to the end of {}",
+                "the damaged entry and the {lost} valid entries after it ({} bytes from \
+                 offset {offset} to the end of {})",
                 scan.size - offset,
                 name_of(&log.path)
             );
@@ -303,8 +304,8 @@ pub fn load(
                 size: scan.size,
                 keep: Some(keep.clone()),
                 what: format!(
-                    "{sentence}; dropped {lost} entries ({} bytes) from offset {offset} of {} \
-                     (kept in {})",
+                    "{sentence}; dropped the damaged entry and the {lost} valid entries after \
+                     it: {} bytes from offset {offset} of {} (kept in {})",
                     scan.size - offset,
                     shown,
                     name_of(&keep)
