@@ -440,16 +440,16 @@ impl Config {
         }
         for (given, ticks, what, names) in [
             (
-                self.min_session_timeout,
-                2,
-                "a minimum session timeout",
-                "--min-session-timeout, minSessionTimeout",
-            ),
-            (
                 self.max_session_timeout,
                 20,
                 "a maximum session timeout",
                 "--max-session-timeout, maxSessionTimeout",
+            ),
+            (
+                self.min_session_timeout,
+                2,
+                "a minimum session timeout",
+                "--min-session-timeout, minSessionTimeout",
             ),
         ] {
             match given {
