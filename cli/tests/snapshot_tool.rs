@@ -364,7 +364,9 @@ fn hostile_data_files_are_refused_without_reading_them_whole() {
     let (code, err) = start_refused(&["--data-dir", data_arg]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("no readable snapshot") && err.contains("snapshot.5 damaged at offset"),
+        err.contains("no readable snapshot")
+            && err.contains("snapshot.5 damaged: ")
+            && err.contains("at offset"),
         "{err}"
     );
     let out = zkd(&["datadir", "check", data_arg]);

@@ -74,7 +74,7 @@ impl LogSource for LogFile {
 pub fn read_snapshot_file(path: &Path) -> Result<SnapshotImage, String> {
     let (file, size) = open_regular(path)?;
     zkd_protocol::disk::snapshot::read_snapshot_from(io::BufReader::new(file), size)
-        .map_err(|e| format!("damaged at offset {}: {}", e.offset, e.reason))
+        .map_err(|e| e.to_string())
 }
 
 fn scan_log(path: &Path) -> Result<(LogScan, LogFile), String> {
@@ -148,7 +148,7 @@ pub fn load(
             snaps.len(),
             damaged_snaps
                 .iter()
-                .map(|(s, e)| format!("{} {e}", name_of(&s.path)))
+                .map(|(s, e)| format!("{} damaged: {e}", name_of(&s.path)))
                 .collect::<Vec<_>>()
                 .join("; ")
         ));
@@ -340,7 +340,7 @@ pub fn load(
             continue;
         }
         let sentence = format!(
-            "snapshot {} is {e}, and the older snapshot and the logs reach only zxid 0x{:x}, \
+            "snapshot {} is damaged ({e}), and the older snapshot and the logs reach only zxid 0x{:x}, \
              short of its 0x{:x}",
             snap.path.display(),
             loaded.zxid,
