@@ -12,6 +12,7 @@
 //! later logs and snapshots are renamed `dropped.<name>`; neither zkd nor ZooKeeper reads
 //! files of those names.
 
+use std::cell::RefCell;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
@@ -55,10 +56,26 @@ enum Action {
     },
 }
 
-/// A log file opened for positioned reads.
+/// A log file opened for positioned reads, through a read-ahead window (entries are small
+/// and read in order, so one read serves many of them).
 struct LogFile {
     file: File,
     size: u64,
+    /// The window: its offset in the file and its bytes.
+    window: RefCell<(u64, Vec<u8>)>,
+}
+
+/// Bytes read ahead at once.
+const READ_AHEAD: u64 = 1 << 20;
+
+impl LogFile {
+    fn new(file: File, size: u64) -> LogFile {
+        LogFile {
+            file,
+            size,
+            window: RefCell::new((0, Vec::new())),
+        }
+    }
 }
 
 impl LogSource for LogFile {
@@ -66,7 +83,21 @@ impl LogSource for LogFile {
         self.size
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.file.read_exact_at(buf, offset)
+        let len = buf.len() as u64;
+        if len > READ_AHEAD / 2 {
+            return self.file.read_exact_at(buf, offset);
+        }
+        let mut w = self.window.borrow_mut();
+        let (start, bytes) = &mut *w;
+        if offset < *start || offset + len > *start + bytes.len() as u64 {
+            let n = READ_AHEAD.min(self.size.saturating_sub(offset)).max(len);
+            bytes.resize(n as usize, 0);
+            self.file.read_exact_at(bytes, offset)?;
+            *start = offset;
+        }
+        let at = (offset - *start) as usize;
+        buf.copy_from_slice(&bytes[at..at + buf.len()]);
+        Ok(())
     }
 }
 
@@ -79,7 +110,7 @@ pub fn read_snapshot_file(path: &Path) -> Result<SnapshotImage, String> {
 
 fn scan_log(path: &Path) -> Result<(LogScan, LogFile), String> {
     let (file, size) = open_regular(path)?;
-    let src = LogFile { file, size };
+    let src = LogFile::new(file, size);
     let scan = txnlog::scan(&src).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((scan, src))
 }
@@ -430,6 +461,30 @@ fn truncate(path: &Path, len: u64) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_read_ahead_window_returns_the_bytes_asked_for() {
+        let path = std::env::temp_dir().join(format!("zkd-read-ahead-{}", std::process::id()));
+        let data: Vec<u8> = (0..3 * READ_AHEAD as usize)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        fs::write(&path, &data).expect("write");
+        let (file, size) = open_regular(&path).expect("open");
+        let src = LogFile::new(file, size);
+        for (at, len) in [
+            (0, 10),
+            (5, 100),
+            (READ_AHEAD - 3, 7),
+            (20, 600_000),
+            (2 * READ_AHEAD + 9, 12),
+            (1, 1),
+        ] {
+            let mut buf = vec![0u8; len];
+            src.read_at(at, &mut buf).expect("read");
+            assert_eq!(buf, data[at as usize..at as usize + len], "{at}+{len}");
+        }
+        let _ = fs::remove_file(&path);
+    }
 
     #[test]
     fn continuation_across_logs() {
