@@ -490,6 +490,89 @@ async fn torn_log_tail_is_cut_at_the_last_good_entry() {
     server.shutdown().await;
 }
 
+/// What ZooKeeper leaves after a crash and a restart: an older log ending in an incomplete
+/// entry, and a newer log that continues from the last good one (and an empty log whose
+/// creation was interrupted). zkd loads it as ZooKeeper does, changing nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_older_log_with_an_incomplete_end_continued_by_the_next_loads() {
+    use zkd_protocol::disk::{txnlog, CreateTxn, NewNode, TxnHeader};
+    let tmp = tempfile::tempdir().unwrap();
+    let server = start_zkd(tmp.path()).await;
+    let c = client(server.local_addr()).await;
+    ok(&c, create("/a", Some(b"1"), Acl::open_unsafe(), 0)).await;
+    c.abort().await;
+    drop(server);
+    let log = files(tmp.path(), "log.").pop().expect("a log");
+    let bytes = std::fs::read(&log).unwrap();
+    let last = txnlog::scan(&bytes[..])
+        .unwrap()
+        .entries
+        .last()
+        .unwrap()
+        .1
+        .header
+        .zxid;
+
+    let entry = |zxid: i64, path: &str| {
+        let mut txn = bytes::BytesMut::new();
+        TxnHeader {
+            client_id: 0,
+            cxid: 0,
+            zxid,
+            time: 1,
+            txn_type: zkd_protocol::disk::txn_type::CREATE,
+        }
+        .write(&mut txn);
+        CreateTxn {
+            node: NewNode {
+                path: path.into(),
+                data: Some(Bytes::from_static(b"x")),
+                acl: Acl::open_unsafe(),
+            },
+            ephemeral: false,
+            parent_cversion: 0,
+        }
+        .write(&mut txn);
+        let mut framed = bytes::BytesMut::new();
+        txnlog::frame_entry(&txn, &mut framed);
+        framed
+    };
+    // The older log: an entry cut off after 20 bytes, then pre-allocated zeros.
+    let mut older = bytes.clone();
+    older.extend_from_slice(&entry(last + 1, "/lost")[..20]);
+    older.resize(older.len() + 4096, 0);
+    std::fs::write(&log, &older).unwrap();
+    // The next log starts at the zxid after the last good entry.
+    let mut next = txnlog::file_header().to_vec();
+    next.extend_from_slice(&entry(last + 1, "/c"));
+    let dir = tmp.path().join("version-2");
+    std::fs::write(dir.join(format!("log.{:x}", last + 1)), &next).unwrap();
+    // And an empty newest log, as a crash right after creating it leaves.
+    std::fs::write(dir.join(format!("log.{:x}", last + 2)), b"").unwrap();
+
+    let out = std::process::Command::new(zkd_client_tests::certs::zkd_binary().unwrap())
+        .args(["datadir", "check"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("left as it is"), "{stdout}");
+    assert!(stdout.contains("shorter than its header"), "{stdout}");
+
+    let before = contents(tmp.path());
+    let server = start_zkd(tmp.path()).await;
+    let tree = dump(server.local_addr()).await;
+    assert!(tree.contains_key("/a") && tree.contains_key("/c") && !tree.contains_key("/lost"));
+    let after = contents(tmp.path());
+    let name = log.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(
+        before[&name], after[&name],
+        "the older log is left as it is"
+    );
+    server.shutdown().await;
+}
+
 /// A transaction log that cannot be written stops the server before the write is
 /// acknowledged, as ZooKeeper stops when its log cannot be written: the writer gets no
 /// reply, a watcher no notification, `failed()` says why, and a restart holds every write

@@ -208,6 +208,18 @@ pub fn load(
     let mut i = first;
     while i < count {
         let log = &logs[i];
+        // A log shorter than its header holds no transaction (its creation was interrupted);
+        // the writer replaces a file of that name when it next needs it.
+        let (_, size) = open_regular(&log.path)?;
+        if size < txnlog::HEADER_LEN as u64 {
+            findings.push(format!(
+                "{}: log of {size} bytes, shorter than its header: holds no transaction, \
+                 skipped",
+                log.path.display()
+            ));
+            i += 1;
+            continue;
+        }
         let (scan, src) = scan_log(&log.path)?;
         for (_, entry) in &scan.entries {
             match core.replay(entry, now_ms) {
@@ -304,10 +316,15 @@ pub fn load(
             );
             let mut later = Vec::new();
             for next in &logs[i + 1..] {
-                let (s, f) = scan_log(&next.path)?;
-                let n = txnlog::count_entries_from(&f, txnlog::HEADER_LEN as u64)
-                    .map_err(|e| format!("{}: {e}", next.path.display()))?;
-                later.push((next.path.clone(), n, s.size));
+                // A later file that is not a readable log holds no entry to count.
+                let (n, size) = match scan_log(&next.path) {
+                    Ok((s, f)) => (
+                        txnlog::count_entries_from(&f, txnlog::HEADER_LEN as u64).unwrap_or(0),
+                        s.size,
+                    ),
+                    Err(_) => (0, fs::metadata(&next.path).map_or(0, |m| m.len())),
+                };
+                later.push((next.path.clone(), n, size));
             }
             if !later.is_empty() {
                 dropped.push_str(&format!(
