@@ -498,6 +498,38 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any damage — bytes overwritten anywhere after the header, the file cut anywhere,
+        /// zeros appended — scans without a panic; the good entries before the first bad
+        /// byte are kept, and a file whose tail was only cut is never called damaged.
+        #[test]
+        fn mutated_logs_scan_without_panic(
+            at in 16usize..2000,
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+            cut in 16usize..2000,
+            zeros in 0usize..300,
+        ) {
+            let f = file(20);
+            let mut bad = f.to_vec();
+            let at = at.min(bad.len());
+            for (i, b) in junk.iter().enumerate() {
+                if let Some(x) = bad.get_mut(at + i) {
+                    *x = *b;
+                }
+            }
+            let s = scan(&bad[..]).expect("header intact");
+            let before = scan_bytes(&f).entries.iter().filter(|(o, _)| (*o as usize) < at).count();
+            proptest::prop_assert!(s.entries.len() + 1 >= before);
+            let _ = count_entries_from(&bad[..], HEADER_LEN as u64).expect("counts");
+
+            let mut torn = f[..cut.min(f.len())].to_vec();
+            torn.resize(torn.len() + zeros, 0);
+            let s = scan(&torn[..]).expect("header intact");
+            let damaged = matches!(s.end, LogEnd::Damaged { .. });
+            proptest::prop_assert!(!damaged, "a cut file read as damaged: {:?}", s.end);
+        }
+    }
+
     #[test]
     fn wrong_magic_is_not_a_log() {
         assert!(scan(&b"ZKSN\0\0\0\x02\0\0\0\0\0\0\0\0"[..]).is_err());
