@@ -845,5 +845,14 @@ fn latin1_and_long_continuations_parse() {
     std::fs::write(&path, &text).unwrap();
     let zkd = start(&["--config", path.to_str().unwrap()], &[]);
     assert!(four_letter(zkd.addr, "stat").contains("Zookeeper version"));
-    assert!(zkd.stderr_so_far().contains("frobnicate"));
+    // The unknown key is warned about (stderr is read by a thread: wait for the line).
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains("frobnicate")) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match zkd.stderr.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no warning about the unknown key: {seen:?}"),
+        }
+    }
 }

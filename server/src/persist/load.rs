@@ -165,7 +165,10 @@ pub fn load(
                 break;
             }
             Err(e) => {
-                tracing::warn!(file = %snap.path.display(), "damaged snapshot: {e}");
+                tracing::warn!(
+                    file = %snap.path.display(),
+                    "skipping damaged snapshot: {e}; trying the previous one"
+                );
                 findings.push(format!("{}: snapshot {e}", snap.path.display()));
                 damaged_snaps.push((snap.clone(), e));
             }
