@@ -6,6 +6,7 @@
 mod alloc;
 mod config_file;
 mod ctl;
+mod datadir;
 mod gen_certs;
 mod members;
 mod serve;
@@ -34,6 +35,8 @@ enum Command {
     Ctl(ctl::CtlArgs),
     /// Offline snapshot tools: print a snapshot file, or make one from a JSON fixture.
     Snapshot(snapshot::SnapshotArgs),
+    /// Offline data directory tools: check one for damage without changing it.
+    Datadir(datadir::DatadirArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Ctl(args)) => ctl::run(args),
         Some(Command::Snapshot(args)) => snapshot::run(args),
+        Some(Command::Datadir(args)) => datadir::run(args),
         None => serve::run(cli.serve, &matches),
     }
 }

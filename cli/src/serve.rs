@@ -131,6 +131,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "K", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     snap_retain_count: u64,
 
+    /// Start even though the data directory is damaged, giving up every transaction from
+    /// the first damage on: the damaged log is cut there (the dropped bytes are kept beside
+    /// it as dropped.log.<zxid>.from-<offset>), later logs and needed damaged snapshots are
+    /// renamed dropped.<name>, and each is logged with the entries and bytes dropped.
+    /// Without it such damage stops the start (exit 1).
+    #[arg(long)]
+    recover_truncate: bool,
+
     /// Start with the nodes of a JSON fixture (see docs/persistence.md). With --data-dir,
     /// only when the directory holds no state yet.
     #[arg(long, value_name = "FILE.json")]
@@ -263,8 +271,9 @@ impl ServeArgs {
         }
         let sasl_users = match &self.sasl_users {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read --sasl-users {}: {e}", path.display()))?;
+                let text =
+                    zkd_server::files::read_capped_text(path, zkd_server::files::SMALL_FILE_CAP)
+                        .map_err(|e| format!("--sasl-users: {e}"))?;
                 Some(
                     SaslUsers::parse(&text, "Server")
                         .map_err(|e| format!("--sasl-users {}: {e}", path.display()))?,
@@ -304,6 +313,7 @@ impl ServeArgs {
             snap_interval: self.snap_interval.map(Duration::from_millis),
             fsync: self.fsync,
             snap_retain_count: usize::try_from(self.snap_retain_count).unwrap_or(usize::MAX),
+            recover_truncate: self.recover_truncate,
             clock: self.clock,
             max_outbound_bytes: bytes(self.max_outbound_bytes),
             max_total_outbound_bytes: bytes(self.max_total_outbound_bytes),

@@ -5,10 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use bytes::Bytes;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
-use zkd_protocol::disk::snapshot::read_snapshot;
 use zkd_server::core::{Core, FixtureKind, TreeEntry};
 use zkd_server::{fixture, Config};
 
@@ -70,8 +68,7 @@ fn zxid_from_name(path: &Path) -> Option<i64> {
 }
 
 fn dump(path: &Path, format: Format) -> Result<(), String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let image = read_snapshot(Bytes::from(bytes))
+    let image = zkd_server::read_snapshot_file(path)
         .map_err(|e| format!("{} is not a readable snapshot: {e}", path.display()))?;
     let zxid = zxid_from_name(path).unwrap_or_else(|| {
         image

@@ -397,7 +397,10 @@ fn malformed_files_are_refused_naming_file_line_and_key() {
     }
     let missing = dir.path().join("missing.cfg").display().to_string();
     let stderr = refused(&["--config", &missing], &[]);
-    assert!(stderr.contains("cannot read the file"), "{stderr}");
+    assert!(
+        stderr.contains("cannot read") && stderr.contains("No such file"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -705,4 +708,151 @@ fn a_three_server_zoo_cfg_runs_a_simulated_ensemble() {
         "{stderr}"
     );
     assert!(stderr.contains("read-only mode on"), "{stderr}");
+}
+
+#[test]
+fn overflowing_times_are_refused_naming_the_key() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // zoo.cfg: a tick whose derived session timeouts do not fit 32-bit milliseconds (clients
+    // were handed a session timeout of -2), and an explicit timeout that does not.
+    for (text, says) in [
+        ("clientPort=0\ntickTime=2147483647\n", "tickTime"),
+        ("clientPort=0\ntickTime=107374183\n", "tickTime"),
+        (
+            "clientPort=0\nmaxSessionTimeout=2147483648\n",
+            "maxSessionTimeout",
+        ),
+        (
+            "clientPort=0\nminSessionTimeout=9999999999\n",
+            "minSessionTimeout",
+        ),
+        (
+            "clientPort=0\nznode.container.checkIntervalMs=9223372036854775807\n",
+            "znode.container.checkIntervalMs",
+        ),
+    ] {
+        let cfg = write(dir.path(), "times.cfg", text);
+        let stderr = refused(&["--config", &cfg], &[]);
+        assert!(stderr.contains(says), "{text}: {stderr}");
+        assert!(stderr.contains("32-bit milliseconds"), "{text}: {stderr}");
+    }
+    // The same through the container variables and through flags.
+    let stderr = refused(&["--env-config"], &[("ZOO_TICK_TIME", "2147483647")]);
+    assert!(stderr.contains("ZOO_TICK_TIME"), "{stderr}");
+    let stderr = refused(
+        &["--env-config"],
+        &[
+            ("ZOOKEEPER_TICK_TIME", "2147483647"),
+            ("ZOOKEEPER_CLIENT_PORT", "0"),
+        ],
+    );
+    assert!(stderr.contains("tickTime"), "{stderr}");
+    for flags in [
+        &["--port", "0", "--tick-time", "2147483647"][..],
+        &[
+            "--port",
+            "0",
+            "--max-session-timeout",
+            "18446744073709551615",
+        ],
+        &["--port", "0", "--reaper-interval", "18446744073709551615"],
+        &["--port", "0", "--snap-interval", "18446744073709551615"],
+    ] {
+        let stderr = refused(flags, &[]);
+        assert!(stderr.contains(flags[2]), "{flags:?}: {stderr}");
+        assert!(
+            stderr.contains("32-bit milliseconds"),
+            "{flags:?}: {stderr}"
+        );
+    }
+    // The largest tick whose 20-tick default still fits starts.
+    let cfg = write(
+        dir.path(),
+        "big-tick.cfg",
+        "clientPort=0\ntickTime=107374182\n",
+    );
+    drop(start(&["--config", &cfg], &[]));
+}
+
+#[test]
+fn hostile_files_are_refused_with_a_sentence() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A device as certificate or key: a sentence, not an allocation abort.
+    let stderr = refused(
+        &[
+            "--port",
+            "0",
+            "--secure-port",
+            "0",
+            "--tls-cert",
+            "/dev/zero",
+            "--tls-key",
+            "/dev/zero",
+        ],
+        &[],
+    );
+    assert!(
+        stderr.contains("/dev/zero is a device, not a regular file"),
+        "{stderr}"
+    );
+    // Oversized (sparse) SASL users, JAAS and fixture files are refused by size, unread.
+    let big = |name: &str, len: u64| {
+        let p = dir.path().join(name);
+        std::fs::File::create(&p).unwrap().set_len(len).unwrap();
+        p.display().to_string()
+    };
+    let users = big("users", 2 << 20);
+    let stderr = refused(&["--port", "0", "--sasl-users", &users], &[]);
+    assert!(stderr.contains("more than the 1048576 bytes"), "{stderr}");
+    let jaas = big("server.jaas", 2 << 20);
+    let cfg = write(dir.path(), "sasl.cfg", "clientPort=0\n");
+    let flags = format!("-Djava.security.auth.login.config={jaas}");
+    let stderr = refused(&["--config", &cfg], &[("SERVER_JVMFLAGS", &flags)]);
+    assert!(
+        stderr.contains("JAAS file") && stderr.contains("more than the 1048576 bytes"),
+        "{stderr}"
+    );
+    let seed = big("seed.json", 300 << 20);
+    let stderr = refused(&["--port", "0", "--seed", &seed], &[]);
+    assert!(stderr.contains("more than the 268435456 bytes"), "{stderr}");
+    // A FIFO as zoo.cfg or SASL users file: refused, not waited on.
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let fifo = fifo.display().to_string();
+    let stderr = refused(&["--config", &fifo], &[]);
+    assert!(stderr.contains("is a FIFO, not a regular file"), "{stderr}");
+    let stderr = refused(&["--port", "0", "--sasl-users", &fifo], &[]);
+    assert!(stderr.contains("is a FIFO, not a regular file"), "{stderr}");
+}
+
+#[test]
+fn latin1_and_long_continuations_parse() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A Latin-1 byte in a comment (java.util.Properties reads ISO-8859-1), and 240 KB of
+    // continuation lines, each ending in an odd run of backslashes, in an unknown key's
+    // value: the file starts zkd, and the key after them still applies.
+    let mut text = b"# Configuration de l'\xe9quipe\nclientPort=0\nfrobnicate=x".to_vec();
+    for _ in 0..60_000 {
+        text.extend_from_slice(b"\\\\\\\n");
+    }
+    text.extend_from_slice(b"end\n4lw.commands.whitelist=ruok,srvr,stat\n");
+    assert!(text.len() > 240_000);
+    let path = dir.path().join("latin1.cfg");
+    std::fs::write(&path, &text).unwrap();
+    let zkd = start(&["--config", path.to_str().unwrap()], &[]);
+    assert!(four_letter(zkd.addr, "stat").contains("Zookeeper version"));
+    // The unknown key is warned about (stderr is read by a thread: wait for the line).
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains("frobnicate")) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match zkd.stderr.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no warning about the unknown key: {seen:?}"),
+        }
+    }
 }

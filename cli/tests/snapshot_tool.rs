@@ -318,3 +318,146 @@ async fn convert_makes_a_snapshot_zkd_and_zookeeper_start_from() {
         Some(&[0u8, 1, 2, 255][..])
     );
 }
+
+/// zkd started on `data` must end on its own (within 30 s): its exit code and stderr.
+fn start_refused(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
+        .args(["--port", "0"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("zkd runs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            return (status.code(), err);
+        }
+        if std::time::Instant::now() > deadline {
+            stop(child);
+            panic!("zkd {args:?} did not stop within 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn hostile_data_files_are_refused_without_reading_them_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let dir = data.join("version-2");
+    std::fs::create_dir_all(&dir).unwrap();
+    let data_arg = data.to_str().unwrap();
+
+    // A 512 MiB sparse snapshot: a valid header, then zeros (no real blocks). It is refused
+    // at the first impossible record, not read whole.
+    let snap = dir.join("snapshot.5");
+    let mut head = b"ZKSN".to_vec();
+    head.extend_from_slice(&2i32.to_be_bytes());
+    head.extend_from_slice(&(-1i64).to_be_bytes());
+    std::fs::write(&snap, &head).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&snap)
+        .unwrap()
+        .set_len(512 << 20)
+        .unwrap();
+    let (code, err) = start_refused(&["--data-dir", data_arg]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("no readable snapshot")
+            && err.contains("snapshot.5 damaged: ")
+            && err.contains("at offset"),
+        "{err}"
+    );
+    let out = zkd(&["datadir", "check", data_arg]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("damaged"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = zkd(&["snapshot", "dump", snap.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("offset"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_file(&snap).unwrap();
+
+    // A FIFO named like a snapshot or a log: refused with a sentence, never opened (opening
+    // a FIFO for reading would wait for a writer forever).
+    for name in ["snapshot.7", "log.8"] {
+        let fifo = dir.join(name);
+        let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+        assert!(made.success());
+        let (code, err) = start_refused(&["--data-dir", data_arg]);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(
+            err.contains(&format!("{name} is a FIFO, not a regular file")),
+            "{err}"
+        );
+        let out = zkd(&["datadir", "check", data_arg]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+        std::fs::remove_file(&fifo).unwrap();
+    }
+
+    // A directory named like a log.
+    std::fs::create_dir(dir.join("log.9")).unwrap();
+    let (code, err) = start_refused(&["--data-dir", data_arg]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("log.9 is a directory"), "{err}");
+    std::fs::remove_dir(dir.join("log.9")).unwrap();
+
+    let out = zkd(&[
+        "datadir",
+        "check",
+        tmp.path().join("nothing").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("is not a data directory"));
+}
+
+#[test]
+fn datadir_check_reports_a_healthy_directory_and_a_torn_tail() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let (child, addr, _) = serve(&["--data-dir", data.to_str().unwrap()]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = RawClient::connect(addr, 30_000).await.expect("connect");
+        create(&c, "/a", b"1").await;
+        create(&c, "/b", b"2").await;
+    });
+    stop(child); // killed: the creates are only in the log
+    let out = zkd(&["datadir", "check", data.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("complete") && stdout.contains("ok: "),
+        "{stdout}"
+    );
+
+    // Cut the last entry in the middle: an incomplete final entry is not damage; the check
+    // says a start cuts it off, and changes nothing itself.
+    let log = std::fs::read_dir(data.join("version-2"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("log."))
+        .expect("a log");
+    let len = std::fs::metadata(&log).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(len - 5)
+        .unwrap();
+    let out = zkd(&["datadir", "check", data.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("incomplete final entry"), "{stdout}");
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), len - 5);
+}

@@ -380,6 +380,70 @@ async fn damaged_last_snapshot_falls_back_to_the_previous_one() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_snapshot_nothing_else_covers_refuses_to_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, owner, _) = start_populated(tmp.path()).await;
+    let first = server.snapshot().await.expect("snapshot");
+    ok(&owner, create("/later", Some(b"x"), Acl::open_unsafe(), 0)).await;
+    let second = server.snapshot().await.expect("snapshot");
+    owner.abort().await;
+    drop(server);
+    // The log holding /later is gone (as after an old purge), and the newest snapshot is
+    // damaged: falling back to the first one would silently lose /later.
+    for log in files(tmp.path(), "log.") {
+        let zxid = u64::from_str_radix(
+            log.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .strip_prefix("log.")
+                .unwrap(),
+            16,
+        )
+        .unwrap() as i64;
+        if zxid > first.zxid {
+            std::fs::remove_file(log).unwrap();
+        }
+    }
+    let mut bytes = std::fs::read(&second.path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x10;
+    std::fs::write(&second.path, &bytes).unwrap();
+    let before = contents(tmp.path());
+
+    let err = zkd_server::Server::start(zkd_config(tmp.path()))
+        .await
+        .err()
+        .expect("refuses");
+    let name = second
+        .path
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        err.to_string().contains(&name) && err.to_string().contains("at offset"),
+        "{err}"
+    );
+    assert!(before == contents(tmp.path()), "nothing changed");
+
+    // Asked to, it starts from the first snapshot and sets the damaged one aside.
+    let server = zkd_server::Server::start(zkd_server::Config {
+        recover_truncate: true,
+        ..zkd_config(tmp.path())
+    })
+    .await
+    .expect("recovers");
+    assert!(!dump(server.local_addr()).await.contains_key("/later"));
+    assert!(tmp
+        .path()
+        .join("version-2")
+        .join(format!("dropped.{name}"))
+        .exists());
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn every_snapshot_damaged_refuses_to_start() {
     let tmp = tempfile::tempdir().unwrap();
     let server = start_zkd(tmp.path()).await;
@@ -422,6 +486,89 @@ async fn torn_log_tail_is_cut_at_the_last_good_entry() {
         cut < len - 10,
         "the damaged tail was removed from {}",
         log.display()
+    );
+    server.shutdown().await;
+}
+
+/// What ZooKeeper leaves after a crash and a restart: an older log ending in an incomplete
+/// entry, and a newer log that continues from the last good one (and an empty log whose
+/// creation was interrupted). zkd loads it as ZooKeeper does, changing nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_older_log_with_an_incomplete_end_continued_by_the_next_loads() {
+    use zkd_protocol::disk::{txnlog, CreateTxn, NewNode, TxnHeader};
+    let tmp = tempfile::tempdir().unwrap();
+    let server = start_zkd(tmp.path()).await;
+    let c = client(server.local_addr()).await;
+    ok(&c, create("/a", Some(b"1"), Acl::open_unsafe(), 0)).await;
+    c.abort().await;
+    drop(server);
+    let log = files(tmp.path(), "log.").pop().expect("a log");
+    let bytes = std::fs::read(&log).unwrap();
+    let last = txnlog::scan(&bytes[..])
+        .unwrap()
+        .entries
+        .last()
+        .unwrap()
+        .1
+        .header
+        .zxid;
+
+    let entry = |zxid: i64, path: &str| {
+        let mut txn = bytes::BytesMut::new();
+        TxnHeader {
+            client_id: 0,
+            cxid: 0,
+            zxid,
+            time: 1,
+            txn_type: zkd_protocol::disk::txn_type::CREATE,
+        }
+        .write(&mut txn);
+        CreateTxn {
+            node: NewNode {
+                path: path.into(),
+                data: Some(Bytes::from_static(b"x")),
+                acl: Acl::open_unsafe(),
+            },
+            ephemeral: false,
+            parent_cversion: 0,
+        }
+        .write(&mut txn);
+        let mut framed = bytes::BytesMut::new();
+        txnlog::frame_entry(&txn, &mut framed);
+        framed
+    };
+    // The older log: an entry cut off after 20 bytes, then pre-allocated zeros.
+    let mut older = bytes.clone();
+    older.extend_from_slice(&entry(last + 1, "/lost")[..20]);
+    older.resize(older.len() + 4096, 0);
+    std::fs::write(&log, &older).unwrap();
+    // The next log starts at the zxid after the last good entry.
+    let mut next = txnlog::file_header().to_vec();
+    next.extend_from_slice(&entry(last + 1, "/c"));
+    let dir = tmp.path().join("version-2");
+    std::fs::write(dir.join(format!("log.{:x}", last + 1)), &next).unwrap();
+    // And an empty newest log, as a crash right after creating it leaves.
+    std::fs::write(dir.join(format!("log.{:x}", last + 2)), b"").unwrap();
+
+    let out = std::process::Command::new(zkd_client_tests::certs::zkd_binary().unwrap())
+        .args(["datadir", "check"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("left as it is"), "{stdout}");
+    assert!(stdout.contains("shorter than its header"), "{stdout}");
+
+    let before = contents(tmp.path());
+    let server = start_zkd(tmp.path()).await;
+    let tree = dump(server.local_addr()).await;
+    assert!(tree.contains_key("/a") && tree.contains_key("/c") && !tree.contains_key("/lost"));
+    let after = contents(tmp.path());
+    let name = log.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(
+        before[&name], after[&name],
+        "the older log is left as it is"
     );
     server.shutdown().await;
 }
@@ -499,4 +646,197 @@ async fn a_log_write_failure_stops_the_server_before_the_reply() {
         assert_eq!(c.call(&exists("/lost")).await.expect("reply").err, -101);
         server.shutdown().await;
     }
+}
+
+/// Every file of a data directory with its bytes (the file list and each file's content).
+fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir.join("version-2"))
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect()
+}
+
+/// zkd (the binary) started on `dir` with `extra` flags. With `expect_exit` it must end on
+/// its own within 30 s: returns its exit code and stderr. Otherwise it must start: returns
+/// the running child (stderr is read up to the listening line and returned).
+fn run_zkd_binary(dir: &Path, extra: &[&str]) -> (std::process::Child, String) {
+    use std::process::{Command, Stdio};
+    let bin = zkd_client_tests::certs::zkd_binary().expect("zkd binary");
+    let child = Command::new(bin)
+        .args(["--port", "0", "--data-dir"])
+        .arg(dir)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("zkd runs");
+    (child, String::new())
+}
+
+/// Waits up to 30 s for `child` to exit; its exit code and stderr.
+fn exit_of(mut child: std::process::Child) -> (Option<i32>, String) {
+    use std::io::Read;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (status.code(), err);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("zkd did not exit within 30 s on a damaged data directory");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A zkd data directory whose only state is in its newest log: 100 creates of /n000../n099
+/// after the start-up snapshot. Returns the log's path and the offset of each create.
+async fn hundred_writes_in_the_log(dir: &Path) -> (std::path::PathBuf, Vec<u64>) {
+    let server = start_zkd(dir).await;
+    let c = client(server.local_addr()).await;
+    for i in 0..100 {
+        let path = format!("/n{i:03}");
+        ok(&c, create(&path, Some(b"v"), Acl::open_unsafe(), 0)).await;
+    }
+    c.abort().await;
+    drop(server); // no final snapshot: the creates are only in the log
+    let log = files(dir, "log.").pop().expect("a log");
+    let bytes = std::fs::read(&log).unwrap();
+    let scan = zkd_protocol::disk::txnlog::scan(&bytes[..]).expect("a log");
+    let creates: Vec<u64> = scan
+        .entries
+        .iter()
+        .filter(|(_, e)| matches!(e.body, zkd_protocol::disk::TxnBody::Create(_)))
+        .map(|(at, _)| *at)
+        .collect();
+    assert_eq!(creates.len(), 100, "{}", log.display());
+    (log, creates)
+}
+
+/// The middle of the newest log damaged by `damage` (given the file's bytes and the offset
+/// of the 50th create): zkd refuses to start naming file and offset and changes nothing,
+/// `zkd datadir check` reports it, ZooKeeper refuses the directory too, and
+/// `--recover-truncate` starts with the 49 creates before the damage and says what it
+/// dropped.
+async fn damaged_log_is_refused(damage: fn(&mut Vec<u8>, usize)) {
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    let (log, creates) = hundred_writes_in_the_log(&data).await;
+    let at = creates[49];
+    let mut bytes = std::fs::read(&log).unwrap();
+    damage(&mut bytes, at as usize);
+    std::fs::write(&log, &bytes).unwrap();
+    let before = contents(&data);
+    let name = log.file_name().unwrap().to_string_lossy().into_owned();
+
+    let (child, _) = run_zkd_binary(&data, &[]);
+    let (code, stderr) = exit_of(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&name) && stderr.contains(&format!("offset {at}")),
+        "names file and offset: {stderr}"
+    );
+    assert!(stderr.contains("refusing to start"), "{stderr}");
+    assert!(
+        before == contents(&data),
+        "the data directory changed when zkd refused it"
+    );
+
+    // The check command reports the damage (and changes nothing either).
+    let out = std::process::Command::new(zkd_client_tests::certs::zkd_binary().unwrap())
+        .args(["datadir", "check"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("damaged") && stdout.contains(&format!("offset {at}")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("the damaged entry and the 50 valid entries after it"),
+        "counts what follows: {stdout}"
+    );
+    assert!(before == contents(&data));
+
+    // ZooKeeper 3.8, on a copy, refuses the same directory (it does not serve the later
+    // writes).
+    let copy = tempfile::tempdir().unwrap();
+    let copied = copy.path().join("data").join("version-2");
+    std::fs::create_dir_all(&copied).unwrap();
+    for (file, body) in &before {
+        std::fs::write(copied.join(file), body).unwrap();
+    }
+    match Launcher::new().start_in(copy.path(), None) {
+        Err(e) => assert!(e.contains("exited during start-up"), "{e}"),
+        Ok(zk) => {
+            let tree = dump(zk.addr()).await;
+            panic!(
+                "ZooKeeper started on the damaged directory, serving /n099: {}",
+                tree.contains_key("/n099")
+            );
+        }
+    }
+
+    // Asked to, zkd starts without the transactions from the damage on and says so.
+    let (mut child, _) = run_zkd_binary(&data, &["--recover-truncate"]);
+    let addr = {
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        line.trim()
+            .strip_prefix("zkd listening on ")
+            .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+            .parse::<SocketAddr>()
+            .unwrap()
+    };
+    let tree = dump(addr).await;
+    child.kill().unwrap();
+    let (_, stderr) = exit_of(child);
+    assert!(
+        tree.contains_key("/n048"),
+        "the creates before the damage are kept"
+    );
+    assert!(!tree.contains_key("/n049") && !tree.contains_key("/n099"));
+    assert!(
+        stderr.contains(&format!(
+            "dropped the damaged entry and the 50 valid entries after it: {} bytes from \
+             offset {at}",
+            bytes.len() as u64 - at
+        )),
+        "says what it dropped: {stderr}"
+    );
+    let kept = std::fs::read(
+        data.join("version-2")
+            .join(format!("dropped.{name}.from-{at}")),
+    )
+    .expect("the dropped bytes are kept beside the log");
+    assert_eq!(kept, bytes[at as usize..]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flipped_bit_in_the_newest_log_refuses_to_start() {
+    // One bit of the 50th create's transaction bytes (past the 12-byte checksum and length).
+    damaged_log_is_refused(|bytes, at| bytes[at + 30] ^= 0x04).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_impossible_entry_length_in_the_newest_log_refuses_to_start() {
+    damaged_log_is_refused(|bytes, at| {
+        bytes[at + 8..at + 12].copy_from_slice(&0x7fff_ffffi32.to_be_bytes())
+    })
+    .await;
 }

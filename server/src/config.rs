@@ -72,6 +72,11 @@ pub struct Config {
     pub fsync: FsyncPolicy,
     /// Snapshots kept in the data directory, with the logs they need (default 3, minimum 1).
     pub snap_retain_count: usize,
+    /// Start even when the data directory is damaged, giving up the transactions from the
+    /// first damage on (the damaged and later files are set aside, and what was dropped is
+    /// logged). Off by default: damage other than an incomplete final log entry stops the
+    /// start.
+    pub recover_truncate: bool,
     /// Nodes created at start (a fixture; see `fixture::from_json` for the JSON form). With a
     /// data directory they are created only when it holds no state yet.
     pub seed: Vec<crate::core::FixtureNode>,
@@ -291,6 +296,7 @@ impl Default for Config {
             snap_interval: None,
             fsync: FsyncPolicy::default(),
             snap_retain_count: 3,
+            recover_truncate: false,
             seed: Vec::new(),
             clock: ClockMode::Real,
             max_total_input_bytes: 256 << 20,
@@ -323,6 +329,7 @@ impl Config {
         if self.tick_time.as_millis() == 0 {
             return Err("tick time must be at least 1 ms".into());
         }
+        self.check_time_ranges()?;
         if self.min_session_timeout() < self.tick_time {
             return Err(format!(
                 "minimum session timeout ({} ms) is below one tick ({} ms): sessions expire on \
@@ -421,6 +428,70 @@ impl Config {
             if !d.contains(':') {
                 return Err(format!("super digest {d:?} is not of the form user:hash"));
             }
+        }
+        Ok(())
+    }
+
+    /// Every time value, given or derived, must fit the 32-bit milliseconds the protocol
+    /// and ZooKeeper's settings use (session timeouts travel as an int of ms): larger ones
+    /// would wrap (a tick of 2147483647 ms made every session timeout -2). The message names
+    /// the flag, the zoo.cfg key and the container variable.
+    fn check_time_ranges(&self) -> Result<(), String> {
+        const MAX: u128 = i32::MAX as u128;
+        let ms = |d: Duration| d.as_millis();
+        let too_long = |what: &str, names: &str, value: u128| {
+            format!(
+                "{what} of {value} ms is too long ({names}): time values must fit 32-bit \
+                 milliseconds, at most {MAX} ms (about 24.8 days)"
+            )
+        };
+        if ms(self.tick_time) > MAX {
+            return Err(too_long(
+                "a tick time",
+                "--tick-time, tickTime, ZOO_TICK_TIME",
+                ms(self.tick_time),
+            ));
+        }
+        for (given, ticks, what, names) in [
+            (
+                self.max_session_timeout,
+                20,
+                "a maximum session timeout",
+                "--max-session-timeout, maxSessionTimeout",
+            ),
+            (
+                self.min_session_timeout,
+                2,
+                "a minimum session timeout",
+                "--min-session-timeout, minSessionTimeout",
+            ),
+        ] {
+            match given {
+                Some(d) if ms(d) > MAX => return Err(too_long(what, names, ms(d))),
+                Some(_) => {}
+                None if ms(self.tick_time) * ticks > MAX => {
+                    return Err(format!(
+                        "a tick time of {} ms is too long (--tick-time, tickTime, \
+                         ZOO_TICK_TIME): {what} defaults to {ticks} ticks, {} ms, which does \
+                         not fit 32-bit milliseconds (at most {MAX} ms); use a tick of at most \
+                         {} ms or set the timeout ({names})",
+                        ms(self.tick_time),
+                        ms(self.tick_time) * ticks,
+                        MAX / ticks
+                    ))
+                }
+                None => {}
+            }
+        }
+        if ms(self.reaper_interval) > MAX {
+            return Err(too_long(
+                "a reaper interval",
+                "--reaper-interval, znode.container.checkIntervalMs",
+                ms(self.reaper_interval),
+            ));
+        }
+        if let Some(d) = self.snap_interval.filter(|d| ms(*d) > MAX) {
+            return Err(too_long("a snapshot interval", "--snap-interval", ms(d)));
         }
         Ok(())
     }
@@ -550,6 +621,35 @@ mod tests {
         assert!(none.allows(W::Srvr) && !none.allows(W::Ruok));
         let err = FourLetterWhitelist::parse("ruok,kill").expect_err("unknown word");
         assert!(err.contains("\"kill\""), "{err}");
+    }
+
+    #[test]
+    fn time_values_that_overflow_32_bit_milliseconds_are_refused() {
+        let tick = |ms: u64| Config {
+            tick_time: Duration::from_millis(ms),
+            ..Config::default()
+        };
+        let e = tick(2_147_483_647).validate().expect_err("overflows");
+        assert!(e.contains("tickTime") && e.contains("--tick-time"), "{e}");
+        // 20 ticks must fit: the largest tick with default timeouts.
+        assert!(tick(107_374_182).validate().is_ok());
+        assert!(tick(107_374_183).validate().is_err());
+        let c = Config {
+            max_session_timeout: Some(Duration::from_millis(1 << 31)),
+            ..Config::default()
+        };
+        let e = c.validate().expect_err("overflows");
+        assert!(e.contains("maxSessionTimeout"), "{e}");
+        let c = Config {
+            reaper_interval: Duration::from_millis(u64::MAX),
+            ..Config::default()
+        };
+        assert!(c.validate().is_err());
+        let c = Config {
+            snap_interval: Some(Duration::from_millis(u64::MAX)),
+            ..Config::default()
+        };
+        assert!(c.validate().unwrap_err().contains("--snap-interval"));
     }
 
     #[test]

@@ -53,8 +53,7 @@ pub fn from_json(text: &str) -> Result<Vec<FixtureNode>, String> {
 
 /// Reads and parses a fixture file.
 pub fn read_file(path: &std::path::Path) -> Result<Vec<FixtureNode>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = crate::files::read_capped_text(path, crate::files::FIXTURE_CAP)?;
     from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 

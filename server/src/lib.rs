@@ -9,6 +9,7 @@ pub mod control;
 pub mod core;
 pub mod ensemble;
 #[cfg(feature = "json")]
+pub mod files;
 pub mod fixture;
 pub mod fourlw;
 mod member_lag;
@@ -22,6 +23,7 @@ pub use config::{
     TlsConfig,
 };
 pub use net::ServerFailure;
-pub use persist::SnapshotInfo;
+pub use persist::load::read_snapshot_file;
+pub use persist::{check_data_dir, DirCheck, SnapshotInfo};
 pub use sasl_users::SaslUsers;
 pub use server::Server;

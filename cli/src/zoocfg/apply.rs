@@ -252,11 +252,12 @@ pub fn apply(
             .sasl_section
             .as_ref()
             .map_or("Server", |s| s.value.as_str());
-        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
-            origin: origin.clone(),
-            key: None,
-            message: format!("cannot read the JAAS file {}: {e}", path.display()),
-        })?;
+        let text = zkd_server::files::read_capped_text(&path, zkd_server::files::SMALL_FILE_CAP)
+            .map_err(|e| ConfigError {
+                origin: origin.clone(),
+                key: None,
+                message: format!("cannot read the JAAS file: {e}"),
+            })?;
         let users = SaslUsers::parse(&text, section).map_err(|e| ConfigError {
             origin: origin.clone(),
             key: None,
@@ -751,8 +752,9 @@ mod tests {
         assert_eq!(c.sasl_users.expect("users").password("bob"), Some("b"));
         let e = with_jaas("clientPort=1\n", "JVMFLAGS", dir.join("missing.jaas")).unwrap_err();
         assert!(
-            e.to_string()
-                .starts_with("environment variable JVMFLAGS: cannot read the JAAS file"),
+            e.to_string().starts_with(
+                "environment variable JVMFLAGS: cannot read the JAAS file: cannot read"
+            ),
             "{e}"
         );
         std::fs::remove_dir_all(&dir).unwrap();

@@ -124,14 +124,19 @@ impl Note {
     }
 }
 
+/// The most a zoo.cfg file may hold.
+const CONFIG_FILE_CAP: u64 = 16 << 20;
+
 /// Reads and interprets a zoo.cfg file.
 pub fn read_file(path: &Path) -> Result<Settings, ConfigError> {
     let label = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+    let bytes = zkd_server::files::read_capped(path, CONFIG_FILE_CAP).map_err(|e| ConfigError {
         origin: Origin::Source(label.clone()),
         key: None,
-        message: format!("cannot read the file: {e}"),
+        message: e,
     })?;
+    // ISO-8859-1, as java.util.Properties reads ZooKeeper's file.
+    let text = props::latin1(&bytes);
     let (entries, notes) = props::read(&label, &text)?;
     let mut settings = keys::interpret(&entries)?;
     settings.notes.splice(0..0, notes);

@@ -1,6 +1,7 @@
 //! The zoo.cfg file format: Java properties lines (`key=value`, `key: value` or
 //! `key value`; `#` and `!` comments; a trailing backslash continues a line; backslash
-//! escapes), read into [`Entry`]s that remember their line.
+//! escapes), read into [`Entry`]s that remember their line. Files are ISO-8859-1, as Java
+//! reads them, and are parsed in linear time.
 
 use std::collections::HashMap;
 
@@ -9,7 +10,9 @@ use super::{ConfigError, Entry, Note, Origin};
 /// Reads every setting of `text`; `file` names it in messages. A line without a value is an
 /// error; a key given twice is a warning (the later one wins, as in ZooKeeper).
 pub fn read(file: &str, text: &str) -> Result<(Vec<Entry>, Vec<Note>), ConfigError> {
-    let mut entries: Vec<Entry> = Vec::new();
+    // Entries in file order; a key given again empties its earlier slot (kept linear for
+    // any number of repeats).
+    let mut slots: Vec<Option<Entry>> = Vec::new();
     let mut notes = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut lines = text.lines().enumerate();
@@ -22,10 +25,23 @@ pub fn read(file: &str, text: &str) -> Result<(Vec<Entry>, Vec<Note>), ConfigErr
         if logical.is_empty() || logical.starts_with('#') || logical.starts_with('!') {
             continue;
         }
-        while ends_in_continuation(&logical) {
+        // Trailing backslashes are counted once per physical line, so a long run of them
+        // spread over many continuation lines stays linear.
+        let mut trailing = trailing_backslashes(&logical);
+        while trailing % 2 == 1 {
             logical.pop();
+            trailing -= 1;
             match lines.next() {
-                Some((_, next)) => logical.push_str(next.trim_start()),
+                Some((_, next)) => {
+                    let next = next.trim_start();
+                    let own = trailing_backslashes(next);
+                    trailing = if own == next.len() {
+                        trailing + own
+                    } else {
+                        own
+                    };
+                    logical.push_str(next);
+                }
                 None => break,
             }
         }
@@ -46,28 +62,28 @@ pub fn read(file: &str, text: &str) -> Result<(Vec<Entry>, Vec<Note>), ConfigErr
                 message: "the line has no value: expected key=value".into(),
             });
         }
-        if let Some(&earlier) = seen.get(&key) {
-            let before = entries.remove(earlier);
+        if let Some(earlier) = seen.get(&key).and_then(|&at| slots[at].take()) {
             notes.push(Note::warn(format!(
                 "{origin}: key {key} was already set at {}; the later value is used, as \
                  ZooKeeper does",
-                before.origin
+                earlier.origin
             )));
-            for at in seen.values_mut() {
-                if *at > earlier {
-                    *at -= 1;
-                }
-            }
         }
-        seen.insert(key.clone(), entries.len());
-        entries.push(Entry { origin, key, value });
+        seen.insert(key.clone(), slots.len());
+        slots.push(Some(Entry { origin, key, value }));
     }
-    Ok((entries, notes))
+    Ok((slots.into_iter().flatten().collect(), notes))
 }
 
-/// Whether the line ends in an odd number of backslashes (the last one continues it).
-fn ends_in_continuation(line: &str) -> bool {
-    line.chars().rev().take_while(|&c| c == '\\').count() % 2 == 1
+/// How many backslashes `line` ends with.
+fn trailing_backslashes(line: &str) -> usize {
+    line.bytes().rev().take_while(|&b| b == b'\\').count()
+}
+
+/// Decodes a file's bytes as ISO-8859-1, as `java.util.Properties.load(InputStream)` does:
+/// every byte is the character of the same number, so no byte sequence is refused.
+pub fn latin1(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| char::from(b)).collect()
 }
 
 /// Splits a logical line at its first unescaped `=`, `:` or whitespace, as Java properties
@@ -183,6 +199,36 @@ mod tests {
             notes[0].text,
             "zoo.cfg line 3: key tickTime was already set at zoo.cfg line 1; the later value \
              is used, as ZooKeeper does"
+        );
+    }
+
+    #[test]
+    fn long_continuations_and_many_repeats_parse_in_linear_time() {
+        // 240 000 lines of three backslashes: one logical line whose trailing run grows with
+        // every physical line (re-counting it each time would be quadratic).
+        let mut text = String::from("a=x");
+        for _ in 0..240_000 {
+            text.push_str("\\\\\\\n");
+        }
+        text.push_str("end\nb=y\n");
+        let found = pairs(&text);
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].1.len(), "x".len() + 240_000 + "end".len());
+        assert_eq!(found[1], ("b".into(), "y".into(), 240_002));
+        // The same key 100 000 times: the last wins.
+        let text: String = (0..100_000).map(|i| format!("k={i}\n")).collect();
+        let (entries, notes) = read("zoo.cfg", &text).expect("valid");
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].value, "99999");
+        assert_eq!(notes.len(), 99_999);
+    }
+
+    #[test]
+    fn latin1_bytes_are_characters() {
+        let text = latin1(b"# caf\xe9\ndataDir=/data/\xe9t\xe9\n");
+        assert_eq!(
+            pairs(&text),
+            vec![("dataDir".into(), "/data/\u{e9}t\u{e9}".into(), 2)]
         );
     }
 

@@ -10,7 +10,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{Adler32, FileHeader, StatPersisted, FORMAT_VERSION, SNAP_MAGIC};
-use crate::{Acl, DecodeError, Jute, Reader};
+use crate::{Acl, Jute};
 
 /// The ACL index that means "world:anyone, all permissions" without a cache entry.
 pub const OPEN_ACL_INDEX: i64 = -1;
@@ -137,79 +137,212 @@ pub struct SnapshotError {
 
 /// Decodes a snapshot file's bytes, verifying the header, the structure and the checksum.
 pub fn read_snapshot(bytes: Bytes) -> Result<SnapshotImage, SnapshotError> {
-    let total = bytes.len();
-    let mut r = Reader::new(bytes.clone());
-    let at = |r: &Reader| total - r.remaining();
-    let fail = |r: &Reader, reason: String| SnapshotError {
-        offset: total - r.remaining(),
-        reason,
-    };
-    let trunc = |r: &Reader, e: DecodeError| fail(r, format!("malformed snapshot ({e})"));
+    let size = bytes.len() as u64;
+    read_snapshot_from(&bytes[..], size)
+}
 
-    let header = FileHeader::read(&mut r).map_err(|e| trunc(&r, e))?;
-    if header.magic != SNAP_MAGIC {
+/// A snapshot being read incrementally: every length is checked against what the file
+/// still holds before anything is allocated, and the checksum is summed as bytes pass.
+struct Input<R> {
+    r: R,
+    pos: u64,
+    size: u64,
+    sum: Adler32,
+}
+
+impl<R: std::io::Read> Input<R> {
+    fn fail(&self, reason: String) -> SnapshotError {
+        SnapshotError {
+            offset: self.pos as usize,
+            reason,
+        }
+    }
+
+    fn left(&self) -> u64 {
+        self.size - self.pos
+    }
+
+    fn fill(&mut self, buf: &mut [u8]) -> Result<(), SnapshotError> {
+        if buf.len() as u64 > self.left() {
+            return Err(self.fail(format!(
+                "malformed snapshot (needs {} more bytes, the file holds {})",
+                buf.len(),
+                self.left()
+            )));
+        }
+        self.r
+            .read_exact(buf)
+            .map_err(|e| self.fail(format!("read failed: {e}")))?;
+        self.sum.update(buf);
+        self.pos += buf.len() as u64;
+        Ok(())
+    }
+
+    fn i32(&mut self) -> Result<i32, SnapshotError> {
+        let mut b = [0u8; 4];
+        self.fill(&mut b)?;
+        Ok(i32::from_be_bytes(b))
+    }
+
+    fn i64(&mut self) -> Result<i64, SnapshotError> {
+        let mut b = [0u8; 8];
+        self.fill(&mut b)?;
+        Ok(i64::from_be_bytes(b))
+    }
+
+    /// A length-prefixed buffer (`None` for -1), no longer than what the file holds.
+    fn buffer(&mut self) -> Result<Option<Vec<u8>>, SnapshotError> {
+        let len = self.i32()?;
+        match len {
+            -1 => Ok(None),
+            n if n < -1 || n as u64 > self.left() => Err(self.fail(format!(
+                "malformed snapshot (invalid length {n}, {} bytes left in the file)",
+                self.left()
+            ))),
+            n => {
+                let mut v = vec![0u8; n as usize];
+                self.fill(&mut v)?;
+                Ok(Some(v))
+            }
+        }
+    }
+
+    /// A length-prefixed string, decoded leniently (invalid UTF-8 is replaced).
+    fn string(&mut self) -> Result<Option<String>, SnapshotError> {
+        Ok(self.buffer()?.map(|b| match String::from_utf8(b) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        }))
+    }
+
+    /// A count of elements taking at least `each` bytes; refused when the file cannot hold
+    /// them.
+    fn count(&mut self, each: u64, what: &str) -> Result<usize, SnapshotError> {
+        let n = self.i32()?;
+        if n < 0 || n as u64 > self.left() / each {
+            return Err(self.fail(format!("invalid {what} {n}")));
+        }
+        Ok(n as usize)
+    }
+
+    fn stat(&mut self) -> Result<StatPersisted, SnapshotError> {
+        Ok(StatPersisted {
+            czxid: self.i64()?,
+            mzxid: self.i64()?,
+            ctime: self.i64()?,
+            mtime: self.i64()?,
+            version: self.i32()?,
+            cversion: self.i32()?,
+            aversion: self.i32()?,
+            ephemeral_owner: self.i64()?,
+            pzxid: self.i64()?,
+        })
+    }
+
+    fn acl(&mut self) -> Result<Acl, SnapshotError> {
+        let perms = self.i32()?;
+        let scheme = self.string()?.unwrap_or_default();
+        let id = self.string()?.unwrap_or_default();
+        Ok(Acl::new(perms, &scheme, &id))
+    }
+
+    /// Reads a checksum seal (checksum of every byte before it, then the path `"/"`).
+    fn seal(&mut self) -> Result<(), SnapshotError> {
+        let offset = self.pos as usize;
+        let expected = i64::from(self.sum.value());
+        let fail = |reason: String| SnapshotError { offset, reason };
+        let stored = self
+            .i64()
+            .map_err(|_| fail("snapshot ends before its checksum".into()))?;
+        let marker = self
+            .string()
+            .map_err(|_| fail("snapshot ends inside its checksum seal".into()))?;
+        if stored != expected {
+            return Err(fail(format!(
+                "checksum mismatch (stored 0x{stored:x}, computed 0x{expected:x})"
+            )));
+        }
+        if marker.as_deref() != Some("/") {
+            return Err(fail("missing end marker after the checksum".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Decodes a snapshot of `size` bytes from `r` incrementally (a file is never read whole
+/// into memory; a length larger than what the file holds is refused before anything is
+/// allocated), verifying the header, the structure and the checksum.
+pub fn read_snapshot_from<R: std::io::Read>(
+    r: R,
+    size: u64,
+) -> Result<SnapshotImage, SnapshotError> {
+    let mut r = Input {
+        r,
+        pos: 0,
+        size,
+        sum: Adler32::new(),
+    };
+    let magic = r.i32()?;
+    if magic != SNAP_MAGIC {
         return Err(SnapshotError {
             offset: 0,
             reason: format!(
-                "not a snapshot file (magic 0x{:08x}, expected 0x{:08x} \"ZKSN\")",
-                header.magic, SNAP_MAGIC
+                "not a snapshot file (magic 0x{magic:08x}, expected 0x{SNAP_MAGIC:08x} \"ZKSN\")"
             ),
         });
     }
-    if header.version != FORMAT_VERSION {
+    let version = r.i32()?;
+    if version != FORMAT_VERSION {
         return Err(SnapshotError {
             offset: 4,
-            reason: format!("unsupported snapshot version {}", header.version),
+            reason: format!("unsupported snapshot version {version}"),
         });
     }
+    // A complete snapshot ends with its seal: the end marker `"/"` (length 1, then '/').
+    if size < 16 + 4 + 4 + 4 + 8 + 5 {
+        return Err(r.fail(format!("file too short for a snapshot ({size} bytes)")));
+    }
     let mut image = SnapshotImage {
-        dbid: header.dbid,
+        dbid: r.i64()?,
         ..Default::default()
     };
 
-    let count = r.i32().map_err(|e| trunc(&r, e))?;
-    if count < 0 || count as usize > r.remaining() / 12 {
-        return Err(fail(&r, format!("invalid session count {count}")));
-    }
-    image.sessions.reserve(count as usize);
+    let count = r.count(12, "session count")?;
+    image.sessions.reserve(count);
     for _ in 0..count {
-        let id = r.i64().map_err(|e| trunc(&r, e))?;
-        let timeout = r.i32().map_err(|e| trunc(&r, e))?;
+        let id = r.i64()?;
+        let timeout = r.i32()?;
         image.sessions.push((id, timeout));
     }
 
-    let count = r.i32().map_err(|e| trunc(&r, e))?;
-    if count < 0 || count as usize > r.remaining() / 12 {
-        return Err(fail(&r, format!("invalid ACL cache size {count}")));
-    }
+    let count = r.count(12, "ACL cache size")?;
     for _ in 0..count {
-        let index = r.i64().map_err(|e| trunc(&r, e))?;
-        let acl = match r.vec_len().map_err(|e| trunc(&r, e))? {
-            None => return Err(fail(&r, "ACL cache entry without a list".into())),
-            Some(n) => {
-                let mut list = Vec::with_capacity(n.min(64));
-                for _ in 0..n {
-                    list.push(Acl::read(&mut r).map_err(|e| trunc(&r, e))?);
-                }
-                list
-            }
-        };
-        image.acls.push((index, acl));
+        let index = r.i64()?;
+        let n = r.i32()?;
+        if n < 0 || n as u64 > r.left() / 12 {
+            return Err(r.fail(if n == -1 {
+                "ACL cache entry without a list".into()
+            } else {
+                format!("invalid ACL list length {n}")
+            }));
+        }
+        let mut list = Vec::with_capacity((n as usize).min(64));
+        for _ in 0..n {
+            list.push(r.acl()?);
+        }
+        image.acls.push((index, list));
     }
 
     let mut known: std::collections::HashSet<String> = std::collections::HashSet::new();
     loop {
-        let start = at(&r);
-        let path = r
-            .ustring()
-            .map_err(|e| trunc(&r, e))?
-            .ok_or_else(|| fail(&r, "null node path".into()))?;
+        let start = r.pos as usize;
+        let path = r.string()?.ok_or_else(|| r.fail("null node path".into()))?;
         if path == "/" {
             break;
         }
-        let data = r.buffer().map_err(|e| trunc(&r, e))?;
-        let acl = r.i64().map_err(|e| trunc(&r, e))?;
-        let stat = StatPersisted::read(&mut r).map_err(|e| trunc(&r, e))?;
+        let data = r.buffer()?.map(Bytes::from);
+        let acl = r.i64()?;
+        let stat = r.stat()?;
         match path.rfind('/') {
             None if image.nodes.is_empty() && path.is_empty() => {}
             None => {
@@ -242,58 +375,33 @@ pub fn read_snapshot(bytes: Bytes) -> Result<SnapshotImage, SnapshotError> {
         });
     }
     if image.nodes.is_empty() {
-        return Err(fail(&r, "snapshot holds no root node".into()));
+        return Err(r.fail("snapshot holds no root node".into()));
     }
 
-    check_seal(&bytes, &mut r, total)?;
+    r.seal()?;
 
     // Optional digest record with its own seal. Anything else after the seal is an error:
     // a file is either complete or damaged.
-    if !r.is_empty() {
-        let zxid = r.i64().map_err(|e| trunc(&r, e))?;
-        let version = r.i32().map_err(|e| trunc(&r, e))?;
+    if r.left() > 0 {
+        let zxid = r.i64()?;
+        let version = r.i32()?;
         let digest = if version < 2 {
-            let s = r.ustring().map_err(|e| trunc(&r, e))?.unwrap_or_default();
+            let s = r.string()?.unwrap_or_default();
             i64::from_str_radix(&s, 16).unwrap_or(0)
         } else {
-            r.i64().map_err(|e| trunc(&r, e))?
+            r.i64()?
         };
-        check_seal(&bytes, &mut r, total)?;
+        r.seal()?;
         image.digest = Some(ZxidDigest {
             zxid,
             version,
             digest,
         });
     }
-    if !r.is_empty() {
-        return Err(fail(
-            &r,
-            format!("{} unexpected bytes after the end", r.remaining()),
-        ));
+    if r.left() > 0 {
+        return Err(r.fail(format!("{} unexpected bytes after the end", r.left())));
     }
     Ok(image)
-}
-
-/// Reads a checksum seal (checksum of every byte before it, then the path `"/"`).
-fn check_seal(bytes: &[u8], r: &mut Reader, total: usize) -> Result<(), SnapshotError> {
-    let offset = total - r.remaining();
-    let expected = i64::from(Adler32::of(&bytes[..offset]));
-    let fail = |reason: String| SnapshotError { offset, reason };
-    let stored = r
-        .i64()
-        .map_err(|_| fail("snapshot ends before its checksum".into()))?;
-    let marker = r
-        .ustring()
-        .map_err(|_| fail("snapshot ends inside its checksum seal".into()))?;
-    if stored != expected {
-        return Err(fail(format!(
-            "checksum mismatch (stored 0x{stored:x}, computed 0x{expected:x})"
-        )));
-    }
-    if marker.as_deref() != Some("/") {
-        return Err(fail("missing end marker after the checksum".into()));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -369,5 +477,50 @@ mod tests {
         let err = read_snapshot(Bytes::from(bad)).expect_err("corrupt");
         assert_eq!(err.offset, n - 13);
         assert!(err.reason.contains("checksum"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod streaming_tests {
+    use super::*;
+
+    /// A reader that fails the test if more than `limit` bytes are asked of it.
+    struct Capped<'a> {
+        inner: &'a [u8],
+        limit: usize,
+        read: usize,
+    }
+
+    impl std::io::Read for Capped<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = std::io::Read::read(&mut self.inner, buf)?;
+            self.read += n;
+            assert!(self.read <= self.limit, "read {} bytes", self.read);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_huge_length_is_refused_before_it_is_read() {
+        // A header claiming a 512 MiB file of zeros after it: refused within the first bytes.
+        let mut head = BytesMut::new();
+        FileHeader {
+            magic: SNAP_MAGIC,
+            version: FORMAT_VERSION,
+            dbid: -1,
+        }
+        .write(&mut head);
+        head.put_i32(0); // sessions
+        head.put_i32(0); // ACL cache
+        head.put_i32(0x7fff_0000); // a path as long as the file
+        let mut bytes = head.to_vec();
+        bytes.resize(4096, 0);
+        let r = Capped {
+            inner: &bytes,
+            limit: 64,
+            read: 0,
+        };
+        let err = read_snapshot_from(r, 512 << 20).expect_err("refused");
+        assert!(err.reason.contains("invalid length"), "{err}");
     }
 }

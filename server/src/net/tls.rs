@@ -29,8 +29,10 @@ fn invalid(msg: String) -> io::Error {
 }
 
 fn load_certs(path: &std::path::Path, what: &str) -> io::Result<Vec<CertificateDer<'static>>> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+    let pem = crate::files::read_capped(path, crate::files::SMALL_FILE_CAP)
+        .map_err(|e| invalid(format!("{what}: {e}")))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| invalid(format!("cannot read {what} {}: {e}", path.display())))?;
     if certs.is_empty() {
         return Err(invalid(format!(
@@ -46,7 +48,9 @@ impl TlsSetup {
     pub(crate) fn load(cfg: &TlsConfig) -> io::Result<TlsSetup> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let certs = load_certs(&cfg.cert, "the server certificate file")?;
-        let key = PrivateKeyDer::from_pem_file(&cfg.key).map_err(|e| {
+        let pem = crate::files::read_capped(&cfg.key, crate::files::SMALL_FILE_CAP)
+            .map_err(|e| invalid(format!("the private key file: {e}")))?;
+        let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
             invalid(format!(
                 "cannot read a private key from {}: {e}",
                 cfg.key.display()

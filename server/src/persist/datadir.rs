@@ -1,16 +1,13 @@
 //! A data directory in ZooKeeper's layout (`DIR/version-2/snapshot.<zxid>` and
-//! `log.<zxid>`): finding files, loading the newest valid snapshot and the logs after it,
-//! writing snapshots crash-safely, and keeping only the newest ones.
+//! `log.<zxid>`): finding files, writing snapshots crash-safely, and keeping only the newest
+//! ones. Loading is in [`super::load`].
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
-use zkd_protocol::disk::snapshot::{read_snapshot, SnapshotImage};
-use zkd_protocol::disk::txnlog::{self, LogEnd};
-
-use crate::core::{Core, Replayed};
+use super::load::LoadMode;
+use crate::core::Core;
 
 /// The subdirectory ZooKeeper keeps its files in.
 pub const VERSION_DIR: &str = "version-2";
@@ -64,6 +61,18 @@ impl DataDir {
         Ok(DataDir { dir })
     }
 
+    /// `root/version-2`, which must exist already (nothing is created).
+    pub fn existing(root: &Path) -> io::Result<DataDir> {
+        let dir = root.join(VERSION_DIR);
+        if !fs::metadata(&dir)?.is_dir() {
+            return Err(io::Error::other(format!(
+                "{} is not a directory",
+                dir.display()
+            )));
+        }
+        Ok(DataDir { dir })
+    }
+
     pub fn path(&self) -> &Path {
         &self.dir
     }
@@ -95,100 +104,10 @@ impl DataDir {
         self.list("log")
     }
 
-    /// Loads the newest valid snapshot into `core` and replays the logs after it. A damaged
-    /// snapshot is skipped with a warning naming the file and offset (the previous one is
-    /// used); a torn log tail is cut at the last good entry with a warning. Fails when
-    /// snapshots exist but none is readable, or when a log in the middle is damaged.
-    pub fn load(&self, core: &mut Core, now_ms: i64) -> Result<Loaded, String> {
-        let mut loaded = Loaded::default();
-        let snaps = self
-            .snapshots()
-            .map_err(|e| format!("cannot list {}: {e}", self.dir.display()))?;
-        let mut chosen: Option<(ZxidFile, SnapshotImage)> = None;
-        for snap in snaps.iter().rev() {
-            match read_file(&snap.path).and_then(|b| {
-                read_snapshot(b).map_err(|e| format!("{} (offset {})", e.reason, e.offset))
-            }) {
-                Ok(image) => {
-                    chosen = Some((snap.clone(), image));
-                    break;
-                }
-                Err(e) => tracing::warn!(
-                    file = %snap.path.display(),
-                    "skipping damaged snapshot: {e}; trying the previous one"
-                ),
-            }
-        }
-        if chosen.is_none() && !snaps.is_empty() {
-            return Err(format!(
-                "no readable snapshot in {} ({} found, all damaged); refusing to start \
-                 from a partial state",
-                self.dir.display(),
-                snaps.len()
-            ));
-        }
-        if let Some((snap, image)) = chosen {
-            let report = core
-                .import_snapshot(&image, snap.zxid, now_ms)
-                .map_err(|e| format!("{}: {e}", snap.path.display()))?;
-            if report.orphans_removed > 0 {
-                tracing::info!(
-                    count = report.orphans_removed,
-                    "removed ephemeral nodes whose session was not in the snapshot"
-                );
-            }
-            loaded.snapshot = Some(snap.path);
-            loaded.snapshot_zxid = snap.zxid;
-            loaded.sessions = report.sessions;
-        }
-
-        let logs = self
-            .logs()
-            .map_err(|e| format!("cannot list {}: {e}", self.dir.display()))?;
-        // The newest log starting at or before the snapshot may hold transactions after it.
-        let first = logs
-            .iter()
-            .rposition(|l| l.zxid <= loaded.snapshot_zxid)
-            .unwrap_or(0);
-        let count = logs.len();
-        for (i, log) in logs.iter().enumerate().skip(first) {
-            let bytes = read_file(&log.path)?;
-            let scan = txnlog::scan(bytes).map_err(|e| format!("{}: {e}", log.path.display()))?;
-            for (_, entry) in &scan.entries {
-                match core.replay(entry, now_ms) {
-                    Replayed::Applied => loaded.replayed += 1,
-                    Replayed::Skipped => {}
-                    Replayed::Inconsistent(why) => {
-                        loaded.replayed += 1;
-                        tracing::warn!(
-                            file = %log.path.display(),
-                            zxid = format_args!("0x{:x}", entry.header.zxid),
-                            "replayed transaction did not match the tree: {why}"
-                        );
-                    }
-                }
-            }
-            if let LogEnd::Torn { offset, reason } = scan.end {
-                if i + 1 < count {
-                    return Err(format!(
-                        "{} is damaged at offset {offset} ({reason}) and later logs exist; \
-                         refusing to skip transactions",
-                        log.path.display()
-                    ));
-                }
-                tracing::warn!(
-                    file = %log.path.display(),
-                    offset,
-                    "transaction log tail is damaged ({reason}); truncating it at the last \
-                     good entry"
-                );
-                truncate(&log.path, offset as u64)
-                    .map_err(|e| format!("cannot truncate {}: {e}", log.path.display()))?;
-            }
-        }
-        loaded.zxid = core.last_zxid();
-        loaded.nodes = core.node_count();
-        Ok(loaded)
+    /// Loads the newest valid snapshot into `core` and replays the logs after it; see
+    /// [`super::load`] for what is done about damage.
+    pub fn load(&self, core: &mut Core, now_ms: i64, mode: LoadMode) -> Result<Loaded, String> {
+        super::load::load(self, core, now_ms, mode, &mut Vec::new())
     }
 
     /// Writes a snapshot crash-safely: a temporary file, synced, renamed into place, and the
@@ -244,18 +163,6 @@ impl DataDir {
         }
         Ok(removed)
     }
-}
-
-fn read_file(path: &Path) -> Result<Bytes, String> {
-    fs::read(path)
-        .map(Bytes::from)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))
-}
-
-fn truncate(path: &Path, len: u64) -> io::Result<()> {
-    let f = OpenOptions::new().write(true).open(path)?;
-    f.set_len(len)?;
-    f.sync_all()
 }
 
 /// Makes a rename or a new file in `dir` durable.

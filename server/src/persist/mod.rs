@@ -6,6 +6,7 @@
 //! after the last slice.
 
 pub mod datadir;
+pub mod load;
 pub mod txnlog;
 
 use std::path::PathBuf;
@@ -42,6 +43,46 @@ pub struct SnapshotInfo {
     pub total: Duration,
 }
 
+/// What `zkd datadir check` found in a data directory.
+#[derive(Debug, Clone)]
+pub struct DirCheck {
+    /// File by file: what it holds, and what a start would do about it.
+    pub findings: Vec<String>,
+    /// The damage that stops a start (a sentence naming file and offset), if any.
+    pub damage: Option<String>,
+    /// The zxid and node count the directory loads to (when undamaged).
+    pub zxid: i64,
+    pub nodes: usize,
+}
+
+/// Reads a data directory (`root/version-2`) as a start would, without changing anything.
+/// `Err` when it cannot be read at all (e.g. it does not exist).
+pub fn check_data_dir(root: &std::path::Path) -> Result<DirCheck, String> {
+    let dir = DataDir::existing(root).map_err(|e| {
+        format!(
+            "{} is not a data directory: {e}",
+            root.join(datadir::VERSION_DIR).display()
+        )
+    })?;
+    let mut core = Core::new(Config::default().core_config(), 0);
+    let mut findings = Vec::new();
+    let result = load::load(&dir, &mut core, 0, load::LoadMode::Check, &mut findings);
+    Ok(match result {
+        Ok(loaded) => DirCheck {
+            findings,
+            damage: None,
+            zxid: loaded.zxid,
+            nodes: loaded.nodes,
+        },
+        Err(e) => DirCheck {
+            findings,
+            damage: Some(e),
+            zxid: core.last_zxid(),
+            nodes: core.node_count(),
+        },
+    })
+}
+
 /// The persistence of one server.
 pub(crate) struct Persistence {
     dir: DataDir,
@@ -70,7 +111,12 @@ impl Persistence {
         let dir = DataDir::open(root)
             .map_err(|e| format!("cannot use data directory {}: {e}", root.display()))?;
         let started = Instant::now();
-        let loaded = dir.load(core, now_ms)?;
+        let mode = if config.recover_truncate {
+            load::LoadMode::Recover
+        } else {
+            load::LoadMode::Start
+        };
+        let loaded = dir.load(core, now_ms, mode)?;
         tracing::info!(
             dir = %root.display(),
             snapshot = ?loaded.snapshot,

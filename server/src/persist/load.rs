@@ -1,0 +1,517 @@
+//! Loading a data directory at start-up, and checking one offline (`zkd datadir check`).
+//!
+//! Everything is read and judged before anything is changed: the newest readable snapshot,
+//! then every log it needs, entry by entry. Only an incomplete final entry of the newest log
+//! (what a crash in the middle of a write leaves) is cut off on an ordinary start. Any other
+//! damage — a bad entry with valid entries after it, an older log whose successor does not
+//! continue where it stops, a damaged snapshot whose transactions nothing else holds — stops
+//! the start with a sentence naming the file and the offset, and the directory is left as it
+//! was. With [`LoadMode::Recover`] (`--recover-truncate`) the start goes ahead without the
+//! transactions after the damage, and says exactly what it set aside: the dropped bytes of a
+//! log are copied beside it (`dropped.log.<zxid>.from-<offset>`) before it is truncated, and
+//! later logs and snapshots are renamed `dropped.<name>`; neither zkd nor ZooKeeper reads
+//! files of those names.
+
+use std::cell::RefCell;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use zkd_protocol::disk::snapshot::SnapshotImage;
+use zkd_protocol::disk::txnlog::{self, LogEnd, LogScan, LogSource};
+
+use super::datadir::{sync_dir, DataDir, Loaded, ZxidFile};
+use crate::core::{Core, Replayed};
+use crate::files::open_regular;
+
+/// What loading may do about damage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadMode {
+    /// An ordinary start: an incomplete final entry of the newest log is cut off; other
+    /// damage stops the start.
+    Start,
+    /// `--recover-truncate`: start without the transactions after the first damage, setting
+    /// the damaged and later files aside and saying what was dropped.
+    Recover,
+    /// Judge only: change nothing, report every file.
+    Check,
+}
+
+/// A change to the directory, made only once everything has been judged.
+enum Action {
+    /// Cut `path` at `at`; with `keep`, first copy the bytes from `at` to that file.
+    Truncate {
+        path: PathBuf,
+        at: u64,
+        size: u64,
+        keep: Option<PathBuf>,
+        what: String,
+    },
+    /// Rename `path` to `to`.
+    SetAside {
+        path: PathBuf,
+        to: PathBuf,
+        what: String,
+    },
+}
+
+/// A log file opened for positioned reads, through a read-ahead window (entries are small
+/// and read in order, so one read serves many of them).
+struct LogFile {
+    file: File,
+    size: u64,
+    /// The window: its offset in the file and its bytes.
+    window: RefCell<(u64, Vec<u8>)>,
+}
+
+/// Bytes read ahead at once.
+const READ_AHEAD: u64 = 1 << 20;
+
+impl LogFile {
+    fn new(file: File, size: u64) -> LogFile {
+        LogFile {
+            file,
+            size,
+            window: RefCell::new((0, Vec::new())),
+        }
+    }
+}
+
+impl LogSource for LogFile {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let len = buf.len() as u64;
+        if len > READ_AHEAD / 2 {
+            return self.file.read_exact_at(buf, offset);
+        }
+        let mut w = self.window.borrow_mut();
+        let (start, bytes) = &mut *w;
+        if offset < *start || offset + len > *start + bytes.len() as u64 {
+            let n = READ_AHEAD.min(self.size.saturating_sub(offset)).max(len);
+            bytes.resize(n as usize, 0);
+            self.file.read_exact_at(bytes, offset)?;
+            *start = offset;
+        }
+        let at = (offset - *start) as usize;
+        buf.copy_from_slice(&bytes[at..at + buf.len()]);
+        Ok(())
+    }
+}
+
+/// Reads and decodes a snapshot file incrementally (never more than the file holds).
+pub fn read_snapshot_file(path: &Path) -> Result<SnapshotImage, String> {
+    let (file, size) = open_regular(path)?;
+    zkd_protocol::disk::snapshot::read_snapshot_from(io::BufReader::new(file), size)
+        .map_err(|e| e.to_string())
+}
+
+fn scan_log(path: &Path) -> Result<(LogScan, LogFile), String> {
+    let (file, size) = open_regular(path)?;
+    let src = LogFile::new(file, size);
+    let scan = txnlog::scan(&src).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((scan, src))
+}
+
+fn name_of(path: &Path) -> String {
+    path.file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+}
+
+fn aside(path: &Path) -> PathBuf {
+    path.with_file_name(format!("dropped.{}", name_of(path)))
+}
+
+/// Whether a log starting at `next` continues a state whose last transaction is `last`
+/// (nothing in between is missing): the next zxid of the same epoch, or a later epoch.
+fn continues(last: i64, next: i64) -> bool {
+    next <= last.saturating_add(1) || (next >> 32) > (last >> 32)
+}
+
+const REFUSING: &str = "refusing to start; nothing in the data directory was changed. \
+     `zkd datadir check DIR` reports the damage; starting with --recover-truncate gives up \
+     the transactions from the damage on (the dropped bytes are kept beside the log)";
+
+/// Loads `dir` into `core` (see the module documentation for what is done about damage).
+/// `findings` gets, file by file, what was found and what is done about it.
+pub fn load(
+    dir: &DataDir,
+    core: &mut Core,
+    now_ms: i64,
+    mode: LoadMode,
+    findings: &mut Vec<String>,
+) -> Result<Loaded, String> {
+    let mut loaded = Loaded::default();
+    let mut actions = Vec::new();
+    let list_failed = |e: io::Error| format!("cannot list {}: {e}", dir.path().display());
+    let snaps = dir.snapshots().map_err(list_failed)?;
+    let logs = dir.logs().map_err(list_failed)?;
+
+    // The newest snapshot that reads back completely; newer damaged ones are remembered.
+    let mut damaged_snaps: Vec<(ZxidFile, String)> = Vec::new();
+    let mut chosen: Option<(ZxidFile, SnapshotImage)> = None;
+    for snap in snaps.iter().rev() {
+        match read_snapshot_file(&snap.path) {
+            Ok(image) => {
+                findings.push(format!(
+                    "{}: snapshot, {} nodes, {} sessions",
+                    snap.path.display(),
+                    image.nodes.len(),
+                    image.sessions.len()
+                ));
+                chosen = Some((snap.clone(), image));
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    file = %snap.path.display(),
+                    "skipping damaged snapshot: {e}; trying the previous one"
+                );
+                findings.push(format!("{}: snapshot {e}", snap.path.display()));
+                damaged_snaps.push((snap.clone(), e));
+            }
+        }
+    }
+    if chosen.is_none() && !snaps.is_empty() {
+        return Err(format!(
+            "no readable snapshot in {} ({} found, all damaged: {}); refusing to start from \
+             a partial state",
+            dir.path().display(),
+            snaps.len(),
+            damaged_snaps
+                .iter()
+                .map(|(s, e)| format!("{} damaged: {e}", name_of(&s.path)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+    if let Some((snap, image)) = chosen {
+        let report = core
+            .import_snapshot(&image, snap.zxid, now_ms)
+            .map_err(|e| format!("{}: {e}", snap.path.display()))?;
+        if report.orphans_removed > 0 {
+            tracing::info!(
+                count = report.orphans_removed,
+                "removed ephemeral nodes whose session was not in the snapshot"
+            );
+        }
+        loaded.snapshot = Some(snap.path);
+        loaded.snapshot_zxid = snap.zxid;
+        loaded.sessions = report.sessions;
+    }
+
+    // The newest log starting at or before the snapshot may hold transactions after it.
+    let first = logs
+        .iter()
+        .rposition(|l| l.zxid <= loaded.snapshot_zxid)
+        .unwrap_or(0);
+    let count = logs.len();
+    let mut i = first;
+    while i < count {
+        let log = &logs[i];
+        // A log shorter than its header holds no transaction (its creation was interrupted);
+        // the writer replaces a file of that name when it next needs it.
+        let (_, size) = open_regular(&log.path)?;
+        if size < txnlog::HEADER_LEN as u64 {
+            findings.push(format!(
+                "{}: log of {size} bytes, shorter than its header: holds no transaction, \
+                 skipped",
+                log.path.display()
+            ));
+            i += 1;
+            continue;
+        }
+        let (scan, src) = scan_log(&log.path)?;
+        for (_, entry) in &scan.entries {
+            match core.replay(entry, now_ms) {
+                Replayed::Applied => loaded.replayed += 1,
+                Replayed::Skipped => {}
+                Replayed::Inconsistent(why) => {
+                    loaded.replayed += 1;
+                    tracing::warn!(
+                        file = %log.path.display(),
+                        zxid = format_args!("0x{:x}", entry.header.zxid),
+                        "replayed transaction did not match the tree: {why}"
+                    );
+                }
+            }
+        }
+        let entries = scan.entries.len();
+        let shown = log.path.display();
+        // The damage found in this log, if any: (offset, sentence).
+        let damage = match &scan.end {
+            LogEnd::Clean => {
+                findings.push(format!("{shown}: log, {entries} entries, complete"));
+                None
+            }
+            LogEnd::Padding(at) => {
+                findings.push(format!(
+                    "{shown}: log, {entries} entries, then zero pre-allocation from offset {at}"
+                ));
+                None
+            }
+            LogEnd::Torn { offset, reason } if i + 1 == count => {
+                let dropped = scan.size - offset;
+                let what = format!(
+                    "{shown}: log, {entries} entries, then an incomplete final entry at offset \
+                     {offset} ({reason}): {dropped} bytes, cut off at start-up as a write a \
+                     crash interrupted"
+                );
+                findings.push(what.clone());
+                actions.push(Action::Truncate {
+                    path: log.path.clone(),
+                    at: *offset,
+                    size: scan.size,
+                    keep: None,
+                    what,
+                });
+                None
+            }
+            LogEnd::Torn { offset, reason } => {
+                let next = &logs[i + 1];
+                let last = core.last_zxid();
+                if continues(last, next.zxid) {
+                    findings.push(format!(
+                        "{shown}: log, {entries} entries, then an incomplete entry at offset \
+                         {offset} ({reason}) that the next log {} continues after; left as it is",
+                        name_of(&next.path)
+                    ));
+                    None
+                } else {
+                    Some((
+                        *offset,
+                        format!(
+                            "{shown} ends with an incomplete entry at offset {offset} \
+                             ({reason}), and the next log {} starts at zxid 0x{:x}, not \
+                             0x{:x}: transactions are missing",
+                            name_of(&next.path),
+                            next.zxid,
+                            last + 1
+                        ),
+                    ))
+                }
+            }
+            LogEnd::Damaged {
+                offset,
+                reason,
+                next_entry,
+            } => {
+                let after = match next_entry {
+                    Some(n) => format!("a valid entry follows at offset {n}"),
+                    None => "its checksum holds, so it is not an interrupted write".into(),
+                };
+                Some((
+                    *offset,
+                    format!("{shown} is damaged at offset {offset} ({reason}); {after}"),
+                ))
+            }
+        };
+        if let Some((offset, sentence)) = damage {
+            let lost =
+                txnlog::count_entries_from(&src, offset).map_err(|e| format!("{shown}: {e}"))?;
+            let mut dropped = format!(
+                "the damaged entry and the {lost} valid entries after it ({} bytes from \
+                 offset {offset} to the end of {})",
+                scan.size - offset,
+                name_of(&log.path)
+            );
+            let mut later = Vec::new();
+            for next in &logs[i + 1..] {
+                // A later file that is not a readable log holds no entry to count.
+                let (n, size) = match scan_log(&next.path) {
+                    Ok((s, f)) => (
+                        txnlog::count_entries_from(&f, txnlog::HEADER_LEN as u64).unwrap_or(0),
+                        s.size,
+                    ),
+                    Err(_) => (0, fs::metadata(&next.path).map_or(0, |m| m.len())),
+                };
+                later.push((next.path.clone(), n, size));
+            }
+            if !later.is_empty() {
+                dropped.push_str(&format!(
+                    ", and the later logs {}",
+                    later
+                        .iter()
+                        .map(|(p, n, b)| format!("{} ({n} entries, {b} bytes)", name_of(p)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            findings.push(format!("{sentence}; after it: {dropped}"));
+            if mode != LoadMode::Recover {
+                return Err(format!(
+                    "{sentence}: the transactions after it would be lost ({dropped}); \
+                     {REFUSING}"
+                ));
+            }
+            let keep = log
+                .path
+                .with_file_name(format!("dropped.{}.from-{offset}", name_of(&log.path)));
+            actions.push(Action::Truncate {
+                path: log.path.clone(),
+                at: offset,
+                size: scan.size,
+                keep: Some(keep.clone()),
+                what: format!(
+                    "{sentence}; dropped the damaged entry and the {lost} valid entries after \
+                     it: {} bytes from offset {offset} of {} (kept in {})",
+                    scan.size - offset,
+                    shown,
+                    name_of(&keep)
+                ),
+            });
+            for (p, n, b) in later {
+                actions.push(Action::SetAside {
+                    to: aside(&p),
+                    what: format!(
+                        "dropped the later log {} ({n} entries, {b} bytes; renamed {})",
+                        p.display(),
+                        name_of(&aside(&p))
+                    ),
+                    path: p,
+                });
+            }
+            break;
+        }
+        i += 1;
+    }
+    loaded.zxid = core.last_zxid();
+    loaded.nodes = core.node_count();
+
+    // A damaged snapshot is only given up when the state loaded reaches its zxid.
+    for (snap, e) in &damaged_snaps {
+        if snap.zxid <= loaded.zxid {
+            findings.push(format!(
+                "{}: not needed (the older snapshot and the logs reach zxid 0x{:x})",
+                snap.path.display(),
+                loaded.zxid
+            ));
+            continue;
+        }
+        let sentence = format!(
+            "snapshot {} is damaged ({e}), and the older snapshot and the logs reach only zxid 0x{:x}, \
+             short of its 0x{:x}",
+            snap.path.display(),
+            loaded.zxid,
+            snap.zxid
+        );
+        if mode != LoadMode::Recover {
+            return Err(format!(
+                "{sentence}: the transactions up to it would be lost; {REFUSING}"
+            ));
+        }
+        actions.push(Action::SetAside {
+            path: snap.path.clone(),
+            to: aside(&snap.path),
+            what: format!(
+                "{sentence}; dropped the transactions 0x{:x} to 0x{:x} (renamed it {})",
+                loaded.zxid + 1,
+                snap.zxid,
+                name_of(&aside(&snap.path))
+            ),
+        });
+    }
+
+    if mode != LoadMode::Check {
+        apply(dir, &actions)?;
+    }
+    Ok(loaded)
+}
+
+/// Makes the changes decided on, logging each.
+fn apply(dir: &DataDir, actions: &[Action]) -> Result<(), String> {
+    for action in actions {
+        match action {
+            Action::Truncate {
+                path,
+                at,
+                size,
+                keep,
+                what,
+            } => {
+                if let Some(keep) = keep {
+                    copy_tail(path, *at, *size, keep).map_err(|e| {
+                        format!(
+                            "cannot copy the tail of {} to {}: {e}",
+                            path.display(),
+                            keep.display()
+                        )
+                    })?;
+                }
+                truncate(path, *at)
+                    .map_err(|e| format!("cannot truncate {}: {e}", path.display()))?;
+                tracing::warn!("{what}");
+            }
+            Action::SetAside { path, to, what } => {
+                fs::rename(path, to).map_err(|e| {
+                    format!("cannot rename {} to {}: {e}", path.display(), to.display())
+                })?;
+                tracing::warn!("{what}");
+            }
+        }
+    }
+    if !actions.is_empty() {
+        sync_dir(dir.path()).map_err(|e| format!("cannot sync {}: {e}", dir.path().display()))?;
+    }
+    Ok(())
+}
+
+fn copy_tail(path: &Path, at: u64, size: u64, to: &Path) -> io::Result<()> {
+    let src = File::open(path)?;
+    let mut out = OpenOptions::new().write(true).create_new(true).open(to)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut pos = at;
+    while pos < size {
+        let n = (size - pos).min(buf.len() as u64) as usize;
+        src.read_exact_at(&mut buf[..n], pos)?;
+        out.write_all(&buf[..n])?;
+        pos += n as u64;
+    }
+    out.sync_all()
+}
+
+fn truncate(path: &Path, len: u64) -> io::Result<()> {
+    let f = OpenOptions::new().write(true).open(path)?;
+    f.set_len(len)?;
+    f.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_read_ahead_window_returns_the_bytes_asked_for() {
+        let path = std::env::temp_dir().join(format!("zkd-read-ahead-{}", std::process::id()));
+        let data: Vec<u8> = (0..3 * READ_AHEAD as usize)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        fs::write(&path, &data).expect("write");
+        let (file, size) = open_regular(&path).expect("open");
+        let src = LogFile::new(file, size);
+        for (at, len) in [
+            (0, 10),
+            (5, 100),
+            (READ_AHEAD - 3, 7),
+            (20, 600_000),
+            (2 * READ_AHEAD + 9, 12),
+            (1, 1),
+        ] {
+            let mut buf = vec![0u8; len];
+            src.read_at(at, &mut buf).expect("read");
+            assert_eq!(buf, data[at as usize..at as usize + len], "{at}+{len}");
+        }
+        let _ = fs::remove_file(&path);
+    }
+
+    #[test]
+    fn continuation_across_logs() {
+        assert!(continues(5, 6));
+        assert!(continues(5, 3));
+        assert!(!continues(5, 8));
+        assert!(continues(0x1_0000_0005, 0x2_0000_0001));
+        assert!(!continues(0x2_0000_0005, 0x2_0000_0009));
+    }
+}
