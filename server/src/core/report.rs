@@ -25,6 +25,8 @@ pub struct Summary {
     pub watch_count: u64,
     /// Distinct watched paths.
     pub watched_paths: u64,
+    /// The data table's connections, paths and watches (`wchs`), from running counts.
+    pub watch_table: super::TableSummary,
     pub session_count: u64,
     pub ephemeral_count: u64,
     /// Open connections (not closing), with or without a session.
@@ -154,6 +156,7 @@ impl Core {
             approximate_data_size: self.tree.approximate_data_size(),
             watch_count: self.watches.count() as u64,
             watched_paths: self.watches.path_count() as u64,
+            watch_table: self.watches.table_summary(),
             session_count: self.sessions.iter().count() as u64,
             ephemeral_count: self
                 .sessions

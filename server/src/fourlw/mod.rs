@@ -96,7 +96,9 @@ pub fn needs(word: FourLetterWord) -> Needs {
             sessions: true,
             ..summary
         },
-        W::Wchs | W::Wchc | W::Wchp => Needs {
+        // `wchs` shows the core's running counts, gathered with the summary.
+        W::Wchs => summary,
+        W::Wchc | W::Wchp => Needs {
             watches: true,
             ..Needs::default()
         },

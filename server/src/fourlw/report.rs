@@ -171,6 +171,11 @@ fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &dyn NetFacts) {
     view.session_count = s.session_count;
     view.ephemerals_count = s.ephemeral_count;
     view.watch_count = s.watch_count;
+    view.watch_table = Some(WatchSummary {
+        connections: s.watch_table.connections,
+        paths: s.watch_table.paths,
+        watches: s.watch_table.watches,
+    });
     view.approximate_data_size = s.approximate_data_size;
     view.uptime_ms = s.uptime_ms;
     view.counters = s.counters.clone();
@@ -237,6 +242,9 @@ pub struct FourLetterView {
     pub data_watches: Vec<ConnWatches>,
     /// Total number of watches, data and child tables together (`zk_watch_count`).
     pub watch_count: u64,
+    /// The data table's counts from the core's running totals (`wchs`), when gathered with
+    /// the summary; [`FourLetterView::watch_summary`] counts `data_watches` otherwise.
+    pub watch_table: Option<WatchSummary>,
     /// Approximate bytes of data and paths held (`zk_approximate_data_size`).
     pub approximate_data_size: u64,
     /// Milliseconds since the server started.
@@ -352,6 +360,9 @@ pub struct WatchSummary {
 
 impl FourLetterView {
     pub fn watch_summary(&self) -> WatchSummary {
+        if let Some(w) = self.watch_table {
+            return w;
+        }
         let mut paths: Vec<&str> = self
             .data_watches
             .iter()
