@@ -104,13 +104,23 @@ fn needs_data_dir(command: &str) -> bool {
 }
 
 /// `GET /commands/<name>`. Runs off the async runtime: a large report (thousands of
-/// connections or sessions) is built without holding up the tasks that serve clients.
+/// connections or sessions) is built on the reports' worker without holding up the tasks
+/// that serve clients; the commands that read only counters and settings (`ruok`,
+/// `monitor`, `server_stats`, `watch_summary`, ...) on a blocking thread of their own, so
+/// they never wait behind such a report.
 async fn command(
     State(st): State<AdminState>,
     Path(name): Path<String>,
     Query(params): Query<BTreeMap<String, String>>,
 ) -> ApiResult<Response> {
-    super::off_runtime(move || super::json_body(&run(&st, &name, &params)?)).await
+    let heavy = primary_name(&name).is_some_and(|cmd| needs(cmd).is_heavy());
+    let job = move || super::json_body(&run(&st, &name, &params)?);
+    if heavy {
+        return super::off_runtime(job).await;
+    }
+    tokio::task::spawn_blocking(job).await.map_err(|e| {
+        super::ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+    })?
 }
 
 /// The answer of command `name` (any of its names).

@@ -276,16 +276,16 @@ impl Core {
 
     /// The data-table watches (data/exist, persistent, recursive; not child watches) of the
     /// connections of `conns`, each under its session (0 for a connection without one),
-    /// paths sorted; connections without such watches are left out.
+    /// paths in no order ([`merge_watches`] sorts them, after the lock is released);
+    /// connections without such watches are left out.
     pub fn data_watches_of(&self, conns: &[ConnId]) -> Vec<SessionWatches> {
         conns
             .iter()
             .filter_map(|conn| {
-                let mut paths = self.watches.data_paths_of(*conn);
+                let paths = self.watches.data_paths_of(*conn);
                 if paths.is_empty() {
                     return None;
                 }
-                paths.sort();
                 let session_id = self.conns.get(conn).and_then(|c| c.session).unwrap_or(0);
                 Some(SessionWatches { session_id, paths })
             })

@@ -3,6 +3,7 @@
 //! [`report`]. See docs/protocol.md for the wire behaviour.
 
 pub mod format;
+pub(crate) mod gate;
 pub mod metrics;
 mod monitor_keys;
 pub mod report;
@@ -110,16 +111,34 @@ pub fn needs(word: FourLetterWord) -> Needs {
     }
 }
 
-/// Gathers what `word` needs (as ensemble member `member` reports) and renders the reply, on
-/// the reports' worker: a long list (`dump`, `cons`, `wchc` of a large server) is copied in
-/// chunks and formatted off the async runtime. `None` when the server no longer serves.
+impl Needs {
+    /// Whether gathering copies a list that grows with the server (connections, sessions,
+    /// watched paths): such words run on the reports' worker, one at a time, and at most
+    /// [`gate::PER_ADDRESS`] at once per client address. The others read counters and
+    /// settings and never wait for them.
+    pub fn is_heavy(self) -> bool {
+        self.connections || self.sessions || self.watches
+    }
+}
+
+/// Gathers what `word` needs (as ensemble member `member` reports) and renders the reply.
+/// `ruok` is answered at once; the other cheap words (counters, settings, host facts) on a
+/// blocking thread of their own, so they never queue behind a long report; the heavy words
+/// (`dump`, `cons`, `stat`, `wchc`, `wchp`) on the reports' worker, where a long list is
+/// copied in chunks and formatted off the async runtime, after taking one of the asking
+/// address's turns ([`gate`]). `None` when the server no longer serves, or when `from` waited
+/// too long for its turn.
 pub(crate) async fn answer(
     shared: std::sync::Arc<crate::net::Shared>,
     word: FourLetterWord,
     member: crate::ensemble::MemberId,
+    from: std::net::IpAddr,
 ) -> Option<String> {
-    worker::run(move || {
-        let needs = needs(word);
+    if word == FourLetterWord::Ruok {
+        return Some(ruok());
+    }
+    let needs = needs(word);
+    let job = move || {
         let view = gather(&shared, member, needs, crate::net::now_ms()).ok()?;
         let host = if needs.host {
             crate::net::host_info()
@@ -128,10 +147,15 @@ pub(crate) async fn answer(
         };
         let mask = shared.trace_mask.load(std::sync::atomic::Ordering::Relaxed);
         Some(render(word, &view, &host, mask))
-    })
-    .await
-    .ok()
-    .flatten()
+    };
+    if !needs.is_heavy() {
+        return tokio::task::spawn_blocking(job).await.ok().flatten();
+    }
+    let Some(_turn) = gate::turn(from).await else {
+        tracing::debug!(%from, %word, "no turn for a report within the wait; not answered");
+        return None;
+    };
+    worker::run(job).await.ok().flatten()
 }
 
 /// The reply to a four-letter word. `trace_mask` is the current mask (for `stmk`, the one just

@@ -70,6 +70,10 @@ pub struct ServerExtras {
 /// Connections, sessions or watching connections reported per turn of the core's lock.
 const CHUNK: usize = 256;
 
+/// Watched paths copied per turn of the core's lock (at least one connection's, however
+/// many it holds).
+const PATHS_PER_TURN: usize = 16_384;
+
 /// Gathers what `needs` asks for, as ensemble member `member` reports (see
 /// [`crate::net::Shared::inspect_member`]). The core's lock is taken once for the summary and
 /// the ids to list, then once per [`CHUNK`] of them, so a server with many connections,
@@ -154,8 +158,22 @@ pub(crate) fn gather(
     }
     if let Some(ids) = watchers {
         let mut all = Vec::new();
-        for chunk in ids.chunks(CHUNK) {
-            inspect(&mut |core, _| all.extend(core.data_watches_of(chunk)))?;
+        let mut rest = &ids[..];
+        while !rest.is_empty() {
+            // Up to CHUNK connections per turn, fewer once PATHS_PER_TURN paths are copied.
+            inspect(&mut |core, _| {
+                let (mut taken, mut copied) = (0, 0);
+                for conn in rest.iter().take(CHUNK) {
+                    taken += 1;
+                    let got = core.data_watches_of(std::slice::from_ref(conn));
+                    copied += got.iter().map(|w| w.paths.len()).sum::<usize>();
+                    all.extend(got);
+                    if copied >= PATHS_PER_TURN {
+                        break;
+                    }
+                }
+                rest = &rest[taken..];
+            })?;
         }
         view.data_watches = crate::core::report::merge_watches(all);
     }
