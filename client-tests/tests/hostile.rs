@@ -776,12 +776,12 @@ async fn timed_four_letter_from(
 
 /// Health checks never wait behind reports: one session holds 1 000 000 exists-watches on
 /// absent paths while 50 connections from one address keep asking for `wchs`, and `ruok`,
-/// `isro`, `srvr` and `mntr` from another address answer within 100 ms every time.
+/// `isro`, `srvr` and `mntr` from another address answer within 100 ms every time (on
+/// ZooKeeper, with 200 000 watches, the answers are checked and their time printed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_checks_answer_at_once_under_a_million_watches_and_many_reports() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
-    const WATCHES: usize = 1_000_000;
     const PER_FRAME: usize = 50_000;
     const REPORTERS: usize = 50;
     const ROUNDS: usize = 10;
@@ -791,9 +791,15 @@ async fn health_checks_answer_at_once_under_a_million_watches_and_many_reports()
 
     let target = Target::start().await;
     let addr = target.addr();
+    // The oracle runs with a 256 MiB heap (testkit's oracle), too small for a million watches
+    // at ZooKeeper's ~300 B each: it gets a fifth of them.
+    let watches = match target.kind() {
+        TargetKind::ZooKeeper => 200_000,
+        _ => 1_000_000,
+    };
     let (mut watcher, _) = Raw::session(addr).await;
-    for start in (0..WATCHES).step_by(PER_FRAME) {
-        let paths = (start..WATCHES.min(start + PER_FRAME)).map(|i| format!("/absent/{i:07}"));
+    for start in (0..watches).step_by(PER_FRAME) {
+        let paths = (start..watches.min(start + PER_FRAME)).map(|i| format!("/absent/{i:07}"));
         let body = set_exist_watches_body(paths);
         let r = watcher.call(XID_SET_WATCHES, OP_SET_WATCHES2, &body).await;
         assert_eq!(
@@ -802,8 +808,15 @@ async fn health_checks_answer_at_once_under_a_million_watches_and_many_reports()
             "setWatches from {start}"
         );
     }
-    let summary = format!("1 connections watching {WATCHES} paths\nTotal watches:{WATCHES}\n");
+    let summary = format!("1 connections watching {watches} paths\nTotal watches:{watches}\n");
     assert_eq!(four_letter(addr, "wchs").await, summary);
+
+    // Each word once from the other address before timing (first-use costs: a JVM oracle
+    // compiles its code paths, a thread pool starts its threads).
+    let other: std::net::IpAddr = "127.0.0.2".parse().expect("an address");
+    for word in ["ruok", "isro", "srvr", "mntr"] {
+        timed_four_letter_from(other, addr, word).await;
+    }
 
     // 50 connections at a time ask for wchs until the probes are done. A connection the
     // per-address limit turns away (a closed one not yet counted out) tries again.
@@ -830,13 +843,16 @@ async fn health_checks_answer_at_once_under_a_million_watches_and_many_reports()
         })
         .collect();
 
-    let other: std::net::IpAddr = "127.0.0.2".parse().expect("an address");
+    // The time bound is zkd's: on a loaded 2-core machine ZooKeeper's own ruok took up to
+    // 274 ms and its mntr 345 ms with 50 connections asking for wchs, so on ZooKeeper the
+    // answers are checked and the slowest time is only printed.
+    let zkd = target.kind() == TargetKind::Zkd;
     let mut slowest = Duration::ZERO;
     for round in 0..ROUNDS {
         for word in ["ruok", "isro", "srvr", "mntr"] {
             let (reply, took) = timed_four_letter_from(other, addr, word).await;
             assert!(
-                took < BOUND,
+                took < BOUND || !zkd,
                 "{word} from {other} took {took:?} in round {round} while {REPORTERS} \
                  connections asked for wchs ({} answered so far)",
                 answered.load(Ordering::Relaxed)
@@ -847,7 +863,7 @@ async fn health_checks_answer_at_once_under_a_million_watches_and_many_reports()
                 "isro" => assert_eq!(reply, "rw"),
                 "srvr" => assert!(reply.contains("Mode: standalone"), "{reply}"),
                 _ => assert!(
-                    reply.contains(&format!("zk_watch_count\t{WATCHES}\n")),
+                    reply.contains(&format!("zk_watch_count\t{watches}\n")),
                     "{reply}"
                 ),
             }
