@@ -114,13 +114,19 @@ async fn command(
     Query(params): Query<BTreeMap<String, String>>,
 ) -> ApiResult<Response> {
     let heavy = primary_name(&name).is_some_and(|cmd| needs(cmd).is_heavy());
+    let name_for_error = name.clone();
     let job = move || super::json_body(&run(&st, &name, &params)?);
     if heavy {
         return super::off_runtime(job).await;
     }
-    tokio::task::spawn_blocking(job).await.map_err(|e| {
-        super::ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-    })?
+    crate::fourlw::worker::run_light(job)
+        .await
+        .unwrap_or_else(|| {
+            Err(super::ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the {name_for_error} report failed"),
+            ))
+        })
 }
 
 /// The answer of command `name` (any of its names).

@@ -149,7 +149,7 @@ pub(crate) async fn answer(
         Some(render(word, &view, &host, mask))
     };
     if !needs.is_heavy() {
-        return tokio::task::spawn_blocking(job).await.ok().flatten();
+        return worker::run_light(job).await.flatten();
     }
     let Some(_turn) = gate::turn(from).await else {
         tracing::debug!(%from, %word, "no turn for a report within the wait; not answered");
