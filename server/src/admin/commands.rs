@@ -105,19 +105,26 @@ fn needs_data_dir(command: &str) -> bool {
 
 /// `GET /commands/<name>`. Runs off the async runtime: a large report (thousands of
 /// connections or sessions) is built on the reports' worker without holding up the tasks
-/// that serve clients; the commands that read only counters and settings (`ruok`,
-/// `monitor`, `server_stats`, `watch_summary`, ...) on a blocking thread of their own, so
-/// they never wait behind such a report.
+/// that serve clients; the health checks (`ruok`, `is_read_only`, `server_stats`, `monitor`)
+/// on the request's own task, and the other commands that read only counters and settings
+/// (`watch_summary`, `configuration`, ...) on a blocking thread of their own, so none of them
+/// waits behind such a report.
 async fn command(
     State(st): State<AdminState>,
     Path(name): Path<String>,
     Query(params): Query<BTreeMap<String, String>>,
 ) -> ApiResult<Response> {
     let heavy = primary_name(&name).is_some_and(|cmd| needs(cmd).is_heavy());
+    let health = primary_name(&name)
+        .is_some_and(|cmd| matches!(cmd, "ruok" | "is_read_only" | "server_stats" | "monitor"));
     let name_for_error = name.clone();
     let job = move || super::json_body(&run(&st, &name, &params)?);
     if heavy {
         return super::off_runtime(job).await;
+    }
+    if health {
+        // As the four-letter words: counters and a few reads of /proc, done here.
+        return job();
     }
     crate::fourlw::worker::run_light(job)
         .await

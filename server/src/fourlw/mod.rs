@@ -121,8 +121,17 @@ impl Needs {
     }
 }
 
+/// The words monitoring asks for (`ruok`, `isro`, `srvr`, `mntr`), and `wchs`, which reads
+/// the watch table's running counts: answered where they arrive, never after another report,
+/// and without waking another thread.
+pub fn is_health_check(word: FourLetterWord) -> bool {
+    use FourLetterWord as W;
+    matches!(word, W::Ruok | W::Isro | W::Srvr | W::Mntr | W::Wchs)
+}
+
 /// Gathers what `word` needs (as ensemble member `member` reports) and renders the reply.
-/// `ruok` is answered at once; the other cheap words (counters, settings, host facts) on a
+/// `ruok` is answered at once, `isro`, `srvr` and `mntr` on the connection's own task
+/// ([`is_health_check`]); the other cheap words (counters, settings, host facts) on a
 /// blocking thread of their own, so they never queue behind a long report; the heavy words
 /// (`dump`, `cons`, `stat`, `wchc`, `wchp`) on the reports' worker, where a long list is
 /// copied in chunks and formatted off the async runtime, after taking one of the asking
@@ -148,6 +157,13 @@ pub(crate) async fn answer(
         let mask = shared.trace_mask.load(std::sync::atomic::Ordering::Relaxed);
         Some(render(word, &view, &host, mask))
     };
+    if is_health_check(word) {
+        // A few counters under the lock and, for mntr, a few reads of /proc: done here,
+        // without waking another thread (on a loaded machine each hop can cost a time slice).
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+            .ok()
+            .flatten();
+    }
     if !needs.is_heavy() {
         return worker::run_light(job).await.flatten();
     }
