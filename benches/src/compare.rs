@@ -61,6 +61,17 @@ impl TargetCheck {
     }
 }
 
+/// A bound on zkd's own median of `row` (not a ratio).
+fn zkd_at_most(target: String, row: Option<&Row>, bound: f64, unit: &str) -> TargetCheck {
+    let measured = row.map(Row::zkd_median).filter(|v| v.is_finite());
+    TargetCheck {
+        target,
+        bound: format!("<= {} {unit} (zkd)", num(bound)),
+        measured,
+        met: measured.map(|m| m <= bound),
+    }
+}
+
 /// Evaluates the targets from the task description against the measured ratios.
 pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
     let mut out = Vec::new();
@@ -85,6 +96,22 @@ pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
         c.find(fp, "RSS per idle session"),
         1.0 / 5.0,
     ));
+    if s.footprint.watches > 0 {
+        // Absolute bounds on zkd's own figures (issue #22), not ratios.
+        let watch = crate::watch_figure(s.footprint.watches);
+        out.push(zkd_at_most(
+            format!("{watch}, zkd"),
+            c.find(fp, &watch),
+            300.0,
+            "B",
+        ));
+        out.push(zkd_at_most(
+            format!("{}, zkd", crate::WATCH_RELEASE_FIGURE),
+            c.find(fp, crate::WATCH_RELEASE_FIGURE),
+            20.0,
+            "MiB",
+        ));
+    }
     for w in [Workload::Get, Workload::Set] {
         let item = crate::throughput_item(w, s);
         out.push(le(

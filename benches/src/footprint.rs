@@ -1,5 +1,6 @@
-//! Footprint: start-up time, idle memory, memory per znode and per idle session, and how
-//! many concurrent sessions a server accepts.
+//! Footprint: start-up time, idle memory, memory per znode, per idle session and per watch
+//! (and how much of the watches' memory is given back once their session ends), and how many
+//! concurrent sessions a server accepts.
 
 use std::collections::VecDeque;
 use std::io::Write as _;
@@ -29,6 +30,8 @@ pub struct Params {
     pub sessions: usize,
     /// Upper bound for the concurrent-sessions probe.
     pub max_sessions: usize,
+    /// Exists-watches on absent paths one session sets (0: the step is skipped).
+    pub watches: usize,
     /// Wait before reading RSS after a step.
     pub settle: Duration,
     /// Times the start-ups in a fresh child process (`None`: in this process).
@@ -95,7 +98,36 @@ pub struct Outcome {
     pub znodes: Vec<Growth>,
     pub sessions: Growth,
     pub max_sessions: MaxSessionsOutcome,
+    /// The watches step, when [`Params::watches`] is not 0.
+    pub watches: Option<WatchRelease>,
 }
+
+/// One session setting exists-watches and then ending: the RSS growth per watch, and how the
+/// RSS comes back down afterwards.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchRelease {
+    pub growth: Growth,
+    /// RSS [`RELEASE_WAIT`] after the watching session ended.
+    pub rss_released: Option<u64>,
+    /// How long after the session ended the RSS was first within [`RELEASE_MARGIN`] of the
+    /// RSS before the watches (`None`: not within [`RELEASE_WATCH_FOR`]).
+    pub back_within_margin: Option<Duration>,
+}
+
+impl WatchRelease {
+    /// RSS still held [`RELEASE_WAIT`] after the session ended, above the RSS before the
+    /// watches.
+    pub fn held_after_release(&self) -> Option<f64> {
+        Some(self.rss_released? as f64 - self.growth.rss_before? as f64)
+    }
+}
+
+/// When the RSS after the watching session ended is read.
+pub const RELEASE_WAIT: Duration = Duration::from_secs(5);
+/// How close to the RSS before the watches counts as given back.
+pub const RELEASE_MARGIN: u64 = 20 << 20;
+/// How long the RSS is watched for coming back within [`RELEASE_MARGIN`].
+pub const RELEASE_WATCH_FOR: Duration = Duration::from_secs(10);
 
 fn per(before: Option<u64>, after: Option<u64>, n: usize) -> Option<f64> {
     let (b, a) = (before?, after?);
@@ -249,7 +281,7 @@ pub async fn znodes(
     let (mut made, mut create_secs) = (0, 0.0);
     for &count in counts {
         let t0 = Instant::now();
-        spread(&creators, made..count, limit, "create", progress, |i| {
+        spread(&creators, made..count, limit, "create", 0, progress, |i| {
             create(&path(i), Some(data.clone()), 0)
         })
         .await?;
@@ -287,7 +319,7 @@ pub async fn znodes(
         });
     }
     if cleanup {
-        spread(&creators, 0..made, limit, "delete", progress, |i| {
+        spread(&creators, 0..made, limit, "delete", 0, progress, |i| {
             delete(path(i))
         })
         .await?;
@@ -306,6 +338,7 @@ async fn spread(
     range: std::ops::Range<usize>,
     limit: Duration,
     what: &str,
+    expect_err: i32,
     progress: &Progress,
     request: impl Fn(usize) -> Request,
 ) -> BenchResult<()> {
@@ -315,18 +348,21 @@ async fn spread(
     let (done, request) = (&done, &request);
     let runs = clients.iter().enumerate().map(|(j, c)| {
         let reqs = range.clone().skip(j).step_by(k).map(request);
-        pipeline(c, reqs, window, limit, what, done, progress)
+        pipeline(c, reqs, window, limit, what, expect_err, done, progress)
     });
     futures_util::future::try_join_all(runs).await.map(|_| ())
 }
 
-/// Sends `reqs` on one session keeping `window` in flight; every reply must be OK.
+/// Sends `reqs` on one session keeping `window` in flight; every reply must carry
+/// `expect_err` (0: OK).
+#[allow(clippy::too_many_arguments)]
 async fn pipeline(
     client: &RawClient,
     reqs: impl Iterator<Item = Request>,
     window: usize,
     limit: Duration,
     what: &str,
+    expect_err: i32,
     done: &AtomicUsize,
     progress: &Progress,
 ) -> BenchResult<()> {
@@ -335,7 +371,7 @@ async fn pipeline(
         let reply = r
             .map_err(|_| format!("{what}: no reply within {limit:?}"))?
             .map_err(|_| format!("{what}: connection closed"))?;
-        if reply.err != 0 {
+        if reply.err != expect_err {
             return Err(format!("{what}: error {}", reply.err));
         }
         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
@@ -451,6 +487,94 @@ pub async fn sessions(
     Ok((growth, max))
 }
 
+/// ZooKeeper's NONODE error code: the reply to an exists on an absent path.
+const NONODE: i32 = -101;
+
+/// One session sets `n` exists-watches on distinct absent paths (pipelined, [`CREATES_IN_FLIGHT`]
+/// in flight) and the RSS growth is read `settle` later; then the session is closed and the
+/// RSS is read every 100 ms for [`RELEASE_WATCH_FOR`]: when it first comes within
+/// [`RELEASE_MARGIN`] of the RSS before the watches, and what it is at [`RELEASE_WAIT`].
+pub async fn watches(
+    addr: SocketAddr,
+    pid: Option<u32>,
+    n: usize,
+    settle: Duration,
+    progress: &Progress,
+) -> BenchResult<WatchRelease> {
+    let limit = Duration::from_secs(60);
+    let client = RawClient::connect(addr, pool::SESSION_TIMEOUT_MS)
+        .await
+        .map_err(|e| format!("connecting to {addr}: {e}"))?;
+    tokio::time::sleep(settle).await;
+    let before = rss(pid)?;
+    let t0 = Instant::now();
+    spread(
+        std::slice::from_ref(&client),
+        0..n,
+        limit,
+        "exists-watch",
+        NONODE,
+        progress,
+        |i| {
+            Request::Exists(PathWatchRequest {
+                path: format!("/absent-watched/w-{i:07}"),
+                watch: true,
+            })
+        },
+    )
+    .await?;
+    let secs = t0.elapsed().as_secs_f64();
+    tokio::time::sleep(settle).await;
+    let after = rss(pid)?;
+    progress.say(format!(
+        "{n} exists-watches set in {secs:.2} s{}",
+        per(before, after, n).map_or(String::new(), |b| format!(", {b:.0} B RSS each"))
+    ));
+    client
+        .close()
+        .await
+        .map_err(|e| format!("closing the watching session: {e}"))?;
+    let ended = Instant::now();
+    let (mut back, mut released) = (None, None);
+    // Without the server's pid there is no RSS to watch.
+    while pid.is_some() && ended.elapsed() < RELEASE_WATCH_FOR.max(RELEASE_WAIT) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = rss(pid)?;
+        if let (None, Some(b), Some(r)) = (back, before, now) {
+            if r <= b + RELEASE_MARGIN {
+                back = Some(ended.elapsed());
+            }
+        }
+        if released.is_none() && ended.elapsed() >= RELEASE_WAIT {
+            released = now;
+        }
+        if back.is_some() && released.is_some() {
+            break;
+        }
+    }
+    let mib = |v: u64| v as f64 / (1 << 20) as f64;
+    progress.say(format!(
+        "watching session ended: RSS {} MiB after {:.0} s ({} MiB before the watches), within {} MiB of it after {}",
+        released.map_or("n/a".into(), |r| format!("{:.1}", mib(r))),
+        RELEASE_WAIT.as_secs_f64(),
+        before.map_or("n/a".into(), |b| format!("{:.1}", mib(b))),
+        RELEASE_MARGIN >> 20,
+        back.map_or(format!("more than {:.0} s", RELEASE_WATCH_FOR.as_secs_f64()), |d| {
+            format!("{:.1} s", d.as_secs_f64())
+        }),
+    ));
+    Ok(WatchRelease {
+        growth: Growth {
+            count: n,
+            secs,
+            rss_before: before,
+            rss_after: after,
+        },
+        rss_released: released,
+        back_within_margin: back,
+    })
+}
+
 fn describe_connect_error(e: &ClientError) -> String {
     match e {
         ClientError::Io(io) if io.raw_os_error() == Some(libc::EMFILE) => {
@@ -477,20 +601,25 @@ pub async fn run_external(
     let znodes = znodes(addr, pid, &counts, p.znode_size, p.settle, true, progress).await?;
     let (sessions, max_sessions) =
         sessions(addr, pid, p.sessions, p.max_sessions, p.settle, progress).await?;
+    let watches = match p.watches {
+        0 => None,
+        n => Some(watches(addr, pid, n, p.settle, progress).await?),
+    };
     Ok(Outcome {
         startup: Vec::new(),
         idle_rss,
         znodes,
         sessions,
         max_sessions,
+        watches,
     })
 }
 
 /// Everything against fresh servers of `spec`: the start-ups (in a fresh child process when
 /// `p.timer` names one), then the last start-up's server (or, with a timer, one more fresh
 /// server), idle, gives the idle RSS and then grows the tree through every size; a second fresh server takes the
-/// idle sessions and then the concurrent-sessions probe. No step follows one that could
-/// leave something behind on the same server.
+/// idle sessions and then the concurrent-sessions probe; a third the watches. No step
+/// follows one that could leave something behind on the same server.
 pub async fn run_spawned(
     spec: &ServerSpec,
     p: &Params,
@@ -534,12 +663,23 @@ pub async fn run_spawned(
     )
     .await?;
     drop(server);
+
+    let watches = match p.watches {
+        0 => None,
+        n => {
+            let server = spec.start(Duration::from_secs(60)).await?;
+            let w = watches(server.addr(), Some(server.pid()), n, p.settle, progress).await?;
+            drop(server);
+            Some(w)
+        }
+    };
     Ok(Outcome {
         startup,
         idle_rss: Some(idle),
         znodes,
         sessions,
         max_sessions,
+        watches,
     })
 }
 

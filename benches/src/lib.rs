@@ -97,6 +97,7 @@ impl Settings {
                 znode_size: 100,
                 sessions: 19_000,
                 max_sessions: 20_000,
+                watches: 300_000,
                 settle: Duration::from_secs(1),
                 timer: None,
             },
@@ -126,6 +127,7 @@ impl Settings {
                 znode_size: 100,
                 sessions: 100,
                 max_sessions: 300,
+                watches: 5000,
                 settle: Duration::from_millis(100),
                 timer: None,
             },
@@ -510,6 +512,20 @@ pub fn znode_figure(size: usize, count: usize) -> String {
     format!("RSS per znode ({size} B data, {count} znodes)")
 }
 
+/// Name of the RSS-per-watch figure.
+pub fn watch_figure(count: usize) -> String {
+    format!("RSS per watch ({count} exists-watches, one session)")
+}
+
+/// RSS above its value before the watches, [`footprint::RELEASE_WAIT`] after their session
+/// ended.
+pub const WATCH_RELEASE_FIGURE: &str = "RSS still held 5 s after the watching session ended";
+
+/// Time after the watching session ended until the RSS was within
+/// [`footprint::RELEASE_MARGIN`] of its value before the watches.
+pub const WATCH_RELEASE_TIME_FIGURE: &str =
+    "time until RSS within 20 MiB of its value before the watches";
+
 /// Footprint figures; start-up and RSS only where known.
 pub fn footprint_figures(o: &footprint::Outcome, s: &Settings) -> Figures {
     let mut f = Vec::new();
@@ -579,8 +595,44 @@ pub fn footprint_figures(o: &footprint::Outcome, s: &Settings) -> Figures {
         o.max_sessions.opened as f64,
         Better::Higher,
     ));
+    if let Some(w) = &o.watches {
+        if let Some(b) = w.growth.per_item() {
+            f.push(Figure::new(
+                it,
+                &watch_figure(w.growth.count),
+                "B",
+                b,
+                Better::Lower,
+            ));
+        }
+        f.push(Figure::new(
+            it,
+            &format!("set {} exists-watches (one session)", w.growth.count),
+            "s",
+            w.growth.secs,
+            Better::Lower,
+        ));
+        if let Some(held) = w.held_after_release() {
+            f.push(Figure::new(
+                it,
+                WATCH_RELEASE_FIGURE,
+                "MiB",
+                held / (1 << 20) as f64,
+                Better::Lower,
+            ));
+        }
+        if let Some(d) = w.back_within_margin {
+            f.push(Figure::new(
+                it,
+                WATCH_RELEASE_TIME_FIGURE,
+                "s",
+                d.as_secs_f64(),
+                Better::Lower,
+            ));
+        }
+    }
     let m = &o.max_sessions;
-    let notes = vec![format!(
+    let mut notes = vec![format!(
         "max sessions: {} open (bound {}), stopped by: {}; bench fd limit soft {} (raised from {}) hard {}; server fd limit {}, server fds open at the peak {}",
         m.opened,
         m.bound,
@@ -591,6 +643,18 @@ pub fn footprint_figures(o: &footprint::Outcome, s: &Settings) -> Figures {
         m.server_fd_limit.map_or("n/a".into(), |v| v.to_string()),
         m.server_fds_open.map_or("n/a".into(), |v| v.to_string()),
     )];
+    if let Some(w) = o
+        .watches
+        .as_ref()
+        .filter(|w| w.back_within_margin.is_none())
+    {
+        notes.push(format!(
+            "watches: RSS not back within {} MiB of its value before the {} watches within {} s of the session ending",
+            footprint::RELEASE_MARGIN >> 20,
+            w.growth.count,
+            footprint::RELEASE_WATCH_FOR.as_secs()
+        ));
+    }
     Figures { figures: f, notes }
 }
 

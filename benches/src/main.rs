@@ -125,6 +125,9 @@ enum Cmd {
         /// Bound of the concurrent-sessions probe [default: 20000].
         #[arg(long)]
         max_sessions: Option<usize>,
+        /// Exists-watches one session sets, 0 to skip the step [default: 300000].
+        #[arg(long)]
+        watches: Option<usize>,
     },
     /// Persistence at scale: snapshot an N-node tree under read load (longest stall), then
     /// start zkd and Apache ZooKeeper 3.8 from that snapshot (time, peak RSS).
@@ -453,8 +456,10 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             znodes,
             sessions,
             max_sessions,
+            watches,
         } => {
             let fp = &mut s.footprint;
+            fp.watches = watches.unwrap_or(fp.watches);
             if !znodes.is_empty() {
                 fp.znodes = znodes;
             }

@@ -95,6 +95,8 @@ async fn quick_runs_of_every_benchmark_check_out() {
     assert_eq!(fp.sessions.count, s.footprint.sessions);
     assert_eq!(fp.max_sessions.opened, s.footprint.max_sessions);
     assert!(fp.znodes.iter().all(|z| z.per_item().is_none()));
+    let watches = fp.watches.expect("the watches step ran");
+    assert_eq!(watches.growth.count, s.footprint.watches);
 
     assert!(
         started.elapsed() < Duration::from_secs(30),

@@ -87,10 +87,36 @@ fn free_port_block(len: u16) -> u16 {
     panic!("no block of {len} free ports");
 }
 
-/// Runs pytest on kazoo's tests in `selection` in `dir`, with `env`; returns how many passed,
-/// panicking with the output if any failed.
-fn run_kazoo_tests(dir: &Path, selection: &Selection, env: &[(&str, String)]) -> usize {
+/// What one pytest run of kazoo's tests gave.
+struct Run {
+    passed: usize,
+    /// The tests that failed or errored: (class, test, pytest's one-line reason).
+    failed: Vec<(String, String, String)>,
+    /// pytest's last line, its exit status, and everything it printed.
+    summary: String,
+    status: std::process::ExitStatus,
+    output: String,
+}
+
+impl Run {
+    fn ok(&self) -> bool {
+        self.status.success() && !self.summary.contains("failed") && !self.summary.contains("error")
+    }
+}
+
+/// Runs pytest on kazoo's tests in `selection` (narrowed to `only`, a `-k` expression, when
+/// given) in `dir`, with `env`.
+fn run_kazoo_tests(
+    dir: &Path,
+    selection: &Selection,
+    only: Option<&str>,
+    env: &[(&str, String)],
+) -> Run {
     let python = venv_python();
+    let select = match only {
+        Some(only) => format!("({}) and ({only})", selection.select),
+        None => selection.select.to_string(),
+    };
     let out = Command::new("timeout")
         .args(["-k", "5", "600"])
         .arg(&python)
@@ -98,6 +124,7 @@ fn run_kazoo_tests(dir: &Path, selection: &Selection, env: &[(&str, String)]) ->
             "-m",
             "pytest",
             "-q",
+            "-rfE",
             "-p",
             "no:cacheprovider",
             "-W",
@@ -105,7 +132,7 @@ fn run_kazoo_tests(dir: &Path, selection: &Selection, env: &[(&str, String)]) ->
         ])
         .arg("--pyargs")
         .args(selection.modules)
-        .args(["-k", selection.select])
+        .args(["-k", &select])
         .current_dir(dir)
         .env("ZOOKEEPER_VERSION", "3.8.0")
         .env("ZOOKEEPER_CLUSTER_SIZE", selection.cluster_size.to_string())
@@ -120,17 +147,43 @@ fn run_kazoo_tests(dir: &Path, selection: &Selection, env: &[(&str, String)]) ->
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
     let summary = stdout.lines().last().unwrap_or_default().to_string();
-    assert!(
-        out.status.success() && !summary.contains("failed") && !summary.contains("error"),
-        "kazoo's tests failed ({}): {summary}\n{stdout}\n{stderr}",
-        out.status
-    );
-    summary
+    let passed = summary
         .split_whitespace()
         .zip(summary.split_whitespace().skip(1))
         .find(|(_, word)| word.trim_end_matches(',') == "passed")
         .and_then(|(n, _)| n.parse().ok())
-        .unwrap_or(0)
+        .unwrap_or(0);
+    Run {
+        passed,
+        failed: stdout.lines().filter_map(failed_test).collect(),
+        summary,
+        status: out.status,
+        output: format!("{stdout}\n{stderr}"),
+    }
+}
+
+/// A `FAILED path::Class::test - reason` (or `ERROR ...`) line of pytest's short summary, as
+/// (class, test, reason).
+fn failed_test(line: &str) -> Option<(String, String, String)> {
+    let rest = line
+        .strip_prefix("FAILED ")
+        .or_else(|| line.strip_prefix("ERROR "))?;
+    let (id, reason) = rest.split_once(" - ").unwrap_or((rest, ""));
+    let mut parts = id.rsplit("::");
+    let test = parts.next()?.split('[').next()?.to_string();
+    let class = parts.next()?.to_string();
+    Some((class, test, reason.trim().to_string()))
+}
+
+/// Whether pytest's reason for a failure is a timeout (kazoo's `KazooTimeoutError`
+/// "Connection time-out", a `TimeoutError`, "timed out"): the reference server answering too
+/// slowly on a loaded machine (a JVM starting, JIT-compiling its SASL code path), not a
+/// wrong answer.
+fn is_timeout(reason: &str) -> bool {
+    let r = reason.to_ascii_lowercase();
+    ["timeout", "time-out", "timed out"]
+        .iter()
+        .any(|m| r.contains(m))
 }
 
 fn temp_dir(tag: &str) -> tempfile::TempDir {
@@ -189,17 +242,62 @@ fn zkd_env(dir: &Path) -> Vec<(&'static str, String)> {
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Runs `selection` in a fresh directory on ZooKeeper or zkd and checks how many tests ran.
+///
+/// On Apache ZooKeeper only, a test that failed with a timeout is run once more (in a fresh
+/// directory, with a freshly started server), saying why: the reference server, a JVM started
+/// for the run, has been seen to answer kazoo's SASL handshake too late on a loaded machine
+/// (`test_invalid_sasl_auth` timed out once and passed on the next run). Any other failure, and
+/// any failure on zkd, fails at once.
 fn check(tag: &str, selection: &Selection, on_zkd: bool, expected: usize) {
     let _turn = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let dir = temp_dir(tag);
-    let env = if on_zkd {
-        zkd_env(dir.path())
-    } else {
-        zookeeper_env()
+    let env_for = |dir: &Path| {
+        if on_zkd {
+            zkd_env(dir)
+        } else {
+            zookeeper_env()
+        }
     };
-    let passed = run_kazoo_tests(dir.path(), selection, &env);
+    let dir = temp_dir(tag);
+    let run = run_kazoo_tests(dir.path(), selection, None, &env_for(dir.path()));
+    let mut passed = run.passed;
+    let flakes = !on_zkd
+        && !run.ok()
+        && !run.failed.is_empty()
+        && run.failed.iter().all(|(_, _, reason)| is_timeout(reason));
+    if !run.ok() && flakes {
+        let only = run
+            .failed
+            .iter()
+            .map(|(class, test, _)| format!("({class} and {test})"))
+            .collect::<Vec<_>>()
+            .join(" or ");
+        for (class, test, reason) in &run.failed {
+            eprintln!(
+                "kazoo's {class}::{test} timed out on Apache ZooKeeper (a timing flake of the \
+                 reference server: {reason}); running it once more"
+            );
+        }
+        let again = temp_dir(tag);
+        let retry = run_kazoo_tests(again.path(), selection, Some(&only), &env_for(again.path()));
+        assert!(
+            retry.ok() && retry.passed == run.failed.len(),
+            "kazoo's tests failed again on Apache ZooKeeper ({}): {}\n{}",
+            retry.status,
+            retry.summary,
+            retry.output
+        );
+        passed += retry.passed;
+    } else {
+        assert!(
+            run.ok(),
+            "kazoo's tests failed ({}): {}\n{}",
+            run.status,
+            run.summary,
+            run.output
+        );
+    }
     assert_eq!(passed, expected, "tests that ran");
 }
 
@@ -222,4 +320,24 @@ fn kazoo_cluster_control_tests_on_zookeeper() {
 #[test]
 fn kazoo_cluster_control_tests_on_zkd() {
     check("zkd-cluster", &CLUSTER_CONTROL, true, 2);
+}
+
+#[test]
+fn failed_tests_and_timeouts_are_read_from_pytest_summary_lines() {
+    let line = "FAILED ../../opt/v/lib/python3.11/site-packages/kazoo/tests/test_sasl.py::\
+                TestLegacySASLDigestAuthentication::test_invalid_sasl_auth - \
+                kazoo.handlers.threading.KazooTimeoutError: Connection time-out";
+    let (class, test, reason) = failed_test(line).expect("a failed test");
+    assert_eq!(
+        (class.as_str(), test.as_str()),
+        (
+            "TestLegacySASLDigestAuthentication",
+            "test_invalid_sasl_auth"
+        )
+    );
+    assert!(is_timeout(&reason));
+    let error = "ERROR kazoo/tests/test_client.py::TestSSLClient::test_create - AssertionError";
+    let (_, _, reason) = failed_test(error).expect("an errored test");
+    assert!(!is_timeout(&reason), "a wrong answer is no flake");
+    assert!(failed_test("1 failed, 4 passed in 30.1s").is_none());
 }

@@ -90,7 +90,8 @@ fn needs(command: &str) -> Needs {
         "monitor" => FourLetterWord::Mntr,
         "server_stats" => FourLetterWord::Srvr,
         "stats" => FourLetterWord::Stat,
-        "watch_summary" | "watches" | "watches_by_path" => FourLetterWord::Wchc,
+        "watch_summary" => FourLetterWord::Wchs,
+        "watches" | "watches_by_path" => FourLetterWord::Wchc,
         "environment" | "system_properties" => FourLetterWord::Envi,
         "last_snapshot" => FourLetterWord::Srvr,
         _ => FourLetterWord::Ruok,
@@ -107,7 +108,11 @@ fn needs_data_dir(command: &str) -> bool {
 }
 
 /// `GET /commands/<name>`. Runs off the async runtime: a large report (thousands of
-/// connections or sessions) is built without holding up the tasks that serve clients.
+/// connections or sessions) is built on the reports' worker without holding up the tasks
+/// that serve clients; the health checks (`ruok`, `is_read_only`, `server_stats`, `monitor`)
+/// on the request's own task, and the other commands that read only counters and settings
+/// (`watch_summary`, `configuration`, ...) on a blocking thread of their own, so none of them
+/// waits behind such a report.
 async fn command(
     State(st): State<AdminState>,
     Path(name): Path<String>,
@@ -124,7 +129,26 @@ async fn command(
         });
         return Ok((StatusCode::FORBIDDEN, axum::Json(body)).into_response());
     }
-    super::off_runtime(move || super::json_body(&run(&st, &name, &params)?)).await
+    let heavy = primary_name(&name).is_some_and(|cmd| needs(cmd).is_heavy());
+    let health = primary_name(&name)
+        .is_some_and(|cmd| matches!(cmd, "ruok" | "is_read_only" | "server_stats" | "monitor"));
+    let name_for_error = name.clone();
+    let job = move || super::json_body(&run(&st, &name, &params)?);
+    if heavy {
+        return super::off_runtime(job).await;
+    }
+    if health {
+        // As the four-letter words: counters and a few reads of /proc, done here.
+        return job();
+    }
+    crate::fourlw::worker::run_light(job)
+        .await
+        .unwrap_or_else(|| {
+            Err(super::ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the {name_for_error} report failed"),
+            ))
+        })
 }
 
 /// The answer of command `name` (any of its names).

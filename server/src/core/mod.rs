@@ -175,6 +175,7 @@ pub use secure_auth::AuthConfig;
 use session::Sessions;
 use tree::{AclList, Tree};
 use txn::Txn;
+pub use watch::TableSummary;
 use watch::Watches;
 
 pub use fixture::{FixtureKind, FixtureNode, TreeEntry, TreeWalk};

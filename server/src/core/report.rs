@@ -59,6 +59,8 @@ pub struct Summary {
     pub watch_count: u64,
     /// Distinct watched paths.
     pub watched_paths: u64,
+    /// The data table's connections, paths and watches (`wchs`), from running counts.
+    pub watch_table: super::TableSummary,
     pub session_count: u64,
     pub ephemeral_count: u64,
     /// Open connections (not closing), with or without a session.
@@ -188,6 +190,7 @@ impl Core {
             approximate_data_size: self.tree.approximate_data_size(),
             watch_count: self.watches.count() as u64,
             watched_paths: self.watches.path_count() as u64,
+            watch_table: self.watches.table_summary(),
             session_count: self.sessions.iter().count() as u64,
             ephemeral_count: self
                 .sessions
@@ -307,16 +310,16 @@ impl Core {
 
     /// The data-table watches (data/exist, persistent, recursive; not child watches) of the
     /// connections of `conns`, each under its session (0 for a connection without one),
-    /// paths sorted; connections without such watches are left out.
+    /// paths in no order ([`merge_watches`] sorts them, after the lock is released);
+    /// connections without such watches are left out.
     pub fn data_watches_of(&self, conns: &[ConnId]) -> Vec<SessionWatches> {
         conns
             .iter()
             .filter_map(|conn| {
-                let mut paths = self.watches.data_paths_of(*conn);
+                let paths = self.watches.data_paths_of(*conn);
                 if paths.is_empty() {
                     return None;
                 }
-                paths.sort();
                 let session_id = self.conns.get(conn).and_then(|c| c.session).unwrap_or(0);
                 Some(SessionWatches { session_id, paths })
             })

@@ -3,6 +3,7 @@
 //! [`report`]. See docs/protocol.md for the wire behaviour.
 
 pub mod format;
+pub(crate) mod gate;
 pub mod metrics;
 mod monitor_keys;
 pub mod report;
@@ -96,7 +97,9 @@ pub fn needs(word: FourLetterWord) -> Needs {
             sessions: true,
             ..summary
         },
-        W::Wchs | W::Wchc | W::Wchp => Needs {
+        // `wchs` shows the core's running counts, gathered with the summary.
+        W::Wchs => summary,
+        W::Wchc | W::Wchp => Needs {
             watches: true,
             ..Needs::default()
         },
@@ -108,16 +111,43 @@ pub fn needs(word: FourLetterWord) -> Needs {
     }
 }
 
-/// Gathers what `word` needs (as ensemble member `member` reports) and renders the reply, on
-/// the reports' worker: a long list (`dump`, `cons`, `wchc` of a large server) is copied in
-/// chunks and formatted off the async runtime. `None` when the server no longer serves.
+impl Needs {
+    /// Whether gathering copies a list that grows with the server (connections, sessions,
+    /// watched paths): such words run on the reports' worker, one at a time, and at most
+    /// [`gate::PER_ADDRESS`] at once per client address. The others read counters and
+    /// settings and never wait for them.
+    pub fn is_heavy(self) -> bool {
+        self.connections || self.sessions || self.watches
+    }
+}
+
+/// The words monitoring asks for (`ruok`, `isro`, `srvr`, `mntr`), and `wchs`, which reads
+/// the watch table's running counts: answered where they arrive, never after another report,
+/// and without waking another thread.
+pub fn is_health_check(word: FourLetterWord) -> bool {
+    use FourLetterWord as W;
+    matches!(word, W::Ruok | W::Isro | W::Srvr | W::Mntr | W::Wchs)
+}
+
+/// Gathers what `word` needs (as ensemble member `member` reports) and renders the reply.
+/// `ruok` is answered at once, `isro`, `srvr` and `mntr` on the connection's own task
+/// ([`is_health_check`]); the other cheap words (counters, settings, host facts) on a
+/// blocking thread of their own, so they never queue behind a long report; the heavy words
+/// (`dump`, `cons`, `stat`, `wchc`, `wchp`) on the reports' worker, where a long list is
+/// copied in chunks and formatted off the async runtime, after taking one of the asking
+/// address's turns ([`gate`]). `None` when the server no longer serves, or when `from` waited
+/// too long for its turn.
 pub(crate) async fn answer(
     shared: std::sync::Arc<crate::net::Shared>,
     word: FourLetterWord,
     member: crate::ensemble::MemberId,
+    from: std::net::IpAddr,
 ) -> Option<String> {
-    worker::run(move || {
-        let needs = needs(word);
+    if word == FourLetterWord::Ruok {
+        return Some(ruok());
+    }
+    let needs = needs(word);
+    let job = move || {
         let view = gather(&shared, member, needs, crate::net::now_ms()).ok()?;
         let host = if needs.host {
             crate::net::host_info()
@@ -126,10 +156,22 @@ pub(crate) async fn answer(
         };
         let mask = shared.trace_mask.load(std::sync::atomic::Ordering::Relaxed);
         Some(render(word, &view, &host, mask))
-    })
-    .await
-    .ok()
-    .flatten()
+    };
+    if is_health_check(word) {
+        // A few counters under the lock and, for mntr, a few reads of /proc: done here,
+        // without waking another thread (on a loaded machine each hop can cost a time slice).
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+            .ok()
+            .flatten();
+    }
+    if !needs.is_heavy() {
+        return worker::run_light(job).await.flatten();
+    }
+    let Some(_turn) = gate::turn(from).await else {
+        tracing::debug!(%from, %word, "no turn for a report within the wait; not answered");
+        return None;
+    };
+    worker::run(job).await.ok().flatten()
 }
 
 /// The reply to a four-letter word. `trace_mask` is the current mask (for `stmk`, the one just

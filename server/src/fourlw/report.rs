@@ -70,6 +70,10 @@ pub struct ServerExtras {
 /// Connections, sessions or watching connections reported per turn of the core's lock.
 const CHUNK: usize = 256;
 
+/// Watched paths copied per turn of the core's lock (at least one connection's, however
+/// many it holds).
+const PATHS_PER_TURN: usize = 16_384;
+
 /// Gathers what `needs` asks for, as ensemble member `member` reports (see
 /// [`crate::net::Shared::inspect_member`]). The core's lock is taken once for the summary and
 /// the ids to list, then once per [`CHUNK`] of them, so a server with many connections,
@@ -154,8 +158,22 @@ pub(crate) fn gather(
     }
     if let Some(ids) = watchers {
         let mut all = Vec::new();
-        for chunk in ids.chunks(CHUNK) {
-            inspect(&mut |core, _| all.extend(core.data_watches_of(chunk)))?;
+        let mut rest = &ids[..];
+        while !rest.is_empty() {
+            // Up to CHUNK connections per turn, fewer once PATHS_PER_TURN paths are copied.
+            inspect(&mut |core, _| {
+                let (mut taken, mut copied) = (0, 0);
+                for conn in rest.iter().take(CHUNK) {
+                    taken += 1;
+                    let got = core.data_watches_of(std::slice::from_ref(conn));
+                    copied += got.iter().map(|w| w.paths.len()).sum::<usize>();
+                    all.extend(got);
+                    if copied >= PATHS_PER_TURN {
+                        break;
+                    }
+                }
+                rest = &rest[taken..];
+            })?;
         }
         view.data_watches = crate::core::report::merge_watches(all);
     }
@@ -171,6 +189,11 @@ fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &dyn NetFacts) {
     view.session_count = s.session_count;
     view.ephemerals_count = s.ephemeral_count;
     view.watch_count = s.watch_count;
+    view.watch_table = Some(WatchSummary {
+        connections: s.watch_table.connections,
+        paths: s.watch_table.paths,
+        watches: s.watch_table.watches,
+    });
     view.approximate_data_size = s.approximate_data_size;
     view.uptime_ms = s.uptime_ms;
     view.counters = s.counters.clone();
@@ -237,6 +260,9 @@ pub struct FourLetterView {
     pub data_watches: Vec<ConnWatches>,
     /// Total number of watches, data and child tables together (`zk_watch_count`).
     pub watch_count: u64,
+    /// The data table's counts from the core's running totals (`wchs`), when gathered with
+    /// the summary; [`FourLetterView::watch_summary`] counts `data_watches` otherwise.
+    pub watch_table: Option<WatchSummary>,
     /// Approximate bytes of data and paths held (`zk_approximate_data_size`).
     pub approximate_data_size: u64,
     /// Milliseconds since the server started.
@@ -352,6 +378,9 @@ pub struct WatchSummary {
 
 impl FourLetterView {
     pub fn watch_summary(&self) -> WatchSummary {
+        if let Some(w) = self.watch_table {
+            return w;
+        }
         let mut paths: Vec<&str> = self
             .data_watches
             .iter()

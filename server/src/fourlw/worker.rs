@@ -2,7 +2,7 @@
 //! large reports (pages of the tree export, lists of sessions, connections and watches), so
 //! that building a report competes as little as possible for CPU with the threads serving
 //! clients. Jobs are short (one page, one chunked gathering): reports asked for at the same
-//! time take turns.
+//! time take turns. Cheap reports ([`run_light`]) do not queue here.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
@@ -70,6 +70,19 @@ pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> R
         Ok(Err(payload)) => Err(crate::net::panic_message(&*payload)),
         Err(_) => Err("the report was abandoned".into()),
     }
+}
+
+/// Cheap reports (counters and settings) under way at once on [`run_light`]'s threads.
+const LIGHT_AT_ONCE: usize = 16;
+
+/// Runs a cheap report (`srvr`, `mntr`, the AdminServer's `monitor`, ...) on a blocking
+/// thread of the runtime, never on the worker: it does not wait for any long report. At most
+/// [`LIGHT_AT_ONCE`] run at once (the others wait for a turn, each turn short), so a flood of
+/// them cannot start hundreds of threads. `None` if `f` panicked.
+pub async fn run_light<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    static TURNS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(LIGHT_AT_ONCE);
+    let _turn = TURNS.acquire().await.ok()?;
+    tokio::task::spawn_blocking(f).await.ok()
 }
 
 #[cfg(test)]

@@ -356,7 +356,7 @@ async fn answer_four_letter_word<S: Stream>(
         {
             return None;
         }
-        fourlw::answer(shared.clone(), word, member).await?
+        fourlw::answer(shared.clone(), word, member, remote.ip()).await?
     };
     let written = timeout(FOUR_LETTER_WRITE_TIMEOUT, async {
         stream.write_all(text.as_bytes()).await?;
