@@ -16,6 +16,7 @@ mod net;
 mod persist;
 mod sasl_users;
 mod server;
+mod zk_version;
 
 pub use config::{
     ClientAuth, ClockMode, Config, EnsembleConfig, FourLetterWhitelist, FsyncPolicy, MemberConfig,
@@ -25,3 +26,4 @@ pub use net::ServerFailure;
 pub use persist::SnapshotInfo;
 pub use sasl_users::SaslUsers;
 pub use server::Server;
+pub use zk_version::ZookeeperVersion;

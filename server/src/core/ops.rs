@@ -533,16 +533,26 @@ impl Core {
                 s.write(reply.body());
                 Ok(())
             }
-            Request::CheckWatches(w) => match self.watches.check(conn, &w.path, w.watcher_type) {
-                None => Err(ErrorCode::MarshallingError),
-                Some(false) => Err(ErrorCode::NoWatcher),
-                Some(true) => Ok(()),
-            },
-            Request::RemoveWatches(w) => match self.watches.remove(conn, &w.path, w.watcher_type) {
-                None => Err(ErrorCode::MarshallingError),
-                Some(false) => Err(ErrorCode::NoWatcher),
-                Some(true) => Ok(()),
-            },
+            Request::CheckWatches(w) => {
+                match self
+                    .watches
+                    .check(conn, &w.path, w.watcher_type, self.cfg.zookeeper_version)
+                {
+                    None => Err(ErrorCode::MarshallingError),
+                    Some(false) => Err(ErrorCode::NoWatcher),
+                    Some(true) => Ok(()),
+                }
+            }
+            Request::RemoveWatches(w) => {
+                match self
+                    .watches
+                    .remove(conn, &w.path, w.watcher_type, self.cfg.zookeeper_version)
+                {
+                    None => Err(ErrorCode::MarshallingError),
+                    Some(false) => Err(ErrorCode::NoWatcher),
+                    Some(true) => Ok(()),
+                }
+            }
             Request::SetWatches(w) => {
                 self.set_watches(conn, w.into(), out);
                 Ok(())

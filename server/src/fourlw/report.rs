@@ -183,6 +183,7 @@ fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &dyn NetFacts) {
         max_frame_len: net.max_frame_len(),
         secure_client_port: None,
         ttl_enabled: s.ttl_enabled,
+        zookeeper_version: s.zookeeper_version,
     };
 }
 
@@ -437,6 +438,8 @@ pub struct ConfInfo {
     pub max_session_timeout_ms: i64,
     pub max_frame_len: usize,
     pub ttl_enabled: bool,
+    /// The ZooKeeper release line the server behaves as (its reported version).
+    pub zookeeper_version: crate::ZookeeperVersion,
 }
 
 /// Facts about the host and process (`envi`, `mntr`), gathered by the network layer.
