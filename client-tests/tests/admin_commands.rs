@@ -331,6 +331,20 @@ async fn commands_match_zookeeper_admin_server(version: ZookeeperVersion) {
             .map(|(_, _, b)| b.clone())
             .unwrap_or(Value::Null)
     };
+    // Both name the release: `srvr`'s version and `environment`'s zookeeper.version.
+    let release = format!("{version}.");
+    for (list, who) in [(&ours, "zkd"), (&theirs, "ZooKeeper")] {
+        let srvr = body(list, "srvr")["version"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(srvr.starts_with(&release), "{who} srvr version {srvr}");
+        let envi = body(list, "environment")["zookeeper.version"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(envi.starts_with(&release), "{who} environment {envi}");
+    }
     let sid = zkd_client.session_id.to_string();
     assert_eq!(
         body(&ours, "dump")["session_id_to_ephemeral_paths"][&sid],

@@ -45,7 +45,6 @@ pub struct Summary {
     pub max_session_timeout_ms: i64,
     pub max_client_cnxns: u32,
     pub ttl_enabled: bool,
-    pub zookeeper_version: crate::ZookeeperVersion,
     /// The server-wide counters behind the `monitor` metrics.
     pub counters: super::Counters,
 }
@@ -173,7 +172,6 @@ impl Core {
             max_session_timeout_ms: self.cfg.max_session_timeout_ms,
             max_client_cnxns: self.cfg.max_client_cnxns,
             ttl_enabled: self.cfg.ttl_enabled,
-            zookeeper_version: self.cfg.zookeeper_version,
             counters: self.counters.clone(),
         }
     }

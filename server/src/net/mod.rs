@@ -123,8 +123,7 @@ pub(crate) struct NetConfig {
     pub(crate) tick_period_ms: i64,
     /// How long a connection may take to send its first complete frame.
     pub(crate) handshake_timeout: Duration,
-    /// The ZooKeeper release line the server behaves as (the AdminServer's commands).
-    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
+    /// The ZooKeeper release line the server behaves as (reports, AdminServer commands).
     pub(crate) zookeeper_version: crate::ZookeeperVersion,
 }
 
