@@ -266,3 +266,63 @@ async fn each_release_difference_matches_its_oracle_on_zkd() {
         );
     }
 }
+
+/// The NodeDeleted events a persistent-recursive watcher gets when a session holding
+/// `count` ephemerals under `/e` closes, in arrival order.
+async fn deletion_order(addr: std::net::SocketAddr, count: usize) -> Vec<String> {
+    use zkd_protocol::{add_watch_mode, AddWatchRequest, Request};
+    use zkd_testkit::raw::{create, RawClient};
+    let owner = RawClient::connect(addr, 10_000).await.expect("session");
+    let watcher = RawClient::connect(addr, 10_000).await.expect("session");
+    let mut events = watcher.events().expect("events");
+    assert_eq!(owner.call(&create("/e", None, 0)).await.unwrap().err, 0);
+    for i in 0..count {
+        // Names of different lengths and hashes; sequential ones too.
+        let path = format!("/e/{}{}", ["n", "lock-", "x"][i % 3], i * 7919 % 1000);
+        assert_eq!(owner.call(&create(&path, None, 1)).await.unwrap().err, 0);
+        let seq = create("/e/s-", None, 3);
+        assert_eq!(owner.call(&seq).await.unwrap().err, 0);
+    }
+    let add = Request::AddWatch(AddWatchRequest {
+        path: "/e".into(),
+        mode: add_watch_mode::PERSISTENT_RECURSIVE,
+    });
+    assert_eq!(watcher.call(&add).await.unwrap().err, 0);
+    owner.close().await.expect("close");
+    let mut order = Vec::new();
+    while order.len() < 2 * count {
+        let event = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("events in time")
+            .expect("event");
+        order.push(event.path);
+    }
+    watcher.abort().await;
+    order
+}
+
+/// A closed session's ephemerals are deleted, and their watchers notified, in the order
+/// ZooKeeper walks its hash set of them — on both releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_sessions_ephemerals_go_in_zookeepers_order() {
+    use zkd_testkit::oracle::{Launcher, ZookeeperVersion};
+    for (count, version) in [(3, ZookeeperVersion::V3_8), (10, ZookeeperVersion::V3_9)] {
+        let oracle = Launcher::new()
+            .version(version)
+            .start()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let theirs = deletion_order(oracle.addr(), count).await;
+        drop(oracle);
+        for version in ZookeeperVersion::ALL {
+            let zkd = zkd_server::Server::start(zkd_server::Config {
+                port: 0,
+                zookeeper_version: version,
+                ..zkd_server::Config::default()
+            })
+            .await
+            .expect("zkd");
+            let ours = deletion_order(zkd.local_addr(), count).await;
+            assert_eq!(ours, theirs, "zkd {version}, {count} ephemerals");
+        }
+    }
+}
