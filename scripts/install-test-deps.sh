@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the end-to-end tests need on a Debian 12 machine:
-#   * Apache ZooKeeper 3.8 (the reference server the differential tests compare against),
+#   * Apache ZooKeeper 3.8.0 (Debian 12's package) and 3.9.3 (Debian 13's libzookeeper-java,
+#     unpacked into $ZK39_DIR without touching the system's packages): the reference servers
+#     the differential and end-to-end tests compare against,
 #   * the Java client and Curator jars (unmodified Java clients driven by the tests),
 #   * a JDK with javac (to compile the small Java test drivers),
 #   * python3 + pip and kazoo (the Python client),
@@ -17,6 +19,7 @@
 #   PYTHON          python interpreter to install kazoo for (default: python3 on PATH)
 #   MATURIN_VERSION maturin version to install with pip (default 1.9.6)
 #   KAZOO_SUITE_VENV virtualenv for kazoo's own test suite (default /opt/zkd-test/kazoo-suite)
+#   ZK39_DIR        where ZooKeeper 3.9.3 is unpacked (default /opt/zkd-test/zookeeper-3.9.3)
 set -euo pipefail
 
 KAZOO_VERSION="${KAZOO_VERSION:-2.11.0}"
@@ -94,6 +97,57 @@ for f in /usr/share/java/zookeeper.jar /usr/share/java/zookeeper-jute.jar \
         exit 1
     fi
 done
+# ZooKeeper 3.9.3: Debian 13 (trixie) packages it. Its .deb is fetched with apt-get's own
+# client but with a sources list, state and cache of its own (under $ZK39_APT), naming the
+# mirror the system already uses with suite trixie: the system's sources stay as they are and
+# nothing else is installed or upgraded. The jar runs on Debian 12's Java 17 with the
+# dependency jars installed above (the launcher puts its own zookeeper-jute.jar first on the
+# class path: the jar's manifest names the system's 3.8 one).
+ZK39_DIR="${ZK39_DIR:-/opt/zkd-test/zookeeper-3.9.3}"
+ZK39_APT="${ZK39_APT:-/opt/zkd-test/trixie}"
+ZK39_JARS="$ZK39_DIR/usr/share/java"
+if [ -f "$ZK39_JARS/zookeeper.jar" ] && [ -f "$ZK39_JARS/zookeeper-jute.jar" ] \
+    && [ -f "$ZK39_DIR/.version" ] && grep -q '^3\.9\.3' "$ZK39_DIR/.version"; then
+    log "zookeeper 3.9: $(cat "$ZK39_DIR/.version") already in $ZK39_DIR"
+else
+    # The mirror of the system's own Debian sources (deb822 or one-line format).
+    mirror="$(grep -rhoE '^(URIs:[[:space:]]*|deb[[:space:]]+(\[[^]]*\][[:space:]]+)?)[a-z]+://[^[:space:]]+/debian/?([[:space:]]|$)' \
+        /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null \
+        | grep -oE '[a-z]+://[^[:space:]]+' | head -n1 || true)"
+    if [ -z "$mirror" ]; then
+        log "zookeeper 3.9: no Debian mirror found in /etc/apt/sources.list*"
+        exit 1
+    fi
+    log "zookeeper 3.9: fetching libzookeeper-java from suite trixie of the system's mirror"
+    $SUDO mkdir -p "$ZK39_APT/state/lists/partial" "$ZK39_APT/cache/archives/partial" "$ZK39_APT/debs"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${mirror%/} trixie main" \
+        | $SUDO tee "$ZK39_APT/sources.list" >/dev/null
+    $SUDO touch "$ZK39_APT/state/status"
+    apt_trixie=(-o "Dir::Etc::SourceList=$ZK39_APT/sources.list" -o Dir::Etc::SourceParts=/dev/null
+        -o "Dir::State=$ZK39_APT/state" -o "Dir::State::status=$ZK39_APT/state/status"
+        -o "Dir::Cache=$ZK39_APT/cache" -o APT::Sandbox::User=root)
+    $SUDO apt-get "${apt_trixie[@]}" update -qq
+    version="$(apt-cache "${apt_trixie[@]}" show libzookeeper-java | sed -n 's/^Version: //p' | head -n1)"
+    case "$version" in
+        3.9.3*) ;;
+        *) log "zookeeper 3.9: trixie offers libzookeeper-java ${version:-nothing}, expected 3.9.3"; exit 1 ;;
+    esac
+    rm_debs=("$ZK39_APT"/debs/libzookeeper-java_*.deb)
+    $SUDO rm -f "${rm_debs[@]}"
+    (cd "$ZK39_APT/debs" && $SUDO apt-get "${apt_trixie[@]}" download -qq "libzookeeper-java=$version")
+    $SUDO rm -rf "$ZK39_DIR"
+    $SUDO mkdir -p "$ZK39_DIR"
+    $SUDO dpkg-deb -x "$ZK39_APT"/debs/libzookeeper-java_*.deb "$ZK39_DIR"
+    echo "$version" | $SUDO tee "$ZK39_DIR/.version" >/dev/null
+    log "zookeeper 3.9: libzookeeper-java $version unpacked into $ZK39_DIR"
+fi
+for f in "$ZK39_JARS/zookeeper.jar" "$ZK39_JARS/zookeeper-jute.jar"; do
+    if [ ! -e "$f" ]; then
+        log "expected $f after unpacking ZooKeeper 3.9.3, but it is missing"
+        exit 1
+    fi
+done
+
 log "java: $(java -version 2>&1 | head -n1)"
 log "javac: $(javac -version 2>&1 | head -n1)"
 

@@ -38,6 +38,7 @@ fn main() {
         ttl_enabled: true,
         reaper_interval_ms: 1000,
         herd_warn: 0,
+        zookeeper_version: Default::default(),
         auth: AuthConfig::default(),
     };
     let mut core = Core::new(cfg, 1_000);

@@ -10,7 +10,7 @@ use clap::Args;
 use tracing_subscriber::EnvFilter;
 use zkd_server::{
     ClientAuth, ClockMode, Config, EnsembleConfig, FourLetterWhitelist, SaslUsers, Server,
-    TlsConfig,
+    TlsConfig, ZookeeperVersion,
 };
 
 /// The server's flags.
@@ -224,6 +224,12 @@ pub struct ServeArgs {
     /// serving clients that asked for read-only mode.
     #[arg(long, requires = "ensemble")]
     no_read_only: bool,
+
+    /// The Apache ZooKeeper release line to behave as where 3.8 and 3.9 differ: the reported
+    /// version, the notification zxid, the watch types removeWatches/checkWatches take and the
+    /// AdminServer commands.
+    #[arg(long, value_name = "3.8|3.9", default_value = "3.9")]
+    zookeeper_version: ZookeeperVersion,
 }
 
 fn parse_clock(text: &str) -> Result<ClockMode, String> {
@@ -325,6 +331,7 @@ impl ServeArgs {
             sasl_users,
             sasl_super_user: self.sasl_super_user.clone(),
             enforce_auth_schemes: self.enforce_auth_schemes.clone(),
+            zookeeper_version: self.zookeeper_version,
             ..Config::default()
         })
     }

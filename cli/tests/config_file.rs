@@ -856,3 +856,32 @@ fn latin1_and_long_continuations_parse() {
         }
     }
 }
+
+/// `--zookeeper-version` picks the release zkd reports (3.9 by default) and nothing else is
+/// taken; a configuration file cannot name it, so it is a flag that overrides nothing.
+#[test]
+fn zookeeper_version_flag_picks_the_reported_release() {
+    let srvr_of = |args: &[&str]| {
+        let mut child = zkd(args, &[]).stdout(Stdio::piped()).spawn().expect("zkd");
+        let stdout = child.stdout.take().expect("stdout");
+        let addr = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| l.strip_prefix("zkd listening on ").map(str::to_string))
+            .and_then(|a| a.parse::<SocketAddr>().ok());
+        let srvr = addr.map(|a| four_letter(a, "srvr"));
+        let _ = child.kill();
+        let _ = child.wait();
+        srvr.unwrap_or_else(|| panic!("zkd {args:?} did not listen"))
+    };
+    let srvr = srvr_of(&["--port", "0"]);
+    assert!(srvr.starts_with("Zookeeper version: 3.9."), "{srvr}");
+    let srvr = srvr_of(&["--port", "0", "--zookeeper-version", "3.8"]);
+    assert!(srvr.starts_with("Zookeeper version: 3.8."), "{srvr}");
+    let srvr = srvr_of(&["--port", "0", "--zookeeper-version", "3.9"]);
+    assert!(srvr.starts_with("Zookeeper version: 3.9."), "{srvr}");
+    for bad in ["3.7", "3.9.3", "latest"] {
+        let err = refused(&["--port", "0", "--zookeeper-version", bad], &[]);
+        assert!(err.contains("expected 3.8 or 3.9"), "{bad}: {err}");
+    }
+}

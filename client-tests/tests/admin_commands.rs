@@ -1,5 +1,6 @@
 //! AdminServer compatibility, differentially: the same client state is built on an embedded zkd
-//! (admin listener on) and on Apache ZooKeeper 3.8 started with its AdminServer enabled, then
+//! (admin listener on) behaving as 3.8 or 3.9 and on Apache ZooKeeper of that release (3.8.0,
+//! 3.9.3) started with its AdminServer enabled, then
 //! every command and alias is fetched from both and the JSON compared: the same keys, value
 //! types and nesting, and the same `command`/`error` fields. Values differ (ports, times, ids)
 //! and are compared only where they must agree.
@@ -11,11 +12,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::Value;
 use zkd_protocol::{PathWatchRequest, Request};
-use zkd_testkit::oracle::{four_letter_word, free_port, Launcher};
+use zkd_testkit::oracle::{four_letter_word, free_port, Launcher, ZookeeperVersion};
 use zkd_testkit::raw::RawClient;
 use zkd_testkit::target::zkd_with_admin;
 
-/// Every command of a standalone 3.8 server, each alias, and a name it does not know.
+/// Every command of a standalone 3.8 server, each alias, the commands 3.9 adds (unknown to
+/// 3.8, refused for want of authentication by 3.9), and a name neither knows.
 const NAMES: &[&str] = &[
     "configuration",
     "conf",
@@ -64,6 +66,10 @@ const NAMES: &[&str] = &[
     "watches_by_path",
     "wchp",
     "zabstate",
+    "snapshot",
+    "snap",
+    "restore",
+    "rest",
     "no_such_command",
 ];
 
@@ -245,9 +251,19 @@ fn fetch_all(admin: SocketAddr) -> Vec<(String, u16, Value)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn commands_match_zookeeper_admin_server() {
+async fn commands_match_zookeeper_3_9_admin_server() {
+    commands_match_zookeeper_admin_server(ZookeeperVersion::V3_9).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_match_zookeeper_3_8_admin_server() {
+    commands_match_zookeeper_admin_server(ZookeeperVersion::V3_8).await;
+}
+
+async fn commands_match_zookeeper_admin_server(version: ZookeeperVersion) {
     let admin_port = free_port().expect("free port");
     let oracle = Launcher::new()
+        .version(version)
         .admin_server(admin_port)
         .start()
         .unwrap_or_else(|e| panic!("{e}"));
@@ -258,6 +274,7 @@ async fn commands_match_zookeeper_admin_server() {
     let data = tempfile::tempdir().expect("data directory");
     let (server, zkd_admin) = zkd_with_admin(zkd_server::Config {
         data_dir: Some(data.path().to_path_buf()),
+        zookeeper_version: version,
         ..Default::default()
     })
     .await;
@@ -314,6 +331,20 @@ async fn commands_match_zookeeper_admin_server() {
             .map(|(_, _, b)| b.clone())
             .unwrap_or(Value::Null)
     };
+    // Both name the release: `srvr`'s version and `environment`'s zookeeper.version.
+    let release = format!("{version}.");
+    for (list, who) in [(&ours, "zkd"), (&theirs, "ZooKeeper")] {
+        let srvr = body(list, "srvr")["version"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(srvr.starts_with(&release), "{who} srvr version {srvr}");
+        let envi = body(list, "environment")["zookeeper.version"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(envi.starts_with(&release), "{who} environment {envi}");
+    }
     let sid = zkd_client.session_id.to_string();
     assert_eq!(
         body(&ours, "dump")["session_id_to_ephemeral_paths"][&sid],

@@ -634,8 +634,13 @@ async fn four_letter_words() {
     assert_eq!(four_letter(addr, "isro").await, "rw");
 
     let zkd = target.kind() == TargetKind::Zkd;
+    // Both kinds of target report the release ZKD_ZOOKEEPER_VERSION names.
+    let release = zkd_testkit::oracle::version_from_env();
     let srvr = four_letter(addr, "srvr").await;
-    assert!(srvr.starts_with("Zookeeper version: 3.8."), "{srvr}");
+    assert!(
+        srvr.starts_with(&format!("Zookeeper version: {release}.")),
+        "{srvr}"
+    );
     assert!(srvr.contains("Mode: standalone\n"), "{srvr}");
     assert!(srvr.contains("Zxid: 0x"), "{srvr}");
     assert!(srvr.contains("Latency min/avg/max: "), "{srvr}");
@@ -655,7 +660,7 @@ async fn four_letter_words() {
 
     let mntr = four_letter(addr, "mntr").await;
     assert!(mntr.contains("zk_server_state\tstandalone\n"), "{mntr}");
-    assert!(mntr.contains("zk_version\t3.8."), "{mntr}");
+    assert!(mntr.contains(&format!("zk_version\t{release}.")), "{mntr}");
     for key in [
         "zk_znode_count\t",
         "zk_num_alive_connections\t",
@@ -666,12 +671,9 @@ async fn four_letter_words() {
 
     // Each word's answer: the start it must have and what it must contain.
     let client_port = format!("clientPort={}\n", addr.port());
+    let envi_start = format!("Environment:\nzookeeper.version={release}.");
     let shapes: [(&str, &str, &[&str]); 5] = [
-        (
-            "envi",
-            "Environment:\nzookeeper.version=3.8.",
-            &["\nos.name="],
-        ),
+        ("envi", &envi_start, &["\nos.name="]),
         (
             "conf",
             "",
@@ -699,7 +701,7 @@ async fn four_letter_words() {
     let dirs = four_letter(addr, "dirs").await;
     if zkd {
         assert_eq!(dirs, "datadir_size: 0\nlogdir_size: 0\n");
-        assert!(srvr.starts_with("Zookeeper version: 3.8.4-zkd-"), "{srvr}");
+        assert!(srvr.contains("-zkd-"), "{srvr}");
     }
     assert_eq!(four_letter(addr, "gtmk").await, "306");
     assert_eq!(four_letter(addr, "crst").await, "Connection stats reset.\n");

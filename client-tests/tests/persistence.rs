@@ -9,7 +9,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 use zkd_protocol::*;
-use zkd_testkit::oracle::{Launcher, Oracle};
+use zkd_testkit::oracle::{Launcher, Oracle, ZookeeperVersion};
 use zkd_testkit::raw::RawClient;
 
 /// `addauth digest user:pass` gives this identity.
@@ -224,6 +224,16 @@ fn zookeeper_in(base: &Path, extra: &[(&str, &str)]) -> Oracle {
         .expect("ZooKeeper starts")
 }
 
+/// ZooKeeper 3.8.0 in `base`: the data directories zkd loads come from 3.8.0 (zkd does not
+/// read the snapshots 3.9.3 writes yet; 3.9.3 reads zkd's).
+fn zookeeper_38_in(base: &Path, extra: &[(&str, &str)]) -> Oracle {
+    Launcher::new()
+        .version(ZookeeperVersion::V3_8)
+        .cfg(extra)
+        .start_in(base, None)
+        .expect("ZooKeeper starts")
+}
+
 fn files(dir: &Path, prefix: &str) -> Vec<std::path::PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(dir.join("version-2"))
         .unwrap()
@@ -244,7 +254,7 @@ async fn zookeeper_data_dir_loads_in_zkd() {
     // loading exercises snapshots and log replay together.
     let base = tempfile::tempdir().unwrap();
     let data = base.path().join("data");
-    let zk = zookeeper_in(base.path(), &[("snapCount", "6")]);
+    let zk = zookeeper_38_in(base.path(), &[("snapCount", "6")]);
     let owner = populate(zk.addr()).await;
     let expected = dump(zk.addr()).await;
     drop(zk);
@@ -268,13 +278,13 @@ async fn zookeeper_data_dir_loads_in_zkd() {
 async fn zookeeper_snapshot_alone_loads_in_zkd() {
     let base = tempfile::tempdir().unwrap();
     let data = base.path().join("data");
-    let zk = zookeeper_in(base.path(), &[]);
+    let zk = zookeeper_38_in(base.path(), &[]);
     let owner = populate(zk.addr()).await;
     let expected = dump(zk.addr()).await;
     drop(zk);
     drop(owner);
     // Restarting ZooKeeper replays its log and writes a snapshot of the result.
-    drop(zookeeper_in(base.path(), &[]));
+    drop(zookeeper_38_in(base.path(), &[]));
     for log in files(&data, "log.") {
         std::fs::remove_file(log).unwrap();
     }

@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use zkd_client_tests::certs::{TestPki, CLIENT_DN};
 use zkd_server::{ClientAuth, Config, SaslUsers, Server, TlsConfig};
-use zkd_testkit::oracle::{Launcher, Oracle};
+use zkd_testkit::oracle::{Launcher, Oracle, ZookeeperVersion};
 
 const INSTALL: &str = "run scripts/install-test-deps.sh";
 /// Upper bound for one client program (JVM start, TLS, waits); never reached when it works.
@@ -69,27 +69,31 @@ async fn zkd_tls(pki: &TestPki, auth: ClientAuth) -> Server {
     .expect("zkd with TLS starts")
 }
 
-/// ZooKeeper with the Netty connection factory and the same certificates (PEM key and trust
-/// stores); returns it and its secure address.
+/// ZooKeeper 3.8.0 with the Netty connection factory and the same certificates (PEM key and
+/// trust stores); returns it and its secure address. 3.8.0: the 3.9.3 oracle's Netty TLS does
+/// not serve a client with Debian 12's Netty jars (its connections are lost).
 fn zookeeper_tls(pki: &TestPki) -> (Oracle, SocketAddr) {
     let port = free_port();
     let port_s = port.to_string();
     let keystore = pki.path("server-combined.pem").display().to_string();
     let truststore = pki.path("ca.pem").display().to_string();
-    let oracle = Oracle::start_with(&[
-        (
-            "serverCnxnFactory",
-            "org.apache.zookeeper.server.NettyServerCnxnFactory",
-        ),
-        ("secureClientPort", &port_s),
-        ("secureClientPortAddress", "127.0.0.1"),
-        ("ssl.keyStore.location", &keystore),
-        ("ssl.keyStore.type", "PEM"),
-        ("ssl.trustStore.location", &truststore),
-        ("ssl.trustStore.type", "PEM"),
-        ("ssl.clientAuth", "need"),
-    ])
-    .unwrap_or_else(|e| panic!("{e}"));
+    let oracle = Launcher::new()
+        .version(ZookeeperVersion::V3_8)
+        .cfg(&[
+            (
+                "serverCnxnFactory",
+                "org.apache.zookeeper.server.NettyServerCnxnFactory",
+            ),
+            ("secureClientPort", &port_s),
+            ("secureClientPortAddress", "127.0.0.1"),
+            ("ssl.keyStore.location", &keystore),
+            ("ssl.keyStore.type", "PEM"),
+            ("ssl.trustStore.location", &truststore),
+            ("ssl.trustStore.type", "PEM"),
+            ("ssl.clientAuth", "need"),
+        ])
+        .start()
+        .unwrap_or_else(|e| panic!("{e}"));
     // The plain port answering does not mean the secure one listens yet.
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let deadline = std::time::Instant::now() + Duration::from_secs(30);

@@ -387,6 +387,7 @@ impl Harness {
             ttl_enabled: true,
             reaper_interval_ms: 300,
             herd_warn: 2,
+            zookeeper_version: Default::default(),
             auth: Default::default(),
         };
         Harness {

@@ -1,5 +1,6 @@
-//! Golden frames captured from a real ZooKeeper 3.8 (`scripts/capture-fixtures.py` writes
-//! `tests/fixtures/*.hex`). Every frame is decoded according to its place in the exchange,
+//! Golden frames captured from real ZooKeeper servers (`scripts/capture-fixtures.py` writes
+//! `tests/fixtures/*.hex` from 3.8.0 and `tests/fixtures/3.9.3/*.hex` from 3.9.3); every
+//! fixture test runs on the captures of both releases and knows which one it reads. Every frame is decoded according to its place in the exchange,
 //! re-encoded, and compared byte for byte with the capture; the values each capture is known
 //! to hold are checked as well.
 //!
@@ -17,8 +18,16 @@ use common::{hex, payload_of, unhex};
 use zkd_protocol::frame::record_frame;
 use zkd_protocol::*;
 
-fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+/// The releases captured: 3.8.0's fixtures are in `tests/fixtures`, the others' in a
+/// directory named after the release below it.
+const RELEASES: [&str; 2] = ["3.8.0", "3.9.3"];
+
+fn fixture_dir(release: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    match release {
+        "3.8.0" => root,
+        other => root.join(other),
+    }
 }
 
 /// One captured frame, decoded.
@@ -91,8 +100,8 @@ fn reply_to_frame(h: &ReplyHeader, body: impl Fn(&mut BytesMut)) -> Bytes {
 
 /// Decodes every frame of a fixture, checking that each decode uses exactly the frame's bytes
 /// and that re-encoding the decoded value gives the captured frame back.
-fn load(name: &str) -> Vec<Entry> {
-    let path = fixture_dir().join(name);
+fn load(release: &str, name: &str) -> Vec<Entry> {
+    let path = fixture_dir(release).join(name);
     assert!(
         path.exists(),
         "fixture {} is missing: capture it from a real ZooKeeper with \
@@ -229,8 +238,12 @@ fn replies(entries: &[Entry], conn: &str) -> Vec<(ReplyHeader, i32, Option<Respo
 /// The handshake every connection of the later fixtures starts with.
 /// The entries of a one-connection fixture whose session starts with the standard handshake
 /// (readOnly byte false), and its `count` requests.
-fn one_session(name: &str, count: usize) -> (Vec<Entry>, Vec<(RequestHeader, Option<Request>)>) {
-    let entries = load(name);
+fn one_session(
+    release: &str,
+    name: &str,
+    count: usize,
+) -> (Vec<Entry>, Vec<(RequestHeader, Option<Request>)>) {
+    let entries = load(release, name);
     check_standard_handshake(&entries, "", Some(false));
     let reqs = requests(&entries, "");
     assert_eq!(reqs.len(), count, "requests in {name}");
@@ -328,18 +341,20 @@ fn multi_result_headers(payload: Bytes) -> Vec<(i32, i32)> {
 
 #[test]
 fn fixtures_present() {
-    let dir = fixture_dir();
-    let files = hex_files();
-    assert!(
-        !files.is_empty(),
-        "no *.hex fixtures in {}: capture them from a real ZooKeeper with \
+    for release in RELEASES {
+        let dir = fixture_dir(release);
+        let files = hex_files(release);
+        assert!(
+            files.len() >= 9,
+            "no *.hex fixtures in {}: capture them from a real ZooKeeper with \
          scripts/capture-fixtures.py HOST:PORT",
-        dir.display()
-    );
+            dir.display()
+        );
+    }
 }
 
-fn hex_files() -> Vec<PathBuf> {
-    let Ok(dir) = std::fs::read_dir(fixture_dir()) else {
+fn hex_files(release: &str) -> Vec<PathBuf> {
+    let Ok(dir) = std::fs::read_dir(fixture_dir(release)) else {
         return Vec::new();
     };
     let mut files: Vec<PathBuf> = dir
@@ -353,7 +368,7 @@ fn hex_files() -> Vec<PathBuf> {
 /// Every fixture, known or not, decodes and re-encodes to its exact bytes.
 #[test]
 fn every_fixture_roundtrips() {
-    for file in hex_files() {
+    for file in RELEASES.iter().flat_map(|r| hex_files(r)) {
         let entries = decode_file(&file);
         assert!(!entries.is_empty(), "{}: no frames", file.display());
     }
@@ -361,21 +376,39 @@ fn every_fixture_roundtrips() {
 
 #[test]
 fn connect_v2() {
-    let entries = load("connect_v2.hex");
+    for release in RELEASES {
+        connect_v2_of(release);
+    }
+}
+
+fn connect_v2_of(release: &str) {
+    let entries = load(release, "connect_v2.hex");
     assert_eq!(entries.len(), 2);
     check_standard_handshake(&entries, "", Some(false));
 }
 
 #[test]
 fn connect_old() {
-    let entries = load("connect_old.hex");
+    for release in RELEASES {
+        connect_old_of(release);
+    }
+}
+
+fn connect_old_of(release: &str) {
+    let entries = load(release, "connect_old.hex");
     assert_eq!(entries.len(), 2);
     check_standard_handshake(&entries, "", None);
 }
 
 #[test]
 fn create2() {
-    let (entries, reqs) = one_session("create2.hex", 1);
+    for release in RELEASES {
+        create2_of(release);
+    }
+}
+
+fn create2_of(release: &str) {
+    let (entries, reqs) = one_session(release, "create2.hex", 1);
     let create = world_anyone_create(OpCode::Create2, "/fixture-c2", Some(b"v"));
     assert_eq!(reqs[0], (RequestHeader { xid: 1, op: 15 }, Some(create)));
     let (header, op, body) = &reply_of(&entries, 1, 0);
@@ -397,7 +430,13 @@ fn create2() {
 
 #[test]
 fn multi_failed() {
-    let (entries, reqs) = one_session("multi_failed.hex", 2);
+    for release in RELEASES {
+        multi_failed_of(release);
+    }
+}
+
+fn multi_failed_of(release: &str) {
+    let (entries, reqs) = one_session(release, "multi_failed.hex", 2);
     let create = world_anyone_create(OpCode::Create, "/fixture-m", Some(b"m"));
     assert_eq!(reqs[0], (RequestHeader { xid: 1, op: 1 }, Some(create)));
     assert_eq!(reqs[1].0, RequestHeader { xid: 2, op: 14 });
@@ -462,7 +501,13 @@ fn multi_failed() {
 
 #[test]
 fn notification() {
-    let entries = load("notification.hex");
+    for release in RELEASES {
+        notification_of(release);
+    }
+}
+
+fn notification_of(release: &str) {
+    let entries = load(release, "notification.hex");
     check_standard_handshake(&entries, "A", Some(false));
     check_standard_handshake(&entries, "B", Some(false));
     let a = requests(&entries, "A");
@@ -502,12 +547,18 @@ fn notification() {
     let Decoded::Notification { header, event } = &last.decoded else {
         panic!("expected the notification last, got {:?}", last.decoded);
     };
-    // 3.8 sends zxid -1 in notifications.
+    // 3.8 sends zxid -1 in notifications, 3.9 the zxid of the change.
+    let b_replies = replies(&entries, "B");
+    let zxid = match release {
+        "3.8.0" => -1,
+        _ => b_replies[0].0.zxid,
+    };
+    assert!(b_replies[0].0.zxid > 0);
     assert_eq!(
         *header,
         ReplyHeader {
             xid: -1,
-            zxid: -1,
+            zxid,
             err: 0
         }
     );
@@ -528,7 +579,13 @@ fn notification() {
 
 #[test]
 fn ping() {
-    let (entries, reqs) = one_session("ping.hex", 2);
+    for release in RELEASES {
+        ping_of(release);
+    }
+}
+
+fn ping_of(release: &str) {
+    let (entries, reqs) = one_session(release, "ping.hex", 2);
     assert_eq!(
         reqs,
         [
@@ -550,7 +607,13 @@ fn ping() {
 
 #[test]
 fn unknown_opcode() {
-    let (entries, reqs) = one_session("unknown_opcode.hex", 1);
+    for release in RELEASES {
+        unknown_opcode_of(release);
+    }
+}
+
+fn unknown_opcode_of(release: &str) {
+    let (entries, reqs) = one_session(release, "unknown_opcode.hex", 1);
     assert_eq!(reqs, [(RequestHeader { xid: 1, op: 999 }, None)]);
     assert!(OpCode::from_i32(999).is_none());
     let (header, op, body) = &reply_of(&entries, 1, 0);
@@ -564,7 +627,13 @@ fn unknown_opcode() {
 
 #[test]
 fn exists_missing() {
-    let (entries, reqs) = one_session("exists_missing.hex", 1);
+    for release in RELEASES {
+        exists_missing_of(release);
+    }
+}
+
+fn exists_missing_of(release: &str) {
+    let (entries, reqs) = one_session(release, "exists_missing.hex", 1);
     assert_eq!(
         reqs,
         [(
@@ -585,7 +654,13 @@ fn exists_missing() {
 
 #[test]
 fn get_data_null() {
-    let (entries, reqs) = one_session("get_data_null.hex", 2);
+    for release in RELEASES {
+        get_data_null_of(release);
+    }
+}
+
+fn get_data_null_of(release: &str) {
+    let (entries, reqs) = one_session(release, "get_data_null.hex", 2);
     assert_eq!(
         reqs[0].1,
         Some(world_anyone_create(OpCode::Create, "/fixture-null", None))

@@ -168,3 +168,31 @@ def test_advance_clock_needs_the_manual_clock():
         with pytest.raises(zkd.AdminError) as err:
             server.advance_clock(10)
         assert err.value.status == 409
+
+
+def _srvr(server):
+    import socket
+
+    with socket.create_connection((server.host, server.port), timeout=10) as s:
+        s.sendall(b"srvr")
+        out = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                return out.decode()
+            out += chunk
+
+
+def test_zookeeper_version_picks_the_release():
+    for version in ("3.8", "3.9"):
+        with zkd.Server(zookeeper_version=version, args=["--4lw-whitelist", "*"]) as zk:
+            assert _srvr(zk).startswith("Zookeeper version: %s." % version)
+            client = KazooClient(hosts=zk.hosts, timeout=10.0)
+            client.start()
+            try:
+                assert client.server_version()[:2] == tuple(int(p) for p in version.split("."))
+            finally:
+                client.stop()
+                client.close()
+    with pytest.raises(ValueError):
+        zkd.Server(zookeeper_version="3.7")

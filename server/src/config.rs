@@ -114,6 +114,8 @@ pub struct Config {
     /// this one server's state (see [`EnsembleConfig`]). `None` (default) = one standalone
     /// server on `port`.
     pub ensemble: Option<EnsembleConfig>,
+    /// The ZooKeeper release line to behave as where 3.8 and 3.9 differ (default 3.9).
+    pub zookeeper_version: crate::ZookeeperVersion,
 }
 
 /// The members of a simulated ensemble (`--ensemble N`, or `server.N` lines of a zoo.cfg).
@@ -309,6 +311,7 @@ impl Default for Config {
             sasl_super_user: None,
             ensemble: None,
             enforce_auth_schemes: Vec::new(),
+            zookeeper_version: crate::ZookeeperVersion::default(),
         }
     }
 }
@@ -507,6 +510,7 @@ impl Config {
             ttl_enabled: self.ttl_enabled,
             reaper_interval_ms: millis(self.reaper_interval),
             herd_warn: self.herd_warn,
+            zookeeper_version: self.zookeeper_version,
             auth: AuthConfig {
                 x509: self.secure_port.is_some(),
                 x509_super_user: self.x509_super_user.clone(),

@@ -17,6 +17,7 @@ mod net;
 mod persist;
 mod sasl_users;
 mod server;
+mod zk_version;
 
 pub use config::{
     ClientAuth, ClockMode, Config, EnsembleConfig, FourLetterWhitelist, FsyncPolicy, MemberConfig,
@@ -27,3 +28,4 @@ pub use persist::load::read_snapshot_file;
 pub use persist::{check_data_dir, DirCheck, SnapshotInfo};
 pub use sasl_users::SaslUsers;
 pub use server::Server;
+pub use zk_version::ZookeeperVersion;

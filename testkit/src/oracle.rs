@@ -1,5 +1,7 @@
-//! The one launcher of a real Apache ZooKeeper 3.8 (Debian's `zookeeper` package), used by the
-//! differential and end-to-end tests, the benchmarks and `scripts/zookeeper-oracle.sh`.
+//! The one launcher of a real Apache ZooKeeper — 3.8.0 (Debian 12's `zookeeper` package) or
+//! 3.9.3 (Debian 13's `libzookeeper-java`, unpacked beside it by
+//! `scripts/install-test-deps.sh`) — used by the differential and end-to-end tests, the
+//! benchmarks and `scripts/zookeeper-oracle.sh`.
 //!
 //! The server runs as a child process (`java … ZooKeeperServerMain zoo.cfg`, no wrapper
 //! script, so the pid is ours) on a free loopback port with a fresh data directory. Dropping
@@ -10,7 +12,14 @@
 //! (TTL nodes) enabled, log written to `zookeeper.log` in the server's directory.
 //!
 //! Environment overrides:
-//! * `ZKD_ZOOKEEPER_JARS`: directory holding the jars (default `/usr/share/java`);
+//! * `ZKD_ZOOKEEPER_VERSION`: the release [`Launcher::new`] starts and the end-to-end tests
+//!   compare with, `3.8` or `3.9` (default `3.9`; see [`version_from_env`]);
+//! * `ZKD_ZOOKEEPER_JARS`: directory holding the 3.8 jars and every dependency jar (default
+//!   `/usr/share/java`);
+//! * `ZKD_ZOOKEEPER_39_JARS`: directory holding the 3.9.3 `zookeeper.jar` and
+//!   `zookeeper-jute.jar` (default `/opt/zkd-test/zookeeper-3.9.3/usr/share/java`); they come
+//!   first on the class path, so the 3.8 jute jar that the 3.9.3 jar's manifest names is never
+//!   used;
 //! * `JAVA_HOME`: the JVM to use (default: `java` on `PATH`).
 
 use std::ffi::OsString;
@@ -32,12 +41,43 @@ pub const NOT_INSTALLED: &str =
 /// Default directory of the Debian-packaged jars.
 const DEFAULT_JAR_DIR: &str = "/usr/share/java";
 
+/// Default directory of the ZooKeeper 3.9.3 jars (Debian 13's `libzookeeper-java`, unpacked).
+pub const DEFAULT_39_JAR_DIR: &str = "/opt/zkd-test/zookeeper-3.9.3/usr/share/java";
+
+/// The jars that make up the server itself; they come from the chosen release's directory,
+/// the rest of [`JARS`] from the dependency directory.
+const SERVER_JARS: &[&str] = &["zookeeper.jar", "zookeeper-jute.jar"];
+
+pub use zkd_server::ZookeeperVersion;
+
+/// The release line the end-to-end tests compare with: `ZKD_ZOOKEEPER_VERSION` (`3.8` or
+/// `3.9`), by default 3.9 — the same default as zkd's `--zookeeper-version`. Panics on any
+/// other value, so a typo never silently tests the wrong release.
+pub fn version_from_env() -> ZookeeperVersion {
+    match std::env::var("ZKD_ZOOKEEPER_VERSION") {
+        Ok(v) if !v.is_empty() => v
+            .parse()
+            .unwrap_or_else(|e| panic!("ZKD_ZOOKEEPER_VERSION: {e}")),
+        _ => ZookeeperVersion::default(),
+    }
+}
+
+/// The exact release the oracle of a release line is.
+pub fn oracle_release(version: ZookeeperVersion) -> &'static str {
+    match version {
+        ZookeeperVersion::V3_8 => "3.8.0",
+        ZookeeperVersion::V3_9 => "3.9.3",
+    }
+}
+
 /// Jars put on the class path. `zookeeper.jar`'s manifest pulls in the rest of its runtime
 /// dependencies (netty, metrics, …); `slf4j-simple` is the logging backend, configured
-/// through system properties to write a file.
+/// through system properties to write a file. The jute jar comes first: 3.9.3's
+/// `zookeeper.jar` names the system's 3.8 `zookeeper-jute.jar` in its manifest, and that one
+/// must never be found first (3.9.3 then fails every connection with a `NoSuchMethodError`).
 pub const JARS: &[&str] = &[
-    "zookeeper.jar",
     "zookeeper-jute.jar",
+    "zookeeper.jar",
     "slf4j-api.jar",
     "slf4j-simple.jar",
     // Netty parts the manifest leaves out, needed by the Netty connection factory (TLS).
@@ -90,7 +130,9 @@ const START_ATTEMPTS: u32 = 3;
 #[derive(Debug, Clone)]
 pub struct Launcher {
     java: PathBuf,
+    version: ZookeeperVersion,
     jar_dir: PathBuf,
+    jar_dir_39: PathBuf,
     jvm_opts: Vec<String>,
     log_level: String,
     cfg: Vec<(String, String)>,
@@ -105,14 +147,19 @@ impl Default for Launcher {
 }
 
 impl Launcher {
-    /// The settings the tests use (see the module docs), JVM and jars from the environment.
+    /// The settings the tests use (see the module docs), release, JVM and jars from the
+    /// environment.
     pub fn new() -> Launcher {
-        let jar_dir = std::env::var_os("ZKD_ZOOKEEPER_JARS")
-            .filter(|d| !d.is_empty())
-            .map_or_else(|| PathBuf::from(DEFAULT_JAR_DIR), PathBuf::from);
+        let dir = |var: &str, default: &str| {
+            std::env::var_os(var)
+                .filter(|d| !d.is_empty())
+                .map_or_else(|| PathBuf::from(default), PathBuf::from)
+        };
         Launcher {
             java: java(),
-            jar_dir,
+            version: version_from_env(),
+            jar_dir: dir("ZKD_ZOOKEEPER_JARS", DEFAULT_JAR_DIR),
+            jar_dir_39: dir("ZKD_ZOOKEEPER_39_JARS", DEFAULT_39_JAR_DIR),
             jvm_opts: TEST_JVM_OPTS.iter().map(|s| s.to_string()).collect(),
             log_level: "info".to_string(),
             cfg: DEFAULT_CFG
@@ -122,6 +169,17 @@ impl Launcher {
             detached: false,
             admin: false,
         }
+    }
+
+    /// Runs the given release line's oracle: 3.8.0 or 3.9.3.
+    pub fn version(mut self, version: ZookeeperVersion) -> Launcher {
+        self.version = version;
+        self
+    }
+
+    /// The release line this launcher starts.
+    pub fn zookeeper_version(&self) -> ZookeeperVersion {
+        self.version
     }
 
     /// Enables the AdminServer on loopback `port` (its jars join the class path).
@@ -178,11 +236,22 @@ impl Launcher {
     /// The command line, for reports.
     pub fn describe(&self) -> String {
         format!(
-            "{} {} -cp <{}> {MAIN_CLASS} zoo.cfg",
+            "{} {} -cp <{}> {MAIN_CLASS} zoo.cfg (ZooKeeper {})",
             self.java.display(),
             self.jvm_opts.join(" "),
-            JARS.join(":")
+            JARS.join(":"),
+            oracle_release(self.version)
         )
+    }
+
+    /// The class path: the release's own jars first, then the dependencies and `extra`.
+    /// Fails with [`NOT_INSTALLED`] when a jar is missing.
+    pub fn classpath(&self, extra: &[&str]) -> Result<OsString, String> {
+        let server_dir = match self.version {
+            ZookeeperVersion::V3_8 => &self.jar_dir,
+            ZookeeperVersion::V3_9 => &self.jar_dir_39,
+        };
+        classpath_in(server_dir, &self.jar_dir, extra)
     }
 
     /// Writes `dir/zoo.cfg` and `dir/data/` for a server on `port` and returns the command
@@ -204,7 +273,7 @@ impl Launcher {
     /// that runs `main_class` on it.
     fn command_with(&self, dir: &Path, cfg: &str, main_class: &str) -> Result<Command, String> {
         let extra: &[&str] = if self.admin { ADMIN_JARS } else { &[] };
-        let classpath = classpath_in(&self.jar_dir, extra)?;
+        let classpath = self.classpath(extra)?;
         fs::create_dir_all(dir.join("data"))
             .and_then(|()| fs::write(dir.join("zoo.cfg"), cfg))
             .map_err(|e| format!("cannot prepare {}: {e}", dir.display()))?;
@@ -344,6 +413,7 @@ impl Launcher {
                     if line.contains(&*data_dir.to_string_lossy()) {
                         return Ok(Ok(Oracle {
                             addr,
+                            version: self.version,
                             child: Some(child),
                             dir,
                             owned,
@@ -378,6 +448,7 @@ impl Launcher {
 /// A running Apache ZooKeeper standalone server owned by this process.
 pub struct Oracle {
     addr: SocketAddr,
+    version: ZookeeperVersion,
     /// `None` once detached.
     child: Option<Child>,
     dir: PathBuf,
@@ -391,6 +462,11 @@ impl Oracle {
         Launcher::new().start()
     }
 
+    /// Like [`Oracle::start`], running the given release line's oracle.
+    pub fn start_version(version: ZookeeperVersion) -> Result<Oracle, String> {
+        Launcher::new().version(version).start()
+    }
+
     /// Like [`Oracle::start`], with extra `zoo.cfg` lines (see [`Launcher::cfg`]).
     pub fn start_with(extra_cfg: &[(&str, &str)]) -> Result<Oracle, String> {
         Launcher::new().cfg(extra_cfg).start()
@@ -399,6 +475,11 @@ impl Oracle {
     /// Client address (`127.0.0.1:port`).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The release line this server is (3.8.0 or 3.9.3).
+    pub fn version(&self) -> ZookeeperVersion {
+        self.version
     }
 
     /// Process id of the server JVM (0 once detached).
@@ -454,10 +535,16 @@ pub fn java() -> PathBuf {
     PathBuf::from("java")
 }
 
-fn classpath_in(dir: &Path, extra: &[&str]) -> Result<OsString, String> {
+/// `SERVER_JARS` from `server_dir`, the rest of [`JARS`] and `extra` from `dir`.
+fn classpath_in(server_dir: &Path, dir: &Path, extra: &[&str]) -> Result<OsString, String> {
     let mut paths = Vec::new();
     for jar in JARS.iter().chain(extra) {
-        let path = dir.join(jar);
+        let from = if SERVER_JARS.contains(jar) {
+            server_dir
+        } else {
+            dir
+        };
+        let path = from.join(jar);
         if !path.is_file() {
             return Err(format!("{NOT_INSTALLED} (missing {})", path.display()));
         }
@@ -543,7 +630,7 @@ mod tests {
     #[test]
     fn missing_jars_say_how_to_install() {
         let dir = std::env::temp_dir().join("zkd-oracle-no-such-dir");
-        let err = classpath_in(&dir, &[]).unwrap_err();
+        let err = classpath_in(&dir, &dir, &[]).unwrap_err();
         assert!(
             err.starts_with("Apache ZooKeeper is not installed: run scripts/install-test-deps.sh")
         );

@@ -1,6 +1,7 @@
 //! Chooses the server an end-to-end test runs against: an embedded zkd (default), a real
 //! Apache ZooKeeper started by the harness (`ZKD_TEST_TARGET=zookeeper`), or any running
-//! server (`ZKD_TEST_ADDR=host:port`).
+//! server (`ZKD_TEST_ADDR=host:port`). `ZKD_ZOOKEEPER_VERSION=3.8|3.9` (default 3.9) picks the
+//! release both behave as: the embedded zkd's `zookeeper_version` and the oracle's release.
 
 use std::net::SocketAddr;
 
@@ -48,10 +49,11 @@ impl Target {
     }
 
     /// Starts an embedded zkd on a free loopback port, answering every four-letter word like
-    /// the oracle does.
+    /// the oracle does, behaving as the release `ZKD_ZOOKEEPER_VERSION` names.
     pub async fn start_zkd() -> Target {
         Self::start_zkd_with(zkd_server::Config {
             four_letter_whitelist: zkd_server::FourLetterWhitelist::All,
+            zookeeper_version: crate::oracle::version_from_env(),
             ..zkd_server::Config::default()
         })
         .await
@@ -70,7 +72,8 @@ impl Target {
         }
     }
 
-    /// Starts a real Apache ZooKeeper (Debian's package) on a free loopback port.
+    /// Starts a real Apache ZooKeeper (the release `ZKD_ZOOKEEPER_VERSION` names) on a free
+    /// loopback port.
     pub async fn start_zookeeper() -> Target {
         let oracle = Oracle::start().unwrap_or_else(|e| panic!("{e}"));
         Target {

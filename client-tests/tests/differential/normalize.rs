@@ -73,6 +73,7 @@ impl Ctx<'_> {
 
     pub fn event(&self, e: &Event) -> NEvent {
         NEvent {
+            zxid: self.zxid(e.zxid),
             event_type: e.event_type,
             state: e.state,
             path: self.path(&e.path),
@@ -371,9 +372,10 @@ impl fmt::Display for NReply {
     }
 }
 
-/// A notification without its header zxid (3.8.0 sends -1, zkd the txn zxid).
+/// A notification, its header zxid normalised (3.9 sends the change's zxid, 3.8 -1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NEvent {
+    pub zxid: Zxid,
     pub event_type: i32,
     pub state: i32,
     pub path: String,
@@ -389,7 +391,7 @@ impl fmt::Display for NEvent {
             4 => "NodeChildrenChanged",
             _ => "?",
         };
-        write!(f, "{name}({})", self.path)?;
+        write!(f, "{name}({}) zxid={}", self.path, self.zxid)?;
         if self.state != 3 {
             write!(f, " state={}", self.state)?;
         }

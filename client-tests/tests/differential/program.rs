@@ -832,10 +832,10 @@ fn op(acl_variety: bool, strict: bool) -> BoxedStrategy<Op> {
         1 => any::<bool>().prop_map(|null| Op::SyncOdd { null }),
         2 => system_op(),
         1 => Just(Op::WhoAmI),
-        1 => add_watch,
-        1 => (node_path(), 1..=3i32)
+        2 => add_watch,
+        2 => (node_path(), 1..=5i32)
             .prop_map(|(path, watcher_type)| Op::CheckWatches { path, watcher_type }),
-        1 => (node_path(), 1..=3i32)
+        2 => (node_path(), 1..=5i32)
             .prop_map(|(path, watcher_type)| Op::RemoveWatches { path, watcher_type }),
         1 => weighted(&[(4, AuthUser::User), (2, AuthUser::Other), (1, AuthUser::BadScheme)])
             .prop_map(|user| Op::AddAuth { user }),

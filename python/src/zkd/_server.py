@@ -76,6 +76,8 @@ class Server:
     :param clock: ``"real"`` or ``"manual"`` (session expiry and TTLs move only with
         :meth:`advance_clock`)
     :param tick_time: tick length in milliseconds (``--tick-time``)
+    :param zookeeper_version: the ZooKeeper release line to behave as, ``"3.8"`` or ``"3.9"``
+        (``--zookeeper-version``; zkd's default is 3.9)
     :param args: extra command-line flags for zkd
     :param startup_timeout: seconds to wait for the server to listen
     :param ensemble: run a simulated ensemble of this many members (``--ensemble N``), each
@@ -90,6 +92,7 @@ class Server:
         *,
         clock=None,
         tick_time=None,
+        zookeeper_version=None,
         args=(),
         startup_timeout=30.0,
         log="warn",
@@ -106,6 +109,12 @@ class Server:
             self._argv += ["--clock", clock]
         if tick_time is not None:
             self._argv += ["--tick-time", str(int(tick_time))]
+        if zookeeper_version is not None:
+            if str(zookeeper_version) not in ("3.8", "3.9"):
+                raise ValueError(
+                    "zookeeper_version is 3.8 or 3.9, not %r" % (zookeeper_version,)
+                )
+            self._argv += ["--zookeeper-version", str(zookeeper_version)]
         self._argv += [str(a) for a in args]
         self.startup_timeout = startup_timeout
         self.process = None

@@ -13,7 +13,9 @@ Fixtures:
   ``conftest.py`` (session scope) to pass e.g. ``{"clock": "manual"}``, ``{"ensemble": 3}``
   or extra ``args``.
 
-Options: ``--zkd-binary PATH`` (or ``$ZKD_BINARY``) picks the binary.
+Options: ``--zkd-binary PATH`` (or ``$ZKD_BINARY``) picks the binary;
+``--zkd-zookeeper-version 3.8|3.9`` the ZooKeeper release line the server behaves as (zkd's
+default: 3.9).
 """
 
 import pytest
@@ -27,6 +29,12 @@ def pytest_addoption(parser):
         "--zkd-binary",
         default=None,
         help="path of the zkd binary (default: $ZKD_BINARY, the installed one, then PATH)",
+    )
+    group.addoption(
+        "--zkd-zookeeper-version",
+        default=None,
+        choices=("3.8", "3.9"),
+        help="the ZooKeeper release line the zkd server behaves as (default: zkd's, 3.9)",
     )
 
 
@@ -42,6 +50,9 @@ def _zkd_session_server(request, zkd_server_options):
     binary = request.config.getoption("--zkd-binary")
     if binary and "binary" not in options:
         options["binary"] = binary
+    version = request.config.getoption("--zkd-zookeeper-version")
+    if version and "zookeeper_version" not in options:
+        options["zookeeper_version"] = version
     server = Server(**options)
     server.start()
     try:

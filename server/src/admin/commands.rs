@@ -1,13 +1,15 @@
 //! ZooKeeper AdminServer compatibility: `GET /commands` lists the commands and
 //! `GET /commands/<name>` (or a four-letter alias) answers with the JSON a standalone
-//! ZooKeeper 3.8 gives: the same keys, value types and nesting, with `command` and `error`.
+//! ZooKeeper of the release the server behaves as gives: the same keys, value types and
+//! nesting, with `command` and `error`. 3.9 adds `snapshot` and `restore`, which need the
+//! AdminServer's authentication; zkd has none, so it answers them with 3.9's 401 refusals.
 //! The JSON is built by pure functions over a [`FourLetterView`] gathered from the core's
 //! read-only reports; the core's lock is held only while gathering.
 
 use std::collections::BTreeMap;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -18,14 +20,15 @@ use super::{AdminState, ApiResult};
 use crate::core::Serving;
 use crate::ensemble::MemberMode;
 use crate::fourlw::metrics::Metric;
-use crate::fourlw::{self, FourLetterView, HostInfo, Needs, VERSION};
+use crate::fourlw::{self, FourLetterView, HostInfo, Needs};
 use crate::net::now_ms;
+use crate::ZookeeperVersion;
 
 pub(crate) fn routes() -> Router<AdminState> {
     Router::new()
         .route("/commands", get(list))
         .route("/commands/", get(list))
-        .route("/commands/{name}", get(command))
+        .route("/commands/{name}", get(command).post(command_post))
 }
 
 /// Every command a standalone ZooKeeper 3.8 registers, with its aliases (primary name first).
@@ -62,17 +65,30 @@ pub const COMMANDS: [&[&str]; 26] = [
 /// AdminServer listener.
 pub const CHANGES_STATE: [&str; 3] = ["connection_stat_reset", "stat_reset", "set_trace_mask"];
 
-/// The primary name of a command given by any of its names.
-pub fn primary_name(name: &str) -> Option<&'static str> {
-    COMMANDS
-        .iter()
+/// The commands ZooKeeper 3.9 registers on top of [`COMMANDS`]; both need an authenticated
+/// request (`Authorization` header) whose identity holds ALL on `/`.
+pub const COMMANDS_ADDED_IN_3_9: [&[&str]; 2] = [&["restore", "rest"], &["snapshot", "snap"]];
+
+/// The commands of a release line, with their aliases.
+pub fn commands(version: ZookeeperVersion) -> impl Iterator<Item = &'static [&'static str]> {
+    let added: &[&[&str]] = match version {
+        ZookeeperVersion::V3_8 => &[],
+        ZookeeperVersion::V3_9 => &COMMANDS_ADDED_IN_3_9,
+    };
+    COMMANDS.iter().chain(added).copied()
+}
+
+/// The primary name of a command of `version` given by any of its names.
+pub fn primary_name_in(name: &str, version: ZookeeperVersion) -> Option<&'static str> {
+    commands(version)
         .find(|names| names.contains(&name))
         .map(|names| names[0])
 }
 
 /// `GET /commands`: links to every command, like ZooKeeper's listing.
-async fn list() -> Response {
-    let mut names: Vec<&str> = COMMANDS.iter().map(|n| n[0]).collect();
+async fn list(State(st): State<AdminState>) -> Response {
+    let version = st.shared.cfg.zookeeper_version;
+    let mut names: Vec<&str> = commands(version).map(|n| n[0]).collect();
     names.sort_unstable();
     let mut body = String::new();
     for n in names {
@@ -117,8 +133,13 @@ async fn command(
     State(st): State<AdminState>,
     Path(name): Path<String>,
     Query(params): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
 ) -> ApiResult<Response> {
-    if let Some(cmd) = primary_name(&name).filter(|c| st.read_only && CHANGES_STATE.contains(c)) {
+    if let Some(refusal) = auth_refusal(&st, &name, &headers) {
+        return Ok(refusal);
+    }
+    let version = st.shared.cfg.zookeeper_version;
+    if let Some(cmd) = primary_name_in(&name, version).filter(|c| st.read_only && CHANGES_STATE.contains(c)) {
         let body = json!({
             "command": cmd,
             "error": format!(
@@ -129,8 +150,8 @@ async fn command(
         });
         return Ok((StatusCode::FORBIDDEN, axum::Json(body)).into_response());
     }
-    let heavy = primary_name(&name).is_some_and(|cmd| needs(cmd).is_heavy());
-    let health = primary_name(&name)
+    let heavy = primary_name_in(&name, version).is_some_and(|cmd| needs(cmd).is_heavy());
+    let health = primary_name_in(&name, version)
         .is_some_and(|cmd| matches!(cmd, "ruok" | "is_read_only" | "server_stats" | "monitor"));
     let name_for_error = name.clone();
     let job = move || super::json_body(&run(&st, &name, &params)?);
@@ -151,9 +172,44 @@ async fn command(
         })
 }
 
+/// `POST /commands/<name>`: 3.9's `snapshot` and `restore` take POST too (and are refused the
+/// same way); every other command is GET only.
+async fn command_post(
+    State(st): State<AdminState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    auth_refusal(&st, &name, &headers)
+        .unwrap_or_else(|| StatusCode::METHOD_NOT_ALLOWED.into_response())
+}
+
+/// 3.9's answer to `snapshot` and `restore` without valid authentication: 401 with the
+/// error ZooKeeper names (no `Authorization` header: "Auth info is missing for the command";
+/// one zkd cannot verify, which is any: "Not authenticated"). `None` for other commands.
+fn auth_refusal(st: &AdminState, name: &str, headers: &HeaderMap) -> Option<Response> {
+    let cmd = primary_name_in(name, st.shared.cfg.zookeeper_version)?;
+    if !COMMANDS_ADDED_IN_3_9.iter().any(|names| names[0] == cmd) {
+        return None;
+    }
+    let error = if headers.contains_key(header::AUTHORIZATION) {
+        "Not authenticated"
+    } else {
+        "Auth info is missing for the command"
+    };
+    let body = json!({ "command": name, "error": error });
+    Some(
+        super::json_body(&body)
+            .map(|mut r| {
+                *r.status_mut() = StatusCode::UNAUTHORIZED;
+                r
+            })
+            .unwrap_or_else(IntoResponse::into_response),
+    )
+}
+
 /// The answer of command `name` (any of its names).
 fn run(st: &AdminState, name: &str, params: &BTreeMap<String, String>) -> ApiResult<Value> {
-    let Some(cmd) = primary_name(name) else {
+    let Some(cmd) = primary_name_in(name, st.shared.cfg.zookeeper_version) else {
         return Ok(json!({
             "command": name,
             "error": format!("Unknown command: {name}"),
@@ -214,7 +270,7 @@ pub fn render(cmd: &str, view: &FourLetterView, host: &HostInfo, trace_mask: i64
             obj(json!({ "datadir_size": size, "logdir_size": size }))
         }
         "dump" => dump(view),
-        "environment" => environment(host),
+        "environment" => environment(view, host),
         "get_trace_mask" | "set_trace_mask" => obj(json!({ "tracemask": trace_mask })),
         "hash" => obj(json!({ "digests": [] })),
         "initial_configuration" => initial_configuration(view),
@@ -237,7 +293,7 @@ pub fn render(cmd: &str, view: &FourLetterView, host: &HostInfo, trace_mask: i64
             m.insert("secure_connections".into(), json!([]));
             m
         }
-        "system_properties" => system_properties(host),
+        "system_properties" => system_properties(view, host),
         "voting_view" => obj(json!({ "current_config": {} })),
         "watch_summary" => watch_summary(view),
         "watches" => watches(view),
@@ -380,8 +436,8 @@ fn dump(view: &FourLetterView) -> Map<String, Value> {
     }))
 }
 
-fn environment(host: &HostInfo) -> Map<String, Value> {
-    let text = fourlw::envi(host);
+fn environment(view: &FourLetterView, host: &HostInfo) -> Map<String, Value> {
+    let text = fourlw::envi(host, view.conf.zookeeper_version);
     text.lines()
         .skip(1)
         .filter_map(|l| l.split_once('='))
@@ -389,7 +445,7 @@ fn environment(host: &HostInfo) -> Map<String, Value> {
         .collect()
 }
 
-fn system_properties(host: &HostInfo) -> Map<String, Value> {
+fn system_properties(view: &FourLetterView, host: &HostInfo) -> Map<String, Value> {
     obj(json!({
         "file.separator": "/",
         "line.separator": "\n",
@@ -401,7 +457,7 @@ fn system_properties(host: &HostInfo) -> Map<String, Value> {
         "user.dir": host.user_dir,
         "user.home": host.user_home,
         "user.name": host.user_name,
-        "zookeeper.version": VERSION,
+        "zookeeper.version": view.conf.zookeeper_version.version_string(),
     }))
 }
 
@@ -412,7 +468,7 @@ fn server_stats(view: &FourLetterView) -> Map<String, Value> {
         "max_buffer_size": -1,
     });
     obj(json!({
-        "version": VERSION,
+        "version": view.conf.zookeeper_version.version_string(),
         "read_only": is_read_only(view),
         "server_stats": {
             "packets_sent": view.packets_sent,
@@ -501,12 +557,29 @@ mod tests {
     fn every_name_and_alias_resolves() {
         for names in COMMANDS {
             for n in names.iter() {
-                assert_eq!(primary_name(n), Some(names[0]));
+                assert_eq!(primary_name_in(n, ZookeeperVersion::V3_8), Some(names[0]));
             }
         }
-        assert_eq!(primary_name("mntr"), Some("monitor"));
-        assert_eq!(primary_name("wchp"), Some("watches_by_path"));
-        assert_eq!(primary_name("bogus"), None);
+        assert_eq!(
+            primary_name_in("mntr", ZookeeperVersion::V3_9),
+            Some("monitor")
+        );
+        assert_eq!(
+            primary_name_in("wchp", ZookeeperVersion::V3_9),
+            Some("watches_by_path")
+        );
+        assert_eq!(primary_name_in("bogus", ZookeeperVersion::V3_9), None);
+        assert_eq!(
+            primary_name_in("snap", ZookeeperVersion::V3_9),
+            Some("snapshot")
+        );
+        assert_eq!(
+            primary_name_in("rest", ZookeeperVersion::V3_9),
+            Some("restore")
+        );
+        assert_eq!(primary_name_in("snapshot", ZookeeperVersion::V3_8), None);
+        assert_eq!(commands(ZookeeperVersion::V3_8).count(), 26);
+        assert_eq!(commands(ZookeeperVersion::V3_9).count(), 28);
     }
 
     #[test]

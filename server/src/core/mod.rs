@@ -64,6 +64,8 @@ pub struct CoreConfig {
     pub reaper_interval_ms: i64,
     /// Log a herd warning when one change notifies at least this many watchers (0 = off).
     pub herd_warn: u64,
+    /// The ZooKeeper release line the wire behaviour follows.
+    pub zookeeper_version: crate::ZookeeperVersion,
     /// The x509 and sasl schemes and their super users.
     pub auth: AuthConfig,
 }
@@ -122,6 +124,7 @@ fn tests_config() -> CoreConfig {
         ttl_enabled: true,
         reaper_interval_ms: 1000,
         herd_warn: 100,
+        zookeeper_version: crate::ZookeeperVersion::default(),
         auth: AuthConfig::default(),
     }
 }
@@ -446,7 +449,8 @@ impl Core {
             if let Some(s) = by_event.and_then(|i| self.counters.watchers_fired.get_mut(i)) {
                 s.add(targets.len() as u64);
             }
-            let frame = notification_frame(event, path, zxid);
+            let header_zxid = self.cfg.zookeeper_version.notification_zxid(zxid);
+            let frame = notification_frame(event, path, header_zxid);
             for &conn in &targets {
                 self.send(out, conn, frame.clone());
             }

@@ -18,6 +18,9 @@ use super::{
     acl, member, notification_frame, ConnId, Core, Frame, Handshake, Now, Outbox, Serving,
 };
 
+/// The terminating MultiHeader of a multi response `{type -1, done true, err -1}`.
+const MULTI_TERMINATOR: [u8; 9] = [0xff, 0xff, 0xff, 0xff, 1, 0xff, 0xff, 0xff, 0xff];
+
 /// Bytes before a reply body: frame length (4) and ReplyHeader (16).
 const HEADER_LEN: usize = 20;
 
@@ -26,9 +29,17 @@ type OpResult = Result<(), ErrorCode>;
 /// Inside a multi the flags, not the sub-op header, decide the kind of node, as ZooKeeper
 /// does: header 19 with flag 0-3 makes that ordinary kind, header 21 with a non-TTL flag
 /// ignores its ttl, and flag 4 makes a container under any header. `None` for a TTL flag
-/// under a header that has no ttl field.
-fn multi_create(c: &zkd_protocol::Create) -> Option<zkd_protocol::Create> {
+/// under a header that has no ttl field, and on 3.9 for a flag that names no mode.
+fn multi_create(
+    c: &zkd_protocol::Create,
+    version: crate::ZookeeperVersion,
+) -> Option<zkd_protocol::Create> {
     let op = match CreateMode::from_flags(c.flags) {
+        // 3.9 refuses an unknown flag under headers 1, 15 and 19 like a TTL flag without a
+        // ttl; under header 21, and on 3.8, the sub-op fails with BADARGUMENTS.
+        None if version == crate::ZookeeperVersion::V3_9 && c.op != OpCode::CreateTtl => {
+            return None
+        }
         None => c.op,
         Some(CreateMode::Container) => OpCode::CreateContainer,
         Some(m) if m.is_ttl() => match c.op {
@@ -118,6 +129,12 @@ impl Reply {
             self.shared = Bytes::new();
             self.tail.clear();
         }
+        self.finish_keeping_body(xid, zxid, err)
+    }
+
+    /// Finishes the frame with the body written so far, whatever `err` is.
+    fn finish_keeping_body(mut self, xid: i32, zxid: i64, err: i32) -> Frame {
+        self.head(0);
         let len = (self.buf.len() + self.shared.len() + self.tail.len() - 4) as i32;
         self.buf[0..4].copy_from_slice(&len.to_be_bytes());
         self.buf[4..8].copy_from_slice(&xid.to_be_bytes());
@@ -437,6 +454,8 @@ impl Core {
             self.next_zxid(now.mono);
         }
         let is_multi = matches!(req, Request::Multi(_));
+        let multi_read_of_writes = matches!(&req, Request::MultiRead(ops)
+            if !ops.is_empty() && ops.iter().all(|o| !o.is_read()));
         let zxid = self.zxid;
         if self.herd.watching_rereads() {
             if let Request::Exists(r)
@@ -533,16 +552,26 @@ impl Core {
                 s.write(reply.body());
                 Ok(())
             }
-            Request::CheckWatches(w) => match self.watches.check(conn, &w.path, w.watcher_type) {
-                None => Err(ErrorCode::MarshallingError),
-                Some(false) => Err(ErrorCode::NoWatcher),
-                Some(true) => Ok(()),
-            },
-            Request::RemoveWatches(w) => match self.watches.remove(conn, &w.path, w.watcher_type) {
-                None => Err(ErrorCode::MarshallingError),
-                Some(false) => Err(ErrorCode::NoWatcher),
-                Some(true) => Ok(()),
-            },
+            Request::CheckWatches(w) => {
+                match self
+                    .watches
+                    .check(conn, &w.path, w.watcher_type, self.cfg.zookeeper_version)
+                {
+                    None => Err(ErrorCode::MarshallingError),
+                    Some(false) => Err(ErrorCode::NoWatcher),
+                    Some(true) => Ok(()),
+                }
+            }
+            Request::RemoveWatches(w) => {
+                match self
+                    .watches
+                    .remove(conn, &w.path, w.watcher_type, self.cfg.zookeeper_version)
+                {
+                    None => Err(ErrorCode::MarshallingError),
+                    Some(false) => Err(ErrorCode::NoWatcher),
+                    Some(true) => Ok(()),
+                }
+            }
             Request::SetWatches(w) => {
                 self.set_watches(conn, w.into(), out);
                 Ok(())
@@ -625,6 +654,14 @@ impl Core {
         // is never announced.
         if let Some(txn) = done {
             self.commit(txn, out);
+        }
+        if multi_read_of_writes && err == ErrorCode::MarshallingError.code() {
+            // A multiRead of writes only: ZooKeeper follows its MARSHALLINGERROR with an
+            // empty multi response (just the terminating header). With any read sub-op, and
+            // for a write multi, the error has no body.
+            let mut r = Reply::new();
+            r.body().extend_from_slice(&MULTI_TERMINATOR);
+            return Some((xid, zxid, r.finish_keeping_body(xid, zxid, err)));
         }
         Some((xid, zxid, reply.finish(xid, zxid, err)))
     }
@@ -797,22 +834,42 @@ impl Core {
         if ops.iter().any(MultiOp::is_read) {
             return Err(ErrorCode::MarshallingError);
         }
+        let version = self.cfg.zookeeper_version;
+        // 3.9 checks every create sub-op's flags before running any sub-op; 3.8 only when
+        // execution reaches the malformed one (an earlier failure hides it).
+        if version == crate::ZookeeperVersion::V3_9
+            && ops.iter().any(|op| match op {
+                MultiOp::Create(c) => multi_create(c, version).is_none(),
+                _ => false,
+            })
+        {
+            return Err(ErrorCode::MarshallingError);
+        }
         let mut txn = Txn::new(zxid, now, true);
         let mut results = Vec::with_capacity(ops.len());
         let mut failed = None;
         for (i, op) in ops.iter().enumerate() {
             let r = match op {
                 MultiOp::Create(c) => {
-                    let Some(c) = multi_create(c) else {
-                        // A TTL flag under a header without a ttl: the whole multi is
-                        // malformed, found when execution reaches this sub-op.
+                    // 3.9 answers with a Stat for headers 15 and 19 whatever the flags, 3.8
+                    // by the kind of node the flags made; both for containers and TTL nodes.
+                    let v39 = version == crate::ZookeeperVersion::V3_9;
+                    let header_stat = matches!(c.op, OpCode::Create2 | OpCode::CreateContainer);
+                    let Some(c) = multi_create(c, version) else {
+                        // A TTL flag under a header without a ttl (or, on 3.9, an unknown
+                        // flag): the whole multi is malformed, found when execution reaches
+                        // this sub-op.
                         self.rollback(txn);
                         return Err(ErrorCode::MarshallingError);
                     };
                     self.txn_create(&mut txn, sid, ids, &c, true)
                         .map(|created| {
-                            let stat = (created.extended || c.op != OpCode::Create)
-                                .then_some(created.stat);
+                            let by_kind = if v39 {
+                                header_stat
+                            } else {
+                                c.op != OpCode::Create
+                            };
+                            let stat = (created.extended || by_kind).then_some(created.stat);
                             MultiResult::Create {
                                 path: created.path,
                                 stat,

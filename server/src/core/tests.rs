@@ -70,8 +70,20 @@ const T0: i64 = 1_700_000_000_000;
 
 impl Harness {
     fn new() -> Harness {
+        Self::with_config(config())
+    }
+
+    /// A harness behaving as the given ZooKeeper release line.
+    fn release(version: crate::ZookeeperVersion) -> Harness {
+        Self::with_config(CoreConfig {
+            zookeeper_version: version,
+            ..config()
+        })
+    }
+
+    fn with_config(cfg: CoreConfig) -> Harness {
         Harness {
-            core: Core::new(config(), T0),
+            core: Core::new(cfg, T0),
             now: T0,
             out: Recorder::default(),
             xid: 0,
@@ -921,7 +933,7 @@ fn handshake_shapes_and_zxid_guard() {
 
 #[test]
 fn multi_create_kind_follows_the_flags() {
-    let mut h = Harness::new();
+    let mut h = Harness::release(crate::ZookeeperVersion::V3_8);
     let (c, sid, _) = h.session(30000);
     let sub = |op, path: &str, flags, ttl| {
         MultiOp::Create(Create {
@@ -983,6 +995,81 @@ fn multi_create_kind_follows_the_flags() {
     );
     let r: MultiResponse = f.decode();
     assert_eq!(r.0, vec![MultiResult::Error(-101), MultiResult::Error(-2)]);
+}
+
+/// As 3.9.3: every create sub-op is checked before any runs (a TTL flag without a ttl, or an
+/// unknown flag under header 1, 15 or 19, fails the whole multi whatever came before), headers
+/// 15 and 19 answer with a Stat whatever the flags, and a multiRead of writes only is refused
+/// with an empty multi body after the error.
+#[test]
+fn multi_on_3_9_checks_creates_first() {
+    let mut h = Harness::release(crate::ZookeeperVersion::V3_9);
+    let (c, _, _) = h.session(30000);
+    let sub = |op, path: &str, flags, ttl| {
+        MultiOp::Create(Create {
+            op,
+            path: path.into(),
+            data: None,
+            acl: Acl::open_unsafe(),
+            flags,
+            ttl,
+        })
+    };
+    let f = h.reply(
+        c,
+        &Request::Multi(vec![
+            sub(OpCode::CreateContainer, "/p", 0, -1),
+            sub(OpCode::CreateTtl, "/q", 0, 0),
+            sub(OpCode::Create2, "/r", 0, -1),
+        ]),
+    );
+    let r: MultiResponse = f.decode();
+    let stats: Vec<bool> =
+        r.0.iter()
+            .map(|x| matches!(x, MultiResult::Create { stat: Some(_), .. }))
+            .collect();
+    assert_eq!(stats, [true, false, true]);
+    for (op, flags) in [
+        (OpCode::Create, 5),
+        (OpCode::Create, 7),
+        (OpCode::Create2, 9),
+    ] {
+        let f = h.reply(
+            c,
+            &Request::Multi(vec![
+                sub(OpCode::Create, "/no/x", 0, -1),
+                sub(op, "/t", flags, -1),
+            ]),
+        );
+        assert_eq!(f.err, ErrorCode::MarshallingError.code(), "{op:?} {flags}");
+        assert!(f.body.is_empty());
+    }
+    let f = h.reply(
+        c,
+        &Request::Multi(vec![sub(OpCode::CreateTtl, "/t", 7, 100)]),
+    );
+    let r: MultiResponse = f.decode();
+    assert_eq!(
+        r.0,
+        vec![MultiResult::Error(ErrorCode::BadArguments.code())]
+    );
+    let check = MultiOp::Check(zkd_protocol::CheckVersionRequest {
+        path: "/p".into(),
+        version: -1,
+    });
+    let f = h.reply(c, &Request::MultiRead(vec![check.clone()]));
+    assert_eq!(f.err, ErrorCode::MarshallingError.code());
+    assert_eq!(
+        &f.body[..],
+        [0xff, 0xff, 0xff, 0xff, 1, 0xff, 0xff, 0xff, 0xff]
+    );
+    let read = MultiOp::GetData(zkd_protocol::PathWatchRequest {
+        path: "/p".into(),
+        watch: false,
+    });
+    let f = h.reply(c, &Request::MultiRead(vec![read, check]));
+    assert_eq!(f.err, ErrorCode::MarshallingError.code());
+    assert!(f.body.is_empty());
 }
 
 /// Notifications are filtered by the watcher's READ permission when the event fires:

@@ -429,12 +429,18 @@ impl Core {
         let zxid = self.next_zxid(now.mono);
         let mut txn = Txn::new(zxid, now, false);
         if let Some(session) = self.sessions.remove(sid) {
-            for p in &session.ephemerals {
-                let owned = self.tree.get(p).is_some_and(|n| n.owner == sid);
-                if owned {
-                    let parent = path::canonical(path::parent(p).unwrap_or("")).to_string();
-                    self.delete_node(&mut txn, p, &parent);
-                }
+            let mut owned: Vec<(&str, i64)> = session
+                .ephemerals
+                .iter()
+                .filter_map(|p| {
+                    let n = self.tree.get(p)?;
+                    (n.owner == sid).then_some((&**p, n.czxid))
+                })
+                .collect();
+            java_hash_set_order(&mut owned);
+            for (p, _) in owned {
+                let parent = path::canonical(path::parent(p).unwrap_or("")).to_string();
+                self.delete_node(&mut txn, p, &parent);
             }
         }
         let zxid = txn.zxid;
@@ -487,4 +493,34 @@ impl Core {
         let reapable = &self.reapable;
         self.ttl_touched.retain(|p, _| reapable.contains(p));
     }
+}
+
+/// Sorts a closed session's ephemerals (path, czxid) into the order ZooKeeper deletes them,
+/// and so notifies their watchers: it copies the session's `java.util.HashSet` of paths into
+/// a set sized for their count and walks it bucket by bucket. A path's bucket is its
+/// `String.hashCode`, spread as `HashMap` does, masked by the table size; within a bucket of
+/// the copy, paths keep the original set's order (its own buckets, at least 16 of them, then
+/// insertion, which is creation).
+pub(super) fn java_hash_set_order(paths: &mut [(&str, i64)]) {
+    fn spread(s: &str) -> u32 {
+        let h = s
+            .encode_utf16()
+            .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+        let h = h as u32;
+        h ^ (h >> 16)
+    }
+    let n = paths.len();
+    // The copy: HashMap's tableSizeFor((int) (n / 0.75 + 1)).
+    let copy = ((n as f64 / 0.75 + 1.0) as usize)
+        .next_power_of_two()
+        .max(1);
+    // The original grew from 16, doubling past three quarters full.
+    let mut original = 16usize;
+    while n > original * 3 / 4 {
+        original *= 2;
+    }
+    paths.sort_by_cached_key(|&(p, czxid)| {
+        let h = spread(p) as usize;
+        (h & (copy - 1), h & (original - 1), czxid)
+    });
 }

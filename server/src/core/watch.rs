@@ -6,6 +6,8 @@ use std::collections::{HashMap, HashSet};
 
 use zkd_protocol::{event_type, watcher_type};
 
+use crate::ZookeeperVersion;
+
 use super::herd::FiredKinds;
 use super::keyed::KeyedMap;
 use super::path;
@@ -541,31 +543,46 @@ impl Watches {
         kinds
     }
 
-    /// The kinds a checkWatches/removeWatches watcher type denotes; `None` if unknown.
-    fn kinds_for(watcher: i32) -> Option<Kinds> {
+    /// The kinds a checkWatches/removeWatches watcher type denotes; `None` if the release
+    /// line does not know it (3.8 knows no Persistent or PersistentRecursive, and its Any
+    /// covers every kind all the same).
+    fn kinds_for(watcher: i32, version: ZookeeperVersion) -> Option<Kinds> {
+        let persistent = version.persistent_watcher_types();
         Some(match watcher {
             watcher_type::CHILDREN => Kinds::of(&[WatchKind::Child]),
             watcher_type::DATA => Kinds::of(&[WatchKind::Data]),
             watcher_type::ANY => Kinds::of(&WatchKind::ALL),
-            watcher_type::PERSISTENT => Kinds::of(&[WatchKind::Persistent]),
-            watcher_type::PERSISTENT_RECURSIVE => Kinds::of(&[WatchKind::Recursive]),
+            watcher_type::PERSISTENT if persistent => Kinds::of(&[WatchKind::Persistent]),
+            watcher_type::PERSISTENT_RECURSIVE if persistent => Kinds::of(&[WatchKind::Recursive]),
             _ => return None,
         })
     }
 
     /// checkWatches: `None` for an unknown type, else whether a matching watch exists.
-    pub fn check(&self, conn: ConnId, path: &str, watcher: i32) -> Option<bool> {
+    pub fn check(
+        &self,
+        conn: ConnId,
+        path: &str,
+        watcher: i32,
+        version: ZookeeperVersion,
+    ) -> Option<bool> {
         Some(
             !self
                 .mask(conn, path)
-                .intersect(Self::kinds_for(watcher)?)
+                .intersect(Self::kinds_for(watcher, version)?)
                 .is_empty(),
         )
     }
 
     /// removeWatches: `None` for an unknown type, else whether anything was removed.
-    pub fn remove(&mut self, conn: ConnId, path: &str, watcher: i32) -> Option<bool> {
-        let kinds = Self::kinds_for(watcher)?;
+    pub fn remove(
+        &mut self,
+        conn: ConnId,
+        path: &str,
+        watcher: i32,
+        version: ZookeeperVersion,
+    ) -> Option<bool> {
+        let kinds = Self::kinds_for(watcher, version)?;
         Some(self.remove_kinds(conn, path, kinds))
     }
 
@@ -762,6 +779,7 @@ impl Watches {
 mod tests {
     use super::WatchKind::*;
     use super::*;
+    use crate::ZookeeperVersion::{V3_8, V3_9};
     use zkd_protocol::event_type::*;
 
     /// A watch table holding `watches` (connection, path, kind), and an empty list for the
@@ -781,7 +799,7 @@ mod tests {
         assert_eq!(out, [1, 2]);
         w.trigger(NODE_DATA_CHANGED, "/a", &mut out);
         assert_eq!(out, [2]);
-        assert_eq!(w.check(1, "/a", watcher_type::DATA), Some(false));
+        assert_eq!(w.check(1, "/a", watcher_type::DATA, V3_9), Some(false));
     }
 
     #[test]
@@ -802,7 +820,7 @@ mod tests {
         w.remove_conn(2);
         assert_eq!(w.data_on_children("/e"), 0);
         w.add(4, "/e/c", Data);
-        assert_eq!(w.remove(4, "/e/c", watcher_type::ANY), Some(true));
+        assert_eq!(w.remove(4, "/e/c", watcher_type::ANY, V3_9), Some(true));
         assert_eq!(w.data_on_children("/e"), 0);
         assert_eq!(w.check_consistency(), Ok(()));
     }
@@ -827,10 +845,10 @@ mod tests {
     #[test]
     fn removal_and_connection_cleanup() {
         let (mut w, mut out) = watching(&[(1, "/a", Child), (1, "/a", Recursive)]);
-        assert_eq!(w.remove(1, "/a", watcher_type::DATA), Some(false));
-        assert_eq!(w.remove(1, "/a", 9), None);
+        assert_eq!(w.remove(1, "/a", watcher_type::DATA, V3_9), Some(false));
+        assert_eq!(w.remove(1, "/a", 9, V3_9), None);
         assert_eq!(
-            w.remove(1, "/a", watcher_type::PERSISTENT_RECURSIVE),
+            w.remove(1, "/a", watcher_type::PERSISTENT_RECURSIVE, V3_9),
             Some(true)
         );
         w.remove_conn(1);
@@ -861,7 +879,7 @@ mod tests {
         assert_eq!(out, [1, 2]);
         assert_eq!(summary(&w), (2, 2, 2, 5));
         assert_eq!(w.check_consistency(), Ok(()));
-        assert_eq!(w.remove(3, "/d", watcher_type::ANY), Some(true));
+        assert_eq!(w.remove(3, "/d", watcher_type::ANY, V3_9), Some(true));
         assert_eq!(summary(&w), (1, 1, 1, 4));
         w.remove_conn(2);
         assert_eq!(summary(&w), (0, 0, 0, 2));
@@ -911,5 +929,18 @@ mod tests {
         assert!(w.by_conn[&3].paths.capacity() < 1000);
         assert!(w.paths.capacity() < 1000);
         assert_eq!(w.check_consistency(), Ok(()));
+    }
+
+    #[test]
+    fn release_3_8_knows_no_persistent_watcher_types_and_any_removes_them() {
+        let (mut w, _) = watching(&[(1, "/a", Persistent), (1, "/b", Recursive)]);
+        for t in [watcher_type::PERSISTENT, watcher_type::PERSISTENT_RECURSIVE] {
+            assert_eq!(w.check(1, "/a", t, V3_8), None);
+            assert_eq!(w.remove(1, "/b", t, V3_8), None);
+        }
+        assert_eq!(w.check(1, "/a", watcher_type::ANY, V3_8), Some(true));
+        assert_eq!(w.remove(1, "/a", watcher_type::ANY, V3_8), Some(true));
+        assert_eq!(w.remove(1, "/b", watcher_type::ANY, V3_8), Some(true));
+        assert_eq!(w.count(), 0);
     }
 }

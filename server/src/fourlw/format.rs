@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
 use super::report::{ConnectionInfo, FourLetterView, HostInfo};
-use super::{SESSIONLESS_CNXN_TIMEOUT_MS, VERSION};
+use super::SESSIONLESS_CNXN_TIMEOUT_MS;
 use crate::ensemble::MemberMode;
 
 /// The reply to a known word that is not whitelisted.
@@ -33,7 +33,8 @@ pub const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving 
 /// The first lines of `srvr` and `stat`: the version, and on a read-only member a line
 /// saying so.
 fn version_lines(view: &FourLetterView) -> String {
-    let mut s = format!("Zookeeper version: {VERSION}\n");
+    let version = view.conf.zookeeper_version.version_string();
+    let mut s = format!("Zookeeper version: {version}\n");
     if view
         .member
         .as_ref()
@@ -228,7 +229,7 @@ pub fn conf(view: &FourLetterView) -> String {
     s
 }
 
-pub fn envi(host: &HostInfo) -> String {
+pub fn envi(host: &HostInfo, version: crate::ZookeeperVersion) -> String {
     let mb = |v: Option<u64>| v.map_or_else(|| "<NA>".to_string(), |v| format!("{v}MB"));
     let used = host.memory_used_mb;
     let free = match (host.memory_max_mb, used) {
@@ -237,7 +238,7 @@ pub fn envi(host: &HostInfo) -> String {
     };
     let mut s = String::from("Environment:\n");
     let lines: [(&str, String); 18] = [
-        ("zookeeper.version", VERSION.to_string()),
+        ("zookeeper.version", version.version_string().to_string()),
         ("host.name", host.host_name.clone()),
         ("java.version", "<NA>".to_string()),
         ("java.vendor", "<NA>".to_string()),
@@ -445,7 +446,7 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::render;
+    use super::super::{render, VERSION};
     use super::*;
     use crate::core::report::ConnSessionReport;
     use crate::fourlw::report::{ConfInfo, ConnSession, ConnWatches, Latency, SessionInfo};
@@ -528,6 +529,7 @@ mod tests {
                 max_session_timeout_ms: 40_000,
                 max_frame_len: 0xFFFFF,
                 ttl_enabled: true,
+                zookeeper_version: crate::ZookeeperVersion::V3_9,
             },
             member: None,
             data_dir: None,
@@ -602,11 +604,20 @@ mod tests {
     }
 
     #[test]
-    fn version_parses_as_3_8_4() {
-        assert!(VERSION.starts_with("3.8.4-zkd-"));
+    fn version_follows_the_chosen_release_line() {
+        assert!(VERSION.starts_with("3.9.3-zkd-"));
         assert!(VERSION.ends_with(" UTC"));
         let digits: Vec<&str> = VERSION.split('-').next().unwrap_or("").split('.').collect();
-        assert_eq!(digits, ["3", "8", "4"]);
+        assert_eq!(digits, ["3", "9", "3"]);
+        let mut view = sample();
+        view.conf.zookeeper_version = crate::ZookeeperVersion::V3_8;
+        assert!(srvr(&view).starts_with("Zookeeper version: 3.8.4-zkd-"));
+        assert!(stat(&view).starts_with("Zookeeper version: 3.8.4-zkd-"));
+        assert!(mntr(&view, &HostInfo::default()).contains("zk_version\t3.8.4-zkd-"));
+        let envi_38 = envi(&HostInfo::default(), crate::ZookeeperVersion::V3_8);
+        assert!(envi_38.contains("\nzookeeper.version=3.8.4-zkd-"));
+        view.conf.zookeeper_version = crate::ZookeeperVersion::V3_9;
+        assert!(srvr(&view).starts_with("Zookeeper version: 3.9.3-zkd-"));
     }
 
     #[test]
@@ -793,7 +804,7 @@ mod tests {
             open_fds: Some(20),
             max_fds: Some(1024),
         };
-        let out = envi(&host);
+        let out = envi(&host, crate::ZookeeperVersion::V3_9);
         let keys: Vec<&str> = out
             .lines()
             .skip(1)

@@ -6,8 +6,8 @@
 
 use std::collections::HashMap;
 
-use super::monitor_keys::{ZERO_AVERAGES, ZERO_COUNTS};
-use super::{FourLetterView, HostInfo, VERSION};
+use super::monitor_keys::{ADDED_IN_3_9, ZERO_AVERAGES, ZERO_COUNTS};
+use super::{FourLetterView, HostInfo};
 use crate::core::Series;
 use crate::ensemble::MemberMode;
 use crate::net::latency::LatencySnapshot;
@@ -141,7 +141,10 @@ pub fn filled(view: &FourLetterView) -> Vec<(String, Metric)> {
 pub fn monitor(view: &FourLetterView, host: &HostInfo) -> Vec<(String, Metric)> {
     // `None`: a counted metric of [`filled`] (0 until counted), placed where ZooKeeper shows it.
     let own: [(&str, Option<Metric>); 26] = [
-        ("version", Some(Metric::Text(VERSION))),
+        (
+            "version",
+            Some(Metric::Text(view.conf.zookeeper_version.version_string())),
+        ),
         (
             "server_state",
             Some(Metric::Text(super::server_state(view))),
@@ -204,6 +207,16 @@ pub fn monitor(view: &FourLetterView, host: &HostInfo) -> Vec<(String, Metric)> 
     }
     for name in ZERO_AVERAGES {
         push(&mut out, name, Metric::Float(0.0));
+    }
+    if view.conf.zookeeper_version == crate::ZookeeperVersion::V3_9 {
+        for (name, average) in ADDED_IN_3_9 {
+            let zero = if average {
+                Metric::Float(0.0)
+            } else {
+                Metric::Int(0)
+            };
+            push(&mut out, name, zero);
+        }
     }
     for (name, v) in &counted {
         push(&mut out, name, *v);

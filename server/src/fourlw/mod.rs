@@ -16,13 +16,9 @@ use crate::core::Serving;
 pub use format::*;
 pub use report::*;
 
-/// The version every report shows. The `3.8.4` prefix is what clients and tools parse (kazoo's
-/// `server_version()` takes the digits before the first `-`).
-pub const VERSION: &str = concat!(
-    "3.8.4-zkd-",
-    env!("CARGO_PKG_VERSION"),
-    ", built on 2025-01-01 00:00 UTC"
-);
+/// The version the reports of a server behaving as the default release line (3.9) show; the
+/// one a server reports is its [`crate::ZookeeperVersion::version_string`].
+pub const VERSION: &str = crate::ZookeeperVersion::V3_9.version_string();
 
 /// ZooKeeper's default trace mask (`gtmk` on a fresh server).
 pub const DEFAULT_TRACE_MASK: i64 = 306;
@@ -192,7 +188,7 @@ pub fn render(
         return match word {
             W::Ruok => ruok(),
             W::Isro => "null".to_string(),
-            W::Envi => envi(host),
+            W::Envi => envi(host, view.conf.zookeeper_version),
             W::Gtmk | W::Stmk => trace_mask.to_string(),
             W::Hash => NOT_SERVING.to_string(),
             _ => format!("{NOT_SERVING}\n"),
@@ -211,7 +207,7 @@ pub fn render(
         W::Wchc => wchc(view),
         W::Wchp => wchp(view),
         W::Conf => conf(view),
-        W::Envi => envi(host),
+        W::Envi => envi(host, view.conf.zookeeper_version),
         W::Dirs => dirs(view),
         W::Mntr => mntr(view, host),
         W::Gtmk | W::Stmk => trace_mask.to_string(),

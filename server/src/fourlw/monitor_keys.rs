@@ -472,3 +472,18 @@ pub(crate) const ZERO_AVERAGES: [&str; 64] = [
     "avg_sync_processor_queue_flush_time_ms",
     "avg_write_commitproc_time_ms",
 ];
+
+/// The metrics ZooKeeper 3.9 adds for the AdminServer's `snapshot` and `restore` commands
+/// (zkd answers neither without authentication, so they stay 0): counters, then the
+/// `restore_time` summary field by field.
+pub(crate) const ADDED_IN_3_9: [(&str, bool); 9] = [
+    ("restore_error_count", false),
+    ("restore_rate_limited_count", false),
+    ("snapshot_error_count", false),
+    ("snapshot_rate_limited_count", false),
+    ("avg_restore_time", true),
+    ("min_restore_time", false),
+    ("max_restore_time", false),
+    ("cnt_restore_time", false),
+    ("sum_restore_time", false),
+];

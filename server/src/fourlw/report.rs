@@ -118,6 +118,8 @@ pub(crate) fn gather(
     }
     let extras = shared.extras.get();
     view.conf.secure_client_port = extras.and_then(|e| e.secure_port);
+    // Every word names the version, whatever else it gathered.
+    view.conf.zookeeper_version = shared.cfg.zookeeper_version;
     if needs.data_dir {
         view.data_dir = extras
             .and_then(|e| e.data_dir.as_ref())
@@ -206,6 +208,8 @@ fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &dyn NetFacts) {
         max_frame_len: net.max_frame_len(),
         secure_client_port: None,
         ttl_enabled: s.ttl_enabled,
+        // Set by `gather` for every word.
+        zookeeper_version: Default::default(),
     };
 }
 
@@ -466,6 +470,9 @@ pub struct ConfInfo {
     pub max_session_timeout_ms: i64,
     pub max_frame_len: usize,
     pub ttl_enabled: bool,
+    /// The ZooKeeper release line the server behaves as (its reported version); filled for
+    /// every word.
+    pub zookeeper_version: crate::ZookeeperVersion,
 }
 
 /// Facts about the host and process (`envi`, `mntr`), gathered by the network layer.

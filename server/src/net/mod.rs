@@ -123,6 +123,8 @@ pub(crate) struct NetConfig {
     pub(crate) tick_period_ms: i64,
     /// How long a connection may take to send its first complete frame.
     pub(crate) handshake_timeout: Duration,
+    /// The ZooKeeper release line the server behaves as (reports, AdminServer commands).
+    pub(crate) zookeeper_version: crate::ZookeeperVersion,
 }
 
 /// State shared by all tasks of one server.
@@ -330,6 +332,7 @@ impl Shared {
                 handshake_timeout: Duration::from_millis(
                     crate::fourlw::SESSIONLESS_CNXN_TIMEOUT_MS as u64,
                 ),
+                zookeeper_version: config.zookeeper_version,
             },
             input: Arc::new(input::InputBudget::new(config.max_total_input_bytes)),
             outbound: Arc::new(OutBudget::new(

@@ -57,6 +57,7 @@ public class ZkdTestingServer implements Closeable {
     private final Path binary;
     private final boolean manualClock;
     private final Integer tickTime;
+    private final String zookeeperVersion;
     private final List<String> extraArgs;
     private final Duration startupTimeout;
     private final Path tempDirectory;
@@ -96,6 +97,7 @@ public class ZkdTestingServer implements Closeable {
         this.binary = b.binary != null ? b.binary : ZkdBinary.find();
         this.manualClock = b.manualClock;
         this.tickTime = b.tickTime;
+        this.zookeeperVersion = b.zookeeperVersion;
         this.extraArgs = new ArrayList<>(b.extraArgs);
         this.startupTimeout = b.startupTimeout;
         this.requestedPort = b.port;
@@ -121,6 +123,7 @@ public class ZkdTestingServer implements Closeable {
         private int port;
         private boolean manualClock;
         private Integer tickTime;
+        private String zookeeperVersion;
         private final List<String> extraArgs = new ArrayList<>();
         private Path binary;
         private Path tempDirectory;
@@ -143,6 +146,19 @@ public class ZkdTestingServer implements Closeable {
         /** zkd's {@code --tick-time} in milliseconds. */
         public Builder tickTime(int ms) {
             this.tickTime = ms;
+            return this;
+        }
+
+        /**
+         * The ZooKeeper release line zkd behaves as, {@code "3.8"} or {@code "3.9"} (zkd's
+         * {@code --zookeeper-version}; its default is 3.9).
+         */
+        public Builder zookeeperVersion(String version) {
+            if (!"3.8".equals(version) && !"3.9".equals(version)) {
+                throw new IllegalArgumentException(
+                        "zookeeperVersion is 3.8 or 3.9, not " + version);
+            }
+            this.zookeeperVersion = version;
             return this;
         }
 
@@ -197,6 +213,9 @@ public class ZkdTestingServer implements Closeable {
         }
         if (tickTime != null) {
             Collections.addAll(cmd, "--tick-time", tickTime.toString());
+        }
+        if (zookeeperVersion != null) {
+            Collections.addAll(cmd, "--zookeeper-version", zookeeperVersion);
         }
         cmd.addAll(extraArgs);
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true)

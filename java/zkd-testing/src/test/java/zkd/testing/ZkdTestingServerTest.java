@@ -39,6 +39,7 @@ public final class ZkdTestingServerTest {
         test("protectedCreateSurvivesDropAfter", ZkdTestingServerTest::protectedCreateUnderDropAfter);
         test("closeStopsTheProcessAndFreesThePort", ZkdTestingServerTest::close);
         test("adminErrorsCarryStatus", ZkdTestingServerTest::adminErrors);
+        test("zookeeperVersionPicksTheRelease", ZkdTestingServerTest::zookeeperVersion);
         finish();
     }
 
@@ -277,6 +278,27 @@ public final class ZkdTestingServerTest {
             throw new AssertionError("port " + port + " still accepts connections");
         } catch (ConnectException expected) {
             // nothing listens any more
+        }
+    }
+
+    static void zookeeperVersion() throws Exception {
+        for (String version : new String[] {"3.8", "3.9"}) {
+            try (ZkdTestingServer server = ZkdTestingServer.builder()
+                    .zookeeperVersion(version).build()) {
+                String srvr;
+                try (Socket s = new Socket("127.0.0.1", server.getPort())) {
+                    s.getOutputStream().write("srvr".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+                    srvr = new String(s.getInputStream().readAllBytes(),
+                            java.nio.charset.StandardCharsets.US_ASCII);
+                }
+                check(srvr.startsWith("Zookeeper version: " + version + "."), "srvr: " + srvr);
+            }
+        }
+        try {
+            ZkdTestingServer.builder().zookeeperVersion("3.7");
+            throw new AssertionError("3.7 accepted");
+        } catch (IllegalArgumentException expected) {
+            // only 3.8 and 3.9
         }
     }
 
