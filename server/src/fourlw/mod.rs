@@ -16,12 +16,25 @@ pub use format::*;
 pub use report::*;
 
 /// The version every report shows. The `3.8.4` prefix is what clients and tools parse (kazoo's
-/// `server_version()` takes the digits before the first `-`).
+/// `server_version()` takes the digits before the first `-`); then, in ZooKeeper's
+/// `<version>-<revision>, built on <date> UTC` shape, zkd's version, commit and build date.
 pub const VERSION: &str = concat!(
     "3.8.4-zkd-",
     env!("CARGO_PKG_VERSION"),
-    ", built on 2025-01-01 00:00 UTC"
+    "-",
+    env!("ZKD_BUILD_COMMIT"),
+    ", built on ",
+    env!("ZKD_BUILD_DATE"),
+    " UTC"
 );
+
+/// The git commit this build was made from (`unknown` when built outside a checkout from an
+/// unrecorded source); recorded by the build script.
+pub const BUILD_COMMIT: &str = env!("ZKD_BUILD_COMMIT");
+
+/// When this build was made, `YYYY-MM-DD HH:MM` in UTC (`SOURCE_DATE_EPOCH` when the build
+/// set it); recorded by the build script.
+pub const BUILD_DATE: &str = env!("ZKD_BUILD_DATE");
 
 /// ZooKeeper's default trace mask (`gtmk` on a fresh server).
 pub const DEFAULT_TRACE_MASK: i64 = 306;
