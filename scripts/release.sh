@@ -84,6 +84,7 @@ if [ $want_tarball = 1 ]; then
     tar --sort=name --owner=0 --group=0 --numeric-owner \
         --mtime="@${SOURCE_DATE_EPOCH:-$(date +%s)}" -C "$DIST" -cf - "$name" \
         | gzip -n -9 >"$DIST/$name.tar.gz"
+    rm -rf "$stage"
     (cd "$DIST" && sha256sum "$name.tar.gz" >"$name.tar.gz.sha256")
     log "wrote target/dist/$name.tar.gz ($(du -k "$DIST/$name.tar.gz" | cut -f1) KiB) and .sha256"
 fi
@@ -93,9 +94,10 @@ if [ $want_wheel = 1 ]; then
         || fail "the wheel needs maturin for $PY (pip install maturin, or scripts/install-test-deps.sh)"
     rm -f "$DIST"/zkd-*.whl
     # Built in place with the installed maturin and the same profile and flags: cargo finds
-    # the binary just built and only packs it.
+    # the binary just built and only packs it. `--compatibility pypi`: the manylinux tag PyPI
+    # accepts (the static binary asks nothing of the system's glibc).
     "$PY" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "$DIST" \
-        --config-settings=build-args="--profile $PROFILE" ./python
+        --config-settings=build-args="--profile $PROFILE --compatibility pypi" ./python
     log "wrote target/dist/$(cd "$DIST" && ls zkd-*.whl)"
 fi
 if [ $want_jar = 1 ]; then

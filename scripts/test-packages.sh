@@ -65,7 +65,8 @@ dist() {
     deps=$(ldd "$bin" 2>&1 || true)
     case "$kind" in *"static-pie linked"* | *"statically linked"*) ;; *) log "FAIL: file: $kind"; exit 1 ;; esac
     case "$deps" in *"statically linked"* | *"not a dynamic executable"*) ;; *) log "FAIL: ldd: $deps"; exit 1 ;; esac
-    log "dist: file: ${kind%%,*}, ${kind#*, *, *, }; ldd: $(echo $deps)"
+    log "dist: file: $kind"
+    log "dist: ldd: $deps"
     "$PY" scripts/check-binary.py "$bin" --commit "$commit" --date "$built_on"
     if [ "$(id -u)" = 0 ]; then
         "$PY" scripts/check-binary.py "$bin" --commit "$commit" --date "$built_on" --chroot
