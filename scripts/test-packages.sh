@@ -22,10 +22,11 @@
 # JUnit 5 jars, kazoo). Environment: PYTHON (default python3), KAZOO_VERSION (2.11.0),
 # PYTEST_VERSION (9.2.0), ZKD_RELEASE_PROFILE (release; see scripts/release.sh).
 #
-# Time: the release build (fat LTO) is the long part, about 4 minutes from scratch on 2 cores
-# and nothing when target/ already holds it; the `cargo install` check builds with --debug
-# (no optimisation, no debug info) in target/packages/install-target, about 1.5 minutes from
-# scratch and seconds after.
+# Time: the release build (fat LTO) is the long part: 6.5 CPU-minutes from scratch (about 4
+# minutes on 2 idle cores), after a new commit only zkd-server, zkd and the final link; the
+# wheel and the jar reuse it. The `cargo install` check builds with --debug and no debug info
+# in target/packages/install-target: 3.7 CPU-minutes from scratch, after a new commit the
+# three zkd crates. The tests themselves take about 2 minutes (mostly the Java suites).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -110,9 +111,12 @@ rust_package() {
     cargo package --quiet -p zkd-protocol -p zkd-server -p zkd --allow-dirty --no-verify
     ls target/package/*.crate | sed 's/^/[test-packages]   /'
     # `cargo install` of the packaged zkd, offline; its path dependencies resolve to their
-    # packages (unpacked) instead of a registry that does not have them.
-    local crates=$WORK/crates root=$WORK/install
-    rm -rf "$crates" "$root" && mkdir -p "$crates"
+    # packages (unpacked outside this workspace) instead of a registry that lacks them.
+    local crates root
+    install_tmp=$(mktemp -d)
+    trap 'rm -rf "$install_tmp"' EXIT
+    crates=$install_tmp/crates root=$install_tmp/root
+    mkdir -p "$crates"
     for c in zkd-protocol zkd-server zkd; do
         tar -xzf "target/package/$c-$version.crate" -C "$crates"
     done
