@@ -15,8 +15,9 @@
 # toolchain or C libraries (see README.md for why glibc rather than musl).
 #
 # Environment:
-#   SOURCE_DATE_EPOCH   build date the binary reports and the tarball's file times (default:
-#                       the date of the checked-out commit, so a rebuild of a commit is the same)
+#   ZKD_BUILD_EPOCH     build date (seconds since 1970) the binary reports and the tarball's
+#                       file times (default: SOURCE_DATE_EPOCH if set, else the date of the
+#                       checked-out commit, so every build of a commit reports the same date)
 #   ZKD_RELEASE_PROFILE cargo profile (default: release, fat LTO, several minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,12 +45,13 @@ host=$(rustc -vV | sed -n 's/^host: //p')
 [ "$host" = x86_64-unknown-linux-gnu ] \
     || fail "builds the x86_64 Linux release only; this toolchain's host is $host"
 
-if [ -z "${SOURCE_DATE_EPOCH:-}" ] && git -C "$ROOT" rev-parse --verify -q HEAD >/dev/null 2>&1; then
-    SOURCE_DATE_EPOCH=$(git -C "$ROOT" log -1 --format=%ct HEAD)
+ZKD_BUILD_EPOCH=${ZKD_BUILD_EPOCH:-${SOURCE_DATE_EPOCH:-}}
+if [ -z "$ZKD_BUILD_EPOCH" ] && git -C "$ROOT" rev-parse --verify -q HEAD >/dev/null 2>&1; then
+    ZKD_BUILD_EPOCH=$(git -C "$ROOT" log -1 --format=%ct HEAD)
 fi
-if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then
-    export SOURCE_DATE_EPOCH
-    log "build date: $(date -u -d "@$SOURCE_DATE_EPOCH" '+%Y-%m-%d %H:%M') UTC (SOURCE_DATE_EPOCH)"
+if [ -n "$ZKD_BUILD_EPOCH" ]; then
+    export ZKD_BUILD_EPOCH
+    log "build date: $(date -u -d "@$ZKD_BUILD_EPOCH" '+%Y-%m-%d %H:%M') UTC (ZKD_BUILD_EPOCH)"
 fi
 if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
     log "note: the work tree has uncommitted changes; the binary names commit $(git -C "$ROOT" rev-parse --short HEAD)"
@@ -82,7 +84,7 @@ if [ $want_tarball = 1 ]; then
     install -m 0644 README.md LICENSE "$stage/"
     # Same inputs, same bytes: sorted names, fixed owners and times, no gzip time stamp.
     tar --sort=name --owner=0 --group=0 --numeric-owner \
-        --mtime="@${SOURCE_DATE_EPOCH:-$(date +%s)}" -C "$DIST" -cf - "$name" \
+        --mtime="@${ZKD_BUILD_EPOCH:-$(date +%s)}" -C "$DIST" -cf - "$name" \
         | gzip -n -9 >"$DIST/$name.tar.gz"
     rm -rf "$stage"
     (cd "$DIST" && sha256sum "$name.tar.gz" >"$name.tar.gz.sha256")

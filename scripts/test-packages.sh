@@ -38,10 +38,10 @@ WORK=$ROOT/target/packages
 log() { printf '[test-packages] %s\n' "$*"; }
 
 # The commit and build date the release binary must report (release.sh builds it with
-# SOURCE_DATE_EPOCH at the commit's date).
+# ZKD_BUILD_EPOCH at the commit's date).
 commit=$(git rev-parse HEAD)
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct HEAD)}
-built_on=$(date -u -d "@$SOURCE_DATE_EPOCH" '+%Y-%m-%d %H:%M')
+export ZKD_BUILD_EPOCH=${ZKD_BUILD_EPOCH:-${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct HEAD)}}
+built_on=$(date -u -d "@$ZKD_BUILD_EPOCH" '+%Y-%m-%d %H:%M')
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 released=0
 

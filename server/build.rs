@@ -3,9 +3,11 @@
 //!
 //! The commit is `git rev-parse HEAD` when this crate sits in its own checkout, else the one
 //! `cargo package` wrote into `.cargo_vcs_info.json`, else `unknown`. The date is
-//! `SOURCE_DATE_EPOCH` when set (reproducible builds; scripts/release.sh sets it to the
-//! commit's date), else the time this script ran: cargo reruns it when the sources, the
-//! manifest or the checked-out commit change.
+//! `ZKD_BUILD_EPOCH` (seconds since 1970) when set, else `SOURCE_DATE_EPOCH` (reproducible
+//! builds), else the time this script ran: cargo reruns it when the sources, the manifest or
+//! the checked-out commit change. scripts/release.sh sets `ZKD_BUILD_EPOCH` to the commit's
+//! date; a variable of zkd's own, because C build scripts (ring's, jemalloc's) rebuild when
+//! `SOURCE_DATE_EPOCH` changes, and a per-commit value would rebuild them for every commit.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,6 +18,7 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=Cargo.toml");
     println!("cargo:rerun-if-changed=src");
+    println!("cargo:rerun-if-env-changed=ZKD_BUILD_EPOCH");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
 
     let commit = git_commit(&manifest_dir)
@@ -23,16 +26,19 @@ fn main() {
         .unwrap_or_else(|| "unknown".to_string());
     println!("cargo:rustc-env=ZKD_BUILD_COMMIT={commit}");
 
-    let epoch = match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(value) => match value.trim().parse::<u64>() {
+    let fixed = ["ZKD_BUILD_EPOCH", "SOURCE_DATE_EPOCH"]
+        .into_iter()
+        .find_map(|name| std::env::var(name).ok().map(|value| (name, value)));
+    let epoch = match fixed {
+        Some((name, value)) => match value.trim().parse::<u64>() {
             Ok(secs) => secs,
             Err(_) => {
                 // A build that asked for a fixed date must not silently get another one.
-                eprintln!("SOURCE_DATE_EPOCH={value:?} is not a number of seconds");
+                eprintln!("{name}={value:?} is not a number of seconds since 1970");
                 std::process::exit(1);
             }
         },
-        Err(_) => SystemTime::now()
+        None => SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0),

@@ -32,8 +32,8 @@ pub const VERSION: &str = concat!(
 /// unrecorded source); recorded by the build script.
 pub const BUILD_COMMIT: &str = env!("ZKD_BUILD_COMMIT");
 
-/// When this build was made, `YYYY-MM-DD HH:MM` in UTC (`SOURCE_DATE_EPOCH` when the build
-/// set it); recorded by the build script.
+/// When this build was made, `YYYY-MM-DD HH:MM` in UTC (`ZKD_BUILD_EPOCH` or
+/// `SOURCE_DATE_EPOCH` when the build set one); recorded by the build script.
 pub const BUILD_DATE: &str = env!("ZKD_BUILD_DATE");
 
 /// ZooKeeper's default trace mask (`gtmk` on a fresh server).
