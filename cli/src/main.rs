@@ -14,6 +14,7 @@ mod snapshot;
 mod zoocfg;
 
 use std::process::ExitCode;
+use std::sync::LazyLock;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
@@ -39,8 +40,19 @@ enum Command {
     Datadir(datadir::DatadirArgs),
 }
 
+/// What `zkd --version` prints after the name: the version, the commit and the build date
+/// (the same commit and date the four-letter words and the admin reports show).
+static VERSION_LINE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{} (commit {}, built on {} UTC)",
+        env!("CARGO_PKG_VERSION"),
+        zkd_server::fourlw::BUILD_COMMIT,
+        zkd_server::fourlw::BUILD_DATE
+    )
+});
+
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    let matches = Cli::command().version(VERSION_LINE.as_str()).get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),

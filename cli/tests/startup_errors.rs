@@ -1,7 +1,14 @@
 //! Settings the binary refuses at start-up (exit code 2 and a sentence naming the problem),
-//! and `zkd ctl gen-certs`, which needs no server.
+//! what it says of its own build (`zkd --version`, `srvr`, `envi`), and `zkd ctl gen-certs`,
+//! which needs no server.
 
-use std::process::{Command, Output};
+mod common;
+
+use std::io::{BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Output, Stdio};
+
+use zkd_server::fourlw::{BUILD_COMMIT, BUILD_DATE};
 
 fn zkd(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_zkd"))
@@ -97,4 +104,96 @@ fn gen_certs_writes_and_keeps_certificates() {
     assert!(forced.status.success(), "{forced:?}");
     let ca_forced = std::fs::read_to_string(dir.path().join("ca.pem")).expect("ca.pem");
     assert_ne!(ca, ca_forced, "a new CA with --force");
+}
+
+/// Runs `cmd` and returns its trimmed standard output; panics when it fails.
+fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?}: {out:?}");
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_string()
+}
+
+/// `zkd --version`, `srvr` and `envi` name one commit and one build date: the commit checked
+/// out here and the date the build script recorded (between the commit's date and now, or
+/// `ZKD_BUILD_EPOCH` / `SOURCE_DATE_EPOCH` when the build set one), never a constant.
+#[test]
+fn version_names_commit_and_build_date() {
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let head = stdout_of(Command::new("git").args(["-C", repo, "rev-parse", "HEAD"]));
+    assert_eq!(BUILD_COMMIT, head, "the build names another commit");
+    let minute = |args: &[&str]| stdout_of(Command::new(args[0]).args(&args[1..]).env("TZ", "UTC"));
+    let commit_date = minute(&[
+        "git",
+        "-C",
+        repo,
+        "log",
+        "-1",
+        "--format=%cd",
+        "--date=format-local:%Y-%m-%d %H:%M",
+    ]);
+    let now = minute(&["date", "-u", "+%Y-%m-%d %H:%M"]);
+    // `YYYY-MM-DD HH:MM` orders as text does.
+    assert_eq!(BUILD_DATE.len(), "2026-01-01 00:00".len(), "{BUILD_DATE}");
+    let fixed = std::env::var("ZKD_BUILD_EPOCH").or_else(|_| std::env::var("SOURCE_DATE_EPOCH"));
+    match fixed {
+        Ok(epoch) => assert_eq!(
+            BUILD_DATE,
+            minute(&["date", "-u", "-d", &format!("@{epoch}"), "+%Y-%m-%d %H:%M"])
+        ),
+        Err(_) => assert!(
+            commit_date.as_str() <= BUILD_DATE && BUILD_DATE <= now.as_str(),
+            "build date {BUILD_DATE} is not between the commit's ({commit_date}) and now ({now})"
+        ),
+    }
+
+    let version = zkd(&["--version"]);
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout),
+        format!(
+            "zkd {} (commit {head}, built on {BUILD_DATE} UTC)\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
+        .args(["--port", "0", "--4lw-whitelist", "srvr,envi"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("zkd starts");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let addr = common::listening_addr(&mut out);
+    let ask = |word: &str| {
+        let mut conn = TcpStream::connect(addr).expect("connect");
+        conn.write_all(word.as_bytes()).expect("send");
+        let mut reply = String::new();
+        conn.read_to_string(&mut reply).expect("reply");
+        reply
+    };
+    let srvr = ask("srvr");
+    let envi = ask("envi");
+    let _ = child.kill();
+    let _ = child.wait();
+    // ZooKeeper's shape: `<version>-<revision>, built on <date> UTC`.
+    let build = format!(
+        "-zkd-{}-{head}, built on {BUILD_DATE} UTC",
+        env!("CARGO_PKG_VERSION")
+    );
+    let first = srvr.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("Zookeeper version: 3.") && first.ends_with(&build),
+        "srvr: {first:?}"
+    );
+    let line = envi
+        .lines()
+        .find(|l| l.starts_with("zookeeper.version="))
+        .unwrap_or_default();
+    assert_eq!(
+        line.strip_prefix("zookeeper.version="),
+        first.strip_prefix("Zookeeper version: "),
+        "envi: {envi}"
+    );
 }

@@ -12,6 +12,11 @@
 #   OUT           build directory (default: <repo>/target/zkd-testing)
 #   ZK_JAVA_LIB   directory holding zookeeper.jar, curator-*.jar, ... (default /usr/share/java)
 #   ZKD_BINARY    zkd binary the tests run (default: <repo>/target/debug/zkd)
+#   ZKD_TESTING_JAR  a release jar (scripts/package-java.sh) to test instead of the classes
+#                 just built: the tests then run from that jar alone, with no zkd on PATH and
+#                 neither ZKD_BINARY nor -Dzkd.binary, so the binary it carries is extracted
+#                 to a fresh cache; two JVMs start at the same time and one reuses the other's
+#                 copy, and a damaged copy is replaced
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -52,15 +57,67 @@ if ! JARS=$(bash "$ROOT/scripts/curator-classpath.sh"); then
     echo "$JARS" >&2
     exit 3
 fi
-CP="$OUT/zkd-testing.jar:$JARS"
+if [ -n "${ZKD_TESTING_JAR:-}" ]; then
+    [ -f "$ZKD_TESTING_JAR" ] || { echo "ZKD_TESTING_JAR=$ZKD_TESTING_JAR is not a file" >&2; exit 3; }
+    LIB_CP=$ZKD_TESTING_JAR
+else
+    LIB_CP="$OUT/zkd-testing.jar"
+fi
+CP="$LIB_CP:$JARS"
 javac -nowarn -d "$OUT/test-classes" -cp "$CP" $(find "$HERE/src/test/java" -name '*.java')
-export ZKD_BINARY=${ZKD_BINARY:-$ROOT/target/debug/zkd}
-[ -x "$ZKD_BINARY" ] || { echo "no zkd binary at $ZKD_BINARY (cargo build -p zkd)" >&2; exit 3; }
-for suite in ZkdTestingServerTest ZkdTestingClusterTest; do
-    timeout -k 10 300 java -XX:+UseSerialGC -cp "$OUT/test-classes:$CP" "zkd.testing.$suite"
-done
+JAVA=(timeout -k 10 300 java -XX:+UseSerialGC -cp "$OUT/test-classes:$CP")
+if [ -n "${ZKD_TESTING_JAR:-}" ]; then
+    # The jar alone: no zkd on PATH, no ZKD_BINARY, no -Dzkd.binary, an empty cache.
+    unset ZKD_BINARY
+    kept=()
+    IFS=: read -r -a dirs <<<"$PATH"
+    for dir in "${dirs[@]}"; do
+        [ -n "$dir" ] && [ ! -e "$dir/zkd" ] && kept+=("$dir")
+    done
+    PATH=$(IFS=:; echo "${kept[*]}")
+    export PATH
+    ! command -v zkd >/dev/null || { echo "zkd is still on PATH: $(command -v zkd)" >&2; exit 1; }
+    XDG_CACHE_HOME=$(mktemp -d)
+    export XDG_CACHE_HOME
+    trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
+    extracted="extracted the bundled zkd binary to $XDG_CACHE_HOME/zkd-testing/"
+    # The server suite and a second JVM start at the same time on the empty cache: exactly
+    # one extracts the binary, the other waits for it and reuses that copy.
+    "${JAVA[@]}" zkd.testing.ZkdTestingServerTest >"$OUT/suite.out" 2>&1 &
+    suite=$!
+    "${JAVA[@]}" zkd.testing.ZkdBinaryProbe >"$OUT/probe.out" 2>&1 &
+    probe=$!
+    suite_rc=0 probe_rc=0
+    wait $suite || suite_rc=$?
+    wait $probe || probe_rc=$?
+    cat "$OUT/suite.out" "$OUT/probe.out"
+    [ $suite_rc = 0 ] && [ $probe_rc = 0 ] || { echo "FAIL: suite exit $suite_rc, probe exit $probe_rc" >&2; exit 1; }
+    n=$(cat "$OUT/suite.out" "$OUT/probe.out" | grep -c -F "$extracted" || true)
+    [ "$n" = 1 ] || { echo "FAIL: the binary was extracted $n times by two JVMs starting together" >&2; exit 1; }
+    bin=$(sed -n 's/^binary //p' "$OUT/probe.out")
+    case "$bin" in
+        "$XDG_CACHE_HOME"/zkd-testing/*/zkd) ;;
+        *) echo "FAIL: the probe ran $bin, not the extracted binary" >&2; exit 1 ;;
+    esac
+    echo "PASS twoJvmsExtractOnce (one extraction to $bin, shared by both)"
+    # A damaged copy in the cache is found by its hash and replaced.
+    printf 'damaged' | dd of="$bin" bs=1 seek=4096 conv=notrunc status=none
+    "${JAVA[@]}" zkd.testing.ZkdBinaryProbe >"$OUT/probe.out" 2>&1 \
+        || { cat "$OUT/probe.out"; echo "FAIL: the probe failed on a damaged cache" >&2; exit 1; }
+    grep -q -F "$extracted" "$OUT/probe.out" \
+        || { cat "$OUT/probe.out"; echo "FAIL: a damaged copy was not replaced" >&2; exit 1; }
+    echo "PASS damagedCopyIsReplaced"
+    "${JAVA[@]}" zkd.testing.ZkdTestingClusterTest
+    JCP="$CP:$JUNIT_CP"
+else
+    export ZKD_BINARY=${ZKD_BINARY:-$ROOT/target/debug/zkd}
+    [ -x "$ZKD_BINARY" ] || { echo "no zkd binary at $ZKD_BINARY (cargo build -p zkd)" >&2; exit 3; }
+    for suite in ZkdTestingServerTest ZkdTestingClusterTest; do
+        "${JAVA[@]}" "zkd.testing.$suite"
+    done
+    JCP="$OUT/zkd-testing-junit5.jar:$CP:$JUNIT_CP"
+fi
 rm -rf "$OUT/junit5-test-classes" && mkdir -p "$OUT/junit5-test-classes"
-JCP="$OUT/zkd-testing-junit5.jar:$CP:$JUNIT_CP"
 javac -nowarn -d "$OUT/junit5-test-classes" -cp "$JCP" $(find "$HERE/src/junit5-test/java" -name '*.java')
 timeout -k 10 300 java -XX:+UseSerialGC -jar "$LIB/junit-platform-console-standalone.jar" \
     --disable-banner --disable-ansi-colors --fail-if-no-tests --details=tree \

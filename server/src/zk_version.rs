@@ -3,8 +3,9 @@
 
 use std::fmt;
 
-/// A version string as ZooKeeper prints it: the release the server behaves as, then zkd's own
-/// version and build date. Clients parse the digits before the first `-` (kazoo's
+/// A version string as ZooKeeper prints it (`<version>-<revision>, built on <date> UTC`): the
+/// release the server behaves as, then zkd's own version, the commit and the build date that
+/// the build script recorded. Clients parse the digits before the first `-` (kazoo's
 /// `server_version()`).
 macro_rules! version_string {
     ($release:literal) => {
@@ -12,7 +13,11 @@ macro_rules! version_string {
             $release,
             "-zkd-",
             env!("CARGO_PKG_VERSION"),
-            ", built on 2025-01-01 00:00 UTC"
+            "-",
+            env!("ZKD_BUILD_COMMIT"),
+            ", built on ",
+            env!("ZKD_BUILD_DATE"),
+            " UTC"
         )
     };
 }

@@ -20,6 +20,14 @@ pub use report::*;
 /// one a server reports is its [`crate::ZookeeperVersion::version_string`].
 pub const VERSION: &str = crate::ZookeeperVersion::V3_9.version_string();
 
+/// The git commit this build was made from (`unknown` when built outside a checkout from an
+/// unrecorded source); recorded by the build script.
+pub const BUILD_COMMIT: &str = env!("ZKD_BUILD_COMMIT");
+
+/// When this build was made, `YYYY-MM-DD HH:MM` in UTC (`ZKD_BUILD_EPOCH` or
+/// `SOURCE_DATE_EPOCH` when the build set one); recorded by the build script.
+pub const BUILD_DATE: &str = env!("ZKD_BUILD_DATE");
+
 /// ZooKeeper's default trace mask (`gtmk` on a fresh server).
 pub const DEFAULT_TRACE_MASK: i64 = 306;
 
