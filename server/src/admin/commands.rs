@@ -139,7 +139,9 @@ async fn command(
         return Ok(refusal);
     }
     let version = st.shared.cfg.zookeeper_version;
-    if let Some(cmd) = primary_name_in(&name, version).filter(|c| st.read_only && CHANGES_STATE.contains(c)) {
+    if let Some(cmd) =
+        primary_name_in(&name, version).filter(|c| st.read_only && CHANGES_STATE.contains(c))
+    {
         let body = json!({
             "command": cmd,
             "error": format!(
