@@ -224,11 +224,11 @@ fn zookeeper_in(base: &Path, extra: &[(&str, &str)]) -> Oracle {
         .expect("ZooKeeper starts")
 }
 
-/// ZooKeeper 3.8.0 in `base`: the data directories zkd loads come from 3.8.0 (zkd does not
-/// read the snapshots 3.9.3 writes yet; 3.9.3 reads zkd's).
-fn zookeeper_38_in(base: &Path, extra: &[(&str, &str)]) -> Oracle {
+/// ZooKeeper of release `version` in `base` (zkd loads the data directories of both: 3.9
+/// adds a last-processed-zxid record to its snapshots).
+fn zookeeper_release_in(version: ZookeeperVersion, base: &Path, extra: &[(&str, &str)]) -> Oracle {
     Launcher::new()
-        .version(ZookeeperVersion::V3_8)
+        .version(version)
         .cfg(extra)
         .start_in(base, None)
         .expect("ZooKeeper starts")
@@ -250,11 +250,17 @@ fn files(dir: &Path, prefix: &str) -> Vec<std::path::PathBuf> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn zookeeper_data_dir_loads_in_zkd() {
+    for version in [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9] {
+        zookeeper_data_dir_of_release_loads_in_zkd(version).await;
+    }
+}
+
+async fn zookeeper_data_dir_of_release_loads_in_zkd(version: ZookeeperVersion) {
     // A small snapCount makes ZooKeeper write several (fuzzy) snapshots between logs, so
     // loading exercises snapshots and log replay together.
     let base = tempfile::tempdir().unwrap();
     let data = base.path().join("data");
-    let zk = zookeeper_38_in(base.path(), &[("snapCount", "6")]);
+    let zk = zookeeper_release_in(version, base.path(), &[("snapCount", "6")]);
     let owner = populate(zk.addr()).await;
     let expected = dump(zk.addr()).await;
     drop(zk);
@@ -276,15 +282,21 @@ async fn zookeeper_data_dir_loads_in_zkd() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn zookeeper_snapshot_alone_loads_in_zkd() {
+    for version in [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9] {
+        zookeeper_snapshot_of_release_alone_loads_in_zkd(version).await;
+    }
+}
+
+async fn zookeeper_snapshot_of_release_alone_loads_in_zkd(version: ZookeeperVersion) {
     let base = tempfile::tempdir().unwrap();
     let data = base.path().join("data");
-    let zk = zookeeper_38_in(base.path(), &[]);
+    let zk = zookeeper_release_in(version, base.path(), &[]);
     let owner = populate(zk.addr()).await;
     let expected = dump(zk.addr()).await;
     drop(zk);
     drop(owner);
     // Restarting ZooKeeper replays its log and writes a snapshot of the result.
-    drop(zookeeper_38_in(base.path(), &[]));
+    drop(zookeeper_release_in(version, base.path(), &[]));
     for log in files(&data, "log.") {
         std::fs::remove_file(log).unwrap();
     }

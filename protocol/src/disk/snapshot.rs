@@ -5,7 +5,8 @@
 //! root (whose path is the empty string), each as path, data, ACL index and persisted Stat;
 //! the end marker path `"/"`; the Adler-32 of every byte so far and `"/"` again. A writer with
 //! tree digests enabled appends a digest record (zxid, digest version, digest) and a second
-//! checksum seal; the decoder accepts both forms.
+//! checksum seal; ZooKeeper 3.9 then appends the last processed zxid and a third seal. The
+//! decoder accepts every one of these forms.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -125,6 +126,9 @@ pub struct SnapshotImage {
     /// Parents before children, root first.
     pub nodes: Vec<SnapNode>,
     pub digest: Option<ZxidDigest>,
+    /// The last processed zxid ZooKeeper 3.9 records after the digest (with a seal of its
+    /// own); zkd's start takes the snapshot's zxid from its name, as 3.8 does.
+    pub last_processed_zxid: Option<i64>,
 }
 
 /// Why a snapshot could not be read, and the byte offset where that was found.
@@ -380,9 +384,11 @@ pub fn read_snapshot_from<R: std::io::Read>(
 
     r.seal()?;
 
-    // Optional digest record with its own seal. Anything else after the seal is an error:
-    // a file is either complete or damaged.
-    if r.left() > 0 {
+    // Optional digest record with its own seal, then (ZooKeeper 3.9) an optional record of the
+    // last processed zxid with its own seal: 8 bytes, then the 13-byte seal. Anything else
+    // after the seals is an error: a file is either complete or damaged.
+    const LAST_ZXID_RECORD: u64 = 8 + 8 + 4 + 1;
+    if r.left() > 0 && r.left() != LAST_ZXID_RECORD {
         let zxid = r.i64()?;
         let version = r.i32()?;
         let digest = if version < 2 {
@@ -397,6 +403,11 @@ pub fn read_snapshot_from<R: std::io::Read>(
             version,
             digest,
         });
+    }
+    if r.left() == LAST_ZXID_RECORD {
+        let zxid = r.i64()?;
+        r.seal()?;
+        image.last_processed_zxid = Some(zxid);
     }
     if r.left() > 0 {
         return Err(r.fail(format!("{} unexpected bytes after the end", r.left())));
@@ -418,6 +429,39 @@ mod tests {
         w.node("/a", Some(b"x"), 1, &stat);
         w.node("/a/b", None, OPEN_ACL_INDEX, &stat);
         w.finish()
+    }
+
+    /// Appends `record` and a checksum seal over everything before it, as ZooKeeper does.
+    fn sealed(bytes: Bytes, record: &[u8]) -> Bytes {
+        let mut buf = BytesMut::from(&bytes[..]);
+        buf.extend_from_slice(record);
+        let sum = Adler32::of(&buf);
+        buf.put_i64(i64::from(sum));
+        crate::jute::write_bytes(&mut buf, b"/");
+        buf.freeze()
+    }
+
+    #[test]
+    fn digest_and_last_processed_zxid_records_are_read() {
+        let mut digest = BytesMut::new();
+        digest.put_i64(7);
+        digest.put_i32(2);
+        digest.put_i64(0x1234);
+        let last = 9i64.to_be_bytes();
+        // 3.9 with digests on: digest record, then the last processed zxid.
+        let image = read_snapshot(sealed(sealed(sample(), &digest), &last)).expect("reads");
+        assert_eq!(image.digest.map(|d| (d.zxid, d.digest)), Some((7, 0x1234)));
+        assert_eq!(image.last_processed_zxid, Some(9));
+        // 3.9 with digests off: the last processed zxid alone.
+        let image = read_snapshot(sealed(sample(), &last)).expect("reads");
+        assert!(image.digest.is_none());
+        assert_eq!(image.last_processed_zxid, Some(9));
+        // A damaged third seal is damage.
+        let good = sealed(sealed(sample(), &digest), &last);
+        let mut bad = BytesMut::from(&good[..]);
+        let at = bad.len() - 6;
+        bad[at] ^= 1;
+        assert!(read_snapshot(bad.freeze()).is_err());
     }
 
     #[test]
