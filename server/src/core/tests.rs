@@ -931,20 +931,23 @@ fn handshake_shapes_and_zxid_guard() {
     assert!(h.take(conn).is_empty());
 }
 
+/// A create sub-op of a multi with opcode `op`, no data and the open ACL.
+fn multi_create(op: OpCode, path: &str, flags: i32, ttl: i64) -> MultiOp {
+    MultiOp::Create(Create {
+        op,
+        path: path.into(),
+        data: None,
+        acl: Acl::open_unsafe(),
+        flags,
+        ttl,
+    })
+}
+
 #[test]
 fn multi_create_kind_follows_the_flags() {
     let mut h = Harness::release(crate::ZookeeperVersion::V3_8);
     let (c, sid, _) = h.session(30000);
-    let sub = |op, path: &str, flags, ttl| {
-        MultiOp::Create(Create {
-            op,
-            path: path.into(),
-            data: None,
-            acl: Acl::open_unsafe(),
-            flags,
-            ttl,
-        })
-    };
+    let sub = multi_create;
     // Header 19 with an ordinary flag makes that kind; header 21 with a non-TTL flag ignores
     // its ttl; flag 4 makes a container under any header.
     let f = h.reply(
@@ -1005,16 +1008,7 @@ fn multi_create_kind_follows_the_flags() {
 fn multi_on_3_9_checks_creates_first() {
     let mut h = Harness::release(crate::ZookeeperVersion::V3_9);
     let (c, _, _) = h.session(30000);
-    let sub = |op, path: &str, flags, ttl| {
-        MultiOp::Create(Create {
-            op,
-            path: path.into(),
-            data: None,
-            acl: Acl::open_unsafe(),
-            flags,
-            ttl,
-        })
-    };
+    let sub = multi_create;
     let f = h.reply(
         c,
         &Request::Multi(vec![
