@@ -6,15 +6,8 @@
 use std::net::SocketAddr;
 
 use bytes::Bytes;
+use zkd_core::{AuthConfig, Core, CoreConfig, Handshake, Lag, RecordingOutbox};
 use zkd_protocol::{Acl, ConnectRequest, Create, OpCode, Request, SetDataRequest};
-use zkd_server::core::{AuthConfig, ConnId, Core, CoreConfig, Handshake, Lag, Outbox};
-
-struct Discard;
-
-impl Outbox for Discard {
-    fn send(&mut self, _: ConnId, _: Bytes) {}
-    fn close(&mut self, _: ConnId) {}
-}
 
 fn rss_bytes() -> u64 {
     let pid = std::process::id();
@@ -42,7 +35,8 @@ fn main() {
         auth: AuthConfig::default(),
     };
     let mut core = Core::new(cfg, 1_000);
-    let out = &mut Discard;
+    // Counts only: what the core sends must not add to the memory measured.
+    let out = &mut RecordingOutbox::counting();
     let addr: SocketAddr = "127.0.0.1:1".parse().expect("address");
     let conn = core.open_connection(addr, 1_000).expect("connection");
     let hello = ConnectRequest {
@@ -55,7 +49,12 @@ fn main() {
     assert_eq!(hs, Handshake::Established);
     let send = |core: &mut Core, req: Request| {
         let frame = req.to_frame(1);
-        core.request(conn, frame.slice(4..), 1_000, &mut Discard);
+        core.request(
+            conn,
+            frame.slice(4..),
+            1_000,
+            &mut RecordingOutbox::counting(),
+        );
     };
     let create = |path: String, data: Bytes| {
         Request::Create(Create {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
-use zkd_server::core::{Core, FixtureKind, TreeEntry};
+use zkd_core::{Core, FixtureKind, TreeEntry};
 use zkd_server::{fixture, Config};
 
 #[derive(Args, Debug)]

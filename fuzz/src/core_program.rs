@@ -22,13 +22,13 @@ use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use bytes::Bytes;
+use zkd_core::{ConnId, Core, CoreConfig, Handshake, Now, Recorded, RecordingOutbox};
 use zkd_protocol::{
     Acl, AddWatchRequest, AuthPacket, CheckVersionRequest, ConnectRequest, ConnectResponse, Create,
     DeleteRequest, Jute, MultiOp, OpCode, PathRequest, PathWatchRequest, Reader, ReconfigRequest,
     ReplyHeader, Request, SaslToken, SetAclRequest, SetDataRequest, SetWatches, SetWatches2,
     SyncRequest, WatchTypeRequest, WatcherEvent,
 };
-use zkd_server::core::{ConnId, Core, CoreConfig, Handshake, Now, Outbox};
 
 const MAX_CONNS: usize = 6;
 
@@ -283,7 +283,7 @@ impl<'a> Input<'a> {
     }
 }
 
-/// What the core sent, checked frame by frame as it arrives.
+/// What the core sent, checked frame by frame in the order it was sent.
 #[derive(Default)]
 struct Wire {
     /// Connections that have received their first frame (the ConnectResponse).
@@ -304,7 +304,24 @@ struct Wire {
     zxid_zero_xids: HashSet<(ConnId, i32)>,
 }
 
-impl Outbox for Wire {
+impl Wire {
+    /// Checks what `out` recorded during one core call, in order, and empties it.
+    fn check(&mut self, out: &mut RecordingOutbox) {
+        let mut frames = std::mem::take(&mut out.frames).into_iter();
+        for event in std::mem::take(&mut out.log) {
+            match event {
+                Recorded::Sent(conn) => {
+                    let (to, frame) = frames.next().expect("a frame for each send");
+                    assert_eq!(to, conn, "frames recorded in the order sent");
+                    self.send(conn, frame);
+                }
+                Recorded::Closed(conn) => self.close(conn),
+                Recorded::Delayed(..) => {}
+            }
+        }
+        out.clear();
+    }
+
     fn send(&mut self, conn: ConnId, frame: Bytes) {
         assert!(
             !self.closed.contains(&conn),
@@ -380,6 +397,8 @@ struct Harness {
     /// Connections the network layer holds (until their socket closes).
     open: Vec<ConnId>,
     established: HashSet<ConnId>,
+    /// What the core sends during a call, checked by `wire` after it.
+    out: RecordingOutbox,
     wire: Wire,
     next_xid: i32,
 }
@@ -405,6 +424,7 @@ impl Harness {
             skew: 0,
             open: Vec::new(),
             established: HashSet::new(),
+            out: RecordingOutbox::new(),
             wire: Wire::default(),
             next_xid: 0,
         }
@@ -438,12 +458,14 @@ impl Harness {
                 }
             }
             self.core
-                .request(conn, payload, self.clock(), &mut self.wire);
+                .request(conn, payload, self.clock(), &mut self.out);
+            self.wire.check(&mut self.out);
         } else {
-            match self
+            let shook = self
                 .core
-                .handshake(conn, payload, self.clock(), &mut self.wire)
-            {
+                .handshake(conn, payload, self.clock(), &mut self.out);
+            self.wire.check(&mut self.out);
+            match shook {
                 Handshake::Established => {
                     self.established.insert(conn);
                 }
@@ -519,7 +541,8 @@ impl Harness {
                 } else {
                     self.now += step as i64 * 8;
                 }
-                self.core.tick(self.clock(), &mut self.wire);
+                self.core.tick(self.clock(), &mut self.out);
+                self.wire.check(&mut self.out);
             }
             4 => {
                 if let Some(i) =
@@ -617,7 +640,8 @@ pub fn run(data: &[u8]) {
     }
     // Expiring every session leaves no ephemeral behind.
     h.now += 10_000;
-    h.core.tick(h.clock(), &mut h.wire);
+    h.core.tick(h.clock(), &mut h.out);
+    h.wire.check(&mut h.out);
     if let Err(e) = h.core.check_invariants() {
         panic!("invariant broken after every session expired: {e}");
     }

@@ -2,11 +2,13 @@
 
 #![forbid(unsafe_code)]
 
+/// The deterministic core, under the name the server's modules use for it.
+pub(crate) use zkd_core as core;
+
 #[cfg(feature = "admin")]
 mod admin;
 mod config;
 pub mod control;
-pub mod core;
 pub mod ensemble;
 #[cfg(feature = "json")]
 pub mod files;
@@ -15,7 +17,6 @@ pub mod fourlw;
 mod member_lag;
 mod net;
 mod persist;
-mod sasl_users;
 mod server;
 mod zk_version;
 
@@ -26,6 +27,6 @@ pub use config::{
 pub use net::ServerFailure;
 pub use persist::load::read_snapshot_file;
 pub use persist::{check_data_dir, DirCheck, SnapshotInfo};
-pub use sasl_users::SaslUsers;
 pub use server::Server;
-pub use zk_version::ZookeeperVersion;
+pub use zk_version::{version_string, VersionString};
+pub use zkd_core::{SaslUsers, ZookeeperVersion};

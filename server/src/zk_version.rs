@@ -1,12 +1,10 @@
-//! The Apache ZooKeeper release line zkd behaves as (`--zookeeper-version 3.8|3.9`) and every
-//! behaviour that differs between the two (docs/protocol.md, "ZooKeeper versions").
+//! The version string the server reports for the ZooKeeper release line it behaves as: the
+//! release, then zkd's own version, the commit and the build date the build script recorded.
 
-use std::fmt;
+use crate::ZookeeperVersion;
 
-/// A version string as ZooKeeper prints it (`<version>-<revision>, built on <date> UTC`): the
-/// release the server behaves as, then zkd's own version, the commit and the build date that
-/// the build script recorded. Clients parse the digits before the first `-` (kazoo's
-/// `server_version()`).
+/// A version string as ZooKeeper prints it (`<version>-<revision>, built on <date> UTC`).
+/// Clients parse the digits before the first `-` (kazoo's `server_version()`).
 macro_rules! version_string {
     ($release:literal) => {
         concat!(
@@ -22,71 +20,23 @@ macro_rules! version_string {
     };
 }
 
-/// The ZooKeeper release line a server behaves as. The two differ on the wire in the
-/// reported version, the notification header zxid, the WatcherType values removeWatches and
-/// checkWatches accept, and the AdminServer commands there are.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum ZookeeperVersion {
-    /// ZooKeeper 3.8 (compared with 3.8.0).
-    V3_8,
-    /// ZooKeeper 3.9, the current release line (compared with 3.9.3).
-    #[default]
-    V3_9,
-}
-
-impl ZookeeperVersion {
-    /// Both, oldest first.
-    pub const ALL: [ZookeeperVersion; 2] = [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9];
-
-    /// `3.8` or `3.9`, as the flag takes it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ZookeeperVersion::V3_8 => "3.8",
-            ZookeeperVersion::V3_9 => "3.9",
-        }
-    }
-
-    /// The version string `srvr`, `stat`, `envi`, `mntr` and the AdminServer report.
-    pub const fn version_string(self) -> &'static str {
-        match self {
-            ZookeeperVersion::V3_8 => version_string!("3.8.4"),
-            ZookeeperVersion::V3_9 => version_string!("3.9.3"),
-        }
-    }
-
-    /// The zxid in a notification's reply header for a change made with `zxid`: 3.9 sends the
-    /// change's zxid, 3.8 always -1.
-    pub fn notification_zxid(self, zxid: i64) -> i64 {
-        match self {
-            ZookeeperVersion::V3_8 => -1,
-            ZookeeperVersion::V3_9 => zxid,
-        }
-    }
-
-    /// Whether removeWatches and checkWatches take WatcherType Persistent (4) and
-    /// PersistentRecursive (5); 3.8 refuses them with MARSHALLINGERROR, and there its Any (3)
-    /// also removes persistent watches.
-    pub fn persistent_watcher_types(self) -> bool {
-        self == ZookeeperVersion::V3_9
+/// The version string `srvr`, `stat`, `envi`, `mntr` and the AdminServer report for `version`.
+pub const fn version_string(version: ZookeeperVersion) -> &'static str {
+    match version {
+        ZookeeperVersion::V3_8 => version_string!("3.8.4"),
+        ZookeeperVersion::V3_9 => version_string!("3.9.3"),
     }
 }
 
-impl fmt::Display for ZookeeperVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
+/// [`version_string`] as a method of [`ZookeeperVersion`].
+pub trait VersionString {
+    /// The version string the server reports when behaving as this release line.
+    fn version_string(self) -> &'static str;
 }
 
-impl std::str::FromStr for ZookeeperVersion {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "3.8" => Ok(ZookeeperVersion::V3_8),
-            "3.9" => Ok(ZookeeperVersion::V3_9),
-            other => Err(format!(
-                "{other:?} is not a ZooKeeper version zkd behaves as; expected 3.8 or 3.9"
-            )),
-        }
+impl VersionString for ZookeeperVersion {
+    fn version_string(self) -> &'static str {
+        version_string(self)
     }
 }
 
@@ -95,33 +45,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_both_and_refuses_others() {
-        assert_eq!("3.8".parse(), Ok(ZookeeperVersion::V3_8));
-        assert_eq!("3.9".parse(), Ok(ZookeeperVersion::V3_9));
-        assert!("3.7".parse::<ZookeeperVersion>().is_err());
-        assert!("3.9.3".parse::<ZookeeperVersion>().is_err());
-        assert_eq!(ZookeeperVersion::default(), ZookeeperVersion::V3_9);
-    }
-
-    #[test]
     fn version_strings_start_with_the_release() {
         for v in ZookeeperVersion::ALL {
             let s = v.version_string();
-            assert!(s.starts_with(&format!("{v}.")), "{s}");
-            assert!(s.contains("-zkd-"), "{s}");
+            assert!(s.starts_with(&format!("{}-zkd-", v.release())), "{s}");
             assert!(s.ends_with(" UTC"), "{s}");
         }
-        assert!(ZookeeperVersion::V3_9
-            .version_string()
-            .starts_with("3.9.3-zkd-"));
-        assert!(ZookeeperVersion::V3_8
-            .version_string()
-            .starts_with("3.8.4-zkd-"));
-    }
-
-    #[test]
-    fn notification_zxid_is_minus_one_on_3_8() {
-        assert_eq!(ZookeeperVersion::V3_8.notification_zxid(7), -1);
-        assert_eq!(ZookeeperVersion::V3_9.notification_zxid(7), 7);
+        assert!(version_string(ZookeeperVersion::V3_9).starts_with("3.9.3-zkd-"));
+        assert!(version_string(ZookeeperVersion::V3_8).starts_with("3.8.4-zkd-"));
     }
 }

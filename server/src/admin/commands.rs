@@ -22,6 +22,7 @@ use crate::ensemble::MemberMode;
 use crate::fourlw::metrics::Metric;
 use crate::fourlw::{self, FourLetterView, HostInfo, Needs};
 use crate::net::now_ms;
+use crate::VersionString;
 use crate::ZookeeperVersion;
 
 pub(crate) fn routes() -> Router<AdminState> {

@@ -8,6 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use super::report::{ConnectionInfo, FourLetterView, HostInfo};
 use super::SESSIONLESS_CNXN_TIMEOUT_MS;
 use crate::ensemble::MemberMode;
+use crate::VersionString;
 
 /// The reply to a known word that is not whitelisted.
 pub fn not_whitelisted(word: &str) -> String {

@@ -11,6 +11,7 @@ use super::{FourLetterView, HostInfo};
 use crate::core::Series;
 use crate::ensemble::MemberMode;
 use crate::net::latency::LatencySnapshot;
+use crate::VersionString;
 
 /// One metric's value as ZooKeeper types it.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -17,8 +17,8 @@ pub use format::*;
 pub use report::*;
 
 /// The version the reports of a server behaving as the default release line (3.9) show; the
-/// one a server reports is its [`crate::ZookeeperVersion::version_string`].
-pub const VERSION: &str = crate::ZookeeperVersion::V3_9.version_string();
+/// one a server reports is [`crate::version_string`] of its release line.
+pub const VERSION: &str = crate::version_string(crate::ZookeeperVersion::V3_9);
 
 /// The git commit this build was made from (`unknown` when built outside a checkout from an
 /// unrecorded source); recorded by the build script.

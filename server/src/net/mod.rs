@@ -176,18 +176,11 @@ impl std::fmt::Display for ServerFailure {
     }
 }
 
-/// Unwinding payload that stops the server from inside a core call without it being a
-/// panic: the transaction log sink raises it when a write cannot be made durable, before
-/// the reply to that write (or any notification of it) is queued.
-pub(crate) struct StopServing(pub String);
-
 impl std::error::Error for ServerFailure {}
 
 /// The text of a panic payload.
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(StopServing(s)) = payload.downcast_ref::<StopServing>() {
-        s.clone()
-    } else if let Some(s) = payload.downcast_ref::<&str>() {
+    if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {
         s.clone()
@@ -380,25 +373,27 @@ impl Shared {
         };
         match catch_unwind(AssertUnwindSafe(|| f(&mut guard))) {
             Ok(r) => {
+                if let Some(reason) = guard.core.stopped().map(str::to_string) {
+                    // The transaction log could not keep a write; the core queued nothing
+                    // more. The reason was logged where it arose.
+                    tracing::error!(
+                        connections = guard.conns.len(),
+                        "stopping: closing every connection"
+                    );
+                    self.poison(&mut guard, reason);
+                    return Err(CoreFailed);
+                }
                 self.check_deadline(&guard.core);
                 Ok(r)
             }
             Err(payload) => {
                 let message = panic_message(&*payload);
-                if payload.is::<StopServing>() {
-                    // The reason was logged where it arose.
-                    tracing::error!(
-                        connections = guard.conns.len(),
-                        "stopping: closing every connection"
-                    );
-                } else {
-                    tracing::error!(
-                        panic = %message,
-                        connections = guard.conns.len(),
-                        "a core call panicked: the core is poisoned; closing every connection \
-                         and stopping"
-                    );
-                }
+                tracing::error!(
+                    panic = %message,
+                    connections = guard.conns.len(),
+                    "a core call panicked: the core is poisoned; closing every connection \
+                     and stopping"
+                );
                 self.poison(&mut guard, message);
                 Err(CoreFailed)
             }

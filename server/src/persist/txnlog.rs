@@ -17,8 +17,7 @@ use zkd_protocol::disk::txnlog::{file_header, frame_entry};
 
 use super::datadir::{file_name, sync_dir};
 use crate::config::FsyncPolicy;
-use crate::core::TxnSink;
-use crate::net::StopServing;
+use crate::core::{StopServing, TxnSink};
 
 /// How often `batch` syncs the log when something was written.
 pub const BATCH_SYNC_INTERVAL: Duration = Duration::from_millis(100);
@@ -152,15 +151,13 @@ impl TxnLog {
 
 impl TxnSink for TxnLog {
     /// Appends one transaction. When it cannot be written (under every policy) or synced
-    /// (`always`), this unwinds with [`StopServing`]: the core call that committed the
-    /// transaction ends there, before its reply or notifications are queued, and the server
-    /// stops serving.
-    fn append(&mut self, zxid: i64, txn: Bytes) {
+    /// (`always`), this returns [`StopServing`]: the core queues nothing more (not the reply
+    /// to the transaction, nor its notifications), and the server stops serving.
+    fn append(&mut self, zxid: i64, txn: Bytes) -> Result<(), StopServing> {
         let error = {
             let mut st = self.lock();
             if let Some(earlier) = st.failed.clone() {
-                drop(st);
-                std::panic::resume_unwind(Box::new(StopServing(earlier)));
+                return Err(StopServing(earlier));
             }
             st.since_snapshot += 1;
             if st.since_snapshot == st.snap_count {
@@ -168,9 +165,11 @@ impl TxnSink for TxnLog {
             }
             Self::append_entry(&mut st, zxid, &txn).err()
         };
-        if let Some(e) = error {
-            let message = self.failure(&format!("write transaction 0x{zxid:x} to"), &e);
-            std::panic::resume_unwind(Box::new(StopServing(message)));
+        match error {
+            Some(e) => Err(StopServing(
+                self.failure(&format!("write transaction 0x{zxid:x} to"), &e),
+            )),
+            None => Ok(()),
         }
     }
 }

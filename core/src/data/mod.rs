@@ -1,0 +1,9 @@
+//! The data the core holds: the znode tree, its node slab, the shared ACL lists, the cache of
+//! encoded child lists, path rules and the keyed hashing of its tables.
+
+pub(crate) mod acl_table;
+pub(crate) mod children_cache;
+pub mod keyed;
+pub mod path;
+pub(crate) mod tree;
+pub(crate) mod tree_slab;

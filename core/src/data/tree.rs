@@ -1,0 +1,850 @@
+//! The in-memory znode tree: nodes with their exact Stat bookkeeping (docs/protocol.md, "Znodes").
+//!
+//! Nodes live in a slab of fixed-size chunks, addressed by `u32` index. A node stores its
+//! name (not its full path) together with its data in one allocation, its parent's index,
+//! its children as a linked list of indices, and its ACL as an index into a shared table.
+//! Paths are found through a hash table of indices keyed by the path's hash and checked by
+//! walking the name/parent links up to the root.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hashbrown::HashTable;
+use zkd_protocol::{Acl, Stat};
+
+use crate::data::acl_table::AclTable;
+use crate::data::children_cache::ChildrenCache;
+use crate::data::keyed::{path_hasher, PathHasher};
+use crate::data::path;
+use crate::data::tree_slab::{
+    child_indices, has_path, hash_path, hash_slot, sorted_children, Slab, Slot,
+};
+use crate::durability::snapshot_cow::CowSlot;
+
+/// Owner value marking a container node.
+pub const CONTAINER_OWNER: i64 = i64::MIN;
+/// Top byte marking a TTL node; the TTL sits in the low 40 bits.
+pub const TTL_MARKER: i64 = 0xFF00_0000_0000_0000u64 as i64;
+/// Largest TTL accepted (2^40 - 1 ms).
+pub const MAX_TTL: i64 = (1 << 40) - 1;
+
+/// What kind of node an owner value denotes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Persistent,
+    Ephemeral(i64),
+    Container,
+    Ttl(i64),
+}
+
+pub fn kind_of(owner: i64) -> NodeKind {
+    if owner == 0 {
+        NodeKind::Persistent
+    } else if owner == CONTAINER_OWNER {
+        NodeKind::Container
+    } else if owner & TTL_MARKER == TTL_MARKER {
+        NodeKind::Ttl(owner & MAX_TTL)
+    } else {
+        NodeKind::Ephemeral(owner)
+    }
+}
+
+/// A shared ACL list (most nodes share the same few lists).
+pub type AclList = Arc<[Acl]>;
+
+/// A node's Stat bookkeeping as the tree stores it (its ACL as an index into the tree's
+/// table of lists).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meta {
+    pub czxid: i64,
+    pub mzxid: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+    pub pzxid: i64,
+    /// Session id, container marker or TTL encoding; 0 for persistent nodes.
+    pub owner: i64,
+    pub version: i32,
+    pub aversion: i32,
+    /// Lifetime count of child creations (the visible cversion is derived from it).
+    pub child_creates: i32,
+    acl: u32,
+}
+
+impl Meta {
+    pub fn kind(&self) -> NodeKind {
+        kind_of(self.owner)
+    }
+
+    fn stat(&self, data_len: usize, num_children: u32) -> Stat {
+        let num_children = num_children as i32;
+        Stat {
+            czxid: self.czxid,
+            mzxid: self.mzxid,
+            ctime: self.ctime,
+            mtime: self.mtime,
+            version: self.version,
+            cversion: self
+                .child_creates
+                .wrapping_mul(2)
+                .wrapping_sub(num_children),
+            aversion: self.aversion,
+            ephemeral_owner: match self.kind() {
+                NodeKind::Ephemeral(s) => s,
+                _ => 0,
+            },
+            data_length: data_len as i32,
+            num_children,
+            pzxid: self.pzxid,
+        }
+    }
+}
+
+/// One znode as a value: what is inserted, and what is saved for rolling back a multi or
+/// for a snapshot in progress.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub data: Option<Bytes>,
+    pub acl: AclList,
+    pub czxid: i64,
+    pub mzxid: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+    pub version: i32,
+    pub aversion: i32,
+    pub pzxid: i64,
+    /// Lifetime count of child creations (the visible cversion is derived from it).
+    pub child_creates: i32,
+    /// Session id, container marker or TTL encoding; 0 for persistent nodes.
+    pub owner: i64,
+    /// Children when the copy was taken (the tree counts children itself: inserting or
+    /// restoring a node ignores this).
+    pub num_children: i32,
+}
+
+impl Node {
+    pub fn new(data: Option<Bytes>, acl: AclList, zxid: i64, time: i64, owner: i64) -> Node {
+        Node {
+            data,
+            acl,
+            czxid: zxid,
+            mzxid: zxid,
+            ctime: time,
+            mtime: time,
+            version: 0,
+            aversion: 0,
+            pzxid: zxid,
+            child_creates: 0,
+            owner,
+            num_children: 0,
+        }
+    }
+
+    fn meta(&self, acl: u32) -> Meta {
+        Meta {
+            czxid: self.czxid,
+            mzxid: self.mzxid,
+            ctime: self.ctime,
+            mtime: self.mtime,
+            pzxid: self.pzxid,
+            owner: self.owner,
+            version: self.version,
+            aversion: self.aversion,
+            child_creates: self.child_creates,
+            acl,
+        }
+    }
+
+    /// Its bookkeeping alone (with no ACL index).
+    pub fn bookkeeping(&self) -> Meta {
+        self.meta(0)
+    }
+
+    /// The Stat clients see.
+    pub fn stat(&self) -> Stat {
+        let len = self.data.as_ref().map_or(0, |d| d.len());
+        self.meta(0).stat(len, self.num_children.max(0) as u32)
+    }
+}
+
+/// A node as the tree holds it, borrowed: its bookkeeping (through `Deref`), ACL list and
+/// data.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeRef<'a> {
+    meta: &'a Meta,
+    pub acl: &'a AclList,
+    pub data: Option<&'a [u8]>,
+    num_children: u32,
+}
+
+impl Deref for NodeRef<'_> {
+    type Target = Meta;
+    fn deref(&self) -> &Meta {
+        self.meta
+    }
+}
+
+impl NodeRef<'_> {
+    /// The Stat clients see.
+    pub fn stat(&self) -> Stat {
+        self.meta
+            .stat(self.data.map_or(0, <[u8]>::len), self.num_children)
+    }
+
+    pub fn num_children(&self) -> usize {
+        self.num_children as usize
+    }
+
+    /// The data as an owned buffer (for a reply).
+    pub fn data_bytes(&self) -> Option<Bytes> {
+        self.data.map(Bytes::copy_from_slice)
+    }
+
+    /// An owned copy.
+    pub fn to_node(self) -> Node {
+        let m = self.meta;
+        Node {
+            data: self.data_bytes(),
+            acl: self.acl.clone(),
+            czxid: m.czxid,
+            mzxid: m.mzxid,
+            ctime: m.ctime,
+            mtime: m.mtime,
+            version: m.version,
+            aversion: m.aversion,
+            pzxid: m.pzxid,
+            child_creates: m.child_creates,
+            owner: m.owner,
+            num_children: self.num_children as i32,
+        }
+    }
+}
+
+/// No node (the end of a link).
+pub(crate) const NIL: u32 = u32::MAX;
+/// The root's index.
+pub(crate) const ROOT: u32 = 0;
+/// A path looked up once for a request: its hash, its parent's index and its node's index
+/// ([`NIL`] when there is no node), so later steps of the same request do not hash or walk
+/// the path again. Valid until the tree next changes.
+#[derive(Debug, Clone, Copy)]
+pub struct Located {
+    i: u32,
+    parent: u32,
+    h: u64,
+}
+
+/// All znodes.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    slab: Slab,
+    /// Node indices by the hash of their path.
+    index: HashTable<u32>,
+    hasher: PathHasher,
+    acls: AclTable,
+    data_bytes: u64,
+    /// While a snapshot is being written: the old versions of nodes it has yet to write.
+    pub(crate) cow: CowSlot,
+    /// Encoded child lists: a removed child is cut out of its cached list; an insert or a
+    /// restore drops the list.
+    children_enc: ChildrenCache,
+}
+
+impl Tree {
+    /// The initial tree of a fresh server (docs/protocol.md, "Initial tree").
+    pub fn new(open: AclList, read_only: AclList) -> Tree {
+        let empty = || Some(Bytes::new());
+        let mut tree = Tree::from_root(Node::new(empty(), open.clone(), 0, 0, 0));
+        for (path, acl) in [
+            ("/zookeeper", open.clone()),
+            ("/zookeeper/quota", open),
+            ("/zookeeper/config", read_only),
+        ] {
+            tree.insert(path, Node::new(empty(), acl, 0, 0, 0), 0, false);
+        }
+        if let Some(config) = tree.get_mut("/zookeeper/config") {
+            config.aversion = -1;
+        }
+        tree
+    }
+
+    /// A tree holding only `root`, to be filled with [`Tree::insert`] (loading from disk).
+    pub fn from_root(root: Node) -> Tree {
+        let mut tree = Tree {
+            slab: Slab::default(),
+            index: HashTable::new(),
+            hasher: path_hasher(),
+            acls: AclTable::default(),
+            data_bytes: 0,
+            cow: CowSlot::default(),
+            children_enc: ChildrenCache::default(),
+        };
+        let acl = tree.acls.acquire(&root.acl);
+        let i = tree
+            .slab
+            .alloc(Slot::new(root.meta(acl), "", root.data.as_deref(), NIL));
+        let h = hash_path(&tree.hasher, "/");
+        tree.index.insert_unique(h, i, |_| h);
+        tree.data_bytes = root.data.as_ref().map_or(0, |d| d.len()) as u64;
+        tree
+    }
+
+    fn find(&self, path: &str) -> Option<u32> {
+        self.find_hashed(path).map(|(i, _)| i)
+    }
+
+    /// The index of the node at `path` with the path's hash (hashed once, reused to unlink).
+    fn find_hashed(&self, path: &str) -> Option<(u32, u64)> {
+        let path = path::canonical(path);
+        if !path.starts_with('/') {
+            return None;
+        }
+        let h = hash_path(&self.hasher, path);
+        self.index
+            .find(h, |&i| has_path(&self.slab, i, path))
+            .map(|&i| (i, h))
+    }
+
+    /// The index of the child called `name` of the node at `parent`, given the hash `h` of
+    /// the child's path: a candidate is checked by its parent index and name alone.
+    fn find_child(&self, h: u64, parent: u32, name: &str) -> Option<u32> {
+        self.index
+            .find(h, |&i| {
+                let s = self.slab.at(i);
+                s.parent == parent && s.name_bytes() == name.as_bytes()
+            })
+            .copied()
+    }
+
+    /// Looks up the node at `path`.
+    pub fn locate(&self, path: &str) -> Option<Located> {
+        let (i, h) = self.find_hashed(path)?;
+        Some(Located {
+            i,
+            parent: self.slab.at(i).parent,
+            h,
+        })
+    }
+
+    /// Looks up `path`, a child path of the node `parent` was located at; the result also
+    /// says where a new node at `path` goes when there is none.
+    pub fn locate_child(&self, parent: &Located, path: &str) -> Located {
+        if path::canonical(path) == "/" {
+            // The root is its own literal parent (`/` has the parent path ``).
+            return self.locate(path).unwrap_or(*parent);
+        }
+        let h = hash_path(&self.hasher, path);
+        Located {
+            i: self
+                .find_child(h, parent.i, path::name(path))
+                .unwrap_or(NIL),
+            parent: parent.i,
+            h,
+        }
+    }
+
+    /// The parent of the node a lookup found (still there after that node is removed).
+    pub fn parent_at(&self, l: &Located) -> Option<NodeRef<'_>> {
+        (l.parent != NIL).then(|| self.view(l.parent))
+    }
+
+    /// The node a lookup found, if any.
+    pub fn at(&self, l: &Located) -> Option<NodeRef<'_>> {
+        (l.i != NIL).then(|| self.view(l.i))
+    }
+
+    fn view(&self, i: u32) -> NodeRef<'_> {
+        let s = self.slab.at(i);
+        NodeRef {
+            meta: &s.meta,
+            acl: self.acls.get(s.meta.acl),
+            data: s.data(),
+            num_children: s.num_children,
+        }
+    }
+
+    /// The full path of the node at `i`.
+    fn path_of(&self, mut i: u32) -> String {
+        let mut names = Vec::new();
+        while i != ROOT {
+            let s = self.slab.at(i);
+            names.push(s.name());
+            i = s.parent;
+        }
+        if names.is_empty() {
+            return "/".into();
+        }
+        let mut p = String::new();
+        for n in names.iter().rev() {
+            p.push('/');
+            p.push_str(n);
+        }
+        p
+    }
+
+    /// Every node with its path, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (String, NodeRef<'_>)> {
+        self.slab
+            .live()
+            .map(|(i, _)| (self.path_of(i), self.view(i)))
+    }
+
+    pub fn get(&self, path: &str) -> Option<NodeRef<'_>> {
+        self.find(path).map(|i| self.view(i))
+    }
+
+    /// The bookkeeping of the node at `path`, to change it.
+    pub fn get_mut(&mut self, path: &str) -> Option<&mut Meta> {
+        let path = path::canonical(path);
+        self.keep_old(path);
+        let i = self.find(path)?;
+        Some(&mut self.slab.at_mut(i).meta)
+    }
+
+    /// The Stat of the node at `path`.
+    pub fn stat(&self, path: &str) -> Option<Stat> {
+        self.get(path).map(|n| n.stat())
+    }
+
+    /// Every change to a node goes through here first: a snapshot being written keeps the
+    /// version it has yet to write.
+    fn keep_old(&mut self, path: &str) {
+        if self.cow.0.is_some() {
+            let current = self.get(path).map(|n| n.to_node());
+            if let Some(cow) = &mut self.cow.0 {
+                cow.before_change(path, current.as_ref());
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Approximate bytes of data and paths, as `mntr` reports.
+    pub fn approximate_data_size(&self) -> u64 {
+        self.data_bytes
+    }
+
+    /// Inserts `node` at `path` under its existing parent, bumping the parent's create counter
+    /// and pzxid when `count` is set (always, except for the initial tree). A node already
+    /// at `path` is replaced (its children stay). False when the parent does not exist.
+    pub fn insert(&mut self, path: &str, node: Node, zxid: i64, count: bool) -> bool {
+        let path = path::canonical(path);
+        let parent_path = path::canonical(path::parent(path).unwrap_or(""));
+        if path == "/" {
+            return self.overwrite(path, &node);
+        }
+        let Some(parent) = self.find(parent_path) else {
+            return false;
+        };
+        let h = hash_path(&self.hasher, path);
+        self.insert_under(parent, h, path, node, zxid, count)
+    }
+
+    /// Inserts `node` at `path` (hash `h`) where `at` says, counting it in the parent's
+    /// bookkeeping as [`Tree::insert`] does; `at` must come from [`Tree::locate_child`].
+    pub fn insert_located(&mut self, at: Located, path: &str, node: Node, zxid: i64) -> bool {
+        self.insert_under(at.parent, at.h, path, node, zxid, true)
+    }
+
+    fn insert_under(
+        &mut self,
+        parent: u32,
+        h: u64,
+        path: &str,
+        node: Node,
+        zxid: i64,
+        count: bool,
+    ) -> bool {
+        let parent_path = path::canonical(path::parent(path).unwrap_or(""));
+        self.keep_old(parent_path);
+        self.keep_old(path);
+        self.children_enc.invalidate(parent_path);
+        if count {
+            let p = &mut self.slab.at_mut(parent).meta;
+            p.child_creates = p.child_creates.wrapping_add(1);
+            p.pzxid = zxid;
+        }
+        if self.find_child(h, parent, path::name(path)).is_some() {
+            return self.overwrite(path, &node);
+        }
+        self.data_bytes += (path.len() + node.data.as_ref().map_or(0, |d| d.len())) as u64;
+        let acl = self.acls.acquire(&node.acl);
+        let slot = Slot::new(
+            node.meta(acl),
+            path::name(path),
+            node.data.as_deref(),
+            parent,
+        );
+        let i = self.slab.alloc(slot);
+        self.link(parent, i);
+        let scratch = std::cell::RefCell::new(Vec::new());
+        self.index.insert_unique(h, i, |&j| {
+            hash_slot(&self.slab, &self.hasher, j, &mut scratch.borrow_mut())
+        });
+        true
+    }
+
+    /// Replaces the bookkeeping, data and ACL of the node at `path` (its children stay).
+    /// False when there is no such node.
+    pub fn overwrite(&mut self, path: &str, node: &Node) -> bool {
+        let path = path::canonical(path);
+        self.keep_old(path);
+        let Some(i) = self.find(path) else {
+            return false;
+        };
+        let acl = self.acls.acquire(&node.acl);
+        let s = self.slab.at_mut(i);
+        let old_acl = s.meta.acl;
+        let old_len = s.data_len() as u64;
+        s.meta = node.meta(acl);
+        s.set_data(node.data.as_deref());
+        self.acls.release(old_acl);
+        let new_len = node.data.as_ref().map_or(0, |d| d.len()) as u64;
+        self.data_bytes = self.data_bytes.saturating_sub(old_len) + new_len;
+        true
+    }
+
+    fn link(&mut self, parent: u32, child: u32) {
+        let first = self.slab.at(parent).first_child;
+        {
+            let c = self.slab.at_mut(child);
+            c.prev = NIL;
+            c.next = first;
+        }
+        if first != NIL {
+            self.slab.at_mut(first).prev = child;
+        }
+        let p = self.slab.at_mut(parent);
+        p.first_child = child;
+        p.num_children += 1;
+    }
+
+    fn unlink(&mut self, child: u32) {
+        let (parent, prev, next) = {
+            let c = self.slab.at(child);
+            (c.parent, c.prev, c.next)
+        };
+        if prev != NIL {
+            self.slab.at_mut(prev).next = next;
+        } else {
+            self.slab.at_mut(parent).first_child = next;
+        }
+        if next != NIL {
+            self.slab.at_mut(next).prev = prev;
+        }
+        self.slab.at_mut(parent).num_children -= 1;
+    }
+
+    /// Indices of the children of the node at `i`, in no particular order.
+    fn child_indices(&self, i: u32) -> impl Iterator<Item = u32> + '_ {
+        child_indices(&self.slab, i)
+    }
+
+    /// Takes the node at `i` (path `path`, not the root) and everything below it out of the
+    /// tree; its parent's bookkeeping is left alone.
+    /// `h` is the hash of `path`.
+    fn detach(&mut self, i: u32, path: &str, h: u64) -> (Meta, AclList) {
+        let kids: Vec<String> = self
+            .child_indices(i)
+            .map(|c| path::join(path, self.slab.at(c).name()))
+            .collect();
+        for k in kids {
+            if let Some((c, hc)) = self.find_hashed(&k) {
+                self.keep_old(&k);
+                self.detach(c, &k, hc);
+            }
+        }
+        let (meta, data_len) = {
+            let s = self.slab.at(i);
+            (s.meta, s.data_len())
+        };
+        let acl = self.acls.get(meta.acl).clone();
+        self.unlink(i);
+        if let Ok(e) = self.index.find_entry(h, |&j| j == i) {
+            e.remove();
+        }
+        self.slab.release(i);
+        self.acls.release(meta.acl);
+        self.data_bytes = self
+            .data_bytes
+            .saturating_sub((path.len() + data_len) as u64);
+        self.children_enc.invalidate(path);
+        (meta, acl)
+    }
+
+    /// Removes the node at `path` (which must have no children) and updates its parent;
+    /// gives the removed node's bookkeeping and ACL list.
+    pub fn remove(&mut self, path: &str, zxid: i64) -> Option<(Meta, AclList)> {
+        if path == "/" {
+            return None;
+        }
+        let (i, h) = self.find_hashed(path)?;
+        self.remove_at(i, h, path, zxid)
+    }
+
+    /// [`Tree::remove`] of the node a lookup of `path` found.
+    pub fn remove_located(
+        &mut self,
+        at: Located,
+        path: &str,
+        zxid: i64,
+    ) -> Option<(Meta, AclList)> {
+        if at.i == NIL || at.i == ROOT {
+            return None;
+        }
+        self.remove_at(at.i, at.h, path, zxid)
+    }
+
+    fn remove_at(&mut self, i: u32, h: u64, path: &str, zxid: i64) -> Option<(Meta, AclList)> {
+        let parent = path::canonical(path::parent(path).unwrap_or(""));
+        self.keep_old(parent);
+        self.keep_old(path);
+        let p = self.slab.at(i).parent;
+        let node = self.detach(i, path, h);
+        self.children_enc.child_removed(parent, path::name(path));
+        self.slab.at_mut(p).meta.pzxid = zxid;
+        Some(node)
+    }
+
+    /// Replaces a node's data, keeping the size accounting right.
+    pub fn set_data(&mut self, path: &str, data: Option<Bytes>) -> Option<&mut Meta> {
+        let i = self.replace_data(path, data.as_deref())?;
+        Some(&mut self.slab.at_mut(i).meta)
+    }
+
+    /// Replaces the data of the node a lookup of `path` found, lets `update` change its
+    /// bookkeeping, and gives the node.
+    pub fn set_data_then(
+        &mut self,
+        at: &Located,
+        path: &str,
+        data: Option<&[u8]>,
+        update: impl FnOnce(&mut Meta),
+    ) -> Option<NodeRef<'_>> {
+        if at.i == NIL {
+            return None;
+        }
+        self.keep_old(path);
+        self.replace_data_at(at.i, data);
+        update(&mut self.slab.at_mut(at.i).meta);
+        Some(self.view(at.i))
+    }
+
+    fn replace_data(&mut self, path: &str, data: Option<&[u8]>) -> Option<u32> {
+        self.keep_old(path);
+        let i = self.find(path)?;
+        self.replace_data_at(i, data);
+        Some(i)
+    }
+
+    fn replace_data_at(&mut self, i: u32, data: Option<&[u8]>) {
+        let s = self.slab.at_mut(i);
+        let old = s.data_len() as u64;
+        let new = data.map_or(0, <[u8]>::len) as u64;
+        s.set_data(data);
+        self.data_bytes = self.data_bytes.saturating_sub(old) + new;
+    }
+
+    /// Replaces a node's ACL list.
+    pub fn set_acl(&mut self, path: &str, acl: &AclList) -> Option<&mut Meta> {
+        self.keep_old(path);
+        let i = self.find(path)?;
+        let new = self.acls.acquire(acl);
+        let s = self.slab.at_mut(i);
+        let old = std::mem::replace(&mut s.meta.acl, new);
+        self.acls.release(old);
+        Some(&mut self.slab.at_mut(i).meta)
+    }
+
+    /// Puts back a saved copy of a node (or removes it), for rolling back a failed multi.
+    /// Parents' bookkeeping is not touched (it is restored from their own saved copies);
+    /// restore removals deepest first and copies shallowest first, so every node finds its
+    /// parent.
+    pub fn restore(&mut self, path: &str, saved: Option<Node>) {
+        let path = path::canonical(path);
+        self.keep_old(path);
+        self.children_enc.invalidate(path);
+        match (self.find_hashed(path), saved) {
+            (Some(_), Some(n)) => {
+                self.overwrite(path, &n);
+            }
+            (Some((i, h)), None) if i != ROOT => {
+                self.children_enc
+                    .invalidate(path::canonical(path::parent(path).unwrap_or("")));
+                self.detach(i, path, h);
+            }
+            (None, Some(n)) => {
+                self.insert(path, n, 0, false);
+            }
+            _ => {}
+        }
+    }
+
+    /// The names of the children of the node at `path`, sorted; `None` if no such node.
+    pub fn children(&self, path: &str) -> Option<Vec<&str>> {
+        Some(sorted_children(&self.slab, self.find(path)?))
+    }
+
+    /// The child list of the node at `path` as a getChildren reply encodes it (count, then
+    /// each name, sorted), shared by every reply until the list changes; `None` if no such
+    /// node.
+    pub fn encoded_children(&mut self, path: &str) -> Option<Bytes> {
+        let path = path::canonical(path);
+        if let Some(b) = self.children_enc.cached(path) {
+            return Some(b);
+        }
+        let names = sorted_children(&self.slab, self.find(path)?);
+        let count = names.len();
+        let out = self
+            .children_enc
+            .encoded(path, count, names.iter().copied());
+        Some(out)
+    }
+
+    /// Every path, for invariant checks in tests.
+    #[cfg(test)]
+    pub fn nodes_for_tests(&self) -> Vec<String> {
+        self.iter().map(|(p, _)| p).collect()
+    }
+
+    /// Number of nodes strictly below `path`.
+    pub fn descendants(&self, path: &str) -> i32 {
+        let Some(i) = self.find(path) else { return 0 };
+        let mut count = 0i32;
+        let mut stack: Vec<u32> = self.child_indices(i).collect();
+        while let Some(c) = stack.pop() {
+            count = count.saturating_add(1);
+            stack.extend(self.child_indices(c));
+        }
+        count
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::tree_slab::CHUNK;
+
+    fn tree() -> Tree {
+        let open: AclList = Arc::from(Acl::open_unsafe());
+        let read: AclList = Arc::from(vec![Acl::new(1, "world", "anyone")]);
+        Tree::new(open, read)
+    }
+
+    fn node(t: &Tree, data: Option<&str>) -> Node {
+        let acl = t.get("/").map(|n| n.acl.clone()).unwrap();
+        Node::new(
+            data.map(|d| Bytes::copy_from_slice(d.as_bytes())),
+            acl,
+            1,
+            1,
+            0,
+        )
+    }
+
+    #[test]
+    fn paths_children_and_slots_across_many_chunks() {
+        let mut t = tree();
+        assert!(t.insert("/p", node(&t, None), 1, true));
+        let names: Vec<String> = (0..3 * CHUNK)
+            .map(|i| format!("c{}", i * 7919 % 10007))
+            .collect();
+        for n in &names {
+            let data = n.clone();
+            assert!(t.insert(&format!("/p/{n}"), node(&t, Some(&data)), 2, true));
+        }
+        let mut sorted: Vec<&str> = names.iter().map(String::as_str).collect();
+        sorted.sort();
+        assert_eq!(t.children("/p").unwrap(), sorted);
+        for n in names.iter().step_by(2) {
+            let data = t.get(&format!("/p/{n}")).unwrap().data_bytes();
+            assert_eq!(data.as_deref(), Some(n.as_bytes()));
+            assert_eq!(t.remove(&format!("/p/{n}"), 3).unwrap().0.pzxid, 1);
+        }
+        for n in names.iter().step_by(4) {
+            assert!(t.insert(&format!("/p/{n}"), node(&t, Some("x")), 4, true));
+        }
+        let slots = t.slab.chunks.iter().map(Vec::len).sum::<usize>();
+        assert_eq!(slots, 4 + 1 + names.len(), "removed slots are reused");
+        let expected: Vec<&str> = sorted
+            .iter()
+            .copied()
+            .filter(|n| {
+                let i = names.iter().position(|m| m == n).unwrap();
+                i % 2 == 1 || i % 4 == 0
+            })
+            .collect();
+        assert_eq!(t.children("/p").unwrap(), expected);
+        for (i, n) in names.iter().enumerate() {
+            let data = t.get(&format!("/p/{n}")).map(|n| n.data_bytes());
+            match i % 4 {
+                0 => assert_eq!(data, Some(Some(Bytes::from("x")))),
+                2 => assert_eq!(data, None),
+                _ => assert_eq!(data, Some(Some(Bytes::from(n.clone())))),
+            }
+        }
+        let stat = t.stat("/p").unwrap();
+        assert_eq!(stat.num_children as usize, expected.len());
+        assert_eq!(
+            stat.cversion,
+            2 * (names.len() + names.len() / 4) as i32 - stat.num_children
+        );
+        assert_eq!(t.descendants("/"), t.len() as i32 - 1);
+        assert_eq!(t.len(), 5 + expected.len());
+        assert!(t.get("/p/").is_none() && t.get("p").is_none() && t.get("/p//c0").is_none());
+        let size: u64 = t
+            .iter()
+            .map(|(p, n)| (if p == "/" { 0 } else { p.len() }) + n.data.map_or(0, <[u8]>::len))
+            .map(|b| b as u64)
+            .sum();
+        assert_eq!(t.approximate_data_size(), size);
+    }
+
+    #[test]
+    fn null_and_empty_data_stay_apart_and_acl_lists_are_counted() {
+        let mut t = tree();
+        t.insert("/n", node(&t, None), 1, true);
+        t.insert("/e", node(&t, Some("")), 1, true);
+        assert_eq!(t.get("/n").unwrap().data, None);
+        assert_eq!(t.get("/e").unwrap().data, Some(&b""[..]));
+        assert_eq!(t.acls.lists_in_use(), 2);
+        let own: AclList = Arc::from(vec![Acl::new(31, "digest", "u:x")]);
+        t.set_acl("/n", &own).unwrap().aversion = 1;
+        assert_eq!(t.acls.lists_in_use(), 3);
+        t.set_data("/n", Some(Bytes::from("v"))).unwrap().version = 1;
+        let n = t.get("/n").unwrap();
+        assert_eq!(
+            (n.data, &n.acl[..], n.version, n.aversion),
+            (Some(&b"v"[..]), &own[..], 1, 1)
+        );
+        t.remove("/n", 2);
+        assert_eq!(t.acls.lists_in_use(), 2, "the list went with its last node");
+    }
+
+    #[test]
+    fn restoring_saved_copies_puts_back_the_tree() {
+        let mut t = tree();
+        t.insert("/a", node(&t, Some("a")), 1, true);
+        let before: Vec<(String, Stat)> = t.iter().map(|(p, n)| (p, n.stat())).collect();
+        let saved: Vec<(String, Option<Node>)> = ["/", "/a", "/a/b", "/a/b/c"]
+            .iter()
+            .map(|p| (p.to_string(), t.get(p).map(|n| n.to_node())))
+            .collect();
+        t.insert("/a/b", node(&t, None), 5, true);
+        t.insert("/a/b/c", node(&t, None), 5, true);
+        t.set_data("/a", None);
+        // Removals deepest first, then copies shallowest first (as a rollback does).
+        for (p, n) in saved.iter().rev().filter(|(_, n)| n.is_none()) {
+            t.restore(p, n.clone());
+        }
+        for (p, n) in saved.iter().filter(|(_, n)| n.is_some()) {
+            t.restore(p, n.clone());
+        }
+        let after: Vec<(String, Stat)> = t.iter().map(|(p, n)| (p, n.stat())).collect();
+        assert_eq!(after, before);
+        assert_eq!(t.get("/a").unwrap().data, Some(&b"a"[..]));
+        assert_eq!(t.len(), 5);
+    }
+}

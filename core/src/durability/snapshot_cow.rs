@@ -1,0 +1,258 @@
+//! Snapshots taken while the core keeps serving: a [`SnapshotJob`] writes the tree as it
+//! was at one zxid, a slice of nodes per call, and requests run between the slices. Before
+//! the core changes a node the job has not written yet, the tree hands the node's old
+//! version to the job's [`CowLog`] (copy on write), so the file holds exactly the state at
+//! the job's zxid however the tree changes meanwhile.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use zkd_protocol::disk::snapshot::SnapshotWriter;
+use zkd_protocol::Acl;
+
+use crate::data::tree::{AclList, Node};
+use crate::durability::snapshot::persisted;
+use crate::{data::path, Core};
+
+/// The order a snapshot lists nodes in: depth first from the root, siblings by name. A
+/// path's components compared one by one, so a parent comes right before its subtree.
+pub fn walk_order(a: &str, b: &str) -> Ordering {
+    let parts = |p| str::split(p, '/').filter(|c: &&str| !c.is_empty());
+    parts(a).cmp(parts(b))
+}
+
+/// Where the tree keeps the [`CowLog`] of a snapshot in progress. A copy of the tree (a
+/// replica) is not part of that snapshot, so it starts with an empty slot.
+#[derive(Debug, Default)]
+pub struct CowSlot(pub Option<Box<CowLog>>);
+
+impl Clone for CowSlot {
+    fn clone(&self) -> CowSlot {
+        CowSlot(None)
+    }
+}
+
+/// The old versions a snapshot in progress still needs, kept by the tree.
+#[derive(Debug, Default)]
+pub struct CowLog {
+    job: u64,
+    /// The last path written, in [`walk_order`]; changes at or before it need no copy.
+    written: Option<String>,
+    /// The version at the job's zxid of each node changed since, before the job wrote it:
+    /// `None` when the node did not exist then.
+    saved: HashMap<Box<str>, Option<Node>>,
+    /// Per parent, names of children that existed at the job's zxid and have been changed
+    /// (removed ones among them): the live child set no longer lists removed ones.
+    changed_children: HashMap<Box<str>, Vec<Box<str>>>,
+}
+
+impl CowLog {
+    /// Called by the tree before it changes (or creates, or removes) the node at `path`;
+    /// `current` is the node as it is now.
+    pub fn before_change(&mut self, path: &str, current: Option<&Node>) {
+        if self.saved.contains_key(path) || self.is_written(path) {
+            return;
+        }
+        if current.is_some() && path != "/" {
+            let parent = path::canonical(path::parent(path).unwrap_or(""));
+            self.changed_children
+                .entry(parent.into())
+                .or_default()
+                .push(path::name(path).into());
+        }
+        self.saved.insert(path.into(), current.cloned());
+    }
+
+    fn is_written(&self, path: &str) -> bool {
+        self.written
+            .as_deref()
+            .is_some_and(|w| walk_order(path, w) != Ordering::Greater)
+    }
+
+    /// Old versions held right now (for the log line and tests).
+    pub fn held(&self) -> usize {
+        self.saved.len()
+    }
+}
+
+/// A snapshot being written; see the module comment. Made by [`Core::begin_snapshot`].
+pub struct SnapshotJob {
+    id: u64,
+    zxid: i64,
+    writer: Option<SnapshotWriter>,
+    /// Paths still to write, the next on top.
+    stack: Vec<String>,
+    /// ACL index per list seen (by address; the list is held so the address stays its own).
+    by_ptr: HashMap<usize, (i64, AclList)>,
+    by_content: HashMap<Bytes, i64>,
+    lists: Vec<(i64, AclList)>,
+    written: u64,
+    most_held: usize,
+}
+
+impl SnapshotJob {
+    /// The zxid whose state the snapshot holds.
+    pub fn zxid(&self) -> i64 {
+        self.zxid
+    }
+
+    /// Nodes written so far.
+    pub fn nodes_written(&self) -> u64 {
+        self.written
+    }
+
+    /// The file's bytes, once [`Core::snapshot_step`] said [`Step::Done`]: the ACL cache and
+    /// the checksum over the whole file, which takes time proportional to the file, so it
+    /// is done without holding the core. `None` before then.
+    pub fn finish(&mut self) -> Option<Bytes> {
+        if !self.stack.is_empty() {
+            return None;
+        }
+        let mut writer = self.writer.take()?;
+        writer.acl_cache(self.lists.iter().map(|(i, a)| (*i, &a[..])));
+        Some(writer.finish())
+    }
+
+    /// The most old node versions kept at once for this job.
+    pub fn most_copies_held(&self) -> usize {
+        self.most_held
+    }
+
+    fn acl_index(&mut self, acl: &AclList) -> i64 {
+        let ptr = Arc::as_ptr(acl) as *const Acl as usize;
+        if let Some((i, _)) = self.by_ptr.get(&ptr) {
+            return *i;
+        }
+        let key = zkd_protocol::to_bytes(&acl.to_vec());
+        let next = self.lists.len() as i64 + 1;
+        let lists = &mut self.lists;
+        let index = *self.by_content.entry(key).or_insert_with(|| {
+            lists.push((next, acl.clone()));
+            next
+        });
+        self.by_ptr.insert(ptr, (index, acl.clone()));
+        index
+    }
+}
+
+/// What one call of [`Core::snapshot_step`] left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// More nodes to write.
+    More,
+    /// Every node is written: [`SnapshotJob::finish`] makes the file, without the core.
+    Done,
+}
+
+impl Core {
+    /// Starts a snapshot of the state as it is now (sessions, zxid, tree). The tree is then
+    /// written by [`Core::snapshot_step`], between requests; a job started later replaces
+    /// this one.
+    pub fn begin_snapshot(&mut self) -> SnapshotJob {
+        let id = self.tree.cow.0.as_ref().map_or(0, |c| c.job) + 1;
+        self.tree.cow.0 = Some(Box::new(CowLog {
+            job: id,
+            ..CowLog::default()
+        }));
+        let mut writer = SnapshotWriter::new(-1);
+        let mut sessions: Vec<(i64, i32)> = self
+            .sessions
+            .iter()
+            .map(|s| (s.id, s.timeout_ms.clamp(0, i64::from(i32::MAX)) as i32))
+            .collect();
+        sessions.sort_unstable();
+        writer.sessions(&sessions);
+        SnapshotJob {
+            id,
+            zxid: self.zxid,
+            writer: Some(writer),
+            stack: vec!["/".to_string()],
+            by_ptr: HashMap::new(),
+            by_content: HashMap::new(),
+            lists: Vec::new(),
+            written: 0,
+            most_held: 0,
+        }
+    }
+
+    /// Writes up to `budget` more nodes of `job` (at least one). Fails when the job was
+    /// replaced by a newer one or the tree was replaced.
+    pub fn snapshot_step(&mut self, job: &mut SnapshotJob, budget: usize) -> Result<Step, String> {
+        let Some(mut cow) = self.tree.cow.0.take() else {
+            return Err("the snapshot was superseded before it was complete".into());
+        };
+        if cow.job != job.id {
+            self.tree.cow.0 = Some(cow);
+            return Err("the snapshot was superseded before it was complete".into());
+        }
+        let Some(mut writer) = job.writer.take() else {
+            return Err("the snapshot is already complete".into());
+        };
+        job.most_held = job.most_held.max(cow.held());
+        let result = self.write_slice(&mut cow, job, &mut writer, budget.max(1));
+        job.writer = Some(writer);
+        if result.is_err() || !job.stack.is_empty() {
+            self.tree.cow.0 = Some(cow);
+            return result.map(|()| Step::More);
+        }
+        Ok(Step::Done)
+    }
+
+    fn write_slice(
+        &self,
+        cow: &mut CowLog,
+        job: &mut SnapshotJob,
+        writer: &mut SnapshotWriter,
+        budget: usize,
+    ) -> Result<(), String> {
+        for _ in 0..budget {
+            let Some(p) = job.stack.pop() else { break };
+            let live = self.tree.get(&p);
+            let (data, acl, stat) = match cow.saved.get(p.as_str()) {
+                Some(Some(old)) => (old.data.as_deref(), &old.acl, persisted(&old.bookkeeping())),
+                Some(None) => continue,
+                None => {
+                    let n = live.ok_or_else(|| format!("{p} vanished without a copy"))?;
+                    (n.data, n.acl, persisted(&n))
+                }
+            };
+            // Children at the job's zxid: the live ones that existed then, and those that
+            // existed then but have been removed since.
+            let mut kids: Vec<&str> = self.tree.children(&p).unwrap_or_default();
+            let changed = cow.changed_children.get(p.as_str());
+            if let Some(changed) = changed {
+                kids.extend(changed.iter().map(|c| &**c));
+            }
+            let mut children: Vec<String> = kids
+                .into_iter()
+                .map(|c| path::join(&p, c))
+                .filter(|c| cow.saved.get(c.as_str()).is_none_or(|old| old.is_some()))
+                .collect();
+            if changed.is_some() {
+                children.sort_by(|a, b| walk_order(a, b));
+                children.dedup();
+            }
+            let index = job.acl_index(acl);
+            let stored = if p == "/" { "" } else { p.as_str() };
+            writer.node(stored, data, index, &stat);
+            job.written += 1;
+            job.stack.extend(children.into_iter().rev());
+            // Written: later changes to it need no copy, and its old version is done with.
+            cow.saved.remove(p.as_str());
+            cow.changed_children.remove(p.as_str());
+            let w = cow.written.get_or_insert_with(String::new);
+            w.clear();
+            w.push_str(&p);
+        }
+        Ok(())
+    }
+
+    /// Stops `job` (when it is abandoned): the tree keeps no more old versions for it.
+    pub fn end_snapshot(&mut self, job: &SnapshotJob) {
+        if self.tree.cow.0.as_ref().is_some_and(|c| c.job == job.id) {
+            self.tree.cow.0 = None;
+        }
+    }
+}

@@ -1,0 +1,636 @@
+//! Lagging ensemble members: a member told to lag keeps its own replica of the tree, fed by
+//! the committed transactions in zxid order, and serves its clients' reads and watches from
+//! it; its clients' writes and syncs are answered once the replica has applied them
+//! (docs/protocol.md, "Lagging members and sync"). With no member lagging none of this runs.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use bytes::Bytes;
+use zkd_protocol::Request;
+
+use crate::data::tree::{AclList, Node, Tree};
+use crate::request::txn::Txn;
+use crate::watch::watches::Watches;
+use crate::{ConnId, Core, Frame, Now, Outbox};
+
+/// Identifies one member of a simulated ensemble (0 in a standalone server).
+pub type MemberId = u64;
+
+/// How far a member trails the committed history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Lag {
+    /// Applies every transaction as it commits: the member reads the main tree.
+    #[default]
+    Lockstep,
+    /// Applies each transaction this many milliseconds (session clock) after it committed.
+    Ms(u64),
+    /// Stays this many transactions behind the last committed one. A write or sync of the
+    /// member's own clients brings it up to that write (or to the sync) at once.
+    Txns(u64),
+    /// Applies nothing until its lag is changed; its clients' writes and syncs wait.
+    Stalled,
+}
+
+impl std::fmt::Display for Lag {
+    /// As the control plane shows it: `lockstep`, `ms=N`, `txns=K` or `stall`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lag::Lockstep => f.write_str("lockstep"),
+            Lag::Ms(ms) => write!(f, "ms={ms}"),
+            Lag::Txns(k) => write!(f, "txns={k}"),
+            Lag::Stalled => f.write_str("stall"),
+        }
+    }
+}
+
+/// Requests a connection may have waiting behind a write its member has not applied yet;
+/// past either limit the connection is closed (its client reconnects elsewhere).
+const MAX_DEFERRED_REQUESTS: usize = 1000;
+const MAX_DEFERRED_BYTES: usize = 16 << 20;
+
+/// Transactions kept for lagging members at most (about 1 KiB each).
+#[cfg(not(test))]
+const MAX_HISTORY: usize = 100_000;
+#[cfg(test)]
+const MAX_HISTORY: usize = 64;
+
+/// One zxid of the committed history, as the replicas replay it.
+struct Entry {
+    zxid: i64,
+    /// Session-clock time of the commit.
+    mono: i64,
+    /// The final state of every node the transaction touched, without its children
+    /// (`None`: the node is gone).
+    changes: Vec<(Box<str>, Option<Node>)>,
+    /// Its watch events in op order, with the ACL that filters each.
+    events: Vec<(i32, String, AclList)>,
+}
+
+/// A lagging member's own view.
+struct Replica {
+    lag: Lag,
+    tree: Tree,
+    /// Watches its clients set (they fire when the replica applies the change).
+    watches: Watches,
+    /// The last zxid applied.
+    zxid: i64,
+}
+
+/// A connection whose member has not yet applied the write (or sync) it is waiting for.
+struct Blocked {
+    member: MemberId,
+    /// The zxid the member must reach; `None` once reached, while `deferred` is replayed.
+    until: Option<i64>,
+    reply: Option<Frame>,
+    /// Requests that arrived meanwhile, in order (answered after the reply).
+    deferred: VecDeque<Bytes>,
+    deferred_bytes: usize,
+    seq: u64,
+}
+
+/// Every lagging member, the history they still have to apply, and blocked connections.
+#[derive(Default)]
+pub(crate) struct Lagging {
+    replicas: BTreeMap<MemberId, Replica>,
+    log: VecDeque<Entry>,
+    blocked: HashMap<ConnId, Blocked>,
+    seq: u64,
+    draining: bool,
+}
+
+impl Lagging {
+    /// True when no member lags and no connection waits: the core runs as a single server.
+    fn idle(&self) -> bool {
+        self.replicas.is_empty() && self.blocked.is_empty()
+    }
+}
+
+fn depth(p: &str) -> usize {
+    p.bytes().filter(|b| *b == b'/').count()
+}
+
+/// Applies one entry's changes to a replica: removals deepest first, then creations and
+/// updates shallowest first, so every node finds its parent.
+fn apply(tree: &mut Tree, e: &Entry) {
+    let mut gone: Vec<&str> = e
+        .changes
+        .iter()
+        .filter(|(_, n)| n.is_none())
+        .map(|(p, _)| &**p)
+        .collect();
+    gone.sort_by_key(|p| std::cmp::Reverse(depth(p)));
+    for p in gone {
+        tree.remove(p, e.zxid);
+    }
+    let mut present: Vec<(&str, &Node)> = e
+        .changes
+        .iter()
+        .filter_map(|(p, n)| n.as_ref().map(|n| (&**p, n)))
+        .collect();
+    present.sort_by_key(|(p, _)| depth(p));
+    for (p, n) in present {
+        if tree.get(p).is_none() {
+            tree.insert(p, n.clone(), e.zxid, false);
+            continue;
+        }
+        tree.overwrite(p, n);
+    }
+}
+
+/// What a request needs from a lagging member before it is answered.
+enum Needs {
+    /// Served from the member's replica at once.
+    Read,
+    /// Executed by the ensemble; answered once the member applied its zxid.
+    Write,
+    /// Answered once the member applied everything committed before it.
+    Sync,
+}
+
+fn needs(req: &Request) -> Needs {
+    match req {
+        Request::Sync(_) => Needs::Sync,
+        Request::CloseSession => Needs::Write,
+        req if crate::request::execute::is_write(req) => Needs::Write,
+        _ => Needs::Read,
+    }
+}
+
+impl Core {
+    fn member_of(&self, conn: ConnId) -> MemberId {
+        self.conns.get(&conn).map_or(0, |c| c.member)
+    }
+
+    /// How far `member` is told to lag.
+    pub fn member_lag(&self, member: MemberId) -> Lag {
+        self.lag
+            .replicas
+            .get(&member)
+            .map_or(Lag::Lockstep, |r| r.lag)
+    }
+
+    /// The last zxid `member` has applied (the last committed one for a member in lockstep).
+    pub fn member_zxid(&self, member: MemberId) -> i64 {
+        self.lag.replicas.get(&member).map_or(self.zxid, |r| r.zxid)
+    }
+
+    /// Sets how far `member` lags. A member leaving lockstep keeps serving the history up to
+    /// now and moves on by its rule; one set back to lockstep first catches up (its clients'
+    /// watches fire, their waiting replies go out) and then reads the main tree again.
+    pub fn set_member_lag(
+        &mut self,
+        member: MemberId,
+        lag: Lag,
+        now: impl Into<Now>,
+        out: &mut dyn Outbox,
+    ) {
+        let now = now.into();
+        self.now_ms = now.mono;
+        let lag = match lag {
+            Lag::Ms(0) | Lag::Txns(0) => Lag::Lockstep,
+            lag => lag,
+        };
+        match (self.lag.replicas.get_mut(&member), lag) {
+            (None, Lag::Lockstep) => {}
+            (None, lag) => {
+                let mut watches = Watches::default();
+                let conns: Vec<ConnId> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.member == member)
+                    .map(|(id, _)| *id)
+                    .collect();
+                for conn in conns {
+                    move_watches(&mut self.watches, &mut watches, conn);
+                }
+                let replica = Replica {
+                    lag,
+                    tree: self.tree.clone(),
+                    watches,
+                    zxid: self.zxid,
+                };
+                self.lag.replicas.insert(member, replica);
+            }
+            (Some(r), Lag::Lockstep) => {
+                // Up to date, with its own writes applied at once while the waiting
+                // requests are replayed; then back onto the main tree.
+                r.lag = Lag::Txns(0);
+                let head = self.zxid;
+                self.bring_up(member, head, out);
+                self.drain(now, out);
+                if let Some(mut r) = self.lag.replicas.remove(&member) {
+                    let conns: Vec<ConnId> = r.watches.conns().collect();
+                    for conn in conns {
+                        move_watches(&mut r.watches, &mut self.watches, conn);
+                    }
+                }
+                self.prune_log();
+            }
+            (Some(r), lag) => r.lag = lag,
+        }
+        self.advance_members(now, out);
+    }
+
+    /// Uses the next zxid; with members lagging, records it in the history they replay.
+    pub(crate) fn next_zxid(&mut self, mono: i64) -> i64 {
+        self.zxid += 1;
+        if !self.lag.replicas.is_empty() {
+            self.lag.log.push_back(Entry {
+                zxid: self.zxid,
+                mono,
+                changes: Vec::new(),
+                events: Vec::new(),
+            });
+        }
+        self.zxid
+    }
+
+    /// Whether any member lags behind (and replays what commits record).
+    pub(crate) fn lagging(&self) -> bool {
+        !self.lag.replicas.is_empty()
+    }
+
+    /// Records what a committed transaction did, for the lagging members to replay.
+    pub(crate) fn record_commit(&mut self, txn: &Txn) {
+        if self.lag.replicas.is_empty() {
+            return;
+        }
+        self.record_paths(txn.zxid, txn.touched(), txn.events());
+    }
+
+    /// Records the final state of `paths` (and `events`) under `zxid`.
+    pub(crate) fn record_paths<'a>(
+        &mut self,
+        zxid: i64,
+        paths: impl Iterator<Item = &'a str>,
+        events: &[(i32, String, AclList)],
+    ) {
+        if self.lag.replicas.is_empty() {
+            return;
+        }
+        if self.lag.log.back().is_none_or(|e| e.zxid != zxid) {
+            self.lag.log.push_back(Entry {
+                zxid,
+                mono: self.now_ms,
+                changes: Vec::new(),
+                events: Vec::new(),
+            });
+        }
+        let tree = &self.tree;
+        let Some(entry) = self.lag.log.back_mut() else {
+            return;
+        };
+        let mut seen: HashSet<Box<str>> = entry.changes.iter().map(|(p, _)| p.clone()).collect();
+        for p in paths {
+            if seen.insert(p.into()) {
+                entry
+                    .changes
+                    .push((p.into(), tree.get(p).map(|n| n.to_node())));
+            }
+        }
+        entry.events.extend(events.iter().cloned());
+    }
+
+    /// Moves every lagging member forward by its rule at `now`, then answers what that
+    /// released. Called first by every entry point that carries a time.
+    pub(crate) fn advance_members(&mut self, now: Now, out: &mut dyn Outbox) {
+        if self.lag.idle() {
+            return;
+        }
+        let members: Vec<(MemberId, Lag)> =
+            self.lag.replicas.iter().map(|(m, r)| (*m, r.lag)).collect();
+        for (m, lag) in members {
+            let target = match lag {
+                Lag::Ms(ms) => {
+                    let cutoff = now
+                        .mono
+                        .saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX));
+                    let i = self.lag.log.partition_point(|e| e.mono <= cutoff);
+                    match i.checked_sub(1).and_then(|i| self.lag.log.get(i)) {
+                        Some(e) => e.zxid,
+                        None => continue,
+                    }
+                }
+                Lag::Txns(k) => self
+                    .zxid
+                    .saturating_sub(i64::try_from(k).unwrap_or(i64::MAX)),
+                Lag::Stalled | Lag::Lockstep => continue,
+            };
+            self.bring_up(m, target, out);
+        }
+        self.prune_log();
+        self.cap_history(out);
+        self.drain(now, out);
+    }
+
+    /// Keeps the recorded history within [`MAX_HISTORY`] transactions: a member further
+    /// behind is moved forward (its watches fire, its waiting replies go out), as a leader
+    /// resynchronizes a follower that fell too far behind.
+    fn cap_history(&mut self, out: &mut dyn Outbox) {
+        let excess = self.lag.log.len().saturating_sub(MAX_HISTORY);
+        let Some(floor) = excess
+            .checked_sub(1)
+            .and_then(|i| self.lag.log.get(i))
+            .map(|e| e.zxid)
+        else {
+            return;
+        };
+        let behind: Vec<MemberId> = self
+            .lag
+            .replicas
+            .iter()
+            .filter(|(_, r)| r.zxid < floor)
+            .map(|(m, _)| *m)
+            .collect();
+        for m in behind {
+            tracing::warn!(
+                member = m,
+                "member is more than {MAX_HISTORY} transactions behind; moving it forward"
+            );
+            self.bring_up(m, floor, out);
+        }
+        self.prune_log();
+    }
+
+    /// When a member lagging by time next has a transaction to apply (session clock).
+    pub(crate) fn lag_deadline(&self) -> Option<i64> {
+        self.lag
+            .replicas
+            .values()
+            .filter_map(|r| {
+                let Lag::Ms(ms) = r.lag else { return None };
+                let i = self.lag.log.partition_point(|e| e.zxid <= r.zxid);
+                let e = self.lag.log.get(i)?;
+                Some(e.mono.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)))
+            })
+            .min()
+    }
+
+    /// Applies the history to `member`'s replica up to `target`, one zxid at a time: its
+    /// changes, then its clients' watch events, then the replies that waited for it.
+    fn bring_up(&mut self, member: MemberId, target: i64, out: &mut dyn Outbox) {
+        loop {
+            let Some(r) = self.lag.replicas.get_mut(&member) else {
+                return;
+            };
+            if r.zxid >= target {
+                return;
+            }
+            let i = self.lag.log.partition_point(|e| e.zxid <= r.zxid);
+            let Some(e) = self.lag.log.get(i).filter(|e| e.zxid <= target) else {
+                // Nothing recorded up to the target: those zxids changed nothing.
+                r.zxid = target;
+                self.release(member, target, out);
+                return;
+            };
+            apply(&mut r.tree, e);
+            r.zxid = e.zxid;
+            let (zxid, events) = (e.zxid, e.events.clone());
+            if !events.is_empty() {
+                self.swap_watches(member);
+                for (event, p, acl) in &events {
+                    self.fire(out, *event, p, zxid, acl);
+                }
+                self.swap_watches(member);
+            }
+            self.release(member, zxid, out);
+        }
+    }
+
+    fn swap_watches(&mut self, member: MemberId) {
+        if let Some(r) = self.lag.replicas.get_mut(&member) {
+            std::mem::swap(&mut self.watches, &mut r.watches);
+        }
+    }
+
+    /// Puts `member`'s view in place of the main tree (and back, called again).
+    fn swap_view(&mut self, member: MemberId) {
+        if let Some(r) = self.lag.replicas.get_mut(&member) {
+            std::mem::swap(&mut self.tree, &mut r.tree);
+            std::mem::swap(&mut self.watches, &mut r.watches);
+            std::mem::swap(&mut self.zxid, &mut r.zxid);
+        }
+    }
+
+    /// Sends the replies `member` has now applied, in zxid order; their connections'
+    /// waiting requests are replayed by [`Core::drain`].
+    fn release(&mut self, member: MemberId, zxid: i64, out: &mut dyn Outbox) {
+        let mut ready: Vec<(i64, u64, ConnId)> = self
+            .lag
+            .blocked
+            .iter()
+            .filter_map(|(c, b)| {
+                let until = b.until.filter(|u| b.member == member && *u <= zxid)?;
+                Some((until, b.seq, *c))
+            })
+            .collect();
+        ready.sort_unstable();
+        for (_, _, conn) in ready {
+            let Some(b) = self.lag.blocked.get_mut(&conn) else {
+                continue;
+            };
+            b.until = None;
+            let reply = b.reply.take();
+            if b.deferred.is_empty() {
+                self.lag.blocked.remove(&conn);
+            }
+            if let Some(frame) = reply {
+                self.send(out, conn, frame);
+            }
+        }
+    }
+
+    /// Replays the requests of connections whose wait is over, in order, until each has
+    /// none left or waits again.
+    fn drain(&mut self, now: Now, out: &mut dyn Outbox) {
+        if self.lag.draining {
+            return;
+        }
+        self.lag.draining = true;
+        loop {
+            let next = self
+                .lag
+                .blocked
+                .iter()
+                .filter(|(_, b)| b.until.is_none())
+                .min_by_key(|(_, b)| b.seq)
+                .map(|(c, _)| *c);
+            let Some(conn) = next else { break };
+            let Some(mut b) = self.lag.blocked.remove(&conn) else {
+                break;
+            };
+            while let Some(payload) = b.deferred.pop_front() {
+                self.serve_request(conn, payload, now, out);
+                if let Some(again) = self.lag.blocked.get_mut(&conn) {
+                    again.deferred_bytes += b.deferred.iter().map(Bytes::len).sum::<usize>();
+                    again.deferred.extend(b.deferred.drain(..));
+                    break;
+                }
+            }
+        }
+        self.lag.draining = false;
+    }
+
+    /// Drops history every lagging member has applied.
+    fn prune_log(&mut self) {
+        let oldest = self.lag.replicas.values().map(|r| r.zxid).min();
+        match oldest {
+            None => self.lag.log.clear(),
+            Some(z) => {
+                while self.lag.log.front().is_some_and(|e| e.zxid <= z) {
+                    self.lag.log.pop_front();
+                }
+            }
+        }
+    }
+
+    /// A connection is gone: forget its waits and its watches on lagging members.
+    pub(crate) fn lag_forget(&mut self, conn: ConnId) {
+        if self.lag.idle() {
+            return;
+        }
+        self.lag.blocked.remove(&conn);
+        for r in self.lag.replicas.values_mut() {
+            r.watches.remove_conn(conn);
+        }
+    }
+
+    /// Every frame after the handshake. A connection waiting for its member to apply an
+    /// earlier write or sync keeps later requests until then (per-session FIFO).
+    pub fn request(
+        &mut self,
+        conn: ConnId,
+        payload: Bytes,
+        now: impl Into<Now>,
+        out: &mut dyn Outbox,
+    ) {
+        let now = now.into();
+        if self.lag.idle() {
+            self.serve_request(conn, payload, now, out);
+            return;
+        }
+        self.advance_members(now, out);
+        if let Some(b) = self.lag.blocked.get_mut(&conn) {
+            b.deferred_bytes += payload.len();
+            b.deferred.push_back(payload);
+            let over =
+                b.deferred.len() > MAX_DEFERRED_REQUESTS || b.deferred_bytes > MAX_DEFERRED_BYTES;
+            // The client is alive: its session is heard from, as a follower would report.
+            if let Some(sid) = self.conns.get(&conn).and_then(|c| c.session) {
+                self.sessions.touch(sid, now.mono);
+            }
+            if over {
+                tracing::info!(
+                    conn,
+                    "too many requests waiting behind a write on a lagging member; closing"
+                );
+                self.lag.blocked.remove(&conn);
+                self.finish_connection(conn, out);
+            }
+            return;
+        }
+        self.serve_request(conn, payload, now, out);
+        self.advance_members(now, out);
+    }
+
+    /// Runs one decoded request for a connection of a lagging member: reads on its replica;
+    /// writes and syncs through the ensemble, answered once the member applied them.
+    /// `muted`: the reply is discarded anyway (a fault rule), so nothing waits for it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn dispatch(
+        &mut self,
+        conn: ConnId,
+        sid: i64,
+        xid: i32,
+        req: Request,
+        now: Now,
+        out: &mut dyn Outbox,
+        muted: bool,
+    ) -> Option<(i32, i64, Frame)> {
+        if self.lag.replicas.is_empty() {
+            // No member lags (the usual case): nothing to look up per request.
+            return self.execute(conn, sid, xid, req, now, out);
+        }
+        let member = self.member_of(conn);
+        let Some(lag) = self.lag.replicas.get(&member).map(|r| r.lag) else {
+            return self.execute(conn, sid, xid, req, now, out);
+        };
+        let sync = match needs(&req) {
+            Needs::Read => {
+                self.swap_view(member);
+                let done = self.execute(conn, sid, xid, req, now, out);
+                self.swap_view(member);
+                return done;
+            }
+            Needs::Write => false,
+            Needs::Sync => true,
+        };
+        let done = self.execute(conn, sid, xid, req, now, out)?;
+        let need = done.1;
+        if matches!((lag, sync), (Lag::Txns(_), _) | (Lag::Ms(_), true)) {
+            self.bring_up(member, need, out);
+        }
+        if muted || self.member_zxid(member) >= need {
+            return Some(done);
+        }
+        self.lag.seq += 1;
+        let blocked = Blocked {
+            member,
+            until: Some(need),
+            reply: Some(done.2),
+            deferred: VecDeque::new(),
+            deferred_bytes: 0,
+            seq: self.lag.seq,
+        };
+        self.lag.blocked.insert(conn, blocked);
+        None
+    }
+}
+
+/// Moves `conn`'s watches from one table to another.
+fn move_watches(from: &mut Watches, to: &mut Watches, conn: ConnId) {
+    for (p, kinds) in from.of_conn(conn) {
+        for kind in kinds {
+            to.add(conn, &p, kind);
+        }
+    }
+    from.remove_conn(conn);
+}
+
+#[cfg(test)]
+impl Core {
+    /// Whether `member`'s replica equals the main tree node for node (Stats, data, ACLs,
+    /// children), or describes the first difference.
+    pub(crate) fn replica_matches_main(&self, member: MemberId) -> Result<(), String> {
+        let Some(r) = self.lag.replicas.get(&member) else {
+            return Ok(());
+        };
+        if r.tree.len() != self.tree.len() {
+            return Err(format!(
+                "replica has {} nodes, main {}",
+                r.tree.len(),
+                self.tree.len()
+            ));
+        }
+        for (p, n) in self.tree.iter() {
+            let Some(m) = r.tree.get(&p) else {
+                return Err(format!("{p} missing in the replica"));
+            };
+            if m.stat() != n.stat() || m.data != n.data || m.acl != n.acl {
+                return Err(format!("{p} differs: {:?} vs {:?}", m.stat(), n.stat()));
+            }
+            if r.tree.children(&p) != self.tree.children(&p) {
+                return Err(format!("{p}: children differ"));
+            }
+        }
+        if r.tree.approximate_data_size() != self.tree.approximate_data_size() {
+            return Err("data size accounting differs".into());
+        }
+        Ok(())
+    }
+
+    /// History entries held for lagging members.
+    pub(crate) fn lag_log_len(&self) -> usize {
+        self.lag.log.len()
+    }
+}

@@ -1,0 +1,95 @@
+//! What the core knows of a simulated ensemble: the member each connection arrived on and how
+//! that member served then ([`Serving`]), per-member packet counters for the members' own
+//! reports, the read-only rules (docs/protocol.md, "Read-only mode") and the membership text
+//! of `/zookeeper/config`.
+
+use bytes::Bytes;
+use zkd_protocol::OpCode;
+
+use crate::{ConnId, Core, Counters, Serving};
+
+/// One member's share of the server's numbers, for its own `srvr`/`mntr`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemberSummary {
+    /// Open connections on the member (not closing).
+    pub connection_count: u64,
+    /// Frames received on the member's connections since start or `srst`.
+    pub packets_received: u64,
+    /// Frames sent on the member's connections since start or `srst`.
+    pub packets_sent: u64,
+}
+
+/// Whether a read-only member refuses `op` with NOTREADONLY: everything that would change
+/// state or needs the leader (sync, and closing a session, which only a leader can commit).
+pub(crate) fn refused_when_read_only(op: OpCode) -> bool {
+    matches!(
+        op,
+        OpCode::Create
+            | OpCode::Create2
+            | OpCode::CreateTtl
+            | OpCode::CreateContainer
+            | OpCode::Delete
+            | OpCode::DeleteContainer
+            | OpCode::SetData
+            | OpCode::SetAcl
+            | OpCode::Reconfig
+            | OpCode::Multi
+            | OpCode::Check
+            | OpCode::Sync
+            | OpCode::CloseSession
+    )
+}
+
+impl Core {
+    /// The member a connection arrived on and how it served then.
+    pub(crate) fn conn_serving(&self, conn: ConnId) -> Serving {
+        self.conns
+            .get(&conn)
+            .map_or(Serving::ReadWrite, |c| c.serving)
+    }
+
+    /// Counts a frame received on `conn` against its member.
+    pub(crate) fn count_member_received(&mut self, conn: ConnId) {
+        if let Some(m) = self.conns.get(&conn).map(|c| c.member).filter(|m| *m != 0) {
+            self.member_counters.entry(m).or_default().received += 1;
+        }
+    }
+
+    /// Counts a frame sent on a connection of `member`.
+    pub(crate) fn count_member_sent(&mut self, member: u64) {
+        if member != 0 {
+            self.member_counters.entry(member).or_default().sent += 1;
+        }
+    }
+
+    /// `member`'s connections and packet counters.
+    pub fn member_summary(&self, member: u64) -> MemberSummary {
+        let counters = self
+            .member_counters
+            .get(&member)
+            .cloned()
+            .unwrap_or_else(Counters::default);
+        MemberSummary {
+            connection_count: self
+                .conns
+                .values()
+                .filter(|c| c.member == member && !c.closing)
+                .count() as u64,
+            packets_received: counters.received,
+            packets_sent: counters.sent,
+        }
+    }
+
+    /// Sets the data of `/zookeeper/config` (the ensemble's membership, as `getConfig`
+    /// returns it). Not a transaction: the node keeps version -1 and zxid 0, as ZooKeeper's
+    /// does; its mtime is `wall_ms`.
+    pub fn set_config_text(&mut self, text: &str, wall_ms: i64) {
+        if let Some(node) = self.tree.set_data(
+            "/zookeeper/config",
+            Some(Bytes::copy_from_slice(text.as_bytes())),
+        ) {
+            node.version = -1;
+            node.mtime = wall_ms;
+        }
+    }
+}

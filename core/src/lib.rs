@@ -1,0 +1,529 @@
+//! zkd's deterministic core: tree, sessions, watches and ACLs. It takes one request at a time
+//! with the current time injected, and emits reply and notification frames to an [`Outbox`].
+//! No I/O and no async runtime: the server drives it, and tests, fuzz programs and benchmarks
+//! call it directly.
+
+#![forbid(unsafe_code)]
+
+use std::net::IpAddr;
+
+use bytes::Bytes;
+
+/// Identifies one client connection (socket) for the lifetime of the server.
+pub type ConnId = u64;
+
+/// The time of one core call, on two clocks (both injected by the caller):
+/// * `mono`: the session clock, which only moves forward (monotonic time, or the virtual
+///   clock of `--clock manual`). Session expiry, the reaper and TTLs run on it.
+/// * `wall`: wall-clock epoch milliseconds, recorded as nodes' ctime/mtime.
+///
+/// A wall clock stepped forward or back changes only the times written into Stats; no
+/// session or TTL node expires early or late because of it. A bare `i64` converts into a
+/// `Now` with both clocks at that reading (convenient in tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    /// Session-clock milliseconds.
+    pub mono: i64,
+    /// Wall-clock epoch milliseconds.
+    pub wall: i64,
+}
+
+impl From<i64> for Now {
+    fn from(ms: i64) -> Now {
+        Now { mono: ms, wall: ms }
+    }
+}
+
+/// Where the core puts what it produces. Frames are complete (length-prefixed) and must be
+/// written to the connection in the order they are given, across all calls.
+pub trait Outbox {
+    /// Queue `frame` on connection `conn`.
+    fn send(&mut self, conn: ConnId, frame: Bytes);
+    /// Queue a frame given in parts on `conn`. Outboxes that write to sockets write the
+    /// parts as they are (a shared body is not copied); the others get one buffer.
+    fn send_frame(&mut self, conn: ConnId, frame: Frame) {
+        self.send(conn, frame.into_bytes());
+    }
+    /// Close `conn` once everything queued before this call has been written.
+    fn close(&mut self, conn: ConnId);
+    /// Hold what is queued on `conn` after this call for `ms` milliseconds before writing it
+    /// (a `delay` fault). Outboxes that do not write to sockets ignore it.
+    fn delay(&mut self, _conn: ConnId, _ms: u64) {}
+}
+
+/// Core settings, all in milliseconds.
+#[derive(Clone, Debug)]
+pub struct CoreConfig {
+    pub tick_ms: i64,
+    pub min_session_timeout_ms: i64,
+    pub max_session_timeout_ms: i64,
+    /// Max connections per client IP; 0 = unlimited.
+    pub max_client_cnxns: u32,
+    /// `user:base64hash` of the super user, if any.
+    pub super_digest: Option<String>,
+    /// Whether TTL nodes (opcode 21) are enabled.
+    pub ttl_enabled: bool,
+    /// How often the container/TTL reaper runs.
+    pub reaper_interval_ms: i64,
+    /// Log a herd warning when one change notifies at least this many watchers (0 = off).
+    pub herd_warn: u64,
+    /// The ZooKeeper release line the wire behaviour follows.
+    pub zookeeper_version: ZookeeperVersion,
+    /// The x509 and sasl schemes and their super users.
+    pub auth: AuthConfig,
+}
+
+/// What happened to a connection's handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handshake {
+    /// Session established; later frames go to [`Core::request`].
+    Established,
+    /// The connection was closed (the outbox got a close for it).
+    Closed,
+}
+
+mod auth;
+mod data;
+mod durability;
+mod ensemble;
+mod invariants;
+mod request;
+mod session;
+pub mod state_report;
+mod testing;
+mod watch;
+mod zk_version;
+
+// The paths the server's layers name (`herd`, `report`, `path`, `keyed`).
+pub use data::{keyed, path};
+pub use state_report as report;
+pub use watch::herd_detector as herd;
+
+/// The configuration the core's own tests run with.
+#[cfg(test)]
+fn tests_config() -> CoreConfig {
+    CoreConfig {
+        tick_ms: 2000,
+        min_session_timeout_ms: 4000,
+        max_session_timeout_ms: 40000,
+        max_client_cnxns: 0,
+        super_digest: Some("super:lK75jTNcA+U9vtVEw5vB51mj/w4=".into()),
+        ttl_enabled: true,
+        reaper_interval_ms: 1000,
+        herd_warn: 100,
+        zookeeper_version: ZookeeperVersion::default(),
+        auth: AuthConfig::default(),
+    }
+}
+
+/// Sessions the core's property tests run with.
+#[cfg(test)]
+const TEST_SESSIONS: usize = 3;
+
+/// Node data the core's property tests write: null or up to 3 bytes.
+#[cfg(test)]
+fn test_data() -> impl proptest::strategy::Strategy<Value = Option<Vec<u8>>> + Clone {
+    use proptest::prelude::any;
+    proptest::option::of(proptest::collection::vec(any::<u8>(), 0..4))
+}
+
+/// Opens a connection from loopback port `port` and hands it a handshake asking for
+/// `timeout_ms` (the core's property tests start their sessions so).
+#[cfg(test)]
+fn open_test_session(
+    core: &mut Core,
+    port: u16,
+    timeout_ms: i32,
+    now: i64,
+    out: &mut dyn Outbox,
+) -> ConnId {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let c = core
+        .open_connection(addr, now)
+        .expect("a loopback connection is accepted");
+    let req = zkd_protocol::ConnectRequest {
+        timeout: timeout_ms,
+        passwd: Bytes::from_static(&[0; 16]),
+        ..Default::default()
+    };
+    core.handshake(c, zkd_protocol::to_bytes(&req), now, out);
+    c
+}
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use zkd_protocol::{keeper_state, perms, xid, Acl, Jute, ReplyHeader, WatcherEvent};
+
+pub use auth::sasl_users::SaslUsers;
+pub use auth::secure_auth::AuthConfig;
+use data::tree::{AclList, Tree};
+pub use durability::snapshot::{ImportReport, Replayed, StopServing, TxnSink};
+pub use durability::snapshot_cow::{SnapshotJob, Step as SnapshotStep};
+pub use ensemble::lag::{Lag, MemberId};
+pub use request::frame::Frame;
+use request::txn::Txn;
+use session::connection::Conn;
+pub use session::connection::Serving;
+use session::sessions::Sessions;
+pub use testing::control_ops::{SessionOpError, SessionReport};
+pub use testing::fault::{FaultAction, FaultRule, FaultStatus, MAX_FAULT_RULES};
+pub use testing::fixture_nodes::{FixtureKind, FixtureNode, TreeEntry, TreeWalk};
+#[cfg(any(test, feature = "test-support"))]
+pub use testing::recording::{Recorded, RecordingOutbox};
+use watch::herd_detector::Herd;
+pub use watch::watches::TableSummary;
+use watch::watches::Watches;
+pub use zk_version::ZookeeperVersion;
+
+/// Server-wide counters reported by the four-letter words and the `monitor` metrics; `srst`
+/// resets them, as it resets ZooKeeper's.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Counters {
+    pub received: u64,
+    pub sent: u64,
+    /// Bytes of the frames received (length prefix included).
+    pub bytes_received: u64,
+    /// Sizes of the frames sent (replies and notifications, length prefix included), and
+    /// the last one.
+    pub response_sizes: Series,
+    pub last_response_size: Option<u64>,
+    /// Sockets registered, and of those refused for the per-IP limit.
+    pub connection_requests: u64,
+    pub connections_rejected: u64,
+    /// Handshakes that asked to resume an existing session.
+    pub revalidations: u64,
+    /// Sessions ended by their timeout.
+    pub sessions_expired: u64,
+    /// `addauth` and SASL attempts refused.
+    pub auth_failed: u64,
+    /// Watchers notified per change that notified any, by event type (index = type - 1:
+    /// NodeCreated, NodeDeleted, NodeDataChanged, NodeChildrenChanged).
+    pub watchers_fired: [Series; 4],
+}
+
+/// Count, sum, least and greatest of a series of values: the fields of a ZooKeeper summary
+/// metric (`cnt_`, `sum_`, `min_`, `max_`, `avg_`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Series {
+    pub count: u64,
+    pub sum: u64,
+    pub min: u64,
+    pub max: u64,
+}
+
+impl Series {
+    pub fn add(&mut self, v: u64) {
+        self.min = if self.count == 0 { v } else { self.min.min(v) };
+        self.max = self.max.max(v);
+        self.sum = self.sum.saturating_add(v);
+        self.count += 1;
+    }
+
+    /// The mean, 0 before the first value.
+    pub fn avg(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.count as f64
+        }
+    }
+}
+
+/// The whole server state. Every method runs to completion; calls are totally ordered.
+pub struct Core {
+    cfg: CoreConfig,
+    start_ms: i64,
+    zxid: i64,
+    tree: Tree,
+    sessions: Sessions,
+    watches: Watches,
+    /// Boxed: the table holds a pointer per connection, so its spare slots (up to half of
+    /// them after a growth) cost 16 bytes each instead of a whole record.
+    conns: data::keyed::KeyedMap<ConnId, Box<Conn>>,
+    next_conn: ConnId,
+    per_ip: HashMap<IpAddr, u32>,
+    /// The identities (`ip:<addr>`) of connections from the address seen last, shared by
+    /// every connection from it until one adds an identity (which copies them).
+    last_ip_ids: Option<(IpAddr, Arc<Vec<zkd_protocol::Id>>)>,
+    /// Containers and TTL nodes, checked by the reaper.
+    reapable: BTreeSet<Box<str>>,
+    /// When each TTL node was last modified, on the session clock (its Stat's mtime is
+    /// wall time, which may step). A TTL node missing here is stamped at the next reap.
+    ttl_touched: HashMap<Box<str>, i64>,
+    /// Fault rules of the control plane, matched on every request.
+    faults: testing::fault::Faults,
+    next_reap: i64,
+    open_acl: AclList,
+    counters: Counters,
+    /// Sessions created by read-only ensemble members: never logged, unknown to members
+    /// serving reads and writes.
+    local_sessions: std::collections::HashSet<i64>,
+    /// Packet counters per ensemble member (empty on a standalone server).
+    member_counters: std::collections::BTreeMap<u64, Counters>,
+    herd: Herd,
+    /// The time of the call being processed (for the herd detector's windows).
+    now_ms: i64,
+    scratch: Vec<ConnId>,
+    /// Receiver of committed transactions (persistence), if any.
+    txn_sink: Option<Box<dyn TxnSink>>,
+    /// Sub-operations recorded for the write being executed.
+    log_ops: Vec<(i32, Bytes)>,
+    /// DIGEST-MD5 nonces handed out so far.
+    nonces: u64,
+    /// Ensemble members told to lag, with their replicas.
+    lag: ensemble::lag::Lagging,
+    /// Why the core stopped serving (a transaction could not be logged), once it has.
+    stopped: Option<String>,
+}
+
+impl Core {
+    pub fn new(cfg: CoreConfig, now: impl Into<Now>) -> Core {
+        let now = now.into();
+        let open_acl: AclList = Arc::from(Acl::open_unsafe());
+        let read_acl: AclList = Arc::from(vec![Acl::new(perms::READ, "world", "anyone")]);
+        let next_reap = now.mono + cfg.reaper_interval_ms.max(1);
+        let cfg_herd_warn = cfg.herd_warn;
+        Core {
+            tree: Tree::new(open_acl.clone(), read_acl),
+            sessions: Sessions::new(now.wall, cfg.tick_ms),
+            cfg,
+            start_ms: now.wall,
+            zxid: 0,
+            watches: Watches::default(),
+            conns: data::keyed::KeyedMap::default(),
+            next_conn: 1,
+            per_ip: HashMap::new(),
+            last_ip_ids: None,
+            reapable: BTreeSet::new(),
+            ttl_touched: HashMap::new(),
+            faults: testing::fault::Faults::default(),
+            next_reap,
+            open_acl,
+            counters: Counters::default(),
+            member_counters: Default::default(),
+            local_sessions: Default::default(),
+            herd: Herd::new(cfg_herd_warn),
+            now_ms: now.mono,
+            scratch: Vec::new(),
+            txn_sink: None,
+            log_ops: Vec::new(),
+            nonces: 0,
+            lag: ensemble::lag::Lagging::default(),
+            stopped: None,
+        }
+    }
+
+    /// Why the core stopped serving, once a transaction could not be logged
+    /// ([`TxnSink::append`] failed). From then on it queues nothing on any outbox (not even
+    /// the reply to the write being logged), and requests, handshakes, ticks and new
+    /// connections are refused without looking at the state, which may be half-changed. The
+    /// layer around it closes every connection.
+    pub fn stopped(&self) -> Option<&str> {
+        self.stopped.as_deref()
+    }
+
+    /// The last zxid applied.
+    pub fn last_zxid(&self) -> i64 {
+        self.zxid
+    }
+
+    pub fn config(&self) -> &CoreConfig {
+        &self.cfg
+    }
+
+    /// Registers an accepted socket. `None` means the per-IP limit is reached: close it.
+    pub fn open_connection(&mut self, remote: SocketAddr, now: impl Into<Now>) -> Option<ConnId> {
+        self.open_member_connection(remote, now, 0, Serving::ReadWrite)
+    }
+
+    /// Registers a socket accepted by ensemble member `member`, which serves as `serving`.
+    /// `None` means the per-IP limit is reached: close it.
+    pub fn open_member_connection(
+        &mut self,
+        remote: SocketAddr,
+        now: impl Into<Now>,
+        member: u64,
+        serving: Serving,
+    ) -> Option<ConnId> {
+        if self.stopped.is_some() {
+            return None;
+        }
+        let now_ms = now.into().wall;
+        let ip = remote.ip();
+        self.counters.connection_requests += 1;
+        let count = self.per_ip.entry(ip).or_insert(0);
+        if self.cfg.max_client_cnxns > 0 && *count >= self.cfg.max_client_cnxns {
+            self.counters.connections_rejected += 1;
+            return None;
+        }
+        *count += 1;
+        let id = self.next_conn;
+        self.next_conn += 1;
+        let ids = match &self.last_ip_ids {
+            Some((last, ids)) if *last == ip => ids.clone(),
+            _ => {
+                let ids = session::connection::ip_ids(ip);
+                self.last_ip_ids = Some((ip, ids.clone()));
+                ids
+            }
+        };
+        let mut conn = Conn::new(remote, ids, now_ms);
+        conn.member = member;
+        conn.serving = serving;
+        self.conns.insert(id, Box::new(conn));
+        Some(id)
+    }
+
+    /// The socket of `conn` is gone. Its watches go with it; its session lives on.
+    pub fn connection_closed(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        if let Some(sid) = c.session {
+            if let Some(s) = self.sessions.get_mut(sid) {
+                if s.conn == Some(conn) {
+                    s.conn = None;
+                }
+            }
+        }
+        self.watches.remove_conn(conn);
+        self.lag_forget(conn);
+        let ip = c.remote.ip();
+        if let Some(n) = self.per_ip.get_mut(&ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_ip.remove(&ip);
+            }
+        }
+    }
+
+    /// Marks a connection as finished: no more requests are processed, watches are dropped,
+    /// and the outbox is told to close it after flushing.
+    fn finish_connection(&mut self, conn: ConnId, out: &mut dyn Outbox) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            if c.closing {
+                return;
+            }
+            c.closing = true;
+            if let Some(sid) = c.session.take() {
+                if let Some(s) = self.sessions.get_mut(sid) {
+                    if s.conn == Some(conn) {
+                        s.conn = None;
+                    }
+                }
+            }
+        }
+        self.watches.remove_conn(conn);
+        self.lag_forget(conn);
+        if self.stopped.is_none() {
+            out.close(conn);
+        }
+    }
+
+    /// Queues a frame on a connection, counting it.
+    fn send(&mut self, out: &mut dyn Outbox, conn: ConnId, frame: impl Into<Frame>) {
+        if self.stopped.is_some() {
+            return;
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.sent += 1;
+            let member = c.member;
+            self.count_member_sent(member);
+        }
+        self.counters.sent += 1;
+        let frame: Frame = frame.into();
+        let size = frame.len() as u64;
+        self.counters.response_sizes.add(size);
+        self.counters.last_response_size = Some(size);
+        out.send_frame(conn, frame);
+    }
+
+    /// Sends one notification to every connection watching `path` for `event` that holds
+    /// READ permission under `acl` with its identities at this moment. One-shot watches that
+    /// fire are used up whether or not their event is delivered, as in ZooKeeper.
+    fn fire(&mut self, out: &mut dyn Outbox, event: i32, path: &str, zxid: i64, acl: &[Acl]) {
+        if self.stopped.is_some() {
+            return;
+        }
+        let mut targets = std::mem::take(&mut self.scratch);
+        let kinds = self.watches.trigger(event, path, &mut targets);
+        let conns = &self.conns;
+        targets.retain(|conn| {
+            conns
+                .get(conn)
+                .is_some_and(|c| auth::acl::allowed(acl, perms::READ, &c.ids))
+        });
+        self.herd
+            .fired(event, path, zxid, self.now_ms, &targets, kinds);
+        if !targets.is_empty() {
+            let by_event = usize::try_from(event - 1).ok();
+            if let Some(s) = by_event.and_then(|i| self.counters.watchers_fired.get_mut(i)) {
+                s.add(targets.len() as u64);
+            }
+            let header_zxid = self.cfg.zookeeper_version.notification_zxid(zxid);
+            let frame = notification_frame(event, path, header_zxid);
+            for &conn in &targets {
+                self.send(out, conn, frame.clone());
+            }
+        }
+        self.scratch = targets;
+    }
+
+    /// Session expiry and container/TTL reaping due at `now` (on the session clock).
+    pub fn tick(&mut self, now: impl Into<Now>, out: &mut dyn Outbox) {
+        if self.stopped.is_some() {
+            return;
+        }
+        let now = now.into();
+        self.now_ms = now.mono;
+        self.advance_members(now, out);
+        self.herd.close_windows(now.mono);
+        for sid in self.sessions.expired(now.mono) {
+            let conn = self.sessions.get(sid).and_then(|s| s.conn);
+            tracing::debug!(session = format_args!("0x{sid:x}"), "session expired");
+            self.counters.sessions_expired += 1;
+            self.kill_session(sid, now, out);
+            if let Some(conn) = conn {
+                self.finish_connection(conn, out);
+            }
+        }
+        if now.mono >= self.next_reap {
+            self.reap(now, out);
+            self.next_reap = now.mono + self.cfg.reaper_interval_ms.max(1);
+        }
+    }
+
+    /// When [`Core::tick`] next has work to do, on the session clock.
+    pub fn next_deadline(&self) -> Option<i64> {
+        let reap = (!self.reapable.is_empty()).then_some(self.next_reap);
+        [
+            self.sessions.next_expiry(),
+            reap,
+            self.herd.next_deadline(),
+            self.lag_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+}
+
+/// A complete notification frame (xid -1), encoded once and shared by every recipient.
+pub(crate) fn notification_frame(event: i32, path: &str, zxid: i64) -> Bytes {
+    zkd_protocol::encode_frame(|out| {
+        ReplyHeader {
+            xid: xid::NOTIFICATION,
+            zxid,
+            err: 0,
+        }
+        .write(out);
+        WatcherEvent {
+            event_type: event,
+            state: keeper_state::SYNC_CONNECTED,
+            path: path.into(),
+        }
+        .write(out);
+    })
+}

@@ -1,0 +1,225 @@
+//! Control operations of the test control plane, applied in the core's one request order:
+//! session reports, forced expiry and disconnects, fault rules, and reset.
+
+use crate::testing::fault::{FaultRule, FaultStatus};
+use crate::{data::path, ConnId, Core, Now, Outbox, Txn};
+
+/// One session as the control plane reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionReport {
+    /// The session id.
+    pub id: i64,
+    /// The negotiated timeout in ms.
+    pub timeout_ms: i64,
+    /// The connected client's address, if a connection is attached.
+    pub peer: Option<std::net::SocketAddr>,
+    /// The connection attached, if any.
+    pub conn: Option<ConnId>,
+    /// Ephemeral nodes the session owns.
+    pub ephemerals: usize,
+    /// Watches held by the session's connection.
+    pub watches: usize,
+    /// Milliseconds since the session was last heard from (session clock).
+    pub idle_ms: i64,
+}
+
+/// Why a control operation on a session did nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionOpError {
+    /// No live session has this id.
+    NoSuchSession,
+    /// The session exists but has no connection to close.
+    NotConnected,
+}
+
+impl Core {
+    /// Every live session, ordered by id.
+    pub fn sessions_report(&self, now: impl Into<Now>) -> Vec<SessionReport> {
+        let mut ids = self.session_ids();
+        ids.sort_unstable();
+        self.sessions_report_for(&ids, now)
+    }
+
+    /// The sessions of `ids` still live, in the order given (a chunk of a long listing).
+    pub fn sessions_report_for(&self, ids: &[i64], now: impl Into<Now>) -> Vec<SessionReport> {
+        let now = now.into();
+        ids.iter()
+            .filter_map(|id| self.sessions.get(*id))
+            .map(|s| {
+                let conn = s
+                    .conn
+                    .filter(|c| self.conns.get(c).is_some_and(|c| !c.closing));
+                SessionReport {
+                    id: s.id,
+                    timeout_ms: s.timeout_ms,
+                    peer: conn.and_then(|c| self.conns.get(&c)).map(|c| c.remote),
+                    conn,
+                    ephemerals: s.ephemerals.len(),
+                    watches: conn.map_or(0, |c| self.watches.count_for(c)),
+                    idle_ms: (now.mono - s.last_heard).max(0),
+                }
+            })
+            .collect()
+    }
+
+    /// Expires session `sid` now, exactly as a timeout would: its ephemerals are deleted (and
+    /// their watches fire), then its connection is closed; a client that comes back with
+    /// the id is told the session expired.
+    pub fn expire_session(
+        &mut self,
+        sid: i64,
+        now: impl Into<Now>,
+        out: &mut dyn Outbox,
+    ) -> Result<(), SessionOpError> {
+        let Some(conn) = self.sessions.get(sid).map(|s| s.conn) else {
+            return Err(SessionOpError::NoSuchSession);
+        };
+        tracing::debug!(
+            session = format_args!("0x{sid:x}"),
+            "session expired by control"
+        );
+        self.kill_session(sid, now.into(), out);
+        if let Some(conn) = conn {
+            self.finish_connection(conn, out);
+        }
+        Ok(())
+    }
+
+    /// Expires every session (in id order); returns how many.
+    pub fn expire_all_sessions(&mut self, now: impl Into<Now>, out: &mut dyn Outbox) -> usize {
+        let now = now.into();
+        let mut ids: Vec<i64> = self.sessions.iter().map(|s| s.id).collect();
+        ids.sort_unstable();
+        for &sid in &ids {
+            let _ = self.expire_session(sid, now, out);
+        }
+        ids.len()
+    }
+
+    /// Closes the connection of session `sid` (after what is queued on it is written); the
+    /// session lives on and its client may reconnect within its timeout.
+    pub fn disconnect_session(
+        &mut self,
+        sid: i64,
+        out: &mut dyn Outbox,
+    ) -> Result<(), SessionOpError> {
+        let Some(s) = self.sessions.get(sid) else {
+            return Err(SessionOpError::NoSuchSession);
+        };
+        let conn = s
+            .conn
+            .filter(|c| self.conns.get(c).is_some_and(|c| !c.closing));
+        let Some(conn) = conn else {
+            return Err(SessionOpError::NotConnected);
+        };
+        tracing::debug!(
+            session = format_args!("0x{sid:x}"),
+            conn,
+            "disconnected by control"
+        );
+        self.finish_connection(conn, out);
+        Ok(())
+    }
+
+    /// Closes every client connection; sessions live on. Returns how many were closed.
+    pub fn disconnect_all(&mut self, out: &mut dyn Outbox) -> usize {
+        let mut conns: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.closing)
+            .map(|(id, _)| *id)
+            .collect();
+        conns.sort_unstable();
+        for &c in &conns {
+            self.finish_connection(c, out);
+        }
+        conns.len()
+    }
+
+    /// Deletes every node except `/` and the `/zookeeper` subtree, in one transaction (one
+    /// zxid); watches fire as for any delete. With `expire_sessions`, every session is
+    /// expired first. Returns how many nodes were deleted.
+    pub fn reset(
+        &mut self,
+        expire_sessions: bool,
+        now: impl Into<Now>,
+        out: &mut dyn Outbox,
+    ) -> usize {
+        let now = now.into();
+        if expire_sessions {
+            self.expire_all_sessions(now, out);
+        }
+        // Post-order: children before their parent.
+        let mut doomed: Vec<String> = Vec::new();
+        let mut stack: Vec<(String, bool)> = self
+            .tree
+            .children("/")
+            .map(|names| {
+                names
+                    .into_iter()
+                    .filter(|c| *c != "zookeeper")
+                    .map(|c| (format!("/{c}"), false))
+                    .collect()
+            })
+            .unwrap_or_default();
+        while let Some((p, expanded)) = stack.pop() {
+            if expanded {
+                doomed.push(p);
+                continue;
+            }
+            let children: Vec<String> = self
+                .tree
+                .children(&p)
+                .map(|names| names.iter().map(|c| format!("{p}/{c}")).collect())
+                .unwrap_or_default();
+            stack.push((p, true));
+            stack.extend(children.into_iter().map(|c| (c, false)));
+        }
+        if doomed.is_empty() {
+            return 0;
+        }
+        let zxid = self.next_zxid(now.mono);
+        let mut txn = Txn::new(zxid, now, false);
+        for p in &doomed {
+            let parent = path::canonical(path::parent(p).unwrap_or("")).to_string();
+            self.delete_node(&mut txn, p, &parent);
+            self.log_deleted(p);
+        }
+        // Logged (with a data directory) as one multi of deletes by no session.
+        self.log_write(0, 0, txn.zxid, now.wall, true, None);
+        self.commit(txn, out);
+        doomed.len()
+    }
+
+    /// Makes sessions expire exactly `timeout` after they were last heard from (+1 ms)
+    /// instead of on the next tick boundary. Used with the manual clock, where there is no
+    /// real time to save by batching expiries. Only effective before the first session.
+    pub fn use_exact_session_expiry(&mut self) {
+        self.sessions.set_granularity(1);
+    }
+
+    /// Adds a fault rule; its id, or why not (too many rules).
+    pub fn add_fault(&mut self, rule: FaultRule) -> Result<u64, String> {
+        self.faults.add(rule)
+    }
+
+    /// Every fault rule with its firing counts.
+    pub fn faults(&self) -> Vec<FaultStatus> {
+        self.faults.list()
+    }
+
+    /// Removes every fault rule; returns how many there were.
+    pub fn clear_faults(&mut self) -> usize {
+        self.faults.clear()
+    }
+
+    /// Removes one fault rule; false if there is none with that id.
+    pub fn remove_fault(&mut self, id: u64) -> bool {
+        self.faults.remove(id)
+    }
+
+    /// Removes the fault rules `pred` selects.
+    pub fn remove_faults_where(&mut self, pred: impl Fn(&FaultStatus) -> bool) {
+        self.faults.remove_where(pred)
+    }
+}

@@ -1,0 +1,17 @@
+//! Test features applied in the core's one order (the control plane's session operations,
+//! fault rules, fixtures) and the tools of the tests that drive the core directly: the
+//! [`RecordingOutbox`](crate::RecordingOutbox) (feature `test-support`) and the core's own test
+//! harness.
+
+pub mod control_ops;
+pub mod fault;
+pub mod fixture_nodes;
+#[cfg(any(test, feature = "test-support"))]
+pub mod recording;
+
+#[cfg(test)]
+mod control_tests;
+#[cfg(test)]
+pub(crate) mod harness;
+#[cfg(test)]
+mod model_tests;
