@@ -421,3 +421,48 @@ fn a_newer_snapshot_supersedes_an_unfinished_one() {
     w.core.end_snapshot(&abandoned);
     assert!(w.core.tree.cow.0.is_none());
 }
+
+/// A transaction log that takes `ok` records, then fails every later one.
+struct FailingAfter {
+    ok: usize,
+}
+
+impl TxnSink for FailingAfter {
+    fn append(&mut self, zxid: i64, _txn: Bytes) -> Result<(), StopServing> {
+        if self.ok == 0 {
+            return Err(StopServing(format!("log write of 0x{zxid:x} failed")));
+        }
+        self.ok -= 1;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failed_log_write_stops_the_core_without_a_reply() {
+    use crate::testing::harness::*;
+    let (mut h, [a, w]) = Harness::with_sessions::<2>();
+    h.create(a, "/kept", 0);
+    h.reply(w, &exists("/new", true));
+    h.core.set_txn_sink(Some(Box::new(FailingAfter { ok: 0 })));
+    assert_eq!(h.core.stopped(), None);
+    // The create cannot be logged: neither its reply nor the watcher's event goes out.
+    let frames = h.call(a, &create_req(OpCode::Create2, "/new", 0));
+    assert!(frames.is_empty(), "nothing queued after the failed write");
+    assert!(
+        h.take(w).is_empty(),
+        "no notification of the unlogged write"
+    );
+    let reason = h.core.stopped().map(str::to_string);
+    assert!(
+        reason.as_deref().unwrap_or("").contains("log write of 0x"),
+        "{reason:?}"
+    );
+    // Every later call is refused without touching the state or the outbox.
+    assert!(h.call(a, &get_data("/kept", false)).is_empty());
+    h.now += 100_000;
+    h.core.tick(h.now, &mut h.out);
+    assert!(h.out.frames.is_empty() && h.out.closed.is_empty());
+    let addr: std::net::SocketAddr = "127.0.0.1:6000".parse().unwrap();
+    assert_eq!(h.core.open_connection(addr, h.now), None);
+    assert!(h.core.apply_fixture(&[], h.now).is_err());
+}

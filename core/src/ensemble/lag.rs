@@ -16,6 +16,14 @@ use crate::{ConnId, Core, Frame, Now, Outbox};
 /// Identifies one member of a simulated ensemble (0 in a standalone server).
 pub type MemberId = u64;
 
+/// The lagging member a request came through, and how far it lags: chosen once per request
+/// by [`Core::request`] and handed down to [`Core::route`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LaggingMember {
+    pub member: MemberId,
+    pub lag: Lag,
+}
+
 /// How far a member trails the committed history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Lag {
@@ -100,7 +108,7 @@ pub(crate) struct Lagging {
 
 impl Lagging {
     /// True when no member lags and no connection waits: the core runs as a single server.
-    fn idle(&self) -> bool {
+    pub(crate) fn idle(&self) -> bool {
         self.replicas.is_empty() && self.blocked.is_empty()
     }
 }
@@ -460,7 +468,8 @@ impl Core {
                 break;
             };
             while let Some(payload) = b.deferred.pop_front() {
-                self.serve_request(conn, payload, now, out);
+                let lagging = self.lagging_member(conn);
+                self.decode(conn, payload, now, lagging, out);
                 if let Some(again) = self.lag.blocked.get_mut(&conn) {
                     again.deferred_bytes += b.deferred.iter().map(Bytes::len).sum::<usize>();
                     again.deferred.extend(b.deferred.drain(..));
@@ -495,64 +504,67 @@ impl Core {
         }
     }
 
-    /// Every frame after the handshake. A connection waiting for its member to apply an
-    /// earlier write or sync keeps later requests until then (per-session FIFO).
-    pub fn request(
+    /// Keeps `payload` when `conn` waits for its member to apply an earlier write or sync
+    /// (per-session FIFO), closing the connection when too much waits; otherwise hands it
+    /// back to be served now.
+    pub(crate) fn wait_turn(
         &mut self,
         conn: ConnId,
         payload: Bytes,
-        now: impl Into<Now>,
+        now: Now,
         out: &mut dyn Outbox,
-    ) {
-        let now = now.into();
-        if self.lag.idle() {
-            self.serve_request(conn, payload, now, out);
-            return;
+    ) -> Option<Bytes> {
+        let Some(b) = self.lag.blocked.get_mut(&conn) else {
+            return Some(payload);
+        };
+        b.deferred_bytes += payload.len();
+        b.deferred.push_back(payload);
+        let over =
+            b.deferred.len() > MAX_DEFERRED_REQUESTS || b.deferred_bytes > MAX_DEFERRED_BYTES;
+        // The client is alive: its session is heard from, as a follower would report.
+        if let Some(sid) = self.conns.get(&conn).and_then(|c| c.session) {
+            self.sessions.touch(sid, now.mono);
         }
-        self.advance_members(now, out);
-        if let Some(b) = self.lag.blocked.get_mut(&conn) {
-            b.deferred_bytes += payload.len();
-            b.deferred.push_back(payload);
-            let over =
-                b.deferred.len() > MAX_DEFERRED_REQUESTS || b.deferred_bytes > MAX_DEFERRED_BYTES;
-            // The client is alive: its session is heard from, as a follower would report.
-            if let Some(sid) = self.conns.get(&conn).and_then(|c| c.session) {
-                self.sessions.touch(sid, now.mono);
-            }
-            if over {
-                tracing::info!(
-                    conn,
-                    "too many requests waiting behind a write on a lagging member; closing"
-                );
-                self.lag.blocked.remove(&conn);
-                self.finish_connection(conn, out);
-            }
-            return;
+        if over {
+            tracing::info!(
+                conn,
+                "too many requests waiting behind a write on a lagging member; closing"
+            );
+            self.lag.blocked.remove(&conn);
+            self.finish_connection(conn, out);
         }
-        self.serve_request(conn, payload, now, out);
-        self.advance_members(now, out);
+        None
     }
 
-    /// Runs one decoded request for a connection of a lagging member: reads on its replica;
-    /// writes and syncs through the ensemble, answered once the member applied them.
-    /// `muted`: the reply is discarded anyway (a fault rule), so nothing waits for it.
+    /// The lagging member `conn` came through, if it lags: looked up once per request.
+    pub(crate) fn lagging_member(&self, conn: ConnId) -> Option<LaggingMember> {
+        if self.lag.replicas.is_empty() {
+            // No member lags (the usual case): nothing to look up.
+            return None;
+        }
+        let member = self.member_of(conn);
+        let lag = self.lag.replicas.get(&member)?.lag;
+        Some(LaggingMember { member, lag })
+    }
+
+    /// The third stage of a request: routes a decoded request to [`Core::execute`]. When its
+    /// connection's member does not lag (`lagging` is `None`, the usual case) it runs at once; for a connection of a lagging
+    /// member, reads run on its replica, and writes and syncs go through the ensemble and are
+    /// answered once the member applied them. `muted`: the reply is discarded anyway (a
+    /// fault rule), so nothing waits for it.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn dispatch(
+    pub(crate) fn route(
         &mut self,
         conn: ConnId,
         sid: i64,
         xid: i32,
         req: Request,
         now: Now,
+        lagging: Option<LaggingMember>,
         out: &mut dyn Outbox,
         muted: bool,
     ) -> Option<(i32, i64, Frame)> {
-        if self.lag.replicas.is_empty() {
-            // No member lags (the usual case): nothing to look up per request.
-            return self.execute(conn, sid, xid, req, now, out);
-        }
-        let member = self.member_of(conn);
-        let Some(lag) = self.lag.replicas.get(&member).map(|r| r.lag) else {
+        let Some(LaggingMember { member, lag }) = lagging else {
             return self.execute(conn, sid, xid, req, now, out);
         };
         let sync = match needs(&req) {

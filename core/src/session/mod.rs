@@ -2,4 +2,5 @@
 //! expiry) and the per-connection state (identities, counters).
 
 pub(crate) mod connection;
+pub(crate) mod handshake;
 pub(crate) mod sessions;
