@@ -26,7 +26,7 @@
 # minutes on 2 idle cores), after a new commit only zkd-server, zkd and the final link; the
 # wheel and the jar reuse it. The `cargo install` check builds with --debug and no debug info
 # in target/packages/install-target: 3.7 CPU-minutes from scratch, after a new commit the
-# three zkd crates. The tests themselves take about 2 minutes (mostly the Java suites).
+# four zkd crates. The tests themselves take about 2 minutes (mostly the Java suites).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -106,9 +106,10 @@ java_helper() {
 }
 
 rust_package() {
-    log "rust: cargo package for zkd-protocol, zkd-server, zkd"
+    log "rust: cargo package for zkd-protocol, zkd-core, zkd-server, zkd"
     rm -f target/package/*.crate
-    cargo package --quiet -p zkd-protocol -p zkd-server -p zkd --allow-dirty --no-verify
+    cargo package --quiet -p zkd-protocol -p zkd-core -p zkd-server -p zkd --allow-dirty \
+        --no-verify
     ls target/package/*.crate | sed 's/^/[test-packages]   /'
     # `cargo install` of the packaged zkd, offline; its path dependencies resolve to their
     # packages (unpacked outside this workspace) instead of a registry that lacks them.
@@ -117,13 +118,14 @@ rust_package() {
     trap 'rm -rf "$install_tmp"' EXIT
     crates=$install_tmp/crates root=$install_tmp/root
     mkdir -p "$crates"
-    for c in zkd-protocol zkd-server zkd; do
+    for c in zkd-protocol zkd-core zkd-server zkd; do
         tar -xzf "target/package/$c-$version.crate" -C "$crates"
     done
     log "rust: cargo install --offline --debug of the packaged zkd into a temporary root"
     cargo install --quiet --offline --debug --path "$crates/zkd-$version" --root "$root" \
         --target-dir "$ROOT/target/packages/install-target" \
         --config "patch.crates-io.zkd-server.path=\"$crates/zkd-server-$version\"" \
+        --config "patch.crates-io.zkd-core.path=\"$crates/zkd-core-$version\"" \
         --config "patch.crates-io.zkd-protocol.path=\"$crates/zkd-protocol-$version\"" \
         --config 'profile.dev.debug=0'
     # The packaged crate names the commit cargo package recorded; its date is its build's.

@@ -167,8 +167,9 @@ mod tests {
     use std::net::SocketAddr;
 
     use crate::data::tree::Node;
+    use crate::testing::harness::tests_config;
     use crate::watch::watches::WatchKind;
-    use crate::{tests_config, Core};
+    use crate::Core;
 
     fn remote() -> SocketAddr {
         "127.0.0.1:5000".parse().unwrap()

@@ -10,15 +10,8 @@ use zkd_protocol::disk::snapshot::read_snapshot;
 use zkd_protocol::disk::TxnEntry;
 use zkd_protocol::*;
 
+use crate::testing::harness::{open_test_session, test_data, tests_config, TEST_SESSIONS};
 use crate::*;
-
-#[derive(Default)]
-struct Sink;
-
-impl Outbox for Sink {
-    fn send(&mut self, _conn: ConnId, _frame: Bytes) {}
-    fn close(&mut self, _conn: ConnId) {}
-}
 
 #[derive(Clone, Default)]
 struct Collect(Arc<Mutex<Vec<(i64, Bytes)>>>);
@@ -125,7 +118,7 @@ struct World {
 impl World {
     fn new() -> World {
         let log = Collect::default();
-        let mut core = Core::new(crate::tests_config(), 1_000);
+        let mut core = Core::new(tests_config(), 1_000);
         core.set_txn_sink(Some(Box::new(log.clone())));
         let mut w = World {
             core,
@@ -143,7 +136,13 @@ impl World {
     fn connect(&mut self, s: usize) {
         self.next_port += 1;
         let timeout = 4000 + 2000 * s as i32;
-        let c = open_test_session(&mut self.core, self.next_port, timeout, self.now, &mut Sink);
+        let c = open_test_session(
+            &mut self.core,
+            self.next_port,
+            timeout,
+            self.now,
+            &mut RecordingOutbox::counting(),
+        );
         self.conns[s] = Some(c);
     }
 
@@ -154,8 +153,12 @@ impl World {
         let Some(conn) = self.conns[s] else { return };
         let frame = req.to_frame(7);
         self.now += 10;
-        self.core
-            .request(conn, frame.slice(4..), self.now, &mut Sink);
+        self.core.request(
+            conn,
+            frame.slice(4..),
+            self.now,
+            &mut RecordingOutbox::counting(),
+        );
     }
 
     fn step(&mut self, op: &Op) -> Option<(i64, Bytes, usize)> {
@@ -215,7 +218,7 @@ impl World {
             Op::Expire => {
                 // Silence every session past its timeout, then tick: all expire.
                 self.now += 30_000;
-                self.core.tick(self.now, &mut Sink);
+                self.core.tick(self.now, &mut RecordingOutbox::counting());
                 self.conns = vec![None; SESSIONS];
             }
             Op::Snapshot => {
@@ -266,7 +269,7 @@ fn durable(core: &Core) -> Durable {
 }
 
 fn rebuild(snapshot: Option<&(i64, Bytes, usize)>, log: &[(i64, Bytes)]) -> Core {
-    let mut core = Core::new(crate::tests_config(), 1_000);
+    let mut core = Core::new(tests_config(), 1_000);
     let from = match snapshot {
         Some((zxid, bytes, from)) => {
             let image = read_snapshot(bytes.clone()).expect("own snapshot reads");
@@ -308,7 +311,7 @@ proptest! {
         }
         let (zxid, bytes) = w.core.export_snapshot();
         let image = read_snapshot(bytes.clone()).expect("reads");
-        let mut copy = Core::new(crate::tests_config(), 1_000);
+        let mut copy = Core::new(tests_config(), 1_000);
         copy.import_snapshot(&image, zxid, 1_000).expect("imports");
         prop_assert_eq!(&durable(&copy), &live);
         // Export is deterministic.

@@ -209,25 +209,12 @@ fn drop_and_no_response_faults() {
 
 #[test]
 fn delay_faults_reach_the_outbox_before_the_reply() {
-    #[derive(Default)]
-    struct Log(Vec<String>);
-    impl Outbox for Log {
-        fn send(&mut self, conn: ConnId, _: Bytes) {
-            self.0.push(format!("send {conn}"));
-        }
-        fn close(&mut self, conn: ConnId) {
-            self.0.push(format!("close {conn}"));
-        }
-        fn delay(&mut self, conn: ConnId, ms: u64) {
-            self.0.push(format!("delay {conn} {ms}"));
-        }
-    }
     let (mut h, [a]) = Harness::with_sessions();
     h.core.add_fault(rule(FaultAction::Delay(250))).unwrap();
-    let mut log = Log::default();
+    let mut out = RecordingOutbox::new();
     let frame = get_data("/", false).to_frame(7);
-    h.core.request(a, frame.slice(4..), h.now, &mut log);
-    assert_eq!(log.0, [format!("delay {a} 250"), format!("send {a}")]);
+    h.core.request(a, frame.slice(4..), h.now, &mut out);
+    assert_eq!(out.log, [Recorded::Delayed(a, 250), Recorded::Sent(a)]);
 }
 
 /// The wall clock steps an hour forward and then an hour back while the session clock runs

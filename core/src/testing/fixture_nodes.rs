@@ -246,6 +246,7 @@ impl TreeWalk {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::harness::tests_config;
 
     fn node(path: &str) -> FixtureNode {
         FixtureNode {
@@ -258,7 +259,7 @@ mod tests {
 
     /// A wide parent, a deep chain and names that sort differently as paths and as names.
     fn sample() -> Core {
-        let mut core = Core::new(crate::tests_config(), 1_700_000_000_000);
+        let mut core = Core::new(tests_config(), 1_700_000_000_000);
         let mut nodes: Vec<FixtureNode> = (0..600).map(|i| node(&format!("/wide/c{i}"))).collect();
         nodes.extend(["/a/b/c/d/e", "/a-b", "/a/b-c", "/z", "/a/b/c2"].map(node));
         core.apply_fixture(&nodes, 1_700_000_000_000)

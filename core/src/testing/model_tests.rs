@@ -8,17 +8,8 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use zkd_protocol::*;
 
+use crate::testing::harness::{open_test_session, test_data, tests_config, TEST_SESSIONS};
 use crate::*;
-
-#[derive(Default)]
-struct Sink(Vec<(ConnId, Bytes)>);
-
-impl Outbox for Sink {
-    fn send(&mut self, conn: ConnId, frame: Bytes) {
-        self.0.push((conn, frame));
-    }
-    fn close(&mut self, _conn: ConnId) {}
-}
 
 /// The reference model: path → node.
 #[derive(Clone, Debug)]
@@ -98,8 +89,8 @@ struct World {
 
 impl World {
     fn new() -> World {
-        let mut core = Core::new(crate::tests_config(), 1_000);
-        let mut sink = Sink::default();
+        let mut core = Core::new(tests_config(), 1_000);
+        let mut sink = RecordingOutbox::new();
         let mut conns = Vec::new();
         for i in 0..SESSIONS {
             let port = 4000 + i as u16;
@@ -128,10 +119,10 @@ impl World {
 
     fn call(&mut self, s: usize, req: Request) -> Option<(i64, i32, Bytes)> {
         let conn = self.conns[s]?;
-        let mut sink = Sink::default();
+        let mut sink = RecordingOutbox::new();
         let frame = req.to_frame(1);
         self.core.request(conn, frame.slice(4..), 2_000, &mut sink);
-        let (_, reply) = sink.0.into_iter().filter(|(c, _)| *c == conn).last()?;
+        let (_, reply) = sink.frames.into_iter().filter(|(c, _)| *c == conn).last()?;
         let mut r = Reader::new(reply.slice(4..));
         let h = ReplyHeader::read(&mut r).ok()?;
         Some((h.zxid, h.err, r.rest()))
@@ -356,7 +347,7 @@ proptest! {
     fn arbitrary_requests_never_panic(frames in proptest::collection::vec((any::<i32>(), -12i32..110, proptest::collection::vec(any::<u8>(), 0..64)), 1..30)) {
         let mut w = World::new();
         let conn = w.conns[0].unwrap();
-        let mut sink = Sink::default();
+        let mut sink = RecordingOutbox::new();
         for (xid, op, body) in frames {
             let mut payload = Vec::new();
             payload.extend_from_slice(&xid.to_be_bytes());
