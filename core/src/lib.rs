@@ -108,8 +108,9 @@ use zkd_protocol::{keeper_state, perms, xid, Acl, Jute, ReplyHeader, WatcherEven
 pub use auth::sasl_users::SaslUsers;
 pub use auth::secure_auth::AuthConfig;
 use data::tree::{AclList, Tree};
-pub use durability::snapshot::{ImportReport, Replayed, StopServing, TxnSink};
+pub use durability::snapshot::{ImportReport, Replayed};
 pub use durability::snapshot_cow::{SnapshotJob, Step as SnapshotStep};
+pub use durability::txn_record::{StopServing, TxnSink};
 pub use ensemble::lag::{Lag, MemberId};
 pub use request::frame::Frame;
 use request::txn::Txn;

@@ -4,6 +4,7 @@
 
 pub(crate) mod snapshot;
 pub(crate) mod snapshot_cow;
+pub(crate) mod txn_record;
 
 #[cfg(test)]
 mod snapshot_tests;
