@@ -112,7 +112,7 @@ pub use durability::snapshot::{ImportReport, Replayed};
 pub use durability::snapshot_cow::{SnapshotJob, Step as SnapshotStep};
 pub use durability::txn_record::{StopServing, TxnSink};
 pub use ensemble::lag::{Lag, MemberId};
-pub use request::frame::Frame;
+pub use request::frame_parts::Frame;
 use request::txn::Txn;
 use session::connection::Conn;
 pub use session::connection::Serving;

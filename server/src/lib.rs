@@ -18,7 +18,7 @@ mod member_lag;
 mod net;
 mod persist;
 mod server;
-mod zk_version;
+mod version_string;
 
 pub use config::{
     ClientAuth, ClockMode, Config, EnsembleConfig, FourLetterWhitelist, FsyncPolicy, MemberConfig,
@@ -28,5 +28,5 @@ pub use net::ServerFailure;
 pub use persist::load::read_snapshot_file;
 pub use persist::{check_data_dir, DirCheck, SnapshotInfo};
 pub use server::Server;
-pub use zk_version::{version_string, VersionString};
+pub use version_string::{version_string, VersionString};
 pub use zkd_core::{SaslUsers, ZookeeperVersion};

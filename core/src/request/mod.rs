@@ -3,7 +3,7 @@
 //! checks before running it) → `Core::route` (ensemble/lag.rs: a lagging member's replica or
 //! the main tree) → `Core::execute` (execute.rs: the request run against the tree). Writes go
 //! through `txn.rs`; replies are built in `reply.rs` as a [`Frame`](crate::Frame) in parts
-//! (`frame.rs`).
+//! (`frame_parts.rs`).
 
 use bytes::Bytes;
 
@@ -11,7 +11,7 @@ use crate::{ConnId, Core, Now, Outbox};
 
 pub(crate) mod decode;
 pub(crate) mod execute;
-pub mod frame;
+pub mod frame_parts;
 pub(crate) mod reply;
 pub(crate) mod txn;
 
