@@ -86,7 +86,6 @@ mod auth;
 mod data;
 mod durability;
 mod ensemble;
-mod invariants;
 mod request;
 mod session;
 pub mod state_report;
