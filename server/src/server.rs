@@ -103,6 +103,9 @@ impl Server {
                     core.apply_fixture(&config.seed, now_ms())
                 }))
                 .map_err(|payload| io::Error::other(net::panic_message(&*payload)))?;
+                if let Some(reason) = core.stopped() {
+                    return Err(io::Error::other(reason.to_string()));
+                }
                 let n = applied.map_err(|e| {
                     io::Error::new(io::ErrorKind::InvalidInput, format!("seed: {e}"))
                 })?;
