@@ -135,6 +135,8 @@ pub(crate) fn expire_session(shared: &Shared, sid: i64) -> Result<(), ControlErr
         .map_err(|e| session_err(sid, e))
 }
 
+// Only the admin routes ask for this one.
+#[cfg_attr(not(feature = "admin"), allow(dead_code))]
 pub(crate) fn expire_all_sessions(shared: &Shared) -> Result<usize, ControlError> {
     let now = shared.now();
     Ok(shared.with_core(|core, out| core.expire_all_sessions(now, out))?)
@@ -146,6 +148,8 @@ pub(crate) fn disconnect_session(shared: &Shared, sid: i64) -> Result<(), Contro
         .map_err(|e| session_err(sid, e))
 }
 
+// Only the admin routes ask for this one.
+#[cfg_attr(not(feature = "admin"), allow(dead_code))]
 pub(crate) fn disconnect_all(shared: &Shared) -> Result<usize, ControlError> {
     Ok(shared.with_core(|core, out| core.disconnect_all(out))?)
 }
@@ -200,6 +204,8 @@ pub(crate) fn clear_faults(shared: &Shared) -> Result<usize, ControlError> {
     Ok(shared.with_core(|core, _| core.clear_faults())?)
 }
 
+// Only the admin routes ask for this one.
+#[cfg_attr(not(feature = "admin"), allow(dead_code))]
 pub(crate) fn remove_fault(shared: &Shared, id: u64) -> Result<(), ControlError> {
     if shared.with_core(|core, _| core.remove_fault(id))? {
         Ok(())
@@ -238,6 +244,8 @@ pub(crate) fn clock(shared: &Shared) -> ClockReport {
 }
 
 /// Refuses (`true`) or accepts again (`false`) new client connections.
+// Only the admin routes ask for this one.
+#[cfg_attr(not(feature = "admin"), allow(dead_code))]
 pub(crate) fn reject_connections(shared: &Shared, on: bool) {
     shared.gate.set_rejecting(on);
 }

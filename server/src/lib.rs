@@ -8,8 +8,8 @@ mod config;
 pub mod control;
 pub mod core;
 pub mod ensemble;
-#[cfg(feature = "json")]
 pub mod files;
+#[cfg(feature = "json")]
 pub mod fixture;
 pub mod fourlw;
 mod member_lag;
