@@ -18,7 +18,7 @@ use zkd_protocol::disk::txnlog::{file_header, frame_entry};
 use super::datadir::{file_name, sync_dir};
 use crate::config::FsyncPolicy;
 use crate::core::TxnSink;
-use crate::net::StopServing;
+use crate::engine::StopServing;
 
 /// How often `batch` syncs the log when something was written.
 pub const BATCH_SYNC_INTERVAL: Duration = Duration::from_millis(100);

@@ -1,18 +1,22 @@
 //! The test control plane as Rust operations on a running server: list, expire and
-//! disconnect sessions, pause and resume traffic, fault rules, reset, and the virtual clock.
+//! disconnect sessions, pause and resume traffic, fault rules, reset, the virtual clock, and
+//! stopping, starting ([`members`]) and lagging ([`member_lag`]) ensemble members.
 //! [`crate::Server`]'s methods and the admin HTTP routes both call these, so both take
 //! effect the same way: through the core, in the one order of client requests.
+
+pub(crate) mod member_lag;
+pub(crate) mod members;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::SessionOpError;
-use crate::net::{CoreFailed, Shared};
+use crate::engine::{CoreFailed, Shared};
 use crate::ClockMode;
 
+pub use crate::control::member_lag::MemberLagReport;
 pub use crate::core::Lag;
 pub use crate::core::{FaultAction, FaultRule, FaultStatus, SessionReport, MAX_FAULT_RULES};
-pub use crate::member_lag::MemberLagReport;
 
 /// Whether the session clock runs during a pause.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
