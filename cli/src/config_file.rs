@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use clap::parser::ValueSource;
-use zkd_server::ensemble::MemberMode;
+use zkd_server::MemberMode;
 use zkd_server::{Config, Server};
 
 use crate::serve::ServeArgs;

@@ -46,8 +46,8 @@ static VERSION_LINE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "{} (commit {}, built on {} UTC)",
         env!("CARGO_PKG_VERSION"),
-        zkd_server::fourlw::BUILD_COMMIT,
-        zkd_server::fourlw::BUILD_DATE
+        zkd_server::BUILD_COMMIT,
+        zkd_server::BUILD_DATE
     )
 });
 

@@ -8,7 +8,7 @@ use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
 
-use zkd_server::fourlw::{BUILD_COMMIT, BUILD_DATE};
+use zkd_server::{BUILD_COMMIT, BUILD_DATE};
 
 fn zkd(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_zkd"))

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::{ephemeral, persistent, within};
 use serde_json::json;
-use zkd_server::control::{FaultAction, FaultRule, PauseClock, PauseOptions};
 use zkd_server::{ClockMode, Config, Server};
+use zkd_server::{FaultAction, FaultRule, PauseClock, PauseOptions};
 use zookeeper_client as zk;
 
 async fn start(config: Config) -> Server {

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{persistent, within};
-use zkd_server::control::Lag;
+use zkd_server::Lag;
 use zkd_server::{ClockMode, Config, EnsembleConfig, Server};
 use zookeeper_client as zk;
 

@@ -49,6 +49,25 @@ impl FourLetterWord {
         FourLetterWord::Hash,
     ];
 
+    /// The words a server answers unless configured otherwise: they name no znode path,
+    /// session id or client address, and change nothing. `srvr`, `mntr`, `wchs` and `dirs`
+    /// show only counts and sizes; `conf` the settings; `ruok`, `isro`, `gtmk` and `hash`
+    /// fixed answers. Left out: `stat` and `cons` (client addresses, session ids), `dump`
+    /// (sessions and their ephemeral paths), `wchc`/`wchp` (watched paths and sessions),
+    /// `envi` (host name, user, working directory), and `crst`/`srst`/`stmk`, which change
+    /// state.
+    pub const DEFAULT: [FourLetterWord; 9] = [
+        FourLetterWord::Ruok,
+        FourLetterWord::Isro,
+        FourLetterWord::Srvr,
+        FourLetterWord::Mntr,
+        FourLetterWord::Wchs,
+        FourLetterWord::Dirs,
+        FourLetterWord::Conf,
+        FourLetterWord::Gtmk,
+        FourLetterWord::Hash,
+    ];
+
     /// The word as sent on the wire.
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -11,6 +11,10 @@ use zkd_protocol::FourLetterWord;
 use crate::core::{AuthConfig, CoreConfig};
 use crate::SaslUsers;
 
+/// Connection expiry buckets are this wide, and a connection that has not completed its
+/// handshake is expired after this long (`zookeeper.nio.sessionlessCnxnTimeout`).
+pub const SESSIONLESS_CNXN_TIMEOUT_MS: i64 = 10_000;
+
 /// Configuration for one server instance.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -35,7 +39,7 @@ pub struct Config {
     /// How often containers and TTL nodes are checked for reaping (default 1 s).
     pub reaper_interval: Duration,
     /// Which four-letter words are answered (default: the words that disclose no paths,
-    /// sessions or addresses and change nothing, [`crate::fourlw::DEFAULT_WORDS`]).
+    /// sessions or addresses and change nothing, [`FourLetterWord::DEFAULT`]).
     pub four_letter_whitelist: FourLetterWhitelist,
     /// Log a herd warning when one change notifies at least this many watchers (default 100;
     /// 0 = off).
@@ -562,7 +566,7 @@ pub enum FourLetterWhitelist {
 impl Default for FourLetterWhitelist {
     /// The words that disclose no paths, session ids or client addresses and change no state.
     fn default() -> Self {
-        FourLetterWhitelist::Only(crate::fourlw::DEFAULT_WORDS.into_iter().collect())
+        FourLetterWhitelist::Only(FourLetterWord::DEFAULT.into_iter().collect())
     }
 }
 

@@ -2,31 +2,46 @@
 
 #![forbid(unsafe_code)]
 
+//!
+//! The modules form layers, each importing only from the ones below it (checked by
+//! `scripts/check-layers.sh`, where the order is declared):
+//! `core` (the deterministic state machine, the `zkd-core` crate), `files`, `config` and
+//! `fixture` (plain data), `engine` (the core behind its lock, clocks, gate, latencies, members,
+//! fail-closed), `reports` and `persist`, `net`, `control`, `admin`, and `server` (the
+//! embedding handle).
+
 /// The deterministic core, under the name the server's modules use for it.
 pub(crate) use zkd_core as core;
 
 #[cfg(feature = "admin")]
 mod admin;
 mod config;
-pub mod control;
-pub mod ensemble;
-#[cfg(feature = "json")]
+mod control;
+mod engine;
 pub mod files;
+#[cfg(feature = "json")]
 pub mod fixture;
-pub mod fourlw;
-mod member_lag;
 mod net;
 mod persist;
+mod reports;
 mod server;
+#[cfg(test)]
+mod tests;
 mod version_string;
 
 pub use config::{
     ClientAuth, ClockMode, Config, EnsembleConfig, FourLetterWhitelist, FsyncPolicy, MemberConfig,
     TlsConfig,
 };
-pub use net::ServerFailure;
+pub use control::{
+    ClockReport, ControlError, FaultAction, FaultRule, FaultStatus, Lag, MemberLagReport,
+    PauseClock, PauseOptions, SessionReport, MAX_FAULT_RULES,
+};
+pub use engine::ensemble::{MemberMode, MemberReport};
+pub use engine::ServerFailure;
 pub use persist::load::read_snapshot_file;
 pub use persist::{check_data_dir, DirCheck, SnapshotInfo};
+pub use reports::{BUILD_COMMIT, BUILD_DATE};
 pub use server::Server;
 pub use version_string::{version_string, VersionString};
 pub use zkd_core::{SaslUsers, ZookeeperVersion};

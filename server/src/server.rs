@@ -9,13 +9,15 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::control::member_lag::{self, MemberLagReport};
+use crate::control::members;
 use crate::control::{
     self, ClockReport, ControlError, FaultRule, FaultStatus, PauseOptions, SessionReport,
 };
 use crate::core::{Core, Lag};
-use crate::ensemble::MemberReport;
-use crate::member_lag::{self, MemberLagReport};
-use crate::net::{self, now_ms, ServerFailure, Shared};
+use crate::engine::ensemble::MemberReport;
+use crate::engine::{self, now_ms, ServerFailure, Shared};
+use crate::net;
 use crate::persist::{Persistence, SnapshotInfo};
 use crate::Config;
 
@@ -102,7 +104,7 @@ impl Server {
                 let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     core.apply_fixture(&config.seed, now_ms())
                 }))
-                .map_err(|payload| io::Error::other(net::panic_message(&*payload)))?;
+                .map_err(|payload| io::Error::other(engine::panic_message(&*payload)))?;
                 if let Some(reason) = core.stopped() {
                     return Err(io::Error::other(reason.to_string()));
                 }
@@ -141,7 +143,7 @@ impl Server {
             }
             None => (None, None),
         };
-        let extras = crate::fourlw::ServerExtras {
+        let extras = engine::ServerExtras {
             secure_port: match &secure {
                 Some((l, _)) => Some(l.local_addr()?.port()),
                 None => None,
@@ -178,7 +180,7 @@ impl Server {
             secure_addr = Some(at);
             tracing::info!(addr = %at, "zkd secure port serving");
         }
-        let ticker = tokio::spawn(net::ticker(shared.clone()));
+        let ticker = tokio::spawn(engine::ticker(shared.clone()));
         tracing::info!(%addr, "zkd serving");
         #[cfg_attr(not(feature = "admin"), allow(unused_mut))]
         let mut server = Server {
@@ -241,7 +243,7 @@ impl Server {
     /// The ensemble's members in id order: id, client address, mode, whether it runs.
     /// Fails on a standalone server.
     pub fn members(&self) -> Result<Vec<MemberReport>, ControlError> {
-        net::member::list(&self.shared)
+        members::list(&self.shared)
     }
 
     /// The connection string of an ensemble (`host:port,host:port,...`, every member in id
@@ -263,7 +265,7 @@ impl Server {
     /// members drop their clients and, with read-only mode on, serve only clients that ask
     /// for read-only mode.
     pub async fn stop_member(&self, id: u64) -> Result<(), ControlError> {
-        net::member::stop(&self.shared, id).await.map(|_| ())
+        members::stop(&self.shared, id).await.map(|_| ())
     }
 
     /// Tells ensemble member `id` to lag: `Lag::Ms(n)` applies each transaction n ms
@@ -282,7 +284,7 @@ impl Server {
 
     /// Starts a stopped ensemble member again on its old address; returns that address.
     pub async fn start_member(&self, id: u64) -> Result<SocketAddr, ControlError> {
-        net::member::start(&self.shared, id, &self.shutdown).await
+        members::start(&self.shared, id, &self.shutdown).await
     }
 
     /// The address of the secure (TLS) client listener, if one was asked for in the `Config`.

@@ -18,10 +18,10 @@ use zkd_protocol::FourLetterWord;
 
 use super::{AdminState, ApiResult};
 use crate::core::Serving;
-use crate::ensemble::MemberMode;
-use crate::fourlw::metrics::Metric;
-use crate::fourlw::{self, FourLetterView, HostInfo, Needs};
-use crate::net::now_ms;
+use crate::engine::ensemble::MemberMode;
+use crate::engine::now_ms;
+use crate::reports::metrics::Metric;
+use crate::reports::{self, FourLetterView, HostInfo, Needs};
 use crate::VersionString;
 use crate::ZookeeperVersion;
 
@@ -113,7 +113,7 @@ fn needs(command: &str) -> Needs {
         "last_snapshot" => FourLetterWord::Srvr,
         _ => FourLetterWord::Ruok,
     };
-    fourlw::needs(word)
+    reports::needs(word)
 }
 
 /// Whether a command shows the data directory (read from the file system, not the core).
@@ -165,7 +165,7 @@ async fn command(
         // As the four-letter words: counters and a few reads of /proc, done here.
         return job();
     }
-    crate::fourlw::worker::run_light(job)
+    crate::reports::worker::run_light(job)
         .await
         .unwrap_or_else(|| {
             Err(super::ApiError::new(
@@ -245,14 +245,14 @@ fn run(st: &AdminState, name: &str, params: &BTreeMap<String, String>) -> ApiRes
         Some(id) => super::members::parse_member_id(id)?,
         None => st.shared.first_member(),
     };
-    let view = fourlw::gather(&st.shared, member, needs, now)?;
+    let view = reports::gather(&st.shared, member, needs, now)?;
     if let (Some(_), None) = (params.get("member"), &view.member) {
         return Err(super::ApiError::not_found(format!(
             "no member {member}: this server is not an ensemble or has no such member"
         )));
     }
     let host = if needs.host {
-        crate::net::host_info()
+        crate::reports::host_info()
     } else {
         HostInfo::default()
     };
@@ -269,7 +269,7 @@ pub fn render(cmd: &str, view: &FourLetterView, host: &HostInfo, trace_mask: i64
         "configuration" => configuration(view),
         "connections" => connections(view),
         "dirs" => {
-            let (_, size) = fourlw::data_dir(view);
+            let (_, size) = reports::data_dir(view);
             obj(json!({ "datadir_size": size, "logdir_size": size }))
         }
         "dump" => dump(view),
@@ -340,9 +340,9 @@ fn last_snapshot(view: &FourLetterView) -> Map<String, Value> {
 
 fn configuration(view: &FourLetterView) -> Map<String, Value> {
     let c = &view.conf;
-    let (dir, _) = fourlw::data_dir(view);
+    let (dir, _) = reports::data_dir(view);
     obj(json!({
-        "client_port": fourlw::port_or_none(Some(c.client_port)),
+        "client_port": reports::port_or_none(Some(c.client_port)),
         "data_dir": dir,
         "data_log_dir": dir,
         "tick_time": c.tick_time_ms,
@@ -440,7 +440,7 @@ fn dump(view: &FourLetterView) -> Map<String, Value> {
 }
 
 fn environment(view: &FourLetterView, host: &HostInfo) -> Map<String, Value> {
-    let text = fourlw::envi(host, view.conf.zookeeper_version);
+    let text = reports::envi(host, view.conf.zookeeper_version);
     text.lines()
         .skip(1)
         .filter_map(|l| l.split_once('='))
@@ -478,10 +478,10 @@ fn server_stats(view: &FourLetterView) -> Map<String, Value> {
             "packets_received": view.packets_received,
             "fsync_threshold_exceed_count": 0,
             "client_response_stats": client_response,
-            "data_dir_size": fourlw::data_dir(view).1,
-            "log_dir_size": fourlw::data_dir(view).1,
+            "data_dir_size": reports::data_dir(view).1,
+            "log_dir_size": reports::data_dir(view).1,
             "provider_null": false,
-            "server_state": fourlw::server_state(view),
+            "server_state": reports::server_state(view),
             "last_processed_zxid": view.last_zxid,
             "outstanding_requests": view.outstanding_requests,
             "avg_latency": view.latency.avg,
@@ -499,7 +499,7 @@ fn server_stats(view: &FourLetterView) -> Map<String, Value> {
 }
 
 fn monitor(view: &FourLetterView, host: &HostInfo) -> Map<String, Value> {
-    fourlw::metrics::monitor(view, host)
+    reports::metrics::monitor(view, host)
         .into_iter()
         .map(|(k, v)| {
             let v = match v {
@@ -554,7 +554,7 @@ fn sorted_ids_by_key<K: ToString>(m: BTreeMap<K, Vec<i64>>) -> Map<String, Value
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fourlw::{ConnWatches, SessionInfo};
+    use crate::reports::{ConnWatches, SessionInfo};
 
     #[test]
     fn every_name_and_alias_resolves() {
@@ -590,7 +590,6 @@ mod tests {
         let view = FourLetterView {
             sessions: vec![SessionInfo {
                 id: 72057628197388288,
-                timeout_ms: 10_000,
                 expires_at_ms: 544_000,
                 ephemerals: vec!["/app/e".into()],
             }],
@@ -633,7 +632,7 @@ mod tests {
             json!("(in-memory)")
         );
         let on_disk = FourLetterView {
-            data_dir: Some(crate::fourlw::DataDirInfo {
+            data_dir: Some(crate::engine::DataDirInfo {
                 path: "/var/zkd/version-2".into(),
                 size_bytes: 4096,
                 last_snapshot: Some((0x1f, 1_700_000_000)),

@@ -49,8 +49,8 @@ impl IntoResponse for ApiError {
 /// The result type of admin handlers.
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
-impl From<crate::net::CoreFailed> for ApiError {
-    fn from(_: crate::net::CoreFailed) -> ApiError {
+impl From<crate::engine::CoreFailed> for ApiError {
+    fn from(_: crate::engine::CoreFailed) -> ApiError {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             crate::control::ControlError::Failed.to_string(),

@@ -11,9 +11,9 @@ use serde_json::{json, Value};
 
 use super::members::parse_member_id;
 use super::{AdminState, ApiError, ApiResult};
+use crate::control::member_lag::{self, MemberLagReport};
 use crate::core::Lag;
-use crate::member_lag::{self, MemberLagReport};
-use crate::net::Shared;
+use crate::engine::Shared;
 
 pub(crate) fn routes() -> Router<AdminState> {
     Router::new().route("/zkd/members/{id}/lag", post(set_lag))

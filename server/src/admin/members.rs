@@ -7,8 +7,8 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::{AdminState, ApiError, ApiResult};
-use crate::ensemble::{MemberId, MemberReport};
-use crate::net::member;
+use crate::control::members as member;
+use crate::engine::ensemble::{MemberId, MemberReport};
 
 pub(crate) fn routes() -> Router<AdminState> {
     Router::new()
@@ -39,7 +39,7 @@ fn member_json(m: &MemberReport) -> Value {
 fn members_json(members: &[MemberReport]) -> Value {
     let leader = members
         .iter()
-        .find(|m| m.mode == crate::ensemble::MemberMode::Leader)
+        .find(|m| m.mode == crate::engine::ensemble::MemberMode::Leader)
         .map(|m| m.id);
     json!({
         "members": members.iter().map(member_json).collect::<Vec<_>>(),

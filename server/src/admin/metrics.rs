@@ -1,6 +1,6 @@
 //! `GET /metrics`: the Prometheus text exposition, encoded by the `prometheus-client` crate
 //! from one copy of the core's summary and herd record (taken under the lock, O(1) plus the
-//! bounded herd table) and the network layer's latency distributions (atomics, no lock).
+//! bounded herd table) and the engine's latency distributions (atomics, no lock).
 
 use axum::extract::State;
 use axum::http::header;
@@ -17,8 +17,8 @@ use prometheus_client::registry::Registry;
 use super::{AdminState, ApiError, ApiResult};
 use crate::core::herd::{HerdReport, FANOUT_BUCKETS};
 use crate::core::report::Summary;
-use crate::net::latency::{AvgMinMax, LatencySnapshot};
-use crate::net::now_ms;
+use crate::engine::latency::{AvgMinMax, LatencySnapshot};
+use crate::engine::now_ms;
 
 pub(crate) fn routes() -> Router<AdminState> {
     Router::new().route("/metrics", get(metrics))
@@ -33,7 +33,7 @@ async fn metrics(State(st): State<AdminState>) -> ApiResult<Response> {
     let (summary, herd) = st
         .shared
         .inspect(|core, _| (core.summary(now), core.herd_report(0)))?;
-    let host = crate::net::host_info();
+    let host = crate::reports::host_info();
     let snap = Snapshot {
         summary,
         herd,

@@ -3,7 +3,7 @@
 //!
 //! Composition: every sibling module that serves HTTP exposes `fn routes() -> Router<AdminState>`
 //! and is merged in [`router`] — that function is the one place routes are added. Handlers reach
-//! the core only through [`crate::net::Shared`]'s entry points (`with_core` and friends), so
+//! the core only through [`crate::engine::Shared`]'s entry points (`with_core` and friends), so
 //! admin operations are ordered with client requests and fall under the same failure policy.
 //! Every request first passes [`guard`] (whom the listeners obey: Host, Origin, fetch
 //! metadata), and every connection is taken by [`listen`] (header deadline, connection caps,
@@ -32,7 +32,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::net::Shared;
+use crate::engine::Shared;
 
 pub(crate) use error::{ApiError, ApiResult};
 
@@ -125,7 +125,7 @@ pub(crate) fn commands_router(state: AdminState, bound: std::net::IpAddr) -> Rou
 pub(crate) async fn off_runtime<T: Send + 'static>(
     f: impl FnOnce() -> ApiResult<T> + Send + 'static,
 ) -> ApiResult<T> {
-    crate::fourlw::worker::run(f)
+    crate::reports::worker::run(f)
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?
 }

@@ -14,8 +14,8 @@ use futures_util::stream;
 use serde_json::{json, Value};
 
 use super::{AdminState, ApiError, ApiResult};
-use crate::fourlw::worker;
-use crate::net::Shared;
+use crate::engine::Shared;
+use crate::reports::worker;
 
 pub(crate) fn routes() -> Router<AdminState> {
     Router::new()

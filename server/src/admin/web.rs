@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::control::parse_session_id;
 use super::{AdminState, ApiError, ApiResult};
 use crate::core::report::{NodeReport, PathWatchers};
-use crate::net::now_ms;
+use crate::engine::now_ms;
 
 /// The page, embedded in the binary.
 const INDEX_HTML: &str = include_str!("web/index.html");

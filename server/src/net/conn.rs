@@ -44,12 +44,12 @@ use zkd_protocol::frame::TELNET_INTERRUPT;
 use zkd_protocol::{FourLetterWord, FrameCodec};
 
 use super::input::InputBuf;
-use super::outbound::HeldBody;
-use super::queue::{ConnQueue, Parked, Taken};
 use super::stream::Stream;
-use super::{ConnChannels, Out, Shared};
 use crate::core::{ConnId, Handshake};
-use crate::fourlw;
+use crate::engine::outbound::HeldBody;
+use crate::engine::queue::{ConnQueue, Parked, Taken};
+use crate::engine::{ConnChannels, Out, Shared};
+use crate::reports;
 
 /// Smallest valid payload after the handshake: a RequestHeader.
 const REQUEST_HEADER_LEN: usize = 8;
@@ -335,7 +335,7 @@ async fn answer_four_letter_word<S: Stream>(
 ) -> Option<S> {
     tracing::debug!(conn = id, %remote, %word, "four-letter word");
     let text = if !shared.cfg.whitelist.allows(word) {
-        fourlw::not_whitelisted(word.as_str())
+        reports::not_whitelisted(word.as_str())
     } else {
         if word == FourLetterWord::Stmk {
             // The new trace mask follows as a big-endian long.
@@ -356,7 +356,7 @@ async fn answer_four_letter_word<S: Stream>(
         {
             return None;
         }
-        fourlw::answer(shared.clone(), word, member, remote.ip()).await?
+        reports::answer(shared.clone(), word, member, remote.ip()).await?
     };
     let written = timeout(FOUR_LETTER_WRITE_TIMEOUT, async {
         stream.write_all(text.as_bytes()).await?;
@@ -812,7 +812,7 @@ mod tests {
     /// [`Conn`] it serves, and that stays small.
     #[tokio::test]
     async fn a_connection_task_is_a_few_hundred_bytes() {
-        let config = crate::Config::default();
+        let config = crate::config::Config::default();
         let core = crate::core::Core::new(config.core_config(), 0);
         let shared = Arc::new(Shared::new(&config, 0, core));
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");

@@ -6,7 +6,6 @@
 use std::fmt;
 use std::future::Future;
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -14,46 +13,14 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use zkd_protocol::{FrameCodec, FrameError};
 
+use crate::engine::InputBudget;
+
 /// Initial capacity, and the capacity an idle connection returns to.
 pub(crate) const READ_MIN: usize = 1024;
 /// Smallest growth step once a buffer fills.
 pub(crate) const READ_CHUNK: usize = 8 * 1024;
 /// A buffer that holds no partial frame and is larger than this is given back.
 const IDLE_MAX: usize = 16 * 1024;
-
-/// Bytes of input buffer capacity all connections of one server hold, against a limit.
-#[derive(Debug)]
-pub(crate) struct InputBudget {
-    used: AtomicUsize,
-    limit: usize,
-}
-
-impl InputBudget {
-    pub(crate) fn new(limit: usize) -> InputBudget {
-        InputBudget {
-            used: AtomicUsize::new(0),
-            limit,
-        }
-    }
-
-    /// Bytes currently held.
-    #[cfg(test)]
-    pub(crate) fn used(&self) -> usize {
-        self.used.load(Ordering::Relaxed)
-    }
-
-    fn take(&self, n: usize) -> bool {
-        self.used
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
-                u.checked_add(n).filter(|t| *t <= self.limit)
-            })
-            .is_ok()
-    }
-
-    fn give(&self, n: usize) {
-        self.used.fetch_sub(n, Ordering::Relaxed);
-    }
-}
 
 /// Why a buffer could not grow: the connection is closed with this reason.
 #[derive(Debug)]
@@ -160,9 +127,7 @@ impl InputBuf {
         // Count what the allocator actually gave; the old buffer is freed below.
         let got = fresh.capacity();
         if got > reserved {
-            self.budget
-                .used
-                .fetch_add(got - reserved, Ordering::Relaxed);
+            self.budget.add_unchecked(got - reserved);
         } else {
             self.budget.give(reserved - got);
         }

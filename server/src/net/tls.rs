@@ -15,9 +15,10 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 use tokio_rustls::TlsAcceptor;
 
-use super::{conn, x509_dn, ConnChannels, Shared};
+use super::{conn, x509_dn};
 use crate::config::{ClientAuth, TlsConfig};
 use crate::core::ConnId;
+use crate::engine::{ConnChannels, Shared};
 
 /// The secure port's TLS settings, loaded once at start-up.
 pub(crate) struct TlsSetup {

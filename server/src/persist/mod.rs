@@ -17,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, FsyncPolicy};
 use crate::core::{Core, SnapshotStep};
-use crate::fourlw::PersistStats;
-use crate::net::Shared;
+use crate::engine::PersistStats;
+use crate::engine::Shared;
 use datadir::DataDir;
 use txnlog::TxnLog;
 
@@ -229,7 +229,7 @@ impl Persistence {
     /// What the admin reports show of the data directory: its `version-2` path, the bytes
     /// its files hold, and the newest snapshot (zxid, file modification time in seconds), if
     /// its file exists. Reads the directory; takes no lock of the core.
-    pub(crate) fn report(&self) -> crate::fourlw::DataDirInfo {
+    pub(crate) fn report(&self) -> crate::engine::DataDirInfo {
         let path = self.dir.path();
         let zxid = *self.last_snapshot.lock().unwrap_or_else(|e| e.into_inner());
         let snap = path.join(datadir::file_name("snapshot", zxid));
@@ -246,7 +246,7 @@ impl Persistence {
                 .map(|m| m.len())
                 .sum()
         });
-        crate::fourlw::DataDirInfo {
+        crate::engine::DataDirInfo {
             path: std::path::absolute(path)
                 .unwrap_or_else(|_| path.to_path_buf())
                 .display()

@@ -199,7 +199,7 @@ mod tests {
 
     use super::*;
     use crate::core::Frame;
-    use crate::net::queue::ConnQueue;
+    use crate::engine::queue::ConnQueue;
 
     #[test]
     fn counts_and_discards_once() {

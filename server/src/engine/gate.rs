@@ -66,6 +66,8 @@ impl Gate {
         self.reject.load(Ordering::Relaxed)
     }
 
+    // Only the admin routes ask for this one.
+    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
     pub(crate) fn set_rejecting(&self, on: bool) {
         self.reject.store(on, Ordering::Relaxed);
     }

@@ -4,7 +4,7 @@
 
 use crate::control::ControlError;
 use crate::core::Lag;
-use crate::net::Shared;
+use crate::engine::Shared;
 
 /// One member's lag as reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

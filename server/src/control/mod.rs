@@ -1,18 +1,22 @@
 //! The test control plane as Rust operations on a running server: list, expire and
-//! disconnect sessions, pause and resume traffic, fault rules, reset, and the virtual clock.
+//! disconnect sessions, pause and resume traffic, fault rules, reset, the virtual clock, and
+//! stopping, starting ([`members`]) and lagging ([`member_lag`]) ensemble members.
 //! [`crate::Server`]'s methods and the admin HTTP routes both call these, so both take
 //! effect the same way: through the core, in the one order of client requests.
+
+pub(crate) mod member_lag;
+pub(crate) mod members;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::SessionOpError;
-use crate::net::{CoreFailed, Shared};
+use crate::engine::{CoreFailed, Shared};
 use crate::ClockMode;
 
+pub use crate::control::member_lag::MemberLagReport;
 pub use crate::core::Lag;
 pub use crate::core::{FaultAction, FaultRule, FaultStatus, SessionReport, MAX_FAULT_RULES};
-pub use crate::member_lag::MemberLagReport;
 
 /// Whether the session clock runs during a pause.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -135,6 +139,8 @@ pub(crate) fn expire_session(shared: &Shared, sid: i64) -> Result<(), ControlErr
         .map_err(|e| session_err(sid, e))
 }
 
+// Only the admin routes ask for this one.
+#[cfg_attr(not(feature = "admin"), allow(dead_code))]
 pub(crate) fn expire_all_sessions(shared: &Shared) -> Result<usize, ControlError> {
     let now = shared.now();
     Ok(shared.with_core(|core, out| core.expire_all_sessions(now, out))?)
@@ -146,6 +152,8 @@ pub(crate) fn disconnect_session(shared: &Shared, sid: i64) -> Result<(), Contro
         .map_err(|e| session_err(sid, e))
 }
 
+// Only the admin routes ask for this one.
+#[cfg_attr(not(feature = "admin"), allow(dead_code))]
 pub(crate) fn disconnect_all(shared: &Shared) -> Result<usize, ControlError> {
     Ok(shared.with_core(|core, out| core.disconnect_all(out))?)
 }
@@ -200,6 +208,8 @@ pub(crate) fn clear_faults(shared: &Shared) -> Result<usize, ControlError> {
     Ok(shared.with_core(|core, _| core.clear_faults())?)
 }
 
+// Only the admin routes ask for this one.
+#[cfg_attr(not(feature = "admin"), allow(dead_code))]
 pub(crate) fn remove_fault(shared: &Shared, id: u64) -> Result<(), ControlError> {
     if shared.with_core(|core, _| core.remove_fault(id))? {
         Ok(())
@@ -238,6 +248,8 @@ pub(crate) fn clock(shared: &Shared) -> ClockReport {
 }
 
 /// Refuses (`true`) or accepts again (`false`) new client connections.
+// Only the admin routes ask for this one.
+#[cfg_attr(not(feature = "admin"), allow(dead_code))]
 pub(crate) fn reject_connections(shared: &Shared, on: bool) {
     shared.gate.set_rejecting(on);
 }

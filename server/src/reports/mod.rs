@@ -1,23 +1,29 @@
-//! Four-letter words: which words exist and what each needs ([`Needs`]), which are answered
-//! by default, and dispatch to the pure formatters in [`format`] over the plain data in
-//! [`report`]. See docs/protocol.md for the wire behaviour.
+//! The reports: four-letter words and what each needs ([`Needs`]), gathered from the engine
+//! into plain data ([`report`]), rendered by the pure formatters in [`format`] (the
+//! AdminServer's JSON and the metrics build on the same data), on the reports' [`worker`].
+//! See docs/protocol.md for the wire behaviour.
 
-pub mod format;
+pub(crate) mod format;
 pub(crate) mod gate;
-pub mod metrics;
+pub(crate) mod host;
+pub(crate) mod metrics;
 mod monitor_keys;
-pub mod report;
+pub(crate) mod report;
 pub(crate) mod worker;
 
 use zkd_protocol::FourLetterWord;
 
 use crate::core::Serving;
+use crate::engine::ensemble::MemberId;
+use crate::engine::{now_ms, Shared};
 
-pub use format::*;
-pub use report::*;
+pub(crate) use format::*;
+pub(crate) use host::gather as host_info;
+pub(crate) use report::*;
 
 /// The version the reports of a server behaving as the default release line (3.9) show; the
 /// one a server reports is [`crate::version_string`] of its release line.
+#[cfg(test)]
 pub const VERSION: &str = crate::version_string(crate::ZookeeperVersion::V3_9);
 
 /// The git commit this build was made from (`unknown` when built outside a checkout from an
@@ -27,31 +33,6 @@ pub const BUILD_COMMIT: &str = env!("ZKD_BUILD_COMMIT");
 /// When this build was made, `YYYY-MM-DD HH:MM` in UTC (`ZKD_BUILD_EPOCH` or
 /// `SOURCE_DATE_EPOCH` when the build set one); recorded by the build script.
 pub const BUILD_DATE: &str = env!("ZKD_BUILD_DATE");
-
-/// ZooKeeper's default trace mask (`gtmk` on a fresh server).
-pub const DEFAULT_TRACE_MASK: i64 = 306;
-
-/// Connection expiry buckets are this wide, and a connection that has not completed its
-/// handshake is expired after this long (`zookeeper.nio.sessionlessCnxnTimeout`).
-pub const SESSIONLESS_CNXN_TIMEOUT_MS: i64 = 10_000;
-
-/// The words answered without `--4lw-whitelist`: they name no znode path, session id or
-/// client address, and change nothing. `srvr`, `mntr`, `wchs` and `dirs` show only counts and
-/// sizes; `conf` the settings; `ruok`, `isro`, `gtmk` and `hash` fixed answers. Left out:
-/// `stat` and `cons` (client addresses, session ids), `dump` (sessions and their ephemeral
-/// paths), `wchc`/`wchp` (watched paths and sessions), `envi` (host name, user, working
-/// directory), and `crst`/`srst`/`stmk`, which change state.
-pub const DEFAULT_WORDS: [FourLetterWord; 9] = [
-    FourLetterWord::Ruok,
-    FourLetterWord::Isro,
-    FourLetterWord::Srvr,
-    FourLetterWord::Mntr,
-    FourLetterWord::Wchs,
-    FourLetterWord::Dirs,
-    FourLetterWord::Conf,
-    FourLetterWord::Gtmk,
-    FourLetterWord::Hash,
-];
 
 /// What a word's answer needs gathered; the rest of a [`FourLetterView`] stays empty, so a
 /// cheap word never copies per-connection or per-watch data.
@@ -142,9 +123,9 @@ pub fn is_health_check(word: FourLetterWord) -> bool {
 /// address's turns ([`gate`]). `None` when the server no longer serves, or when `from` waited
 /// too long for its turn.
 pub(crate) async fn answer(
-    shared: std::sync::Arc<crate::net::Shared>,
+    shared: std::sync::Arc<Shared>,
     word: FourLetterWord,
-    member: crate::ensemble::MemberId,
+    member: MemberId,
     from: std::net::IpAddr,
 ) -> Option<String> {
     if word == FourLetterWord::Ruok {
@@ -152,9 +133,9 @@ pub(crate) async fn answer(
     }
     let needs = needs(word);
     let job = move || {
-        let view = gather(&shared, member, needs, crate::net::now_ms()).ok()?;
+        let view = gather(&shared, member, needs, now_ms()).ok()?;
         let host = if needs.host {
-            crate::net::host_info()
+            host_info()
         } else {
             HostInfo::default()
         };

@@ -1,13 +1,21 @@
-//! The server's two clocks as the network layer reads them for the core: the session clock
+//! The server's two clocks as the engine reads them for the core: the session clock
 //! (monotonic, or virtual under `--clock manual`, and optionally frozen during a pause) and
 //! the wall clock (for ctime/mtime).
 
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::now_ms;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::config::ClockMode;
 use crate::core::Now;
-use crate::ClockMode;
+
+/// Wall-clock milliseconds since the epoch, the core's notion of time.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
 
 /// The session clock reads `origin_ms + elapsed`, where `elapsed` is monotonic time since
 /// start minus time spent frozen (real mode), or the sum of advances (manual mode). Starting

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
 use super::report::{ConnectionInfo, FourLetterView, HostInfo};
-use super::SESSIONLESS_CNXN_TIMEOUT_MS;
-use crate::ensemble::MemberMode;
+use crate::config::SESSIONLESS_CNXN_TIMEOUT_MS;
+use crate::engine::ensemble::MemberMode;
 use crate::VersionString;
 
 /// The reply to a known word that is not whitelisted.
@@ -217,7 +217,7 @@ pub fn conf(view: &FourLetterView) -> String {
         None => s.push_str("serverId=0\n"),
         Some(m) => {
             let _ = writeln!(s, "serverId={}", m.id);
-            let (quorum, election) = crate::ensemble::quorum_ports(m.id);
+            let (quorum, election) = crate::engine::ensemble::quorum_ports(m.id);
             let _ = write!(
                 s,
                 "electionAlg=3\nelectionPort={election}\nquorumPort={quorum}\npeerType=0\n"
@@ -450,7 +450,7 @@ mod tests {
     use super::super::{render, VERSION};
     use super::*;
     use crate::core::report::ConnSessionReport;
-    use crate::fourlw::report::{ConfInfo, ConnSession, ConnWatches, Latency, SessionInfo};
+    use crate::reports::report::{ConfInfo, ConnSession, ConnWatches, Latency, SessionInfo};
     use zkd_protocol::FourLetterWord as W;
 
     fn addr(s: &str) -> SocketAddr {
@@ -478,7 +478,6 @@ mod tests {
                 ConnectionInfo {
                     remote: addr("127.0.0.1:40868"),
                     queued: 0,
-                    queued_bytes: 0,
                     packets_received: 10,
                     packets_sent: 10,
                     last_activity_ms: 1_795_329_556_000,
@@ -501,7 +500,6 @@ mod tests {
                 ConnectionInfo {
                     remote: addr("127.0.0.1:40900"),
                     queued: 0,
-                    queued_bytes: 0,
                     packets_received: 1,
                     packets_sent: 0,
                     last_activity_ms: 1_795_329_556_500,
@@ -510,7 +508,6 @@ mod tests {
             ],
             sessions: vec![SessionInfo {
                 id: 0x100000772360001,
-                timeout_ms: 10_000,
                 expires_at_ms: 1_795_329_560_000,
                 ephemerals: vec!["/app/e".to_string()],
             }],
@@ -540,7 +537,7 @@ mod tests {
 
     fn as_member(mode: MemberMode) -> FourLetterView {
         FourLetterView {
-            member: Some(super::super::MemberFacts {
+            member: Some(crate::engine::MemberFacts {
                 id: 2,
                 mode,
                 quorum_size: 3,
@@ -652,7 +649,6 @@ mod tests {
             connections: vec![ConnectionInfo {
                 remote: addr("127.0.0.1:1"),
                 queued: 0,
-                queued_bytes: 0,
                 packets_received: 1,
                 packets_sent: 0,
                 last_activity_ms: 0,

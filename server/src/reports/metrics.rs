@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use super::monitor_keys::{ADDED_IN_3_9, ZERO_AVERAGES, ZERO_COUNTS};
 use super::{FourLetterView, HostInfo};
 use crate::core::Series;
-use crate::ensemble::MemberMode;
-use crate::net::latency::LatencySnapshot;
+use crate::engine::ensemble::MemberMode;
+use crate::engine::latency::LatencySnapshot;
 use crate::VersionString;
 
 /// One metric's value as ZooKeeper types it.
@@ -230,7 +230,7 @@ pub fn monitor(view: &FourLetterView, host: &HostInfo) -> Vec<(String, Metric)> 
 
 /// The gauges ZooKeeper registers for an ensemble member: the quorum size and peer state, on
 /// the leader its learners, proposal sizes and per-learner queue summaries.
-fn member(out: &mut Vec<(String, Metric)>, view: &FourLetterView, m: &super::MemberFacts) {
+fn member(out: &mut Vec<(String, Metric)>, view: &FourLetterView, m: &crate::engine::MemberFacts) {
     out.push(("quorum_size".into(), int(m.quorum_size)));
     match m.mode {
         MemberMode::Leader => {

@@ -1,7 +1,25 @@
 //! Gathers [`HostInfo`] for `envi` and `mntr` from the environment and, on Linux, `/proc`.
 
-use crate::fourlw::HostInfo;
+/// Facts about the host and process (`envi`, `mntr`), gathered by [`gather`].
+#[derive(Clone, Debug, Default)]
+pub struct HostInfo {
+    pub host_name: String,
+    pub os_name: String,
+    pub os_arch: String,
+    pub os_version: String,
+    pub user_name: String,
+    pub user_home: String,
+    pub user_dir: String,
+    pub tmp_dir: String,
+    /// Resident set size of the process, in MiB.
+    pub memory_used_mb: Option<u64>,
+    /// Physical memory of the host, in MiB.
+    pub memory_max_mb: Option<u64>,
+    pub open_fds: Option<u64>,
+    pub max_fds: Option<u64>,
+}
 
+/// Facts about the host and process, for reports.
 pub(crate) fn gather() -> HostInfo {
     let read = |path: &str| {
         std::fs::read_to_string(path)

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::fail_closed_tests::{session, WAIT};
-use super::shared_body_tests::{create, read_op, reply};
+use super::fail_closed::{session, WAIT};
+use super::shared_body::{create, read_op, reply};
 use crate::{Config, Server};
 
 /// Connections in the server's registry.

@@ -11,7 +11,7 @@ use zkd_protocol::frame::encode_frame;
 use zkd_protocol::jute::Jute;
 use zkd_protocol::records::{Acl, CreateRequest, PathWatchRequest, RequestHeader};
 
-use super::fail_closed_tests::{session, WAIT};
+use super::fail_closed::{session, WAIT};
 use crate::{Config, Server};
 
 const CAP: usize = 4 << 20;
@@ -97,7 +97,7 @@ async fn read_all(conns: &mut [TcpStream], n: usize, want_len: usize) -> Vec<usi
 fn owed_and_total(server: &Server) -> (usize, usize) {
     let owed = server
         .shared
-        .with_state(|s| s.conns.values().map(|h| h.q.queued.get()).sum())
+        .with_state(|s| s.conns.values().map(|h| h.queued()).sum())
         .unwrap_or(0);
     (owed, server.shared.outbound.total())
 }

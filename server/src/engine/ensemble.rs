@@ -1,6 +1,6 @@
 //! The simulated ensemble's membership as plain data: which members run, which one leads,
 //! whether a quorum is up, each member's mode, and the membership text `/zookeeper/config`
-//! and `conf` show. No I/O: the network layer keeps one [`Membership`] behind the core's
+//! and `conf` show. No I/O: the engine keeps one [`Membership`] behind the core's
 //! lock and acts on the [`Transition`]s it reports (see docs/architecture.md, "Ensemble").
 
 use std::fmt::Write as _;
@@ -135,10 +135,6 @@ impl Membership {
         self.leader
     }
 
-    pub fn read_only_enabled(&self) -> bool {
-        self.read_only
-    }
-
     pub fn mode(&self, id: MemberId) -> MemberMode {
         if !self.is_running(id) {
             MemberMode::Stopped
@@ -182,13 +178,6 @@ impl Membership {
 
     pub fn addr(&self, id: MemberId) -> Option<SocketAddr> {
         self.members.iter().find(|m| m.id == id).map(|m| m.addr)
-    }
-
-    /// Records the address a member's listener got.
-    pub fn set_addr(&mut self, id: MemberId, addr: SocketAddr) {
-        if let Some(m) = self.members.iter_mut().find(|m| m.id == id) {
-            m.addr = addr;
-        }
     }
 
     /// Marks a member running or stopped and elects a leader if needed. `None` when nothing

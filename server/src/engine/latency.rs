@@ -1,4 +1,4 @@
-//! Request processing latency, measured by the network layer around each call into the core
+//! Request processing latency, measured by the engine around each call into the core
 //! and kept in fixed buckets of atomics (no lock), split into reads and updates as ZooKeeper's
 //! `readlatency` and `updatelatency` are; and the request latency ZooKeeper's `ServerStats`
 //! and each connection keep (min/avg/max, from the moment a request was read off its socket
@@ -95,7 +95,65 @@ impl Distribution {
     }
 }
 
-pub use crate::fourlw::AvgMinMax;
+/// Latency of requests from arrival to reply: count, sum, min, max and the last one, in
+/// microseconds. The reports show milliseconds, as ZooKeeper does (min, max and last whole;
+/// the average with the fraction the microseconds give).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AvgMinMax {
+    pub count: u64,
+    pub sum_us: u64,
+    pub min_us: u64,
+    pub max_us: u64,
+    pub last_us: u64,
+}
+
+impl AvgMinMax {
+    pub fn record(&mut self, us: u64) {
+        self.min_us = if self.count == 0 {
+            us
+        } else {
+            self.min_us.min(us)
+        };
+        self.max_us = self.max_us.max(us);
+        self.sum_us = self.sum_us.saturating_add(us);
+        self.count += 1;
+        self.last_us = us;
+    }
+
+    /// Adds the requests `other` recorded, as if recorded here after the ones before.
+    pub fn merge(&mut self, other: &AvgMinMax) {
+        if other.count == 0 {
+            return;
+        }
+        self.min_us = if self.count == 0 {
+            other.min_us
+        } else {
+            self.min_us.min(other.min_us)
+        };
+        self.max_us = self.max_us.max(other.max_us);
+        self.sum_us = self.sum_us.saturating_add(other.sum_us);
+        self.count += other.count;
+        self.last_us = other.last_us;
+    }
+
+    /// `(min, avg, max)` in ms; all 0 before the first request, as ZooKeeper reports.
+    pub fn ms(&self) -> (i64, f64, i64) {
+        if self.count == 0 {
+            return (0, 0.0, 0);
+        }
+        let avg = self.sum_us as f64 / self.count as f64 / 1000.0;
+        (whole_ms(self.min_us), avg, whole_ms(self.max_us))
+    }
+
+    /// The last request's latency in ms.
+    pub fn last_ms(&self) -> i64 {
+        whole_ms(self.last_us)
+    }
+}
+
+fn whole_ms(us: u64) -> i64 {
+    i64::try_from(us / 1000).unwrap_or(i64::MAX)
+}
 
 /// Read and update latencies, and the server-wide request latency.
 #[derive(Debug, Default)]

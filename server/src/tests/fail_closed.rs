@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::CoreFailed;
+use crate::engine::CoreFailed;
 use crate::{Config, Server};
 
 pub(super) const WAIT: Duration = Duration::from_secs(10);

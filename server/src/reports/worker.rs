@@ -67,7 +67,7 @@ pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> R
     }
     match rx.await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(payload)) => Err(crate::net::panic_message(&*payload)),
+        Ok(Err(payload)) => Err(crate::engine::panic_message(&*payload)),
         Err(_) => Err("the report was abandoned".into()),
     }
 }

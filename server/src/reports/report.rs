@@ -1,71 +1,16 @@
 //! The plain data the four-letter words (and the admin endpoints) show: [`FourLetterView`],
 //! gathered from the core's read-only reports in chunks (see [`gather`]) plus what the
-//! network layer owns (client port, frame limit, queued bytes, request latency), and
+//! engine owns ([`NetView`]: client port, frame limit, request latency), and
 //! [`HostInfo`], gathered from the host.
 
 use std::net::SocketAddr;
 
 use super::Needs;
 use crate::core::report::{ConnSessionReport, ConnectionReport, Summary};
-use crate::core::ConnId;
-use crate::ensemble::MemberMode;
+use crate::engine::ensemble::MemberId;
+use crate::engine::{CoreFailed, DataDirInfo, MemberFacts, NetView, Shared};
 
-/// What the network layer owns and reports about itself.
-pub trait NetFacts {
-    /// The port clients connect to.
-    fn client_port(&self) -> u16;
-    /// The largest request frame accepted.
-    fn max_frame_len(&self) -> usize;
-    /// Bytes queued for `conn` and not yet written.
-    fn queued_bytes(&self, conn: ConnId) -> u64;
-    /// The ensemble member reporting, on a simulated ensemble.
-    fn member(&self) -> Option<MemberFacts> {
-        None
-    }
-    /// Request latency, server-wide.
-    fn latency(&self) -> AvgMinMax;
-    /// Request latency of one connection.
-    fn conn_latency(&self, conn: ConnId) -> AvgMinMax;
-}
-
-/// What an ensemble member reports about its place in the ensemble.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MemberFacts {
-    /// Its server id.
-    pub id: u64,
-    pub mode: MemberMode,
-    /// Members in the ensemble (`zk_quorum_size`).
-    pub quorum_size: u64,
-    /// Followers of the leader (`zk_learners`, `zk_synced_followers`), shown by the leader.
-    pub followers: u64,
-    /// The membership text of `/zookeeper/config`.
-    pub membership: String,
-    /// The leader's id and client host, while there is one.
-    pub leader_id: Option<u64>,
-    pub leader_ip: Option<String>,
-}
-
-impl MemberFacts {
-    /// The ids of the other voting members (`server.N=` lines of the membership but its own).
-    pub fn follower_ids(&self) -> Vec<u64> {
-        self.membership
-            .lines()
-            .filter_map(|l| l.strip_prefix("server.")?.split_once('=')?.0.parse().ok())
-            .filter(|&id| id != self.id)
-            .collect()
-    }
-}
-
-/// What the server adds to the reports once its listeners are bound and its data directory
-/// is open: the layers above the network own them.
-#[derive(Default)]
-pub struct ServerExtras {
-    /// The secure client port as bound.
-    pub secure_port: Option<u16>,
-    /// Reads the data directory's report (path, size, newest snapshot) when asked.
-    #[allow(clippy::type_complexity)]
-    pub data_dir: Option<Box<dyn Fn() -> DataDirInfo + Send + Sync>>,
-}
+pub(crate) use super::host::HostInfo;
 
 /// Connections, sessions or watching connections reported per turn of the core's lock.
 const CHUNK: usize = 256;
@@ -75,18 +20,18 @@ const CHUNK: usize = 256;
 const PATHS_PER_TURN: usize = 16_384;
 
 /// Gathers what `needs` asks for, as ensemble member `member` reports (see
-/// [`crate::net::Shared::inspect_member`]). The core's lock is taken once for the summary and
+/// [`Shared::inspect_member`]). The core's lock is taken once for the summary and
 /// the ids to list, then once per [`CHUNK`] of them, so a server with many connections,
 /// sessions or watches keeps serving its clients while a long report is gathered. A list
 /// gathered this way is not one point in time: a session that ends during the walk is left
 /// out, one that starts is not seen.
 pub(crate) fn gather(
-    shared: &crate::net::Shared,
-    member: crate::ensemble::MemberId,
+    shared: &Shared,
+    member: MemberId,
     needs: Needs,
     now_ms: i64,
-) -> Result<FourLetterView, crate::net::CoreFailed> {
-    let inspect = |f: &mut dyn FnMut(&crate::core::Core, &dyn NetFacts)| {
+) -> Result<FourLetterView, CoreFailed> {
+    let inspect = |f: &mut dyn FnMut(&crate::core::Core, &NetView<'_>)| {
         shared.inspect_member(member, |core, net| f(core, net))
     };
     let mut view = FourLetterView::default();
@@ -153,7 +98,6 @@ pub(crate) fn gather(
         view.sessions
             .extend(reports.into_iter().map(|s| SessionInfo {
                 id: s.id,
-                timeout_ms: s.timeout_ms,
                 expires_at_ms: s.expires_at_ms,
                 ephemerals: ephemerals.remove(&s.id).unwrap_or_default(),
             }));
@@ -182,7 +126,7 @@ pub(crate) fn gather(
     Ok(view)
 }
 
-fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &dyn NetFacts) {
+fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &NetView<'_>) {
     view.last_zxid = s.last_zxid;
     view.znode_count = s.znode_count;
     view.packets_received = s.packets_received;
@@ -213,13 +157,12 @@ fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &dyn NetFacts) {
     };
 }
 
-fn connection_info(c: ConnectionReport, net: &dyn NetFacts) -> ConnectionInfo {
+fn connection_info(c: ConnectionReport, net: &NetView<'_>) -> ConnectionInfo {
     let latency = net.conn_latency(c.id);
     let (min, avg, max) = latency.ms();
     ConnectionInfo {
         remote: c.remote,
         queued: 0,
-        queued_bytes: net.queued_bytes(c.id),
         packets_received: c.packets_received,
         packets_sent: c.packets_sent,
         last_activity_ms: c.last_activity_ms,
@@ -281,92 +224,8 @@ pub struct FourLetterView {
     /// The core's server-wide counters (see [`super::metrics`]).
     pub counters: crate::core::Counters,
     /// Time in the core per read and per update request, since start.
-    pub read_latency: crate::net::latency::LatencySnapshot,
-    pub update_latency: crate::net::latency::LatencySnapshot,
-}
-
-/// A persisting server's data directory, as the reports show it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct DataDirInfo {
-    /// Absolute path of the directory holding snapshots and logs (`DIR/version-2`).
-    pub path: String,
-    /// Bytes its files hold.
-    pub size_bytes: u64,
-    /// The newest snapshot: its zxid and its file's modification time (epoch seconds).
-    pub last_snapshot: Option<(i64, i64)>,
-    /// Load and snapshot timings.
-    pub stats: PersistStats,
-}
-
-/// What the `monitor` metrics show of the data directory's work (ms and counts).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PersistStats {
-    /// Loading the directory at start (`dbinittime`).
-    pub db_init_ms: crate::core::Series,
-    /// Transactions replayed from the logs at start (`startup_txns_loaded`).
-    pub txns_loaded: crate::core::Series,
-    /// Each snapshot, from start to its file synced and renamed (`snapshottime`).
-    pub snapshot_ms: crate::core::Series,
-}
-
-/// Latency of requests from arrival to reply: count, sum, min, max and the last one, in
-/// microseconds. The reports show milliseconds, as ZooKeeper does (min, max and last whole;
-/// the average with the fraction the microseconds give).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AvgMinMax {
-    pub count: u64,
-    pub sum_us: u64,
-    pub min_us: u64,
-    pub max_us: u64,
-    pub last_us: u64,
-}
-
-impl AvgMinMax {
-    pub fn record(&mut self, us: u64) {
-        self.min_us = if self.count == 0 {
-            us
-        } else {
-            self.min_us.min(us)
-        };
-        self.max_us = self.max_us.max(us);
-        self.sum_us = self.sum_us.saturating_add(us);
-        self.count += 1;
-        self.last_us = us;
-    }
-
-    /// Adds the requests `other` recorded, as if recorded here after the ones before.
-    pub fn merge(&mut self, other: &AvgMinMax) {
-        if other.count == 0 {
-            return;
-        }
-        self.min_us = if self.count == 0 {
-            other.min_us
-        } else {
-            self.min_us.min(other.min_us)
-        };
-        self.max_us = self.max_us.max(other.max_us);
-        self.sum_us = self.sum_us.saturating_add(other.sum_us);
-        self.count += other.count;
-        self.last_us = other.last_us;
-    }
-
-    /// `(min, avg, max)` in ms; all 0 before the first request, as ZooKeeper reports.
-    pub fn ms(&self) -> (i64, f64, i64) {
-        if self.count == 0 {
-            return (0, 0.0, 0);
-        }
-        let avg = self.sum_us as f64 / self.count as f64 / 1000.0;
-        (whole_ms(self.min_us), avg, whole_ms(self.max_us))
-    }
-
-    /// The last request's latency in ms.
-    pub fn last_ms(&self) -> i64 {
-        whole_ms(self.last_us)
-    }
-}
-
-fn whole_ms(us: u64) -> i64 {
-    i64::try_from(us / 1000).unwrap_or(i64::MAX)
+    pub read_latency: crate::engine::latency::LatencySnapshot,
+    pub update_latency: crate::engine::latency::LatencySnapshot,
 }
 
 /// The counts `wchs` (and the AdminServer's `watch_summary`) show of the data-watch table.
@@ -420,8 +279,6 @@ pub struct ConnectionInfo {
     pub remote: SocketAddr,
     /// Requests received and not answered yet.
     pub queued: u64,
-    /// Reply and notification bytes waiting to be written to the socket.
-    pub queued_bytes: u64,
     pub packets_received: u64,
     pub packets_sent: u64,
     /// When this connection last received a frame (epoch ms), or when it was opened. `dump`
@@ -432,7 +289,7 @@ pub struct ConnectionInfo {
 }
 
 /// Per-connection details shown by `cons` for a connection with a session: what the core
-/// reports about the session plus the latency the network layer measured.
+/// reports about the session plus the latency the engine measured.
 #[derive(Clone, Debug, Default)]
 pub struct ConnSession {
     /// Session id, timeout, last operation, cxid, zxid and reply time, as the core reports them.
@@ -447,7 +304,6 @@ pub struct ConnSession {
 #[derive(Clone, Debug, Default)]
 pub struct SessionInfo {
     pub id: i64,
-    pub timeout_ms: i64,
     /// The expiry bucket the session currently sits in (epoch ms).
     pub expires_at_ms: i64,
     /// Paths of the ephemeral nodes it owns.
@@ -468,28 +324,12 @@ pub struct ConfInfo {
     pub max_client_cnxns: u32,
     pub min_session_timeout_ms: i64,
     pub max_session_timeout_ms: i64,
+    /// Shown by the AdminServer's `configuration` only.
+    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
     pub max_frame_len: usize,
+    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
     pub ttl_enabled: bool,
     /// The ZooKeeper release line the server behaves as (its reported version); filled for
     /// every word.
     pub zookeeper_version: crate::ZookeeperVersion,
-}
-
-/// Facts about the host and process (`envi`, `mntr`), gathered by the network layer.
-#[derive(Clone, Debug, Default)]
-pub struct HostInfo {
-    pub host_name: String,
-    pub os_name: String,
-    pub os_arch: String,
-    pub os_version: String,
-    pub user_name: String,
-    pub user_home: String,
-    pub user_dir: String,
-    pub tmp_dir: String,
-    /// Resident set size of the process, in MiB.
-    pub memory_used_mb: Option<u64>,
-    /// Physical memory of the host, in MiB.
-    pub memory_max_mb: Option<u64>,
-    pub open_fds: Option<u64>,
-    pub max_fds: Option<u64>,
 }

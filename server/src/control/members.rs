@@ -1,0 +1,94 @@
+//! Stopping and starting a simulated ensemble's members, as control operations. Stopping a
+//! member closes its listener and drops its connections; every mode change the
+//! [`Membership`] reports (quorum lost or regained) drops the connections of the members it
+//! names, under the core's lock, so a member's mode and the connections it admitted always
+//! agree.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::ControlError;
+use crate::engine::ensemble::{MemberId, MemberReport, Membership, Transition};
+use crate::engine::Shared;
+use crate::net::member;
+
+/// Every member: id, client address, mode, whether it runs.
+pub(crate) fn list(shared: &Shared) -> Result<Vec<MemberReport>, ControlError> {
+    shared
+        .with_members(Membership::report)?
+        .ok_or(ControlError::NotAnEnsemble)
+}
+
+/// Marks `id` running or stopped and drops the connections the change ends, under the
+/// core's lock.
+fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition, ControlError> {
+    let budget = &shared.outbound;
+    shared.with_state(|state| {
+        let members = state.members.as_mut().ok_or(ControlError::NotAnEnsemble)?;
+        if !members.contains(id) {
+            return Err(ControlError::NoSuchMember(id));
+        }
+        let Some(t) = members.set_running(id, running) else {
+            return Err(if running {
+                ControlError::MemberRunning(id)
+            } else {
+                ControlError::MemberStopped(id)
+            });
+        };
+        let dropped = state.drop_connections_of(&t.drop_connections, budget);
+        tracing::info!(
+            member = id,
+            running,
+            leader = ?t.leader_after,
+            dropped_connections = dropped,
+            "ensemble member {}",
+            if running { "started" } else { "stopped" }
+        );
+        Ok(t)
+    })?
+}
+
+/// Stops member `id`: its listener closes and its connections drop; if it led, another
+/// member leads; if a majority is now stopped, the others drop their clients and serve
+/// read-only clients only (or none).
+pub(crate) async fn stop(shared: &Shared, id: MemberId) -> Result<Transition, ControlError> {
+    let _serial = shared.listeners.ops.lock().await;
+    let t = transition(shared, id, false)?;
+    if let Some(r) = shared.listeners.lock().get(&id) {
+        r.stop.cancel();
+    }
+    Ok(t)
+}
+
+/// Starts member `id` again on the address it had: it listens, and if this brings quorum
+/// back, every member drops its read-only clients and serves reads and writes again.
+pub(crate) async fn start(
+    shared: &Arc<Shared>,
+    id: MemberId,
+    shutdown: &CancellationToken,
+) -> Result<SocketAddr, ControlError> {
+    let _serial = shared.listeners.ops.lock().await;
+    let addr = shared
+        .with_members(|m| (m.contains(id), m.is_running(id), m.addr(id)))?
+        .ok_or(ControlError::NotAnEnsemble)?;
+    let addr = match addr {
+        (false, _, _) | (_, _, None) => return Err(ControlError::NoSuchMember(id)),
+        (true, true, _) => return Err(ControlError::MemberRunning(id)),
+        (true, false, Some(a)) => a,
+    };
+    // The old accept loop must have let go of the port.
+    let old = shared.listeners.lock().remove(&id);
+    if let Some(r) = old {
+        r.stop.cancel();
+        let _ = r.task.await;
+    }
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| ControlError::Bind(format!("cannot listen on {addr} again: {e}")))?;
+    transition(shared, id, true)?;
+    member::spawn(shared, id, listener, shutdown);
+    Ok(addr)
+}

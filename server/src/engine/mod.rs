@@ -1,0 +1,614 @@
+//! The server's engine: the deterministic core behind its one lock, and what every task of
+//! a server shares around it. The network layer, the reports, persistence and the control
+//! plane all reach the core through [`Shared`] here.
+//!
+//! * One [`Core`] behind one `std::sync::Mutex`, held only while calling into the core. The
+//!   [`Outbox`] the core writes to pushes frames into per-connection queues (see [`queue`])
+//!   while the lock is held, so every connection sees frames in the global order the core
+//!   produced them.
+//! * Fail-closed: a panicking core call (or a transaction log that cannot be written) stops
+//!   the server; nothing enters the core again ([`Shared::failure`]).
+//! * The session and wall clocks ([`clock`]), the pause and refusal switches ([`gate`]), the
+//!   request latencies ([`latency`]), the ensemble's membership ([`ensemble`]) and its
+//!   members' listeners ([`listeners`]).
+//! * A ticker task calls [`Core::tick`] at [`Core::next_deadline`], and at least every
+//!   tick / reaper interval.
+//! * What the layers above read is plain data: [`NetView`] under the lock, and the
+//!   [`facts`] types.
+//!
+//! Outbound buffering is bounded per connection by [`crate::Config::max_outbound_bytes`]: the
+//! outbox counts the bytes queued for each connection, and when a frame would push a
+//! connection over the limit the connection is dropped at once (its queue is discarded, its
+//! socket closed) instead of queueing more. Such a client was not reading its socket; it
+//! reconnects like after any connection loss. The total over all connections is bounded by
+//! [`crate::Config::max_total_outbound_bytes`]: past it, the connections holding the most are
+//! dropped first (see [`outbound`]). Frames are shared `Bytes`, so a notification fanned out
+//! to many connections is stored once however many queues hold it (and counted per queue).
+//! A frame the core gives in parts ([`Frame`]: a getChildren reply around a cached child
+//! list) is queued as its parts and written with the same vectored writes, so the list is
+//! never copied per reply; the server-wide total counts such a list once while any queue
+//! holds it (each connection still owes, and is judged by, all its bytes). Input buffers
+//! together stay within [`crate::Config::max_total_input_bytes`] ([`InputBudget`]).
+
+pub(crate) mod clock;
+pub(crate) mod ensemble;
+pub(crate) mod facts;
+pub(crate) mod gate;
+mod input_budget;
+pub(crate) mod latency;
+pub(crate) mod listeners;
+pub(crate) mod outbound;
+pub(crate) mod queue;
+
+use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, FourLetterWhitelist, SESSIONLESS_CNXN_TIMEOUT_MS};
+use crate::core::keyed::KeyedMap;
+use crate::core::{ConnId, Core, Frame, Now, Outbox, Serving};
+use ensemble::{MemberId, Membership};
+use outbound::OutBudget;
+
+pub(crate) use clock::now_ms;
+pub(crate) use facts::{DataDirInfo, MemberFacts, NetView, PersistStats, ServerExtras};
+pub(crate) use input_budget::InputBudget;
+
+/// ZooKeeper's default trace mask (`gtmk` on a fresh server).
+pub const DEFAULT_TRACE_MASK: i64 = 306;
+
+/// What the core sends a connection.
+#[derive(Debug)]
+pub(crate) enum Out {
+    Frame(Bytes),
+    /// A frame's shared body, counted once server-wide however many queues hold it.
+    Shared(outbound::HeldBody),
+    /// Hold what follows for this many ms (a `delay` fault rule).
+    Delay(u64),
+    /// Flush what came before, then close.
+    Close,
+}
+
+/// The engine's handle on one connection, kept in the registry while it is open.
+pub(crate) struct ConnHandle {
+    /// The connection's outbound queue, its byte count and its kill switch.
+    q: Arc<queue::ConnQueue>,
+    /// The core (or the reader) asked for a close: nothing more is queued or fed to the core.
+    closing: bool,
+    /// The ensemble member whose listener accepted it (0 on a standalone server).
+    member: MemberId,
+    /// Latency of this connection's requests (`cons`); reset by `crst`.
+    latency: latency::AvgMinMax,
+}
+
+/// The open connections by id. Each handle sits in its own allocation, so the table's slots
+/// (sized for up to twice the connections it holds) cost a pointer each rather than a handle.
+pub(crate) type Conns = KeyedMap<ConnId, Box<ConnHandle>>;
+
+/// What sits behind the lock.
+pub(crate) struct State {
+    pub(crate) core: Core,
+    pub(crate) conns: Conns,
+    /// The simulated ensemble's membership (`None` on a standalone server). It sits behind
+    /// the core's lock so a member's mode and the connections it admits change together.
+    pub(crate) members: Option<Membership>,
+}
+
+impl ConnHandle {
+    /// Bytes queued on this connection and not yet written.
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> usize {
+        self.q.queued.get()
+    }
+}
+
+impl State {
+    /// Drops the connections of the members in `members` (a mode change ended them); returns
+    /// how many.
+    pub(crate) fn drop_connections_of(
+        &mut self,
+        members: &[MemberId],
+        budget: &OutBudget,
+    ) -> usize {
+        let mut dropped = 0;
+        for h in self.conns.values_mut() {
+            if members.contains(&h.member) && !h.closing {
+                outbound::drop_connection(h, budget);
+                dropped += 1;
+            }
+        }
+        dropped
+    }
+}
+
+/// Settings the engine and the network layer need.
+pub(crate) struct NetConfig {
+    /// The port clients connect to (the one actually bound).
+    pub(crate) client_port: u16,
+    pub(crate) max_frame_len: usize,
+    pub(crate) whitelist: FourLetterWhitelist,
+    /// Connections allowed per client IP (0 = unlimited), for the refusal log line.
+    pub(crate) max_client_cnxns: u32,
+    /// Longest wait between two ticks, in ms.
+    pub(crate) tick_period_ms: i64,
+    /// How long a connection may take to send its first complete frame.
+    pub(crate) handshake_timeout: Duration,
+    /// The ZooKeeper release line the server behaves as (reports, AdminServer commands).
+    pub(crate) zookeeper_version: crate::ZookeeperVersion,
+}
+
+/// State shared by all tasks of one server.
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    pub(crate) cfg: NetConfig,
+    /// Input buffer bytes all connections hold, against `--max-total-input-bytes`.
+    pub(crate) input: Arc<InputBudget>,
+    /// Outbound limits and the bytes queued on all connections.
+    pub(crate) outbound: Arc<OutBudget>,
+    /// The trace mask `gtmk` shows and `stmk` sets.
+    pub(crate) trace_mask: AtomicI64,
+    /// Time spent in the core per read and per update request.
+    pub(crate) latencies: latency::Latencies,
+    /// When the ticker plans to wake next (epoch ms).
+    planned_tick: AtomicI64,
+    wake_ticker: Notify,
+    /// The session and wall clocks the core is given.
+    pub(crate) clock: clock::Clock,
+    /// Pause and connection-refusal switches of the control plane.
+    pub(crate) gate: gate::Gate,
+    /// The ensemble members' listeners (empty on a standalone server).
+    pub(crate) listeners: listeners::Listeners,
+    /// The secure port and the data directory, for the reports; set once at start.
+    pub(crate) extras: OnceLock<ServerExtras>,
+    /// Set once a core call panicked; the core is never entered again.
+    failure: OnceLock<ServerFailure>,
+    /// Cancelled when `failure` is set: stops the listeners and the ticker.
+    pub(crate) failed: CancellationToken,
+}
+
+/// A core call failed (panicked, now or earlier): the server no longer serves, and the
+/// caller's connection is being dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CoreFailed;
+
+/// Why a server stopped serving: a call into its core panicked, so its state may be half
+/// changed, or the transaction log could not be written, so a change could not be made
+/// durable. Every connection was closed and the listener stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerFailure {
+    /// The panic's message, or what failed.
+    pub message: String,
+}
+
+impl std::fmt::Display for ServerFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the server stopped serving: {}", self.message)
+    }
+}
+
+impl std::error::Error for ServerFailure {}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-text panic payload".to_string()
+    }
+}
+
+/// The [`Outbox`] handed to the core: the connection registry.
+struct Registry<'a> {
+    conns: &'a mut Conns,
+    budget: &'a Arc<OutBudget>,
+}
+
+impl Outbox for Registry<'_> {
+    fn send(&mut self, conn: ConnId, frame: Bytes) {
+        self.send_frame(conn, frame.into());
+    }
+
+    fn send_frame(&mut self, conn: ConnId, frame: Frame) {
+        let Some(h) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if h.closing {
+            return;
+        }
+        let len = frame.len();
+        let queued = h.q.queued.add(len, len - frame.body.len(), self.budget);
+        if queued > self.budget.per_conn {
+            tracing::info!(
+                conn,
+                queued,
+                limit = self.budget.per_conn,
+                "closing connection: client is not reading its replies (--max-outbound-bytes)"
+            );
+            outbound::drop_connection(h, self.budget);
+            return;
+        }
+        if h.q.push_frame(frame, self.budget).is_err() {
+            // The writer is gone: nothing will write or free this.
+            outbound::drop_connection(h, self.budget);
+            return;
+        }
+        if self.budget.total() > self.budget.limit {
+            outbound::enforce_total(self.conns, self.budget);
+        }
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        let Some(h) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if !h.closing {
+            h.closing = true;
+            let _ = h.q.push(Out::Close);
+        }
+    }
+
+    fn delay(&mut self, conn: ConnId, ms: u64) {
+        if let Some(h) = self.conns.get_mut(&conn) {
+            if !h.closing && h.q.push(Out::Delay(ms)).is_err() {
+                h.closing = true;
+            }
+        }
+    }
+}
+
+/// What a connection task gets when it is registered.
+pub(crate) struct ConnChannels {
+    /// Its outbound queue.
+    pub(crate) q: Arc<queue::ConnQueue>,
+    /// The ensemble member whose listener accepted it (0 on a standalone server).
+    pub(crate) member: MemberId,
+}
+
+impl Shared {
+    pub(crate) fn new(config: &Config, client_port: u16, core: Core) -> Shared {
+        let tick_ms = i64::try_from(config.tick_time.as_millis()).unwrap_or(i64::MAX);
+        let reaper_ms = i64::try_from(config.reaper_interval.as_millis()).unwrap_or(i64::MAX);
+        Shared {
+            state: Mutex::new(State {
+                core,
+                conns: Conns::default(),
+                members: None,
+            }),
+            cfg: NetConfig {
+                client_port,
+                max_frame_len: config.max_frame_len,
+                whitelist: config.four_letter_whitelist.clone(),
+                max_client_cnxns: config.max_client_cnxns,
+                tick_period_ms: tick_ms.min(reaper_ms).max(1),
+                handshake_timeout: Duration::from_millis(SESSIONLESS_CNXN_TIMEOUT_MS as u64),
+                zookeeper_version: config.zookeeper_version,
+            },
+            input: Arc::new(InputBudget::new(config.max_total_input_bytes)),
+            outbound: Arc::new(OutBudget::new(
+                config.max_outbound_bytes,
+                config.max_total_outbound_bytes,
+            )),
+            trace_mask: AtomicI64::new(DEFAULT_TRACE_MASK),
+            latencies: latency::Latencies::default(),
+            planned_tick: AtomicI64::new(i64::MAX),
+            wake_ticker: Notify::new(),
+            extras: OnceLock::new(),
+            failure: OnceLock::new(),
+            failed: CancellationToken::new(),
+            clock: clock::Clock::new(config.clock),
+            gate: gate::Gate::new(),
+            listeners: listeners::Listeners::default(),
+        }
+    }
+
+    /// The time to give the core now (session clock and wall clock).
+    pub(crate) fn now(&self) -> Now {
+        self.clock.now()
+    }
+
+    /// Runs `f` on the whole state behind the lock. This is the one place the core is
+    /// entered, and it carries the fail-closed policy: if `f` panics (or the lock was
+    /// poisoned), the core is marked poisoned, the panic is logged, every connection is
+    /// dropped, the listener and ticker stop, and the embedding handle reports the failure
+    /// (see [`Shared::failure`]). From then on every call returns [`CoreFailed`] without
+    /// touching the state: a possibly half-changed tree is never served.
+    pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> Result<R, CoreFailed> {
+        if self.failure.get().is_some() {
+            return Err(CoreFailed);
+        }
+        let mut guard = match self.state.lock() {
+            Ok(g) => g,
+            Err(poisoned) => {
+                let mut g = poisoned.into_inner();
+                tracing::error!(
+                    "the core lock was poisoned; closing every connection and stopping"
+                );
+                self.poison(&mut g, "the core lock was poisoned".into());
+                return Err(CoreFailed);
+            }
+        };
+        match catch_unwind(AssertUnwindSafe(|| f(&mut guard))) {
+            Ok(r) => {
+                if let Some(reason) = guard.core.stopped().map(str::to_string) {
+                    // The transaction log could not keep a write; the core queued nothing
+                    // more. The reason was logged where it arose.
+                    tracing::error!(
+                        connections = guard.conns.len(),
+                        "stopping: closing every connection"
+                    );
+                    self.poison(&mut guard, reason);
+                    return Err(CoreFailed);
+                }
+                self.check_deadline(&guard.core);
+                Ok(r)
+            }
+            Err(payload) => {
+                let message = panic_message(&*payload);
+                tracing::error!(
+                    panic = %message,
+                    connections = guard.conns.len(),
+                    "a core call panicked: the core is poisoned; closing every connection \
+                     and stopping"
+                );
+                self.poison(&mut guard, message);
+                Err(CoreFailed)
+            }
+        }
+    }
+
+    /// Stops serving for a reason found (and logged) outside a core call, such as a failed
+    /// sync of the transaction log, exactly as after a failed core call.
+    pub(crate) fn fail(&self, message: String) {
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if self.failure.get().is_none() {
+            tracing::error!(
+                connections = guard.conns.len(),
+                "stopping: closing every connection"
+            );
+            self.poison(&mut guard, message);
+        }
+    }
+
+    /// Marks the core poisoned and drops every connection.
+    fn poison(&self, state: &mut State, message: String) {
+        let _ = self.failure.set(ServerFailure { message });
+        for h in state.conns.values_mut() {
+            h.closing = true;
+            h.q.kill();
+        }
+        self.failed.cancel();
+    }
+
+    /// Why the server stopped serving, once a core call has panicked.
+    pub(crate) fn failure(&self) -> Option<&ServerFailure> {
+        self.failure.get()
+    }
+
+    /// `Err` once the core is poisoned.
+    pub(crate) fn failure_check(&self) -> Result<(), CoreFailed> {
+        match self.failure.get() {
+            Some(_) => Err(CoreFailed),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves once the core is poisoned.
+    pub(crate) async fn failed(&self) -> ServerFailure {
+        self.failed.cancelled().await;
+        self.failure
+            .get()
+            .cloned()
+            .unwrap_or_else(|| ServerFailure {
+                message: "the core failed".into(),
+            })
+    }
+
+    /// Runs `f` on the core with the registry as its outbox; afterwards wakes the ticker if
+    /// the core's next deadline moved before the ticker's planned wake-up. Every call into
+    /// the core goes through here (or [`Shared::with_state`]), so a panic in it fails the
+    /// whole server closed; callers drop their connection on `Err`.
+    pub(crate) fn with_core<R>(
+        &self,
+        f: impl FnOnce(&mut Core, &mut dyn Outbox) -> R,
+    ) -> Result<R, CoreFailed> {
+        let budget = &self.outbound;
+        self.with_state(|state| {
+            let State { core, conns, .. } = state;
+            let mut out = Registry { conns, budget };
+            f(core, &mut out)
+        })
+    }
+
+    /// Runs `f` on the core, read-only, with what the engine knows about the connections
+    /// ([`NetView`]). `f` runs under the core's lock: it must copy only what it reports.
+    pub(crate) fn inspect<R>(
+        &self,
+        f: impl FnOnce(&Core, &NetView<'_>) -> R,
+    ) -> Result<R, CoreFailed> {
+        let first = self.first_member();
+        self.inspect_member(first, f)
+    }
+
+    /// [`Shared::inspect`] as ensemble member `member` reports (its port, mode and
+    /// connections); on a standalone server the same as `inspect`.
+    pub(crate) fn inspect_member<R>(
+        &self,
+        member: MemberId,
+        f: impl FnOnce(&Core, &NetView<'_>) -> R,
+    ) -> Result<R, CoreFailed> {
+        let cfg = &self.cfg;
+        let latencies = &self.latencies;
+        self.with_state(|state| {
+            let facts = NetView {
+                cfg,
+                conns: &state.conns,
+                members: state.members.as_ref(),
+                member,
+                latencies,
+            };
+            f(&state.core, &facts)
+        })
+    }
+
+    /// The lowest member id of an ensemble (0 on a standalone server).
+    pub(crate) fn first_member(&self) -> MemberId {
+        self.with_members(|m| m.ids().next().unwrap_or(0))
+            .ok()
+            .flatten()
+            .unwrap_or(0)
+    }
+
+    /// Runs `f` on the ensemble's membership under the core's lock; `Ok(None)` on a
+    /// standalone server.
+    pub(crate) fn with_members<R>(
+        &self,
+        f: impl FnOnce(&Membership) -> R,
+    ) -> Result<Option<R>, CoreFailed> {
+        self.with_state(|state| state.members.as_ref().map(f))
+    }
+
+    /// Registers an accepted socket with the core; `Ok(None)` = over the per-IP limit.
+    pub(crate) fn open(
+        &self,
+        remote: SocketAddr,
+        member: MemberId,
+    ) -> Result<Option<(ConnId, ConnChannels)>, CoreFailed> {
+        self.with_state(|state| {
+            let serving = match &state.members {
+                Some(m) => m.mode(member).serving(),
+                None => Serving::ReadWrite,
+            };
+            let id = state
+                .core
+                .open_member_connection(remote, self.now(), member, serving)?;
+            let q = Arc::new(queue::ConnQueue::default());
+            state.conns.insert(
+                id,
+                Box::new(ConnHandle {
+                    q: q.clone(),
+                    closing: false,
+                    member,
+                    latency: latency::AvgMinMax::default(),
+                }),
+            );
+            Some((id, ConnChannels { q, member }))
+        })
+    }
+
+    /// Feeds `frames` (payloads after the handshake, read off the socket at `arrived`) to the
+    /// core in order, all under one lock. Returns false once the connection is closing (stop
+    /// reading).
+    pub(crate) fn requests(&self, id: ConnId, frames: Vec<Bytes>, arrived: Instant) -> bool {
+        let budget = &self.outbound;
+        let latencies = &self.latencies;
+        self.with_state(|state| {
+            let State { core, conns, .. } = state;
+            let now = self.now();
+            // One clock reading per request: the end of one request is the start of the next.
+            let mut started = Instant::now();
+            let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+            // Gathered here and added to the shared figures once for the whole batch.
+            let mut batch = latency::Batch::default();
+            for frame in frames {
+                if conns.get(&id).is_none_or(|h| h.closing) {
+                    break;
+                }
+                let mut out = Registry { conns, budget };
+                // The header (xid, opcode) says which distribution the time goes to.
+                let mut head = [0u8; 8];
+                let n = frame.len().min(8);
+                head[..n].copy_from_slice(&frame[..n]);
+                core.request(id, frame, now, &mut out);
+                let done = Instant::now();
+                batch.record(&head[..n], micros(done.saturating_duration_since(started)));
+                let total = micros(done.saturating_duration_since(arrived));
+                started = done;
+                batch.record_request(total);
+                if let Some(h) = conns.get_mut(&id) {
+                    h.latency.record(total);
+                }
+            }
+            latencies.add(&batch);
+            conns.get(&id).is_some_and(|h| !h.closing)
+        })
+        .unwrap_or(false)
+    }
+
+    /// `srst` (`server`) or `crst`: zero the packet counters and the request latency, of the
+    /// server or of every connection.
+    pub(crate) fn reset_stats(&self, server: bool) -> Result<(), CoreFailed> {
+        self.with_state(|state| {
+            if server {
+                state.core.reset_server_stats();
+                self.latencies.reset_requests();
+            } else {
+                state.core.reset_connection_stats();
+                for h in state.conns.values_mut() {
+                    h.latency = latency::AvgMinMax::default();
+                }
+            }
+        })
+    }
+
+    /// Asks for `id` to be closed after what is queued has been written.
+    pub(crate) fn close(&self, id: ConnId) {
+        let _ = self.with_core(|_, out| out.close(id));
+    }
+
+    /// The socket of `id` is gone: forget it here and in the core.
+    pub(crate) fn closed(&self, id: ConnId) {
+        let _ = self.with_state(|state| {
+            if let Some(h) = state.conns.remove(&id) {
+                // Whatever the writer left unwritten is freed with the task.
+                h.q.queued.discard(&self.outbound);
+            }
+            state.core.connection_closed(id);
+        });
+    }
+
+    fn check_deadline(&self, core: &Core) {
+        if let Some(d) = core.next_deadline() {
+            if d < self.planned_tick.load(Ordering::Relaxed) {
+                self.wake_ticker.notify_one();
+            }
+        }
+    }
+}
+
+/// Calls [`Core::tick`] at the core's next deadline (on the session clock), and at least
+/// every tick period. It stands still during a pause. Under a manual clock the deadlines
+/// are reached only by `advance`, which ticks the core itself.
+pub(crate) async fn ticker(shared: Arc<Shared>) {
+    let period = shared.cfg.tick_period_ms;
+    loop {
+        shared.gate.wait().await;
+        let at = shared.now();
+        let now = at.mono;
+        let budget = &shared.outbound;
+        let Ok(next) = shared.with_state(|state| {
+            let State { core, conns, .. } = state;
+            core.tick(at, &mut Registry { conns, budget });
+            core.next_deadline()
+        }) else {
+            return;
+        };
+        let next = next.filter(|_| shared.clock.mode() == crate::config::ClockMode::Real);
+        let wake = next
+            .map_or(now + period, |d| d.min(now + period))
+            .max(now + 1);
+        shared.planned_tick.store(wake, Ordering::Relaxed);
+        let sleep = Duration::from_millis(u64::try_from(wake - now).unwrap_or(1));
+        tokio::select! {
+            _ = tokio::time::sleep(sleep) => {}
+            _ = shared.wake_ticker.notified() => {}
+        }
+    }
+}

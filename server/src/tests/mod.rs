@@ -1,0 +1,6 @@
+//! Tests of a whole server started in-process: fail-closed behaviour, shared frame bodies and
+//! slow clients, over real sockets.
+
+mod fail_closed;
+mod shared_body;
+mod slow_client;
