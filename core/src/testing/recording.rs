@@ -41,8 +41,9 @@ pub struct RecordingOutbox {
     pub closed: Vec<ConnId>,
     /// Every call, in order.
     pub log: Vec<Recorded>,
-    /// Frames queued and closes asked for, counted whatever is kept.
+    /// Frames queued, counted whatever is kept.
     pub sent: u64,
+    /// Closes asked for, counted whatever is kept.
     pub closes: u64,
     keep: Keep,
 }
