@@ -10,9 +10,6 @@
 //! answer those four-letter words, e.g. `zkd --tick-time 200 --4lw-whitelist
 //! mntr,cons,wchs,dump,srvr`, and be otherwise idle).
 
-#[path = "common/zk_rust.rs"]
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,10 +17,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
+use zkd_client_tests::zk_rust::*;
 use zkd_protocol::{Create, PathRequest, Request};
 use zkd_testkit::raw::RawClient;
 use zookeeper_client as zk;

@@ -1,18 +1,15 @@
 //! The test control plane driven over the admin HTTP listener, observed through the
 //! unmodified `zookeeper-client` crate.
 
-#[path = "common/admin.rs"]
-mod admin;
-#[path = "common/zk_rust.rs"]
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{ephemeral, persistent, within};
 use serde_json::json;
+use zkd_client_tests::zk_rust::{ephemeral, persistent, within};
 use zkd_server::control::{FaultAction, FaultRule, PauseClock, PauseOptions};
 use zkd_server::{ClockMode, Config, Server};
 use zookeeper_client as zk;
+
+use crate::admin;
 
 async fn start(config: Config) -> Server {
     zkd_testkit::target::zkd_with_admin(config).await.0
