@@ -32,13 +32,10 @@ fn refused(addr: SocketAddr) {
 
 #[test]
 fn a_refused_connection_is_logged_once_with_address_and_limit() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
-        .args(["--port", "0", "--log", "warn", "--max-client-cnxns", "2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("zkd runs");
-    let addr = common::listening_addr(&mut BufReader::new(child.stdout.take().expect("stdout")));
+    let (mut child, _, addr) = common::start_zkd(
+        &["--port", "0", "--log", "warn", "--max-client-cnxns", "2"],
+        Stdio::piped(),
+    );
     let stderr = child.stderr.take().expect("stderr");
     let (tx, rx) = mpsc::channel();
     let reader = std::thread::spawn(move || {

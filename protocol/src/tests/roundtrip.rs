@@ -104,6 +104,15 @@ fn fixed_record_sizes() {
     assert_eq!(crate::to_bytes(&MultiHeader::default()).len(), 9);
 }
 
+/// Every opcode `strategy_for` has a strategy for, with that strategy.
+fn with_strategy<T>(
+    strategy_for: fn(OpCode) -> Option<BoxedStrategy<T>>,
+) -> impl Iterator<Item = (OpCode, BoxedStrategy<T>)> {
+    all_opcodes()
+        .into_iter()
+        .filter_map(move |op| strategy_for(op).map(|s| (op, s)))
+}
+
 /// Runs `check` on `cases` values of `strategy`, failing the test with the shrunk input.
 fn run<T: Debug>(
     name: &str,
@@ -156,10 +165,7 @@ fn request_opcode_partition() {
 /// `Request::write` / `Request::read(op, ..)` round trip, run separately for every opcode.
 #[test]
 fn request_roundtrip_every_opcode() {
-    for op in all_opcodes() {
-        let Some(strategy) = request_for(op) else {
-            continue;
-        };
+    for (op, strategy) in with_strategy(request_for) {
         run(&format!("{op:?}"), 128, strategy, |req| {
             prop_assert_eq!(req.op(), op);
             check_request(&req)
@@ -170,10 +176,7 @@ fn request_roundtrip_every_opcode() {
 /// A full request frame (length, header, body) comes apart into the same request.
 #[test]
 fn request_frame_roundtrip_every_opcode() {
-    for op in all_opcodes() {
-        let Some(strategy) = request_for(op) else {
-            continue;
-        };
+    for (op, strategy) in with_strategy(request_for) {
         let strategy = (any::<i32>(), strategy).boxed();
         run(&format!("{op:?}"), 32, strategy, |(xid, req)| {
             let frame = req.to_frame(xid);
@@ -197,10 +200,7 @@ fn request_frame_roundtrip_every_opcode() {
 /// `read_reply` on whole reply payloads.
 #[test]
 fn response_roundtrip_every_opcode() {
-    for op in all_opcodes() {
-        let Some(strategy) = response_for(op) else {
-            continue;
-        };
+    for (op, strategy) in with_strategy(response_for) {
         let strategy = (gen::<ReplyHeader>(), strategy).boxed();
         run(&format!("{op:?}"), 128, strategy, |(header, resp)| {
             check_response(op, &resp)?;

@@ -12,6 +12,19 @@ use proptest::prelude::*;
 use proptest::strategy::Union;
 use zkd_protocol::{perms, Acl, OpCode};
 
+/// A `Display` that prints each variant of a field-less enum as a fixed text.
+macro_rules! fixed_display {
+    ($ty:ident { $($variant:ident => $text:expr,)* }) => {
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(match self {
+                    $($ty::$variant => $text,)*
+                })
+            }
+        }
+    };
+}
+
 /// A path relative to the program root: `""` is the root itself.
 pub type RelPath = &'static str;
 
@@ -60,17 +73,13 @@ impl Data {
     }
 }
 
-impl fmt::Display for Data {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Data::Null => write!(f, "null"),
-            Data::Empty => write!(f, "\"\""),
-            Data::X => write!(f, "\"x\""),
-            Data::Yy => write!(f, "\"yy\""),
-            Data::Bin => write!(f, "0x00ff80"),
-        }
-    }
-}
+fixed_display!(Data {
+    Null => "null",
+    Empty => "\"\"",
+    X => "\"x\"",
+    Yy => "\"yy\"",
+    Bin => "0x00ff80",
+});
 
 /// A version argument. `Cur` is the node's current version (aversion for setACL) on the
 /// server the step runs on, read just before the step; `Next` is that plus one.
@@ -84,18 +93,14 @@ pub enum Ver {
     Next,
 }
 
-impl fmt::Display for Ver {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Ver::Any => write!(f, "v=-1"),
-            Ver::V0 => write!(f, "v=0"),
-            Ver::V1 => write!(f, "v=1"),
-            Ver::V2 => write!(f, "v=2"),
-            Ver::Cur => write!(f, "v=current"),
-            Ver::Next => write!(f, "v=current+1"),
-        }
-    }
-}
+fixed_display!(Ver {
+    Any => "v=-1",
+    V0 => "v=0",
+    V1 => "v=1",
+    V2 => "v=2",
+    Cur => "v=current",
+    Next => "v=current+1",
+});
 
 /// Identities `addauth digest` adds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -263,16 +268,12 @@ pub enum Prefix {
     Empty,
 }
 
-impl fmt::Display for Prefix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Prefix::Root => write!(f, "~"),
-            Prefix::RootA => write!(f, "~/a"),
-            Prefix::Slash => write!(f, "/"),
-            Prefix::Empty => write!(f, "\"\""),
-        }
-    }
-}
+fixed_display!(Prefix {
+    Root => "~",
+    RootA => "~/a",
+    Slash => "/",
+    Empty => "\"\"",
+});
 
 /// One sub-operation of multi (writes) or multiRead (reads). Putting a read into a multi or a
 /// write into a multiRead is allowed on purpose (the whole request must fail).
