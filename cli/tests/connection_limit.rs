@@ -148,15 +148,7 @@ fn start_with_http(nofile: Option<u32>, extra: &[&str]) -> Zkd {
 
 /// One raw HTTP GET with the given Host; the status.
 fn http_status(addr: SocketAddr, path: &str, host: &str) -> u16 {
-    use std::io::Write;
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("request");
+    let mut s = zkd_testkit::http::send_get(addr, path, host, Duration::from_secs(30));
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer);
     answer

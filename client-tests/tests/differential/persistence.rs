@@ -248,6 +248,21 @@ fn files(dir: &Path, prefix: &str) -> Vec<std::path::PathBuf> {
     v
 }
 
+/// The tree [`populate`] makes, written by ZooKeeper of `version` (with `extra` zoo.cfg lines)
+/// into `base/data`, that server stopped; returns the tree as ZooKeeper served it.
+async fn written_by_zookeeper(
+    version: ZookeeperVersion,
+    base: &Path,
+    extra: &[(&str, &str)],
+) -> Tree {
+    let zk = zookeeper_release_in(version, base, extra);
+    let owner = populate(zk.addr()).await;
+    let expected = dump(zk.addr()).await;
+    drop(zk);
+    drop(owner);
+    expected
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn zookeeper_data_dir_loads_in_zkd() {
     for version in [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9] {
@@ -260,11 +275,7 @@ async fn zookeeper_data_dir_of_release_loads_in_zkd(version: ZookeeperVersion) {
     // loading exercises snapshots and log replay together.
     let base = tempfile::tempdir().unwrap();
     let data = base.path().join("data");
-    let zk = zookeeper_release_in(version, base.path(), &[("snapCount", "6")]);
-    let owner = populate(zk.addr()).await;
-    let expected = dump(zk.addr()).await;
-    drop(zk);
-    drop(owner);
+    let expected = written_by_zookeeper(version, base.path(), &[("snapCount", "6")]).await;
     assert!(files(&data, "snapshot.").len() > 1);
     assert!(!files(&data, "log.").is_empty());
 
@@ -290,11 +301,7 @@ async fn zookeeper_snapshot_alone_loads_in_zkd() {
 async fn zookeeper_snapshot_of_release_alone_loads_in_zkd(version: ZookeeperVersion) {
     let base = tempfile::tempdir().unwrap();
     let data = base.path().join("data");
-    let zk = zookeeper_release_in(version, base.path(), &[]);
-    let owner = populate(zk.addr()).await;
-    let expected = dump(zk.addr()).await;
-    drop(zk);
-    drop(owner);
+    let expected = written_by_zookeeper(version, base.path(), &[]).await;
     // Restarting ZooKeeper replays its log and writes a snapshot of the result.
     drop(zookeeper_release_in(version, base.path(), &[]));
     for log in files(&data, "log.") {
