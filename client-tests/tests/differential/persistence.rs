@@ -4,8 +4,9 @@
 //! Every node's data, Stat and ACL are compared.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use zkd_protocol::*;
@@ -249,33 +250,38 @@ fn files(dir: &Path, prefix: &str) -> Vec<std::path::PathBuf> {
 }
 
 /// The tree [`populate`] makes, written by ZooKeeper of `version` (with `extra` zoo.cfg lines)
-/// into `base/data`, that server stopped; returns the tree as ZooKeeper served it.
+/// into `BASE/data` of a fresh temporary BASE, that server stopped: BASE, its data directory
+/// and the tree as ZooKeeper served it.
 async fn written_by_zookeeper(
     version: ZookeeperVersion,
-    base: &Path,
     extra: &[(&str, &str)],
-) -> Tree {
-    let zk = zookeeper_release_in(version, base, extra);
+) -> (tempfile::TempDir, PathBuf, Tree) {
+    let base = tempfile::tempdir().unwrap();
+    let zk = zookeeper_release_in(version, base.path(), extra);
     let owner = populate(zk.addr()).await;
     let expected = dump(zk.addr()).await;
     drop(zk);
     drop(owner);
-    expected
+    let data = base.path().join("data");
+    (base, data, expected)
+}
+
+/// Runs `check` for ZooKeeper 3.8 and then 3.9.
+async fn on_each_release<F: Future<Output = ()>>(check: impl Fn(ZookeeperVersion) -> F) {
+    for version in [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9] {
+        check(version).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn zookeeper_data_dir_loads_in_zkd() {
-    for version in [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9] {
-        zookeeper_data_dir_of_release_loads_in_zkd(version).await;
-    }
+    on_each_release(zookeeper_data_dir_of_release_loads_in_zkd).await;
 }
 
 async fn zookeeper_data_dir_of_release_loads_in_zkd(version: ZookeeperVersion) {
     // A small snapCount makes ZooKeeper write several (fuzzy) snapshots between logs, so
     // loading exercises snapshots and log replay together.
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    let expected = written_by_zookeeper(version, base.path(), &[("snapCount", "6")]).await;
+    let (_base, data, expected) = written_by_zookeeper(version, &[("snapCount", "6")]).await;
     assert!(files(&data, "snapshot.").len() > 1);
     assert!(!files(&data, "log.").is_empty());
 
@@ -293,15 +299,11 @@ async fn zookeeper_data_dir_of_release_loads_in_zkd(version: ZookeeperVersion) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn zookeeper_snapshot_alone_loads_in_zkd() {
-    for version in [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9] {
-        zookeeper_snapshot_of_release_alone_loads_in_zkd(version).await;
-    }
+    on_each_release(zookeeper_snapshot_of_release_alone_loads_in_zkd).await;
 }
 
 async fn zookeeper_snapshot_of_release_alone_loads_in_zkd(version: ZookeeperVersion) {
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    let expected = written_by_zookeeper(version, base.path(), &[]).await;
+    let (base, data, expected) = written_by_zookeeper(version, &[]).await;
     // Restarting ZooKeeper replays its log and writes a snapshot of the result.
     drop(zookeeper_release_in(version, base.path(), &[]));
     for log in files(&data, "log.") {

@@ -881,38 +881,36 @@ async fn cross_site_browser_requests_change_nothing() {
         json!([])
     );
 
-    // The web view's own requests and a program's are served.
+    // The web view's own requests and a program's are served; a link from elsewhere opens
+    // the page.
     let own = format!("Origin: http://{admin}");
-    let (status, body) = admin::raw(
-        admin,
-        "GET",
-        "/zkd/sessions",
-        &[&host, browser, "Sec-Fetch-Site: same-origin"],
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    let (status, body) = admin::raw(
-        admin,
-        "GET",
-        "/",
-        &[
-            &host,
-            browser,
-            "Sec-Fetch-Site: cross-site",
-            "Sec-Fetch-Mode: navigate",
-            "Sec-Fetch-Dest: document",
-        ],
-    )
-    .await;
-    assert_eq!(status, 200, "a link from elsewhere opens the page: {body}");
-    let (status, body) = admin::raw(
-        admin,
-        "POST",
-        "/zkd/reset",
-        &[&host, browser, &own, "Sec-Fetch-Site: same-origin"],
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    let served: &[(&str, &str, &[&str])] = &[
+        (
+            "GET",
+            "/zkd/sessions",
+            &[&host, browser, "Sec-Fetch-Site: same-origin"],
+        ),
+        (
+            "GET",
+            "/",
+            &[
+                &host,
+                browser,
+                "Sec-Fetch-Site: cross-site",
+                "Sec-Fetch-Mode: navigate",
+                "Sec-Fetch-Dest: document",
+            ],
+        ),
+        (
+            "POST",
+            "/zkd/reset",
+            &[&host, browser, &own, "Sec-Fetch-Site: same-origin"],
+        ),
+    ];
+    for (method, path, headers) in served {
+        let (status, body) = admin::raw(admin, method, path, headers).await;
+        assert_eq!(status, 200, "{method} {path} {headers:?}: {body}");
+    }
     assert!(
         c.check_stat("/keep").await.unwrap().is_none(),
         "the page's reset worked"
