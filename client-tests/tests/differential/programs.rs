@@ -355,21 +355,25 @@ fn divergences() {
     ];
     let s1 = |op| Step { session: 0, op };
     let s2 = |op| Step { session: 1, op };
-    let sub_create = |path, op, flags, ttl| SubOp::Create {
-        path,
-        data: Data::X,
-        acl: AclSpec::Open,
-        kind: CreateKind { op, flags, ttl },
+    let sub_create = |path, op, flags, ttl| {
+        SubOp::Write(Write::Create {
+            path,
+            data: Data::X,
+            acl: AclSpec::Open,
+            kind: CreateKind { op, flags, ttl },
+        })
     };
-    let create = |path, acl| Op::Create {
-        path,
-        data: Data::X,
-        acl,
-        kind: CreateKind {
-            op: OpCode::Create,
-            flags: 0,
-            ttl: -1,
-        },
+    let create = |path, acl| {
+        Op::Write(Write::Create {
+            path,
+            data: Data::X,
+            acl,
+            kind: CreateKind {
+                op: OpCode::Create,
+                flags: 0,
+                ttl: -1,
+            },
+        })
     };
     let cases: Vec<(&str, bool, Vec<Step>)> =
         vec![
