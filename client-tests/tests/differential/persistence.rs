@@ -375,32 +375,39 @@ async fn zkd_restarts_with_its_state_and_sessions() {
     server.shutdown().await;
 }
 
+/// A populated zkd on `dir` snapshotted twice, `/later` (holding `later`) created between the
+/// two, then dropped as if killed: the two snapshots and the tree it served last.
+async fn snapshots_around_a_create(
+    dir: &Path,
+    later: &[u8],
+) -> (zkd_server::SnapshotInfo, zkd_server::SnapshotInfo, Tree) {
+    let (server, owner, _) = start_populated(dir).await;
+    let first = server.snapshot().await.expect("snapshot");
+    ok(&owner, create("/later", Some(later), Acl::open_unsafe(), 0)).await;
+    let second = server.snapshot().await.expect("snapshot");
+    let tree = dump(server.local_addr()).await;
+    owner.abort().await;
+    drop(server);
+    (first, second, tree)
+}
+
+/// Flips the bits `mask` of the byte in the middle of `file`.
+fn flip_middle_byte(file: &Path, mask: u8) {
+    let mut bytes = std::fs::read(file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= mask;
+    std::fs::write(file, &bytes).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn damaged_last_snapshot_falls_back_to_the_previous_one() {
     let tmp = tempfile::tempdir().unwrap();
-    let (server, owner, _) = start_populated(tmp.path()).await;
-    let first = server.snapshot().await.expect("snapshot");
-    ok(
-        &owner,
-        create(
-            "/later",
-            Some(b"after the first snapshot"),
-            Acl::open_unsafe(),
-            0,
-        ),
-    )
-    .await;
-    let second = server.snapshot().await.expect("snapshot");
+    let (first, second, expected) =
+        snapshots_around_a_create(tmp.path(), b"after the first snapshot").await;
     assert!(second.zxid > first.zxid);
-    let expected = dump(server.local_addr()).await;
-    owner.abort().await;
-    drop(server);
 
     // Flip a byte in the middle of the newest snapshot.
-    let mut bytes = std::fs::read(&second.path).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0x55;
-    std::fs::write(&second.path, &bytes).unwrap();
+    flip_middle_byte(&second.path, 0x55);
 
     let server = zkd_server::Server::start(zkd_config(tmp.path()))
         .await
@@ -413,12 +420,7 @@ async fn damaged_last_snapshot_falls_back_to_the_previous_one() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_damaged_snapshot_nothing_else_covers_refuses_to_start() {
     let tmp = tempfile::tempdir().unwrap();
-    let (server, owner, _) = start_populated(tmp.path()).await;
-    let first = server.snapshot().await.expect("snapshot");
-    ok(&owner, create("/later", Some(b"x"), Acl::open_unsafe(), 0)).await;
-    let second = server.snapshot().await.expect("snapshot");
-    owner.abort().await;
-    drop(server);
+    let (first, second, _) = snapshots_around_a_create(tmp.path(), b"x").await;
     // The log holding /later is gone (as after an old purge), and the newest snapshot is
     // damaged: falling back to the first one would silently lose /later.
     for log in files(tmp.path(), "log.") {
@@ -436,10 +438,7 @@ async fn a_damaged_snapshot_nothing_else_covers_refuses_to_start() {
             std::fs::remove_file(log).unwrap();
         }
     }
-    let mut bytes = std::fs::read(&second.path).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0x10;
-    std::fs::write(&second.path, &bytes).unwrap();
+    flip_middle_byte(&second.path, 0x10);
     let before = contents(tmp.path());
 
     let err = zkd_server::Server::start(zkd_config(tmp.path()))
