@@ -491,14 +491,7 @@ async fn every_snapshot_damaged_refuses_to_start() {
 #[tokio::test(flavor = "multi_thread")]
 async fn torn_log_tail_is_cut_at_the_last_good_entry() {
     let tmp = tempfile::tempdir().unwrap();
-    let server = start_zkd(tmp.path()).await;
-    let c = client(server.local_addr()).await;
-    ok(&c, create("/kept", Some(b"1"), Acl::open_unsafe(), 0)).await;
-    ok(&c, create("/torn", Some(b"2"), Acl::open_unsafe(), 0)).await;
-    c.abort().await;
-    drop(server); // no final snapshot: the two creates are only in the log
-
-    let log = files(tmp.path(), "log.").pop().expect("a log");
+    let log = creates_only_in_the_log(tmp.path(), &[("/kept", b"1"), ("/torn", b"2")]).await;
     let len = std::fs::metadata(&log).unwrap().len();
     // Cut the last entry (the create of /torn) in the middle.
     let f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
@@ -527,12 +520,7 @@ async fn torn_log_tail_is_cut_at_the_last_good_entry() {
 async fn an_older_log_with_an_incomplete_end_continued_by_the_next_loads() {
     use zkd_protocol::disk::{txnlog, CreateTxn, NewNode, TxnHeader};
     let tmp = tempfile::tempdir().unwrap();
-    let server = start_zkd(tmp.path()).await;
-    let c = client(server.local_addr()).await;
-    ok(&c, create("/a", Some(b"1"), Acl::open_unsafe(), 0)).await;
-    c.abort().await;
-    drop(server);
-    let log = files(tmp.path(), "log.").pop().expect("a log");
+    let log = creates_only_in_the_log(tmp.path(), &[("/a", b"1")]).await;
     let bytes = std::fs::read(&log).unwrap();
     let last = txnlog::scan(&bytes[..])
         .unwrap()
@@ -731,18 +719,24 @@ fn exit_of(mut child: std::process::Child) -> (Option<i32>, String) {
     }
 }
 
+/// zkd on `dir` creates each `(path, data)`, then is dropped as if killed: no final snapshot,
+/// the creates are only in the log. Returns the newest log.
+async fn creates_only_in_the_log<P: AsRef<str>>(dir: &Path, nodes: &[(P, &[u8])]) -> PathBuf {
+    let server = start_zkd(dir).await;
+    let c = client(server.local_addr()).await;
+    for (path, data) in nodes {
+        ok(&c, create(path.as_ref(), Some(data), Acl::open_unsafe(), 0)).await;
+    }
+    c.abort().await;
+    drop(server);
+    files(dir, "log.").pop().expect("a log")
+}
+
 /// A zkd data directory whose only state is in its newest log: 100 creates of /n000../n099
 /// after the start-up snapshot. Returns the log's path and the offset of each create.
 async fn hundred_writes_in_the_log(dir: &Path) -> (std::path::PathBuf, Vec<u64>) {
-    let server = start_zkd(dir).await;
-    let c = client(server.local_addr()).await;
-    for i in 0..100 {
-        let path = format!("/n{i:03}");
-        ok(&c, create(&path, Some(b"v"), Acl::open_unsafe(), 0)).await;
-    }
-    c.abort().await;
-    drop(server); // no final snapshot: the creates are only in the log
-    let log = files(dir, "log.").pop().expect("a log");
+    let nodes: Vec<(String, &[u8])> = (0..100).map(|i| (format!("/n{i:03}"), &b"v"[..])).collect();
+    let log = creates_only_in_the_log(dir, &nodes).await;
     let bytes = std::fs::read(&log).unwrap();
     let scan = zkd_protocol::disk::txnlog::scan(&bytes[..]).expect("a log");
     let creates: Vec<u64> = scan
