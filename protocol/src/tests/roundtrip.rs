@@ -315,65 +315,21 @@ proptest! {
     }
 
     #[test]
-    fn connect_request_roundtrip(v in connect_request()) {
+    fn connect_request_roundtrip(v in gen::<ConnectRequest>()) {
         check_connect(&v, v.read_only.is_some())?;
     }
 
     #[test]
-    fn connect_response_roundtrip(v in connect_response()) {
+    fn connect_response_roundtrip(v in gen::<ConnectResponse>()) {
         check_connect(&v, v.read_only.is_some())?;
     }
 
     #[test]
-    fn connect_request_lengths(v in connect_request()) {
+    fn connect_request_lengths(v in gen::<ConnectRequest>()) {
         // 44-byte payload for an old client, 45 with the readOnly byte (16-byte password).
         let len = crate::to_bytes(&v).len();
         prop_assert_eq!(len, 4 + 8 + 4 + 8 + 4 + v.passwd.len() + v.read_only.map_or(0, |_| 1));
     }
-}
-
-fn connect_request() -> BoxedStrategy<ConnectRequest> {
-    (
-        any::<i32>(),
-        any::<i64>(),
-        any::<i32>(),
-        any::<i64>(),
-        gen::<Bytes>(),
-        prop::option::of(any::<bool>()),
-    )
-        .prop_map(
-            |(protocol_version, last_zxid_seen, timeout, session_id, passwd, read_only)| {
-                ConnectRequest {
-                    protocol_version,
-                    last_zxid_seen,
-                    timeout,
-                    session_id,
-                    passwd,
-                    read_only,
-                }
-            },
-        )
-        .boxed()
-}
-
-fn connect_response() -> BoxedStrategy<ConnectResponse> {
-    (
-        any::<i32>(),
-        any::<i32>(),
-        any::<i64>(),
-        gen::<Bytes>(),
-        prop::option::of(any::<bool>()),
-    )
-        .prop_map(
-            |(protocol_version, timeout, session_id, passwd, read_only)| ConnectResponse {
-                protocol_version,
-                timeout,
-                session_id,
-                passwd,
-                read_only,
-            },
-        )
-        .boxed()
 }
 
 /// The handshake records end with an optional byte, so they are checked by hand: the value
