@@ -26,7 +26,7 @@ ZKD_ZOOKEEPER_VERSION=3.8 cargo test -p zkd-client-tests --test external_suites 
 # on zkd must pass there too, so this checks the expectations themselves.
 for release in 3.9 3.8; do
   ZKD_ZOOKEEPER_VERSION=$release ZKD_TEST_TARGET=zookeeper cargo test -p zkd-client-tests \
-    --test rust_client --test acl_auth --test hostile --test watch_acl "$@"
+    --test both_targets "$@"
   # The client suites against the real server of that release.
   ZKD_ZOOKEEPER_VERSION=$release ZKD_TEST_TARGET=zookeeper cargo test -p zkd-client-tests \
     --test external_suites "$@" -- --skip ensemble

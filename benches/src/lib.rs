@@ -528,39 +528,26 @@ pub const WATCH_RELEASE_TIME_FIGURE: &str =
 
 /// Footprint figures; start-up and RSS only where known.
 pub fn footprint_figures(o: &footprint::Outcome, s: &Settings) -> Figures {
+    let lower = |name: &str, unit: &'static str, value: f64| {
+        Figure::new(FOOTPRINT, name, unit, value, Better::Lower)
+    };
     let mut f = Vec::new();
-    let it = FOOTPRINT;
     if !o.startup.is_empty() {
         let v: Vec<f64> = o.startup.iter().map(|d| util::ms(*d)).collect();
-        f.push(Figure::new(
-            it,
-            "start-up to first handshake",
-            "ms",
-            median(&v),
-            Better::Lower,
-        ));
+        f.push(lower("start-up to first handshake", "ms", median(&v)));
     }
     if let Some(r) = o.idle_rss {
-        f.push(Figure::new(
-            it,
-            "idle RSS",
-            "MiB",
-            r as f64 / (1 << 20) as f64,
-            Better::Lower,
-        ));
+        f.push(lower("idle RSS", "MiB", r as f64 / (1 << 20) as f64));
     }
     for z in &o.znodes {
         if let Some(b) = z.per_item() {
-            f.push(Figure::new(
-                it,
+            f.push(lower(
                 &znode_figure(s.footprint.znode_size, z.count),
                 "B",
                 b,
-                Better::Lower,
             ));
         }
-        f.push(Figure::new(
-            it,
+        f.push(lower(
             &format!(
                 "create {} znodes ({} sessions, {} in flight)",
                 z.count,
@@ -569,27 +556,18 @@ pub fn footprint_figures(o: &footprint::Outcome, s: &Settings) -> Figures {
             ),
             "s",
             z.secs,
-            Better::Lower,
         ));
     }
     if let Some(b) = o.sessions.per_item() {
-        f.push(Figure::new(
-            it,
-            "RSS per idle session",
-            "B",
-            b,
-            Better::Lower,
-        ));
+        f.push(lower("RSS per idle session", "B", b));
     }
-    f.push(Figure::new(
-        it,
+    f.push(lower(
         &format!("open {} sessions", o.sessions.count),
         "s",
         o.sessions.secs,
-        Better::Lower,
     ));
     f.push(Figure::new(
-        it,
+        FOOTPRINT,
         "max concurrent sessions",
         "",
         o.max_sessions.opened as f64,
@@ -597,38 +575,18 @@ pub fn footprint_figures(o: &footprint::Outcome, s: &Settings) -> Figures {
     ));
     if let Some(w) = &o.watches {
         if let Some(b) = w.growth.per_item() {
-            f.push(Figure::new(
-                it,
-                &watch_figure(w.growth.count),
-                "B",
-                b,
-                Better::Lower,
-            ));
+            f.push(lower(&watch_figure(w.growth.count), "B", b));
         }
-        f.push(Figure::new(
-            it,
+        f.push(lower(
             &format!("set {} exists-watches (one session)", w.growth.count),
             "s",
             w.growth.secs,
-            Better::Lower,
         ));
         if let Some(held) = w.held_after_release() {
-            f.push(Figure::new(
-                it,
-                WATCH_RELEASE_FIGURE,
-                "MiB",
-                held / (1 << 20) as f64,
-                Better::Lower,
-            ));
+            f.push(lower(WATCH_RELEASE_FIGURE, "MiB", held / (1 << 20) as f64));
         }
         if let Some(d) = w.back_within_margin {
-            f.push(Figure::new(
-                it,
-                WATCH_RELEASE_TIME_FIGURE,
-                "s",
-                d.as_secs_f64(),
-                Better::Lower,
-            ));
+            f.push(lower(WATCH_RELEASE_TIME_FIGURE, "s", d.as_secs_f64()));
         }
     }
     let m = &o.max_sessions;

@@ -32,13 +32,10 @@ fn refused(addr: SocketAddr) {
 
 #[test]
 fn a_refused_connection_is_logged_once_with_address_and_limit() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
-        .args(["--port", "0", "--log", "warn", "--max-client-cnxns", "2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("zkd runs");
-    let addr = common::listening_addr(&mut BufReader::new(child.stdout.take().expect("stdout")));
+    let (mut child, _, addr) = common::start_zkd(
+        &["--port", "0", "--log", "warn", "--max-client-cnxns", "2"],
+        Stdio::piped(),
+    );
     let stderr = child.stderr.take().expect("stderr");
     let (tx, rx) = mpsc::channel();
     let reader = std::thread::spawn(move || {
@@ -151,15 +148,7 @@ fn start_with_http(nofile: Option<u32>, extra: &[&str]) -> Zkd {
 
 /// One raw HTTP GET with the given Host; the status.
 fn http_status(addr: SocketAddr, path: &str, host: &str) -> u16 {
-    use std::io::Write;
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("request");
+    let mut s = zkd_testkit::http::send_get(addr, path, host, Duration::from_secs(30));
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer);
     answer

@@ -6,10 +6,9 @@
 //! an ERROR line and exit code 1 before anything is acknowledged.
 
 use std::collections::BTreeSet;
-use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,8 +20,9 @@ mod common;
 
 /// Starts `zkd` on a free port with `args`; returns the child and its client address.
 fn start(data: &Path, fsync: &str, extra: &[&str], stderr: Stdio) -> (Child, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
-        .args([
+    let data = data.to_str().expect("a UTF-8 data directory");
+    let args = [
+        &[
             "--port",
             "0",
             "--log",
@@ -30,15 +30,12 @@ fn start(data: &Path, fsync: &str, extra: &[&str], stderr: Stdio) -> (Child, Soc
             "--fsync",
             fsync,
             "--data-dir",
-        ])
-        .arg(data)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .expect("zkd runs");
-    let stdout = child.stdout.take().expect("stdout");
-    let addr = common::listening_addr(&mut BufReader::new(stdout));
+            data,
+        ],
+        extra,
+    ]
+    .concat();
+    let (child, _, addr) = common::start_zkd(&args, stderr);
     (child, addr)
 }
 

@@ -2,7 +2,6 @@
 //! `zkd snapshot dump` on a snapshot written by Apache ZooKeeper, `zkd snapshot convert`,
 //! clear errors on bad files, and `--seed` → `zkd ctl export` → `--seed` round trips.
 
-use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -24,15 +23,8 @@ fn zkd(args: &[&str]) -> Output {
 
 /// A running `zkd` with `args`; returns it with its client and admin addresses.
 fn serve(args: &[&str]) -> (Child, SocketAddr, Option<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
-        .args(["--port", "0", "--log", "warn"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("zkd runs");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let addr = common::listening_addr(&mut out);
+    let args = [&["--port", "0", "--log", "warn"], args].concat();
+    let (child, mut out, addr) = common::start_zkd(&args, Stdio::inherit());
     let admin = args
         .contains(&"--admin-port")
         .then(|| common::announced(&mut out, "zkd admin on "));
@@ -46,6 +38,14 @@ fn stop(mut child: Child) {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// `zkd ARGS` exits with `code` and a standard error that contains `expected`.
+fn fails(args: &[&str], code: i32, expected: &str) {
+    let out = zkd(args);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    assert!(err.contains(expected), "{err}");
 }
 
 async fn create(c: &RawClient, path: &str, data: &[u8]) {
@@ -137,24 +137,25 @@ fn bad_files_give_a_clear_error() {
         err.contains("is not a readable snapshot: not a snapshot file") && err.contains("offset 0"),
         "{err}"
     );
-    let out = zkd(&[
-        "snapshot",
-        "dump",
-        tmp.path().join("missing").to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("cannot read"));
+    let missing = tmp.path().join("missing");
+    fails(
+        &["snapshot", "dump", missing.to_str().unwrap()],
+        1,
+        "cannot read",
+    );
 
     let bad_json = tmp.path().join("bad.json");
     std::fs::write(&bad_json, r#"{"nodes":[{"path":"/e","ephemeral":true}]}"#).unwrap();
-    let out = zkd(&[
-        "snapshot",
-        "convert",
-        bad_json.to_str().unwrap(),
-        tmp.path().to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("node 1 (/e): ephemeral nodes cannot be seeded"));
+    fails(
+        &[
+            "snapshot",
+            "convert",
+            bad_json.to_str().unwrap(),
+            tmp.path().to_str().unwrap(),
+        ],
+        1,
+        "node 1 (/e): ephemeral nodes cannot be seeded",
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_zkd"))
         .args(["--seed", bad_json.to_str().unwrap()])
         .output()
@@ -219,12 +220,10 @@ async fn seed_export_seed_round_trip() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     // Without a data directory there is nowhere to snapshot: a clear refusal.
-    let out = zkd(&["ctl", "--admin", &admin, "snapshot"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("no data directory"),
-        "{}",
-        text(&out.stderr)
+    fails(
+        &["ctl", "--admin", &admin, "snapshot"],
+        1,
+        "no data directory",
     );
     stop(child);
 
@@ -379,13 +378,7 @@ fn hostile_data_files_are_refused_without_reading_them_whole() {
         "{}",
         text(&out.stdout)
     );
-    let out = zkd(&["snapshot", "dump", snap.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("offset"),
-        "{}",
-        text(&out.stderr)
-    );
+    fails(&["snapshot", "dump", snap.to_str().unwrap()], 1, "offset");
     std::fs::remove_file(&snap).unwrap();
 
     // A FIFO named like a snapshot or a log: refused with a sentence, never opened (opening
@@ -412,13 +405,12 @@ fn hostile_data_files_are_refused_without_reading_them_whole() {
     assert!(err.contains("log.9 is a directory"), "{err}");
     std::fs::remove_dir(dir.join("log.9")).unwrap();
 
-    let out = zkd(&[
-        "datadir",
-        "check",
-        tmp.path().join("nothing").to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("is not a data directory"));
+    let nothing = tmp.path().join("nothing");
+    fails(
+        &["datadir", "check", nothing.to_str().unwrap()],
+        2,
+        "is not a data directory",
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::io::{BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
 
@@ -158,14 +158,10 @@ fn version_names_commit_and_build_date() {
         )
     );
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
-        .args(["--port", "0", "--4lw-whitelist", "srvr,envi"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("zkd starts");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let addr = common::listening_addr(&mut out);
+    let (mut child, _out, addr) = common::start_zkd(
+        &["--port", "0", "--4lw-whitelist", "srvr,envi"],
+        Stdio::null(),
+    );
     let ask = |word: &str| {
         let mut conn = TcpStream::connect(addr).expect("connect");
         conn.write_all(word.as_bytes()).expect("send");

@@ -120,11 +120,7 @@ public class SecureClient {
             Client other = new Client(addr, tlsConfig(pki, "client2"));
             try {
                 expect(other.await(Watcher.Event.KeeperState.SyncConnected), "no SyncConnected");
-                try {
-                    other.zk.getData(BASE, false, null);
-                    throw new AssertionError("read allowed");
-                } catch (KeeperException.NoAuthException expected) {
-                }
+                readRefused(other.zk, BASE, KeeperException.NoAuthException.class);
             } finally {
                 other.close();
             }
@@ -161,14 +157,20 @@ public class SecureClient {
         Client anon = new Client(addr, saslConfig(null));
         try {
             expect(anon.await(Watcher.Event.KeeperState.SyncConnected), "no SyncConnected");
-            try {
-                anon.zk.getData(path, false, null);
-                throw new AssertionError("read allowed");
-            } catch (KeeperException e) {
-                expect(want.isInstance(e), "got " + e);
-            }
+            readRefused(anon.zk, path, want);
         } finally {
             anon.close();
+        }
+    }
+
+    /** Reading `path` through `zk` must fail with `want`. */
+    static void readRefused(ZooKeeper zk, String path, Class<? extends KeeperException> want)
+            throws Exception {
+        try {
+            zk.getData(path, false, null);
+            throw new AssertionError("read allowed");
+        } catch (KeeperException e) {
+            expect(want.isInstance(e), "got " + e);
         }
     }
 
@@ -195,11 +197,7 @@ public class SecureClient {
             try {
                 expect(alice.await(Watcher.Event.KeeperState.SaslAuthenticated), "alice not authenticated");
                 expect(whoAmI(alice.zk).contains("sasl:alice"), "alice whoAmI");
-                try {
-                    alice.zk.getData(BASE, false, null);
-                    throw new AssertionError("read allowed");
-                } catch (KeeperException.NoAuthException expected) {
-                }
+                readRefused(alice.zk, BASE, KeeperException.NoAuthException.class);
             } finally {
                 alice.close();
             }
@@ -217,11 +215,7 @@ public class SecureClient {
                     authFailed = s == Watcher.Event.KeeperState.AuthFailed;
                 }
                 expect(authFailed, "no AuthFailed event");
-                try {
-                    wrong.zk.getData(BASE, false, null);
-                    throw new AssertionError("read allowed");
-                } catch (KeeperException.AuthFailedException expected) {
-                }
+                readRefused(wrong.zk, BASE, KeeperException.AuthFailedException.class);
             } finally {
                 wrong.close();
             }

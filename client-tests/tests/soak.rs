@@ -10,9 +10,6 @@
 //! answer those four-letter words, e.g. `zkd --tick-time 200 --4lw-whitelist
 //! mntr,cons,wchs,dump,srvr`, and be otherwise idle).
 
-#[path = "common/zk_rust.rs"]
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,10 +17,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
+use zkd_client_tests::zk_rust::*;
 use zkd_protocol::{Create, PathRequest, Request};
 use zkd_testkit::raw::RawClient;
 use zookeeper_client as zk;
@@ -131,6 +128,15 @@ impl Soak {
     }
 
     /// Records the end of a round: a lost connection is counted, a bug recorded.
+    /// After one session of a worker: `true` to go on with another (a lost session or
+    /// connection is counted by [`Soak::absorb`]), `false` when the worker must stop.
+    fn carry_on(&self, who: &str, outcome: Result<(), Fault>) -> bool {
+        match outcome {
+            Ok(()) => true,
+            Err(f) => self.absorb(who, f),
+        }
+    }
+
     fn absorb(&self, who: &str, f: Fault) -> bool {
         match f {
             Fault::Lost(e) => {
@@ -305,24 +311,15 @@ async fn locker(soak: Arc<Soak>, who: usize, seed: u64) {
     let mut rng = Rng(seed);
     while soak.running() {
         let me = format!("locker {who}");
-        let result = match soak.connect(true, false).await {
-            Ok(client) => lock_rounds(&soak, &client, &me, &mut rng).await,
-            Err(f) => Err(f),
-        };
-        if let Err(f) = result {
-            if !soak.absorb(&me, f) {
-                return;
-            }
+        let outcome = lock_rounds(&soak, &me, &mut rng).await;
+        if !soak.carry_on(&me, outcome) {
+            return;
         }
     }
 }
 
-async fn lock_rounds(
-    soak: &Soak,
-    client: &zk::Client,
-    me: &str,
-    rng: &mut Rng,
-) -> Result<(), Fault> {
+async fn lock_rounds(soak: &Soak, me: &str, rng: &mut Rng) -> Result<(), Fault> {
+    let client = &soak.connect(true, false).await?;
     let dir = soak.path("lock");
     let counter = soak.path("counter");
     for _ in 0..rng.below(6) + 1 {
@@ -407,25 +404,15 @@ async fn producer(soak: Arc<Soak>, who: usize, seed: u64) {
     let mut n = 0u64;
     while soak.running() {
         let me = format!("producer {who}");
-        let result = match soak.connect(false, false).await {
-            Ok(client) => produce(&soak, &client, who, &mut n, &mut rng).await,
-            Err(f) => Err(f),
-        };
-        if let Err(f) = result {
-            if !soak.absorb(&me, f) {
-                return;
-            }
+        let outcome = produce(&soak, who, &mut n, &mut rng).await;
+        if !soak.carry_on(&me, outcome) {
+            return;
         }
     }
 }
 
-async fn produce(
-    soak: &Soak,
-    client: &zk::Client,
-    who: usize,
-    n: &mut u64,
-    rng: &mut Rng,
-) -> Result<(), Fault> {
+async fn produce(soak: &Soak, who: usize, n: &mut u64, rng: &mut Rng) -> Result<(), Fault> {
+    let client = &soak.connect(false, false).await?;
     let dir = soak.path("queue");
     while soak.running() {
         *n += 1;
@@ -503,14 +490,12 @@ async fn take_items(soak: &Soak, client: &zk::Client, drain: bool) -> Result<(),
 async fn consumer(soak: Arc<Soak>, who: usize) {
     while soak.running() {
         let me = format!("consumer {who}");
-        let result = match soak.connect(true, false).await {
+        let outcome = match soak.connect(true, false).await {
             Ok(client) => take_items(&soak, &client, false).await,
             Err(f) => Err(f),
         };
-        if let Err(f) = result {
-            if !soak.absorb(&me, f) {
-                return;
-            }
+        if !soak.carry_on(&me, outcome) {
+            return;
         }
     }
 }
@@ -530,10 +515,8 @@ async fn churner(soak: Arc<Soak>, who: usize, seed: u64) {
             0 | 1 => churn_client(&soak, &dir, &mut rng).await,
             _ => churn_raw(&soak, &dir).await,
         };
-        if let Err(f) = outcome {
-            if !soak.absorb(&me, f) {
-                return;
-            }
+        if !soak.carry_on(&me, outcome) {
+            return;
         }
     }
 }

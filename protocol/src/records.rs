@@ -246,6 +246,13 @@ impl ConnectRequest {
     }
 }
 
+// Written by hand below (the readOnly byte is optional on the wire); the test strategy is the
+// one `record!` would make.
+crate::__record_strategy!(ConnectRequest {
+    protocol_version: i32, last_zxid_seen: i64, timeout: i32, session_id: i64, passwd: Bytes,
+    read_only: Option<bool>
+});
+
 impl Jute for ConnectRequest {
     fn write(&self, out: &mut BytesMut) {
         self.protocol_version.write(out);
@@ -291,6 +298,10 @@ impl ConnectResponse {
         }
     }
 }
+
+crate::__record_strategy!(ConnectResponse {
+    protocol_version: i32, timeout: i32, session_id: i64, passwd: Bytes, read_only: Option<bool>
+});
 
 impl Jute for ConnectResponse {
     fn write(&self, out: &mut BytesMut) {

@@ -374,11 +374,30 @@ fn every_fixture_roundtrips() {
     }
 }
 
-#[test]
-fn connect_v2() {
-    for release in RELEASES {
-        connect_v2_of(release);
-    }
+/// `#[test] fn NAME()` running `NAME_of` on the fixtures of every release.
+macro_rules! on_every_release {
+    ($($name:ident => $of:ident,)*) => {
+        $(
+            #[test]
+            fn $name() {
+                for release in RELEASES {
+                    $of(release);
+                }
+            }
+        )*
+    };
+}
+
+on_every_release! {
+    connect_v2 => connect_v2_of,
+    connect_old => connect_old_of,
+    create2 => create2_of,
+    multi_failed => multi_failed_of,
+    notification => notification_of,
+    ping => ping_of,
+    unknown_opcode => unknown_opcode_of,
+    exists_missing => exists_missing_of,
+    get_data_null => get_data_null_of,
 }
 
 fn connect_v2_of(release: &str) {
@@ -387,24 +406,10 @@ fn connect_v2_of(release: &str) {
     check_standard_handshake(&entries, "", Some(false));
 }
 
-#[test]
-fn connect_old() {
-    for release in RELEASES {
-        connect_old_of(release);
-    }
-}
-
 fn connect_old_of(release: &str) {
     let entries = load(release, "connect_old.hex");
     assert_eq!(entries.len(), 2);
     check_standard_handshake(&entries, "", None);
-}
-
-#[test]
-fn create2() {
-    for release in RELEASES {
-        create2_of(release);
-    }
 }
 
 fn create2_of(release: &str) {
@@ -426,13 +431,6 @@ fn create2_of(release: &str) {
     assert_eq!((stat.version, stat.cversion, stat.aversion), (0, 0, 0));
     assert_eq!(stat.ephemeral_owner, 0);
     assert_eq!((stat.data_length, stat.num_children), (1, 0));
-}
-
-#[test]
-fn multi_failed() {
-    for release in RELEASES {
-        multi_failed_of(release);
-    }
 }
 
 fn multi_failed_of(release: &str) {
@@ -497,13 +495,6 @@ fn multi_failed_of(release: &str) {
         multi_result_headers(payload_of(&frame)),
         [(-1, 0), (-1, -103), (-1, -2), (-1, -2), (-1, -2)]
     );
-}
-
-#[test]
-fn notification() {
-    for release in RELEASES {
-        notification_of(release);
-    }
 }
 
 fn notification_of(release: &str) {
@@ -577,13 +568,6 @@ fn notification_of(release: &str) {
     assert_eq!(notifications, 1);
 }
 
-#[test]
-fn ping() {
-    for release in RELEASES {
-        ping_of(release);
-    }
-}
-
 fn ping_of(release: &str) {
     let (entries, reqs) = one_session(release, "ping.hex", 2);
     assert_eq!(
@@ -605,13 +589,6 @@ fn ping_of(release: &str) {
     }
 }
 
-#[test]
-fn unknown_opcode() {
-    for release in RELEASES {
-        unknown_opcode_of(release);
-    }
-}
-
 fn unknown_opcode_of(release: &str) {
     let (entries, reqs) = one_session(release, "unknown_opcode.hex", 1);
     assert_eq!(reqs, [(RequestHeader { xid: 1, op: 999 }, None)]);
@@ -623,13 +600,6 @@ fn unknown_opcode_of(release: &str) {
         Some(ErrorCode::Unimplemented)
     );
     header_only(&entries, body);
-}
-
-#[test]
-fn exists_missing() {
-    for release in RELEASES {
-        exists_missing_of(release);
-    }
 }
 
 fn exists_missing_of(release: &str) {
@@ -650,13 +620,6 @@ fn exists_missing_of(release: &str) {
         (1, ErrorCode::NoNode.code(), 3)
     );
     header_only(&entries, body);
-}
-
-#[test]
-fn get_data_null() {
-    for release in RELEASES {
-        get_data_null_of(release);
-    }
 }
 
 fn get_data_null_of(release: &str) {

@@ -1,10 +1,11 @@
 //! Test kit shared by the end-to-end tests and the benchmarks: which server a test talks to
-//! (`target`), the Apache ZooKeeper launcher (`oracle`), a raw protocol client (`raw`) and
-//! hand-built frames for malformed-input tests (`frame`).
+//! (`target`), the Apache ZooKeeper launcher (`oracle`), a raw protocol client (`raw`),
+//! hand-built frames for malformed-input tests (`frame`) and a raw HTTP GET (`http`).
 
 #![forbid(unsafe_code)]
 
 pub mod frame;
+pub mod http;
 pub mod oracle;
 pub mod raw;
 pub mod target;

@@ -199,6 +199,13 @@ impl Launcher {
         self
     }
 
+    /// Adds one JVM flag after the performance flags, e.g. a `-D` system property that has
+    /// no `zoo.cfg` key.
+    pub fn jvm_opt(mut self, opt: &str) -> Launcher {
+        self.jvm_opts.push(opt.to_string());
+        self
+    }
+
     /// The slf4j-simple log level (`info`, `warn`, …).
     pub fn log_level(mut self, level: &str) -> Launcher {
         self.log_level = level.to_string();

@@ -456,27 +456,25 @@ mod tests {
                 }
             }
         }
+        // The fifth entry is damaged and the sixth found after it.
+        let damaged_at_fifth = |bad: &[u8]| {
+            let s = scan_bytes(bad);
+            assert!(
+                matches!(s.end, LogEnd::Damaged { offset, next_entry: Some(n), .. }
+                    if offset == fifth as u64 && n == sixth),
+                "{:?}",
+                s.end
+            );
+        };
         // An impossible length, followed by valid entries and pre-allocated zeros.
         let mut bad = f.to_vec();
         bad[fifth + 8..fifth + 12].copy_from_slice(&0x7fff_ffffi32.to_be_bytes());
         bad.resize(bad.len() + 64 * 1024, 0);
-        let s = scan_bytes(&bad);
-        assert!(
-            matches!(s.end, LogEnd::Damaged { offset, next_entry: Some(n), .. }
-                if offset == fifth as u64 && n == sixth),
-            "{:?}",
-            s.end
-        );
+        damaged_at_fifth(&bad);
         // A zeroed stretch in the middle.
         let mut bad = f.to_vec();
         bad[fifth..sixth as usize].fill(0);
-        let s = scan_bytes(&bad);
-        assert!(
-            matches!(s.end, LogEnd::Damaged { offset, next_entry: Some(n), .. }
-                if offset == fifth as u64 && n == sixth),
-            "{:?}",
-            s.end
-        );
+        damaged_at_fifth(&bad);
     }
 
     #[test]

@@ -86,11 +86,8 @@ proptest! {
         extra in 1usize..=i32::MAX as usize,
     ) {
         // A count that cannot fit in what is left is refused before anything is allocated.
-        let n = (tail.len() + extra).min(i32::MAX as usize) as i32;
-        let res = Vec::<Acl>::read(&mut reader(&[&int(n), &tail]));
-        prop_assert!(matches!(res, Err(DecodeError::Truncated { .. })), "{:?}", res);
-        let res = Vec::<String>::read(&mut reader(&[&int(n), &tail]));
-        prop_assert!(matches!(res, Err(DecodeError::Truncated { .. })), "{:?}", res);
+        truncated::<Vec<Acl>>(&tail, extra)?;
+        truncated::<Vec<String>>(&tail, extra)?;
     }
 
     #[test]
@@ -98,10 +95,21 @@ proptest! {
         tail in prop::collection::vec(any::<u8>(), 0..64),
         extra in 1usize..=i32::MAX as usize,
     ) {
-        let n = (tail.len() + extra).min(i32::MAX as usize) as i32;
-        let res = Option::<Bytes>::read(&mut reader(&[&int(n), &tail]));
-        prop_assert!(matches!(res, Err(DecodeError::Truncated { .. })), "{:?}", res);
+        truncated::<Option<Bytes>>(&tail, extra)?;
     }
+}
+
+/// A `T` whose length prefix claims `extra` bytes more than the `tail` after it is refused
+/// as truncated.
+fn truncated<T: Jute + std::fmt::Debug>(tail: &[u8], extra: usize) -> Result<(), TestCaseError> {
+    let n = (tail.len() + extra).min(i32::MAX as usize) as i32;
+    let res = T::read(&mut reader(&[&int(n), tail]));
+    prop_assert!(
+        matches!(res, Err(DecodeError::Truncated { .. })),
+        "{:?}",
+        res
+    );
+    Ok(())
 }
 
 #[test]

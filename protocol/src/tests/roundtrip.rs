@@ -104,6 +104,15 @@ fn fixed_record_sizes() {
     assert_eq!(crate::to_bytes(&MultiHeader::default()).len(), 9);
 }
 
+/// Every opcode `strategy_for` has a strategy for, with that strategy.
+fn with_strategy<T>(
+    strategy_for: fn(OpCode) -> Option<BoxedStrategy<T>>,
+) -> impl Iterator<Item = (OpCode, BoxedStrategy<T>)> {
+    all_opcodes()
+        .into_iter()
+        .filter_map(move |op| strategy_for(op).map(|s| (op, s)))
+}
+
 /// Runs `check` on `cases` values of `strategy`, failing the test with the shrunk input.
 fn run<T: Debug>(
     name: &str,
@@ -156,10 +165,7 @@ fn request_opcode_partition() {
 /// `Request::write` / `Request::read(op, ..)` round trip, run separately for every opcode.
 #[test]
 fn request_roundtrip_every_opcode() {
-    for op in all_opcodes() {
-        let Some(strategy) = request_for(op) else {
-            continue;
-        };
+    for (op, strategy) in with_strategy(request_for) {
         run(&format!("{op:?}"), 128, strategy, |req| {
             prop_assert_eq!(req.op(), op);
             check_request(&req)
@@ -170,10 +176,7 @@ fn request_roundtrip_every_opcode() {
 /// A full request frame (length, header, body) comes apart into the same request.
 #[test]
 fn request_frame_roundtrip_every_opcode() {
-    for op in all_opcodes() {
-        let Some(strategy) = request_for(op) else {
-            continue;
-        };
+    for (op, strategy) in with_strategy(request_for) {
         let strategy = (any::<i32>(), strategy).boxed();
         run(&format!("{op:?}"), 32, strategy, |(xid, req)| {
             let frame = req.to_frame(xid);
@@ -197,10 +200,7 @@ fn request_frame_roundtrip_every_opcode() {
 /// `read_reply` on whole reply payloads.
 #[test]
 fn response_roundtrip_every_opcode() {
-    for op in all_opcodes() {
-        let Some(strategy) = response_for(op) else {
-            continue;
-        };
+    for (op, strategy) in with_strategy(response_for) {
         let strategy = (gen::<ReplyHeader>(), strategy).boxed();
         run(&format!("{op:?}"), 128, strategy, |(header, resp)| {
             check_response(op, &resp)?;
@@ -315,65 +315,21 @@ proptest! {
     }
 
     #[test]
-    fn connect_request_roundtrip(v in connect_request()) {
+    fn connect_request_roundtrip(v in gen::<ConnectRequest>()) {
         check_connect(&v, v.read_only.is_some())?;
     }
 
     #[test]
-    fn connect_response_roundtrip(v in connect_response()) {
+    fn connect_response_roundtrip(v in gen::<ConnectResponse>()) {
         check_connect(&v, v.read_only.is_some())?;
     }
 
     #[test]
-    fn connect_request_lengths(v in connect_request()) {
+    fn connect_request_lengths(v in gen::<ConnectRequest>()) {
         // 44-byte payload for an old client, 45 with the readOnly byte (16-byte password).
         let len = crate::to_bytes(&v).len();
         prop_assert_eq!(len, 4 + 8 + 4 + 8 + 4 + v.passwd.len() + v.read_only.map_or(0, |_| 1));
     }
-}
-
-fn connect_request() -> BoxedStrategy<ConnectRequest> {
-    (
-        any::<i32>(),
-        any::<i64>(),
-        any::<i32>(),
-        any::<i64>(),
-        gen::<Bytes>(),
-        prop::option::of(any::<bool>()),
-    )
-        .prop_map(
-            |(protocol_version, last_zxid_seen, timeout, session_id, passwd, read_only)| {
-                ConnectRequest {
-                    protocol_version,
-                    last_zxid_seen,
-                    timeout,
-                    session_id,
-                    passwd,
-                    read_only,
-                }
-            },
-        )
-        .boxed()
-}
-
-fn connect_response() -> BoxedStrategy<ConnectResponse> {
-    (
-        any::<i32>(),
-        any::<i32>(),
-        any::<i64>(),
-        gen::<Bytes>(),
-        prop::option::of(any::<bool>()),
-    )
-        .prop_map(
-            |(protocol_version, timeout, session_id, passwd, read_only)| ConnectResponse {
-                protocol_version,
-                timeout,
-                session_id,
-                passwd,
-                read_only,
-            },
-        )
-        .boxed()
 }
 
 /// The handshake records end with an optional byte, so they are checked by hand: the value

@@ -149,22 +149,12 @@ async fn probe_version_facts(addr: std::net::SocketAddr) -> VersionFacts {
             mode,
         })
     };
-    assert_eq!(
-        watcher
-            .call(&add("/p", add_watch_mode::PERSISTENT))
-            .await
-            .unwrap()
-            .err,
-        0
-    );
-    assert_eq!(
-        watcher
-            .call(&add("/r", add_watch_mode::PERSISTENT_RECURSIVE))
-            .await
-            .unwrap()
-            .err,
-        0
-    );
+    for (path, mode) in [
+        ("/p", add_watch_mode::PERSISTENT),
+        ("/r", add_watch_mode::PERSISTENT_RECURSIVE),
+    ] {
+        assert_eq!(watcher.call(&add(path, mode)).await.unwrap().err, 0);
+    }
     let typed = |path: &str, watcher_type| WatchTypeRequest {
         path: path.into(),
         watcher_type,

@@ -7,10 +7,8 @@
 //! "Nothing arrived" is shown without timing: each watcher's next event after the hidden
 //! changes must be the readable change made after them (events arrive in order).
 
-#[path = "common/zk_rust.rs"]
-mod common;
-
-use common::{add_watch, connect, persistent, within, Ns};
+use zkd_client_tests::zk_rust;
+use zkd_client_tests::zk_rust::{add_watch, connect, persistent, within, Ns};
 use zkd_testkit::target::Target;
 use zookeeper_client as zk;
 
@@ -167,7 +165,7 @@ async fn one_shot_watch_fired_while_unreadable_is_used_up() {
     // notification would have been queued before this reply).
     let (data, _) = stranger.get_data(&node).await.unwrap();
     assert_eq!(data, b"3");
-    let fired = tokio::time::timeout(common::QUIET, data_watch.changed()).await;
+    let fired = tokio::time::timeout(zk_rust::QUIET, data_watch.changed()).await;
     assert!(
         fired.is_err(),
         "the one-shot watch delivered an event: {fired:?}"

@@ -7,8 +7,8 @@
 //! of a node `world:anyone` may not read is withheld, and digest ACL entries show `user:x`
 //! unless `world:anyone` has ADMIN.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Read;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,14 +30,8 @@ async fn all_ok(c: &RawClient, paths: &[String], flags: i32, data: &[u8]) {
 
 /// One GET over HTTP/1.1: the response head and the de-chunked body.
 fn get_chunked(admin: SocketAddr, path: &str) -> (String, Vec<u8>) {
-    let mut s = TcpStream::connect(admin).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(60)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("request");
+    let host = admin.to_string();
+    let mut s = zkd_testkit::http::send_get(admin, path, &host, Duration::from_secs(60));
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).expect("response");
     let end = raw

@@ -847,39 +847,33 @@ async fn health_checks_answer_at_once_under_a_million_watches_and_many_reports()
     let answered = Arc::new(AtomicUsize::new(0));
     let load = {
         let (stop, answered, summary) = (stop.clone(), answered.clone(), summary.clone());
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime for the reporters");
-            rt.block_on(async move {
-                let reporters: Vec<_> = (0..REPORTERS)
-                    .map(|_| {
-                        let (stop, answered, summary) =
-                            (stop.clone(), answered.clone(), summary.clone());
-                        tokio::spawn(async move {
-                            let mut mine = 0;
-                            while !stop.load(Ordering::Relaxed) || mine == 0 {
-                                match four_letter_raw(addr, "wchs").await.as_deref() {
-                                    Ok("") | Err(_) => {}
-                                    Ok(reply) => {
-                                        assert_eq!(reply, summary);
-                                        mine += 1;
-                                        answered.fetch_add(1, Ordering::Relaxed);
-                                    }
+        on_own_runtime("the reporters", async move {
+            let reporters: Vec<_> = (0..REPORTERS)
+                .map(|_| {
+                    let (stop, answered, summary) =
+                        (stop.clone(), answered.clone(), summary.clone());
+                    tokio::spawn(async move {
+                        let mut mine = 0;
+                        while !stop.load(Ordering::Relaxed) || mine == 0 {
+                            match four_letter_raw(addr, "wchs").await.as_deref() {
+                                Ok("") | Err(_) => {}
+                                Ok(reply) => {
+                                    assert_eq!(reply, summary);
+                                    mine += 1;
+                                    answered.fetch_add(1, Ordering::Relaxed);
                                 }
-                                tokio::time::sleep(Duration::from_millis(50)).await;
                             }
-                            mine
-                        })
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        mine
                     })
-                    .collect();
-                let mut each = Vec::new();
-                for r in reporters {
-                    each.push(r.await.expect("a reporter"));
-                }
-                each
-            })
+                })
+                .collect();
+            let mut each = Vec::new();
+            for r in reporters {
+                each.push(r.await.expect("a reporter"));
+            }
+            each
         })
     };
     // Timing starts once each reporter could have had an answer (the burst of 50 connections
@@ -900,37 +894,31 @@ async fn health_checks_answer_at_once_under_a_million_watches_and_many_reports()
     let zkd = target.kind() == TargetKind::Zkd;
     let probes = {
         let answered = answered.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime for the probes");
-            rt.block_on(async move {
-                let mut slowest = (Duration::ZERO, "");
-                for round in 0..ROUNDS {
-                    for word in ["ruok", "isro", "srvr", "mntr"] {
-                        let (reply, took) = timed_four_letter_from(other, addr, word).await;
-                        assert!(
-                            took < BOUND || !zkd,
-                            "{word} from {other} took {took:?} in round {round} while \
+        on_own_runtime("the probes", async move {
+            let mut slowest = (Duration::ZERO, "");
+            for round in 0..ROUNDS {
+                for word in ["ruok", "isro", "srvr", "mntr"] {
+                    let (reply, took) = timed_four_letter_from(other, addr, word).await;
+                    assert!(
+                        took < BOUND || !zkd,
+                        "{word} from {other} took {took:?} in round {round} while \
                              {REPORTERS} connections asked for wchs ({} answered so far)",
-                            answered.load(Ordering::Relaxed)
-                        );
-                        slowest = slowest.max((took, word));
-                        match word {
-                            "ruok" => assert_eq!(reply, "imok"),
-                            "isro" => assert_eq!(reply, "rw"),
-                            "srvr" => assert!(reply.contains("Mode: standalone"), "{reply}"),
-                            _ => assert!(
-                                reply.contains(&format!("zk_watch_count\t{watches}\n")),
-                                "{reply}"
-                            ),
-                        }
+                        answered.load(Ordering::Relaxed)
+                    );
+                    slowest = slowest.max((took, word));
+                    match word {
+                        "ruok" => assert_eq!(reply, "imok"),
+                        "isro" => assert_eq!(reply, "rw"),
+                        "srvr" => assert!(reply.contains("Mode: standalone"), "{reply}"),
+                        _ => assert!(
+                            reply.contains(&format!("zk_watch_count\t{watches}\n")),
+                            "{reply}"
+                        ),
                     }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                slowest
-            })
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            slowest
         })
     };
     let slowest = tokio::task::spawn_blocking(move || probes.join())
@@ -952,6 +940,21 @@ async fn health_checks_answer_at_once_under_a_million_watches_and_many_reports()
     // The watching session is still served.
     let ping = watcher.call(XID_PING, OP_PING, &[]).await;
     assert_eq!((ping.xid, ping.err), (XID_PING, 0));
+}
+
+/// Runs `work` to completion on a current-thread runtime of its own, on a thread of its own
+/// (`what` names it in a panic).
+fn on_own_runtime<T: Send + 'static>(
+    what: &'static str,
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("a runtime for {what}: {e}"))
+            .block_on(work)
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,6 +23,7 @@ use zkd_testkit::raw::{ClientError, Event, RawClient, Reply};
 use super::normalize::{Ctx, NEvent, NReply};
 use super::program::{
     AclSpec, AuthUser, CreateKind, Data, Op, Prefix, Program, RelPath, Step, SubOp, SysAction, Ver,
+    Write,
 };
 use zkd_testkit::oracle::ZookeeperVersion;
 
@@ -451,20 +452,27 @@ impl<'a> Run<'a> {
         })
     }
 
-    async fn sub_op(&self, op: &SubOp) -> Result<MultiOp, String> {
-        Ok(match op {
-            SubOp::Create {
+    /// The wire record of a write, as a multi's sub-op (a step's request is the same record).
+    async fn write(&self, w: &Write) -> Result<MultiOp, String> {
+        Ok(match w {
+            Write::Create {
                 path,
                 data,
                 acl,
                 kind,
             } => MultiOp::Create(self.create(path, data, acl, kind)),
-            SubOp::Delete { path, version } => MultiOp::Delete(self.delete(path, *version).await?),
-            SubOp::SetData {
+            Write::Delete { path, version } => MultiOp::Delete(self.delete(path, *version).await?),
+            Write::SetData {
                 path,
                 data,
                 version,
             } => MultiOp::SetData(self.set_data(path, data, *version).await?),
+        })
+    }
+
+    async fn sub_op(&self, op: &SubOp) -> Result<MultiOp, String> {
+        Ok(match op {
+            SubOp::Write(w) => self.write(w).await?,
             SubOp::Check { path, version } => MultiOp::Check(CheckVersionRequest {
                 path: self.full(path),
                 version: self.version(path, *version, false).await?,
@@ -487,18 +495,12 @@ impl<'a> Run<'a> {
             watch,
         };
         Ok(match op {
-            Op::Create {
-                path,
-                data,
-                acl,
-                kind,
-            } => Request::Create(self.create(path, data, acl, kind)),
-            Op::Delete { path, version } => Request::Delete(self.delete(path, *version).await?),
-            Op::SetData {
-                path,
-                data,
-                version,
-            } => Request::SetData(self.set_data(path, data, *version).await?),
+            Op::Write(w) => match self.write(w).await? {
+                MultiOp::Create(c) => Request::Create(c),
+                MultiOp::Delete(d) => Request::Delete(d),
+                MultiOp::SetData(s) => Request::SetData(s),
+                other => unreachable!("a write is a create, delete or setData, not {other:?}"),
+            },
             Op::Exists { path, watch } => Request::Exists(pw(path, *watch)),
             Op::GetData { path, watch } => Request::GetData(pw(path, *watch)),
             Op::GetChildren {
@@ -964,7 +966,7 @@ fn create2_flags(op: &Op) -> Vec<bool> {
         Op::Multi(ops) => ops
             .iter()
             .map(|o| {
-                matches!(o, SubOp::Create { kind, .. }
+                matches!(o, SubOp::Write(Write::Create { kind, .. })
                     if kind.op == OpCode::Create2 && (0..=3).contains(&kind.flags))
             })
             .collect(),

@@ -92,11 +92,8 @@
 //! with both servers' outcomes, followed by the first differing reply. If ZooKeeper is not
 //! installed the test fails and names `scripts/install-test-deps.sh`.
 
-#[path = "differential/exec.rs"]
 mod exec;
-#[path = "differential/normalize.rs"]
 mod normalize;
-#[path = "differential/program.rs"]
 mod program;
 
 use std::cell::{Cell, RefCell};
@@ -146,16 +143,12 @@ impl Server {
 }
 
 fn start_zookeeper(version: ZookeeperVersion) -> Server {
-    // The container/TTL reaper of 3.8 reads a plain JVM system property (no `zookeeper.`
-    // prefix, so zoo.cfg cannot set it); JAVA_TOOL_OPTIONS reaches the oracle's JVM.
-    let mut opts = std::env::var("JAVA_TOOL_OPTIONS").unwrap_or_default();
-    if !opts.contains("znode.container.checkIntervalMs") {
-        opts.push_str(" -Dznode.container.checkIntervalMs=86400000");
-        std::env::set_var("JAVA_TOOL_OPTIONS", opts.trim());
-    }
-    // Unknown zoo.cfg keys become `zookeeper.<key>` system properties.
+    // Unknown zoo.cfg keys become `zookeeper.<key>` system properties; the container/TTL
+    // reaper of 3.8 reads a plain one (no `zookeeper.` prefix, so zoo.cfg cannot set it),
+    // given on the oracle's command line.
     let oracle = Launcher::new()
         .version(version)
+        .jvm_opt("-Dznode.container.checkIntervalMs=86400000")
         .cfg(&[("DigestAuthenticationProvider.superDigest", SUPER_DIGEST)])
         .start()
         .unwrap_or_else(|e| panic!("{e}"));
@@ -343,7 +336,7 @@ fn differential_run(version: ZookeeperVersion) {
 
 /// The minimal programs of the differences between zkd and this ZooKeeper found so far, run
 /// on both servers past the first difference and printed:
-/// `cargo test -p zkd-client-tests --test differential divergences -- --ignored --nocapture`.
+/// `cargo test -p zkd-client-tests --test differential programs::divergences -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn divergences() {
@@ -362,21 +355,25 @@ fn divergences() {
     ];
     let s1 = |op| Step { session: 0, op };
     let s2 = |op| Step { session: 1, op };
-    let sub_create = |path, op, flags, ttl| SubOp::Create {
-        path,
-        data: Data::X,
-        acl: AclSpec::Open,
-        kind: CreateKind { op, flags, ttl },
+    let sub_create = |path, op, flags, ttl| {
+        SubOp::Write(Write::Create {
+            path,
+            data: Data::X,
+            acl: AclSpec::Open,
+            kind: CreateKind { op, flags, ttl },
+        })
     };
-    let create = |path, acl| Op::Create {
-        path,
-        data: Data::X,
-        acl,
-        kind: CreateKind {
-            op: OpCode::Create,
-            flags: 0,
-            ttl: -1,
-        },
+    let create = |path, acl| {
+        Op::Write(Write::Create {
+            path,
+            data: Data::X,
+            acl,
+            kind: CreateKind {
+                op: OpCode::Create,
+                flags: 0,
+                ttl: -1,
+            },
+        })
     };
     let cases: Vec<(&str, bool, Vec<Step>)> =
         vec![

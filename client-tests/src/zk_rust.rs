@@ -1,6 +1,4 @@
 //! Helpers for the end-to-end tests that drive a server through the `zookeeper-client` crate.
-// Each test binary that includes this module uses only part of it.
-#![allow(dead_code)]
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};

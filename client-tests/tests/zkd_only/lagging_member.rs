@@ -3,18 +3,16 @@
 //! sync() the new one; a watch set through it fires when it catches up; a write through it
 //! is answered after it applied it; and the lag is set over HTTP as well as in Rust.
 
-#[path = "common/admin.rs"]
-mod admin;
-#[path = "common/zk_rust.rs"]
-mod common;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{persistent, within};
+use zkd_client_tests::zk_rust;
+use zkd_client_tests::zk_rust::{persistent, within};
 use zkd_server::Lag;
 use zkd_server::{ClockMode, Config, EnsembleConfig, Server};
 use zookeeper_client as zk;
+
+use crate::admin;
 
 const LAGGING: u64 = 2;
 
@@ -108,7 +106,7 @@ async fn a_watch_through_the_lagging_member_fires_when_it_catches_up() {
     writer.set_data("/config", b"v2", None).await.expect("set");
     let mut event = Box::pin(watcher.changed());
     assert!(
-        tokio::time::timeout(common::QUIET, &mut event)
+        tokio::time::timeout(zk_rust::QUIET, &mut event)
             .await
             .is_err(),
         "the watch fired before the member applied the change"
@@ -136,7 +134,7 @@ async fn a_write_through_a_lagging_member_is_answered_once_it_applied_it() {
     let read_after = reader.get_data("/config");
     let mut both = Box::pin(async { (write.await, read_after.await) });
     assert!(
-        tokio::time::timeout(common::QUIET, &mut both)
+        tokio::time::timeout(zk_rust::QUIET, &mut both)
             .await
             .is_err(),
         "answered before the member applied the write"

@@ -1,12 +1,9 @@
 //! Container and TTL nodes are removed by zkd's reaper (every second by default; ZooKeeper's
 //! default is every minute), observed through the unmodified `zookeeper-client` crate.
 
-#[path = "common/zk_rust.rs"]
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{connect, persistent, within};
+use zkd_client_tests::zk_rust::{connect, persistent, within};
 use zkd_testkit::target::Target;
 use zookeeper_client as zk;
 

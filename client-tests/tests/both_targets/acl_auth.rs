@@ -1,10 +1,8 @@
 //! ACLs and authentication through the unmodified `zookeeper-client` crate: a digest-protected
 //! subtree, the `auth` scheme, getACL masking, ip ACLs, the super user and AUTHFAILED.
 
-#[path = "common/zk_rust.rs"]
-mod common;
-
-use common::{connect, with_acl, within, Ns};
+use zkd_client_tests::zk_rust;
+use zkd_client_tests::zk_rust::{connect, with_acl, within, Ns};
 use zkd_testkit::target::Target;
 use zookeeper_client as zk;
 
@@ -52,7 +50,7 @@ async fn digest_protected_subtree() {
     let child = format!("{secret}/child");
     assert_eq!(
         stranger
-            .create(&child, b"", &common::persistent())
+            .create(&child, b"", &zk_rust::persistent())
             .await
             .map(|_| ()),
         Err(zk::Error::NoAuth)
@@ -73,7 +71,7 @@ async fn digest_protected_subtree() {
     let (data, _) = stranger.get_data(&secret).await.unwrap();
     assert_eq!(data, b"s3cret");
     stranger
-        .create(&child, b"", &common::persistent())
+        .create(&child, b"", &zk_rust::persistent())
         .await
         .unwrap();
 }

@@ -12,6 +12,19 @@ use proptest::prelude::*;
 use proptest::strategy::Union;
 use zkd_protocol::{perms, Acl, OpCode};
 
+/// A `Display` that prints each variant of a field-less enum as a fixed text.
+macro_rules! fixed_display {
+    ($ty:ident { $($variant:ident => $text:expr,)* }) => {
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(match self {
+                    $($ty::$variant => $text,)*
+                })
+            }
+        }
+    };
+}
+
 /// A path relative to the program root: `""` is the root itself.
 pub type RelPath = &'static str;
 
@@ -60,17 +73,13 @@ impl Data {
     }
 }
 
-impl fmt::Display for Data {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Data::Null => write!(f, "null"),
-            Data::Empty => write!(f, "\"\""),
-            Data::X => write!(f, "\"x\""),
-            Data::Yy => write!(f, "\"yy\""),
-            Data::Bin => write!(f, "0x00ff80"),
-        }
-    }
-}
+fixed_display!(Data {
+    Null => "null",
+    Empty => "\"\"",
+    X => "\"x\"",
+    Yy => "\"yy\"",
+    Bin => "0x00ff80",
+});
 
 /// A version argument. `Cur` is the node's current version (aversion for setACL) on the
 /// server the step runs on, read just before the step; `Next` is that plus one.
@@ -84,18 +93,14 @@ pub enum Ver {
     Next,
 }
 
-impl fmt::Display for Ver {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Ver::Any => write!(f, "v=-1"),
-            Ver::V0 => write!(f, "v=0"),
-            Ver::V1 => write!(f, "v=1"),
-            Ver::V2 => write!(f, "v=2"),
-            Ver::Cur => write!(f, "v=current"),
-            Ver::Next => write!(f, "v=current+1"),
-        }
-    }
-}
+fixed_display!(Ver {
+    Any => "v=-1",
+    V0 => "v=0",
+    V1 => "v=1",
+    V2 => "v=2",
+    Cur => "v=current",
+    Next => "v=current+1",
+});
 
 /// Identities `addauth digest` adds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -263,21 +268,16 @@ pub enum Prefix {
     Empty,
 }
 
-impl fmt::Display for Prefix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Prefix::Root => write!(f, "~"),
-            Prefix::RootA => write!(f, "~/a"),
-            Prefix::Slash => write!(f, "/"),
-            Prefix::Empty => write!(f, "\"\""),
-        }
-    }
-}
+fixed_display!(Prefix {
+    Root => "~",
+    RootA => "~/a",
+    Slash => "/",
+    Empty => "\"\"",
+});
 
-/// One sub-operation of multi (writes) or multiRead (reads). Putting a read into a multi or a
-/// write into a multiRead is allowed on purpose (the whole request must fail).
+/// A write: a step of its own or a sub-operation of multi.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SubOp {
+pub enum Write {
     Create {
         path: RelPath,
         data: Data,
@@ -293,33 +293,41 @@ pub enum SubOp {
         data: Data,
         version: Ver,
     },
-    Check {
-        path: RelPath,
-        version: Ver,
-    },
-    GetData {
-        path: RelPath,
-    },
-    GetChildren {
-        path: RelPath,
-    },
 }
 
-impl fmt::Display for SubOp {
+impl fmt::Display for Write {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SubOp::Create {
+            Write::Create {
                 path,
                 data,
                 acl,
                 kind,
             } => write!(f, "{kind} ~{path} {data} acl={acl}"),
-            SubOp::Delete { path, version } => write!(f, "delete ~{path} {version}"),
-            SubOp::SetData {
+            Write::Delete { path, version } => write!(f, "delete ~{path} {version}"),
+            Write::SetData {
                 path,
                 data,
                 version,
             } => write!(f, "setData ~{path} {data} {version}"),
+        }
+    }
+}
+
+/// One sub-operation of multi (writes) or multiRead (reads). Putting a read into a multi or a
+/// write into a multiRead is allowed on purpose (the whole request must fail).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SubOp {
+    Write(Write),
+    Check { path: RelPath, version: Ver },
+    GetData { path: RelPath },
+    GetChildren { path: RelPath },
+}
+
+impl fmt::Display for SubOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SubOp::Write(w) => write!(f, "{w}"),
             SubOp::Check { path, version } => write!(f, "check ~{path} {version}"),
             SubOp::GetData { path } => write!(f, "getData ~{path}"),
             SubOp::GetChildren { path } => write!(f, "getChildren ~{path}"),
@@ -330,21 +338,7 @@ impl fmt::Display for SubOp {
 /// One operation of a session.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
-    Create {
-        path: RelPath,
-        data: Data,
-        acl: AclSpec,
-        kind: CreateKind,
-    },
-    Delete {
-        path: RelPath,
-        version: Ver,
-    },
-    SetData {
-        path: RelPath,
-        data: Data,
-        version: Ver,
-    },
+    Write(Write),
     Exists {
         path: RelPath,
         watch: bool,
@@ -441,18 +435,7 @@ fn watcher_type_name(t: i32) -> &'static str {
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Op::Create {
-                path,
-                data,
-                acl,
-                kind,
-            } => write!(f, "{kind} ~{path} {data} acl={acl}"),
-            Op::Delete { path, version } => write!(f, "delete ~{path} {version}"),
-            Op::SetData {
-                path,
-                data,
-                version,
-            } => write!(f, "setData ~{path} {data} {version}"),
+            Op::Write(w) => write!(f, "{w}"),
             Op::Exists { path, watch } => write!(f, "exists ~{path}{}", watch_str(*watch)),
             Op::GetData { path, watch } => write!(f, "getData ~{path}{}", watch_str(*watch)),
             Op::GetChildren {
@@ -760,10 +743,10 @@ fn write_sub_op(variety: bool, strict: bool) -> BoxedStrategy<SubOp> {
     prop_oneof![
         5 => create_args(variety)
             .prop_filter("open divergence", move |(_, _, _, k)| strict || !open_divergence(k))
-            .prop_map(|(path, data, acl, kind)| SubOp::Create { path, data, acl, kind }),
-        3 => (node_path(), version()).prop_map(|(path, version)| SubOp::Delete { path, version }),
+            .prop_map(|(path, data, acl, kind)| SubOp::Write(Write::Create { path, data, acl, kind })),
+        3 => (node_path(), version()).prop_map(|(path, version)| SubOp::Write(Write::Delete { path, version })),
         3 => (node_path(), data(), version())
-            .prop_map(|(path, data, version)| SubOp::SetData { path, data, version }),
+            .prop_map(|(path, data, version)| SubOp::Write(Write::SetData { path, data, version })),
         2 => (node_path(), version()).prop_map(|(path, version)| SubOp::Check { path, version }),
         1 => node_path().prop_map(|path| SubOp::GetData { path }),
     ]
@@ -811,10 +794,10 @@ fn op(acl_variety: bool, strict: bool) -> BoxedStrategy<Op> {
         .boxed();
     prop_oneof![
         10 => create_args(acl_variety)
-            .prop_map(|(path, data, acl, kind)| Op::Create { path, data, acl, kind }),
-        4 => (node_path(), version()).prop_map(|(path, version)| Op::Delete { path, version }),
+            .prop_map(|(path, data, acl, kind)| Op::Write(Write::Create { path, data, acl, kind })),
+        4 => (node_path(), version()).prop_map(|(path, version)| Op::Write(Write::Delete { path, version })),
         4 => (node_path(), data(), version())
-            .prop_map(|(path, data, version)| Op::SetData { path, data, version }),
+            .prop_map(|(path, data, version)| Op::Write(Write::SetData { path, data, version })),
         4 => (node_path(), watch.clone()).prop_map(|(path, watch)| Op::Exists { path, watch }),
         4 => (node_path(), watch.clone()).prop_map(|(path, watch)| Op::GetData { path, watch }),
         4 => (node_path(), watch, any::<bool>())
@@ -876,11 +859,13 @@ fn prelude_op(path: RelPath) -> BoxedStrategy<Op> {
         ),
     ]);
     (weighted(&[(2, Data::X), (1, Data::Empty)]), kind)
-        .prop_map(move |(data, kind)| Op::Create {
-            path,
-            data,
-            acl: AclSpec::Open,
-            kind,
+        .prop_map(move |(data, kind)| {
+            Op::Write(Write::Create {
+                path,
+                data,
+                acl: AclSpec::Open,
+                kind,
+            })
         })
         .boxed()
 }

@@ -651,20 +651,23 @@ async fn a_page_on_another_origin_changes_nothing_and_reads_nothing() {
     .await
     .expect("ruok");
     assert_eq!(ruok, "imok");
-    let data = within(client.call(&Request::GetData(PathWatchRequest {
-        path: "/app".into(),
+    let unwatched = |path: &str| PathWatchRequest {
+        path: path.into(),
         watch: false,
-    })))
-    .await
-    .expect("getData");
-    assert_eq!(data.err, 0, "the session is alive and answered");
-    let exists = within(client.call(&Request::Exists(PathWatchRequest {
-        path: "/app/worker".into(),
-        watch: false,
-    })))
-    .await
-    .expect("exists");
-    assert_eq!(exists.err, 0, "the ephemeral node is still there");
+    };
+    for (request, what) in [
+        (
+            Request::GetData(unwatched("/app")),
+            "the session is alive and answered",
+        ),
+        (
+            Request::Exists(unwatched("/app/worker")),
+            "the ephemeral node is still there",
+        ),
+    ] {
+        let reply = within(client.call(&request)).await.expect(what);
+        assert_eq!(reply.err, 0, "{what}");
+    }
     let (faults, clock, sessions) = tokio::task::spawn_blocking(move || {
         let get = |path: &str| wd("GET", &format!("http://{admin}{path}"), None);
         (get("/zkd/faults"), get("/zkd/clock"), get("/zkd/sessions"))

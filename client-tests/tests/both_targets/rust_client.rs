@@ -5,8 +5,6 @@
 //! Every test starts its own server through [`Target::start`] and keeps its nodes under a
 //! private namespace, so the file also runs against one shared external server.
 
-#[path = "../common/zk_rust.rs"]
-mod support;
 mod watched;
 
 mod barrier;
@@ -27,10 +25,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
-use support::*;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use watched::*;
+use zkd_client_tests::zk_rust::*;
 use zkd_testkit::target::Target;
 use zookeeper_client as zk;
 

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use zkd_testkit::target::Target;
 
-#[path = "common/member_control.rs"]
 mod member_control;
 
 /// Upper bound for one suite, including the Java compile; run-suite.sh has its own, shorter limit.

@@ -2,9 +2,6 @@
 //! modes, sessions moving between members, stopping members and the leader, quorum loss with
 //! and without read-only mode, and the membership in `/zookeeper/config`.
 
-#[path = "common/admin.rs"]
-mod admin;
-
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -16,6 +13,8 @@ use tokio::net::TcpStream;
 use zkd_protocol::{Acl, ConnectRequest, Create, ErrorCode, OpCode, PathWatchRequest, Request};
 use zkd_server::{Config, EnsembleConfig, Server};
 use zkd_testkit::raw::RawClient;
+
+use crate::admin;
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -6,9 +6,6 @@
 //! exists watches on the siblings. Also
 //! `GET /metrics`, parsed with a Prometheus text-format parser.
 
-#[path = "common/admin.rs"]
-mod admin;
-
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -18,9 +15,11 @@ use bytes::Bytes;
 use zkd_protocol::{DeleteRequest, PathWatchRequest, Request};
 use zkd_testkit::raw::RawClient;
 
+use crate::admin;
+
 const PARTICIPANTS: usize = 501;
 
-/// Log lines written by the servers in this test binary.
+/// Log lines written by the servers of this test binary (its other tests' servers too).
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
 
@@ -178,7 +177,7 @@ async fn herd_election_is_detected_and_predecessor_election_is_not() {
     let log = logs.text();
     let warn: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains("WARN") && l.contains("herd:"))
+        .filter(|l| l.contains("WARN") && l.contains("herd:") && l.contains("/herd-election"))
         .collect();
     assert_eq!(warn.len(), 1, "{log}");
     assert!(

@@ -4,8 +4,9 @@
 //! Every node's data, Stat and ACL are compared.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use zkd_protocol::*;
@@ -248,23 +249,39 @@ fn files(dir: &Path, prefix: &str) -> Vec<std::path::PathBuf> {
     v
 }
 
+/// The tree [`populate`] makes, written by ZooKeeper of `version` (with `extra` zoo.cfg lines)
+/// into `BASE/data` of a fresh temporary BASE, that server stopped: BASE, its data directory
+/// and the tree as ZooKeeper served it.
+async fn written_by_zookeeper(
+    version: ZookeeperVersion,
+    extra: &[(&str, &str)],
+) -> (tempfile::TempDir, PathBuf, Tree) {
+    let base = tempfile::tempdir().unwrap();
+    let zk = zookeeper_release_in(version, base.path(), extra);
+    let owner = populate(zk.addr()).await;
+    let expected = dump(zk.addr()).await;
+    drop(zk);
+    drop(owner);
+    let data = base.path().join("data");
+    (base, data, expected)
+}
+
+/// Runs `check` for ZooKeeper 3.8 and then 3.9.
+async fn on_each_release<F: Future<Output = ()>>(check: impl Fn(ZookeeperVersion) -> F) {
+    for version in [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9] {
+        check(version).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn zookeeper_data_dir_loads_in_zkd() {
-    for version in [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9] {
-        zookeeper_data_dir_of_release_loads_in_zkd(version).await;
-    }
+    on_each_release(zookeeper_data_dir_of_release_loads_in_zkd).await;
 }
 
 async fn zookeeper_data_dir_of_release_loads_in_zkd(version: ZookeeperVersion) {
     // A small snapCount makes ZooKeeper write several (fuzzy) snapshots between logs, so
     // loading exercises snapshots and log replay together.
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    let zk = zookeeper_release_in(version, base.path(), &[("snapCount", "6")]);
-    let owner = populate(zk.addr()).await;
-    let expected = dump(zk.addr()).await;
-    drop(zk);
-    drop(owner);
+    let (_base, data, expected) = written_by_zookeeper(version, &[("snapCount", "6")]).await;
     assert!(files(&data, "snapshot.").len() > 1);
     assert!(!files(&data, "log.").is_empty());
 
@@ -282,19 +299,11 @@ async fn zookeeper_data_dir_of_release_loads_in_zkd(version: ZookeeperVersion) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn zookeeper_snapshot_alone_loads_in_zkd() {
-    for version in [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9] {
-        zookeeper_snapshot_of_release_alone_loads_in_zkd(version).await;
-    }
+    on_each_release(zookeeper_snapshot_of_release_alone_loads_in_zkd).await;
 }
 
 async fn zookeeper_snapshot_of_release_alone_loads_in_zkd(version: ZookeeperVersion) {
-    let base = tempfile::tempdir().unwrap();
-    let data = base.path().join("data");
-    let zk = zookeeper_release_in(version, base.path(), &[]);
-    let owner = populate(zk.addr()).await;
-    let expected = dump(zk.addr()).await;
-    drop(zk);
-    drop(owner);
+    let (base, data, expected) = written_by_zookeeper(version, &[]).await;
     // Restarting ZooKeeper replays its log and writes a snapshot of the result.
     drop(zookeeper_release_in(version, base.path(), &[]));
     for log in files(&data, "log.") {
@@ -366,32 +375,39 @@ async fn zkd_restarts_with_its_state_and_sessions() {
     server.shutdown().await;
 }
 
+/// A populated zkd on `dir` snapshotted twice, `/later` (holding `later`) created between the
+/// two, then dropped as if killed: the two snapshots and the tree it served last.
+async fn snapshots_around_a_create(
+    dir: &Path,
+    later: &[u8],
+) -> (zkd_server::SnapshotInfo, zkd_server::SnapshotInfo, Tree) {
+    let (server, owner, _) = start_populated(dir).await;
+    let first = server.snapshot().await.expect("snapshot");
+    ok(&owner, create("/later", Some(later), Acl::open_unsafe(), 0)).await;
+    let second = server.snapshot().await.expect("snapshot");
+    let tree = dump(server.local_addr()).await;
+    owner.abort().await;
+    drop(server);
+    (first, second, tree)
+}
+
+/// Flips the bits `mask` of the byte in the middle of `file`.
+fn flip_middle_byte(file: &Path, mask: u8) {
+    let mut bytes = std::fs::read(file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= mask;
+    std::fs::write(file, &bytes).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn damaged_last_snapshot_falls_back_to_the_previous_one() {
     let tmp = tempfile::tempdir().unwrap();
-    let (server, owner, _) = start_populated(tmp.path()).await;
-    let first = server.snapshot().await.expect("snapshot");
-    ok(
-        &owner,
-        create(
-            "/later",
-            Some(b"after the first snapshot"),
-            Acl::open_unsafe(),
-            0,
-        ),
-    )
-    .await;
-    let second = server.snapshot().await.expect("snapshot");
+    let (first, second, expected) =
+        snapshots_around_a_create(tmp.path(), b"after the first snapshot").await;
     assert!(second.zxid > first.zxid);
-    let expected = dump(server.local_addr()).await;
-    owner.abort().await;
-    drop(server);
 
     // Flip a byte in the middle of the newest snapshot.
-    let mut bytes = std::fs::read(&second.path).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0x55;
-    std::fs::write(&second.path, &bytes).unwrap();
+    flip_middle_byte(&second.path, 0x55);
 
     let server = zkd_server::Server::start(zkd_config(tmp.path()))
         .await
@@ -404,12 +420,7 @@ async fn damaged_last_snapshot_falls_back_to_the_previous_one() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_damaged_snapshot_nothing_else_covers_refuses_to_start() {
     let tmp = tempfile::tempdir().unwrap();
-    let (server, owner, _) = start_populated(tmp.path()).await;
-    let first = server.snapshot().await.expect("snapshot");
-    ok(&owner, create("/later", Some(b"x"), Acl::open_unsafe(), 0)).await;
-    let second = server.snapshot().await.expect("snapshot");
-    owner.abort().await;
-    drop(server);
+    let (first, second, _) = snapshots_around_a_create(tmp.path(), b"x").await;
     // The log holding /later is gone (as after an old purge), and the newest snapshot is
     // damaged: falling back to the first one would silently lose /later.
     for log in files(tmp.path(), "log.") {
@@ -427,10 +438,7 @@ async fn a_damaged_snapshot_nothing_else_covers_refuses_to_start() {
             std::fs::remove_file(log).unwrap();
         }
     }
-    let mut bytes = std::fs::read(&second.path).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0x10;
-    std::fs::write(&second.path, &bytes).unwrap();
+    flip_middle_byte(&second.path, 0x10);
     let before = contents(tmp.path());
 
     let err = zkd_server::Server::start(zkd_config(tmp.path()))
@@ -483,14 +491,7 @@ async fn every_snapshot_damaged_refuses_to_start() {
 #[tokio::test(flavor = "multi_thread")]
 async fn torn_log_tail_is_cut_at_the_last_good_entry() {
     let tmp = tempfile::tempdir().unwrap();
-    let server = start_zkd(tmp.path()).await;
-    let c = client(server.local_addr()).await;
-    ok(&c, create("/kept", Some(b"1"), Acl::open_unsafe(), 0)).await;
-    ok(&c, create("/torn", Some(b"2"), Acl::open_unsafe(), 0)).await;
-    c.abort().await;
-    drop(server); // no final snapshot: the two creates are only in the log
-
-    let log = files(tmp.path(), "log.").pop().expect("a log");
+    let log = creates_only_in_the_log(tmp.path(), &[("/kept", b"1"), ("/torn", b"2")]).await;
     let len = std::fs::metadata(&log).unwrap().len();
     // Cut the last entry (the create of /torn) in the middle.
     let f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
@@ -519,12 +520,7 @@ async fn torn_log_tail_is_cut_at_the_last_good_entry() {
 async fn an_older_log_with_an_incomplete_end_continued_by_the_next_loads() {
     use zkd_protocol::disk::{txnlog, CreateTxn, NewNode, TxnHeader};
     let tmp = tempfile::tempdir().unwrap();
-    let server = start_zkd(tmp.path()).await;
-    let c = client(server.local_addr()).await;
-    ok(&c, create("/a", Some(b"1"), Acl::open_unsafe(), 0)).await;
-    c.abort().await;
-    drop(server);
-    let log = files(tmp.path(), "log.").pop().expect("a log");
+    let log = creates_only_in_the_log(tmp.path(), &[("/a", b"1")]).await;
     let bytes = std::fs::read(&log).unwrap();
     let last = txnlog::scan(&bytes[..])
         .unwrap()
@@ -723,18 +719,24 @@ fn exit_of(mut child: std::process::Child) -> (Option<i32>, String) {
     }
 }
 
+/// zkd on `dir` creates each `(path, data)`, then is dropped as if killed: no final snapshot,
+/// the creates are only in the log. Returns the newest log.
+async fn creates_only_in_the_log<P: AsRef<str>>(dir: &Path, nodes: &[(P, &[u8])]) -> PathBuf {
+    let server = start_zkd(dir).await;
+    let c = client(server.local_addr()).await;
+    for (path, data) in nodes {
+        ok(&c, create(path.as_ref(), Some(data), Acl::open_unsafe(), 0)).await;
+    }
+    c.abort().await;
+    drop(server);
+    files(dir, "log.").pop().expect("a log")
+}
+
 /// A zkd data directory whose only state is in its newest log: 100 creates of /n000../n099
 /// after the start-up snapshot. Returns the log's path and the offset of each create.
 async fn hundred_writes_in_the_log(dir: &Path) -> (std::path::PathBuf, Vec<u64>) {
-    let server = start_zkd(dir).await;
-    let c = client(server.local_addr()).await;
-    for i in 0..100 {
-        let path = format!("/n{i:03}");
-        ok(&c, create(&path, Some(b"v"), Acl::open_unsafe(), 0)).await;
-    }
-    c.abort().await;
-    drop(server); // no final snapshot: the creates are only in the log
-    let log = files(dir, "log.").pop().expect("a log");
+    let nodes: Vec<(String, &[u8])> = (0..100).map(|i| (format!("/n{i:03}"), &b"v"[..])).collect();
+    let log = creates_only_in_the_log(dir, &nodes).await;
     let bytes = std::fs::read(&log).unwrap();
     let scan = zkd_protocol::disk::txnlog::scan(&bytes[..]).expect("a log");
     let creates: Vec<u64> = scan

@@ -1,18 +1,15 @@
 //! The test control plane driven over the admin HTTP listener, observed through the
 //! unmodified `zookeeper-client` crate.
 
-#[path = "common/admin.rs"]
-mod admin;
-#[path = "common/zk_rust.rs"]
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{ephemeral, persistent, within};
 use serde_json::json;
+use zkd_client_tests::zk_rust::{ephemeral, persistent, within};
 use zkd_server::{ClockMode, Config, Server};
 use zkd_server::{FaultAction, FaultRule, PauseClock, PauseOptions};
 use zookeeper_client as zk;
+
+use crate::admin;
 
 async fn start(config: Config) -> Server {
     zkd_testkit::target::zkd_with_admin(config).await.0
@@ -32,7 +29,15 @@ async fn client(server: &Server, timeout: Duration) -> zk::Client {
 
 /// A server with an admin listener and a session on it with `timeout`.
 async fn with_client(timeout: Duration) -> (Server, std::net::SocketAddr, zk::Client) {
-    let server = start(Config::default()).await;
+    configured_with_client(Config::default(), timeout).await
+}
+
+/// Like [`with_client`], the server configured with `config` (and an admin listener).
+async fn configured_with_client(
+    config: Config,
+    timeout: Duration,
+) -> (Server, std::net::SocketAddr, zk::Client) {
+    let server = start(config).await;
     let admin = server.admin_addr().unwrap();
     let c = client(&server, timeout).await;
     (server, admin, c)
@@ -288,14 +293,15 @@ async fn error_and_delay_faults_reach_the_client() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn manual_clock_expires_sessions_and_reaps_ttl_nodes_without_waiting() {
-    let server = start(Config {
-        clock: ClockMode::Manual,
-        max_session_timeout: Some(Duration::from_secs(60)),
-        ..Config::default()
-    })
+    let (server, admin, c) = configured_with_client(
+        Config {
+            clock: ClockMode::Manual,
+            max_session_timeout: Some(Duration::from_secs(60)),
+            ..Config::default()
+        },
+        Duration::from_secs(30),
+    )
     .await;
-    let admin = server.admin_addr().unwrap();
-    let c = client(&server, Duration::from_secs(30)).await;
     let watcher = client(&server, Duration::from_secs(60)).await;
     c.create("/e", b"", &ephemeral()).await.unwrap();
     let ttl = persistent().with_ttl(Duration::from_secs(10));
@@ -651,9 +657,7 @@ async fn reset_is_durable_with_a_data_directory() {
 /// held up by a pause shows as the largest latency everywhere, and `srst` forgets it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_latency_is_measured_and_reset() {
-    let server = start(Config::default()).await;
-    let admin = server.admin_addr().unwrap();
-    let c = client(&server, Duration::from_secs(30)).await;
+    let (_server, admin, c) = with_client(Duration::from_secs(30)).await;
     c.create("/lat", b"x", &persistent()).await.unwrap();
     let monitor = admin::ok(admin, "GET", "/commands/monitor", None).await;
     assert!(monitor["avg_latency"].as_f64().unwrap() > 0.0, "{monitor}");
@@ -737,15 +741,16 @@ const COMMAND_ROUTES: &[&str] = &["/commands", "/commands/ruok", "/commands/moni
 /// names, the listener's address and the hosts named in `admin_allow_hosts` are served.
 #[tokio::test(flavor = "multi_thread")]
 async fn foreign_hosts_are_refused_on_every_route() {
-    let server = start(Config {
-        admin_server_port: Some(0),
-        admin_allow_hosts: vec!["zk.test".into()],
-        ..Config::default()
-    })
+    let (server, admin, c) = configured_with_client(
+        Config {
+            admin_server_port: Some(0),
+            admin_allow_hosts: vec!["zk.test".into()],
+            ..Config::default()
+        },
+        Duration::from_secs(30),
+    )
     .await;
-    let admin = server.admin_addr().unwrap();
     let commands = server.admin_server_addr().unwrap();
-    let c = client(&server, Duration::from_secs(30)).await;
     c.create("/keep", b"data", &persistent()).await.unwrap();
     c.create("/mine", b"", &ephemeral()).await.unwrap();
 
@@ -808,9 +813,7 @@ async fn foreign_hosts_are_refused_on_every_route() {
 /// The same requests from this listener's own page, or from a program, are served.
 #[tokio::test(flavor = "multi_thread")]
 async fn cross_site_browser_requests_change_nothing() {
-    let server = start(Config::default()).await;
-    let admin = server.admin_addr().unwrap();
-    let c = client(&server, Duration::from_secs(30)).await;
+    let (_server, admin, c) = with_client(Duration::from_secs(30)).await;
     c.create("/keep", b"data", &persistent()).await.unwrap();
     let host = format!("Host: {admin}");
     let browser = "User-Agent: Mozilla/5.0 (X11; Linux x86_64) Chrome/120.0";
@@ -878,38 +881,36 @@ async fn cross_site_browser_requests_change_nothing() {
         json!([])
     );
 
-    // The web view's own requests and a program's are served.
+    // The web view's own requests and a program's are served; a link from elsewhere opens
+    // the page.
     let own = format!("Origin: http://{admin}");
-    let (status, body) = admin::raw(
-        admin,
-        "GET",
-        "/zkd/sessions",
-        &[&host, browser, "Sec-Fetch-Site: same-origin"],
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    let (status, body) = admin::raw(
-        admin,
-        "GET",
-        "/",
-        &[
-            &host,
-            browser,
-            "Sec-Fetch-Site: cross-site",
-            "Sec-Fetch-Mode: navigate",
-            "Sec-Fetch-Dest: document",
-        ],
-    )
-    .await;
-    assert_eq!(status, 200, "a link from elsewhere opens the page: {body}");
-    let (status, body) = admin::raw(
-        admin,
-        "POST",
-        "/zkd/reset",
-        &[&host, browser, &own, "Sec-Fetch-Site: same-origin"],
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    let served: &[(&str, &str, &[&str])] = &[
+        (
+            "GET",
+            "/zkd/sessions",
+            &[&host, browser, "Sec-Fetch-Site: same-origin"],
+        ),
+        (
+            "GET",
+            "/",
+            &[
+                &host,
+                browser,
+                "Sec-Fetch-Site: cross-site",
+                "Sec-Fetch-Mode: navigate",
+                "Sec-Fetch-Dest: document",
+            ],
+        ),
+        (
+            "POST",
+            "/zkd/reset",
+            &[&host, browser, &own, "Sec-Fetch-Site: same-origin"],
+        ),
+    ];
+    for (method, path, headers) in served {
+        let (status, body) = admin::raw(admin, method, path, headers).await;
+        assert_eq!(status, 200, "{method} {path} {headers:?}: {body}");
+    }
     assert!(
         c.check_stat("/keep").await.unwrap().is_none(),
         "the page's reset worked"
@@ -933,14 +934,15 @@ async fn cross_site_browser_requests_change_nothing() {
 /// admin listener.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_admin_server_listener_refuses_the_commands_that_change_state() {
-    let server = start(Config {
-        admin_server_port: Some(0),
-        ..Config::default()
-    })
+    let (server, admin, c) = configured_with_client(
+        Config {
+            admin_server_port: Some(0),
+            ..Config::default()
+        },
+        Duration::from_secs(30),
+    )
     .await;
-    let admin = server.admin_addr().unwrap();
     let commands = server.admin_server_addr().unwrap();
-    let c = client(&server, Duration::from_secs(30)).await;
     c.create("/n", b"", &persistent()).await.unwrap();
     let received = |v: &serde_json::Value| v["server_stats"]["packets_received"].as_i64().unwrap();
     let before = received(&admin::ok(commands, "GET", "/commands/srvr", None).await);
@@ -985,9 +987,7 @@ async fn the_admin_server_listener_refuses_the_commands_that_change_state() {
 /// passes the checks that keep browsers off the controller.
 #[tokio::test(flavor = "multi_thread")]
 async fn zookeepers_own_command_client_drives_the_controller() {
-    let server = start(Config::default()).await;
-    let admin = server.admin_addr().unwrap();
-    let c = client(&server, Duration::from_secs(30)).await;
+    let (_server, admin, c) = with_client(Duration::from_secs(30)).await;
     c.create("/n", b"", &persistent()).await.unwrap();
     let mut states = c.state_watcher();
     let expire = format!("EXPIRESESSION/{}", c.session_id().0);
