@@ -244,10 +244,8 @@ fn impl_target(line: &str) -> Option<&str> {
     };
     let name = after.trim().trim_start_matches("dyn ");
     let name = name.rsplit("::").next()?;
-    Some(
-        name.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
-            .next()?,
-    )
+    name.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .next()
 }
 
 /// Whether `member` is a method, field or variant of type `ty` somewhere in the workspace.
