@@ -225,6 +225,9 @@ pub struct Core {
     lag: ensemble::lag::Lagging,
     /// Why the core stopped serving (a transaction could not be logged), once it has.
     stopped: Option<String>,
+    /// Whether the ensemble has a quorum (always on a standalone server): without one no
+    /// global session expires and nothing is reaped.
+    quorum: bool,
 }
 
 impl Core {
@@ -261,6 +264,7 @@ impl Core {
             nonces: 0,
             lag: ensemble::lag::Lagging::default(),
             stopped: None,
+            quorum: true,
         }
     }
 
@@ -429,7 +433,7 @@ impl Core {
         self.now_ms = now.mono;
         self.advance_members(now, out);
         self.herd.close_windows(now.mono);
-        for sid in self.sessions.expired(now.mono) {
+        for sid in self.expiring_sessions(now.mono) {
             let conn = self.sessions.get(sid).and_then(|s| s.conn);
             tracing::debug!(session = format_args!("0x{sid:x}"), "session expired");
             self.counters.sessions_expired += 1;
@@ -438,7 +442,7 @@ impl Core {
                 self.finish_connection(conn, out);
             }
         }
-        if now.mono >= self.next_reap {
+        if self.quorum && now.mono >= self.next_reap {
             self.reap(now, out);
             self.next_reap = now.mono + self.cfg.reaper_interval_ms.max(1);
         }
@@ -446,9 +450,9 @@ impl Core {
 
     /// When [`Core::tick`] next has work to do, on the session clock.
     pub fn next_deadline(&self) -> Option<i64> {
-        let reap = (!self.reapable.is_empty()).then_some(self.next_reap);
+        let reap = (self.quorum && !self.reapable.is_empty()).then_some(self.next_reap);
         [
-            self.sessions.next_expiry(),
+            self.next_session_expiry(),
             reap,
             self.herd.next_deadline(),
             self.lag_deadline(),

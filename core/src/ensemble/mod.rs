@@ -3,6 +3,9 @@
 
 pub(crate) mod lag;
 pub(crate) mod membership;
+pub(crate) mod quorum;
 
 #[cfg(test)]
 mod lag_tests;
+#[cfg(test)]
+mod quorum_tests;

@@ -152,12 +152,20 @@ impl Sessions {
 
     /// Records activity: moves the session to the bucket for `now + timeout`.
     pub fn touch(&mut self, id: i64, now: i64) {
+        if let Some(s) = self.map.get_mut(&id) {
+            s.last_heard = now;
+        }
+        self.restart_deadline(id, now);
+    }
+
+    /// Moves the session to the bucket for `now + timeout` without counting it as heard
+    /// from: what a newly elected leader does with every session it takes over.
+    pub fn restart_deadline(&mut self, id: i64, now: i64) {
         let tick_ms = self.tick_ms;
         let Some(s) = self.map.get_mut(&id) else {
             return;
         };
         let new = expiry_bucket(tick_ms, now, s.timeout_ms);
-        s.last_heard = now;
         let old = s.expires_at;
         if old == new {
             return;
@@ -205,6 +213,14 @@ impl Sessions {
     /// The earliest bucket time, if any session exists.
     pub fn next_expiry(&self) -> Option<i64> {
         self.buckets.keys().next().copied()
+    }
+
+    /// The earliest bucket time holding a session `pred` accepts.
+    pub fn next_expiry_of(&self, pred: impl Fn(i64) -> bool) -> Option<i64> {
+        self.buckets
+            .iter()
+            .find(|(_, ids)| ids.iter().any(|id| pred(*id)))
+            .map(|(at, _)| *at)
     }
 }
 

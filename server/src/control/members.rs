@@ -26,18 +26,25 @@ pub(crate) fn list(shared: &Shared) -> Result<Vec<MemberReport>, ControlError> {
 /// core's lock.
 fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition, ControlError> {
     let budget = &shared.outbound;
+    let now = shared.now();
     shared.with_state(|state| {
         let members = state.members.as_mut().ok_or(ControlError::NotAnEnsemble)?;
         if !members.contains(id) {
             return Err(ControlError::NoSuchMember(id));
         }
-        let Some(t) = members.set_running(id, running) else {
+        let core = &mut state.core;
+        let Some(t) = members.set_running(id, running, &|m| core.member_zxid(m)) else {
             return Err(if running {
                 ControlError::MemberRunning(id)
             } else {
                 ControlError::MemberStopped(id)
             });
         };
+        // Session time follows the quorum, and every new leader starts an epoch.
+        core.set_quorum(members.has_quorum(), now);
+        if t.leader_after.is_some() && t.leader_after != t.leader_before {
+            core.new_epoch(now);
+        }
         let dropped = state.drop_connections_of(&t.drop_connections, budget);
         tracing::info!(
             member = id,

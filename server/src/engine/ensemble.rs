@@ -77,6 +77,10 @@ struct Member {
     id: MemberId,
     addr: SocketAddr,
     running: bool,
+    /// The last zxid it had when it stopped, until it syncs with a leader again: a member
+    /// that was away takes part in an election with what it had, not with what the others
+    /// committed meanwhile.
+    stale_zxid: Option<i64>,
 }
 
 /// The members, who leads, and whether read-only mode is on.
@@ -88,7 +92,8 @@ pub struct Membership {
 }
 
 impl Membership {
-    /// Every member running; the lowest id leads.
+    /// Every member running, all equally up to date: the highest id leads, as in a fresh
+    /// ZooKeeper ensemble.
     pub fn new(members: impl IntoIterator<Item = (MemberId, SocketAddr)>, read_only: bool) -> Self {
         let mut members: Vec<Member> = members
             .into_iter()
@@ -96,6 +101,7 @@ impl Membership {
                 id,
                 addr,
                 running: true,
+                stale_zxid: None,
             })
             .collect();
         members.sort_by_key(|m| m.id);
@@ -104,7 +110,7 @@ impl Membership {
             leader: None,
             read_only,
         };
-        m.elect();
+        m.elect(&|_| 0);
         m
     }
 
@@ -180,9 +186,15 @@ impl Membership {
         self.members.iter().find(|m| m.id == id).map(|m| m.addr)
     }
 
-    /// Marks a member running or stopped and elects a leader if needed. `None` when nothing
-    /// changed (unknown member, or already in that state).
-    pub fn set_running(&mut self, id: MemberId, running: bool) -> Option<Transition> {
+    /// Marks a member running or stopped and elects a leader if needed, `zxid_of` giving
+    /// each running member's last applied zxid (older for a lagging member). `None` when
+    /// nothing changed (unknown member, or already in that state).
+    pub fn set_running(
+        &mut self,
+        id: MemberId,
+        running: bool,
+        zxid_of: &dyn Fn(MemberId) -> i64,
+    ) -> Option<Transition> {
         let before: Vec<(MemberId, Serving)> =
             self.ids().map(|i| (i, self.mode(i).serving())).collect();
         let leader_before = self.leader;
@@ -191,7 +203,10 @@ impl Membership {
             return None;
         }
         m.running = running;
-        self.elect();
+        if !running && m.stale_zxid.is_none() {
+            m.stale_zxid = Some(zxid_of(id));
+        }
+        self.elect(zxid_of);
         let drop_connections = before
             .into_iter()
             .filter(|(i, serving)| *i == id || self.mode(*i).serving() != *serving)
@@ -205,12 +220,24 @@ impl Membership {
     }
 
     /// Without quorum there is no leader; with quorum a running leader stays, otherwise the
-    /// running member with the lowest id takes over.
-    fn elect(&mut self) {
+    /// running members elect one as ZooKeeper's fast leader election does: the newest last
+    /// zxid (its high half is the epoch) wins, ties going to the highest id. Every running
+    /// member then syncs with the leader.
+    fn elect(&mut self, zxid_of: &dyn Fn(MemberId) -> i64) {
         if !self.has_quorum() {
             self.leader = None;
-        } else if !self.leader.is_some_and(|l| self.is_running(l)) {
-            self.leader = self.members.iter().find(|m| m.running).map(|m| m.id);
+            return;
+        }
+        if !self.leader.is_some_and(|l| self.is_running(l)) {
+            self.leader = self
+                .members
+                .iter()
+                .filter(|m| m.running)
+                .max_by_key(|m| (m.stale_zxid.unwrap_or_else(|| zxid_of(m.id)), m.id))
+                .map(|m| m.id);
+        }
+        for m in self.members.iter_mut().filter(|m| m.running) {
+            m.stale_zxid = None;
         }
     }
 
@@ -258,36 +285,60 @@ mod tests {
         m.ids().map(|i| m.mode(i).as_str()).collect()
     }
 
+    const SYNCED: &dyn Fn(MemberId) -> i64 = &|_| 9;
+
     #[test]
-    fn member_one_leads_and_stopping_the_leader_elects_the_lowest_running() {
+    fn member_three_leads_and_stopping_the_leader_elects_the_highest_running() {
         let mut m = three(true);
-        assert_eq!(modes(&m), ["leader", "follower", "follower"]);
+        assert_eq!(modes(&m), ["follower", "follower", "leader"]);
         assert_eq!(m.followers(), 2);
-        let t = m.set_running(1, false).expect("a change");
-        assert_eq!(t.drop_connections, [1], "followers keep their clients");
-        assert_eq!((t.leader_before, t.leader_after), (Some(1), Some(2)));
-        assert_eq!(modes(&m), ["stopped", "leader", "follower"]);
+        let t = m.set_running(3, false, SYNCED).expect("a change");
+        assert_eq!(t.drop_connections, [3], "followers keep their clients");
+        assert_eq!((t.leader_before, t.leader_after), (Some(3), Some(2)));
+        assert_eq!(modes(&m), ["follower", "leader", "stopped"]);
         assert_eq!(m.followers(), 1);
-        assert_eq!(m.set_running(1, false), None, "already stopped");
-        let t = m.set_running(1, true).expect("a change");
-        assert_eq!(t.drop_connections, [1]);
-        assert_eq!(modes(&m), ["follower", "leader", "follower"]);
-        assert_eq!(m.set_running(9, true), None, "unknown member");
+        assert_eq!(m.set_running(3, false, SYNCED), None, "already stopped");
+        let t = m.set_running(3, true, SYNCED).expect("a change");
+        assert_eq!(t.drop_connections, [3]);
+        assert_eq!(
+            modes(&m),
+            ["follower", "leader", "follower"],
+            "the leader stays"
+        );
+        assert_eq!(m.set_running(9, true, SYNCED), None, "unknown member");
+    }
+
+    #[test]
+    fn a_member_behind_the_others_does_not_win_an_election() {
+        // Member 2 lags (it applied up to zxid 4, the others 9): member 1 wins.
+        let mut m = three(true);
+        let t = m
+            .set_running(3, false, &|id| if id == 2 { 4 } else { 9 })
+            .expect("a change");
+        assert_eq!(t.leader_after, Some(1));
+        // Member 3 stops at zxid 5; 1 and 2 go on to 9, then 1 stops: 2 alone has no
+        // quorum. When 3 comes back with what it had, 2 (newer) leads, not 3 (higher id).
+        let mut m = three(true);
+        m.set_running(3, false, &|_| 5);
+        m.set_running(1, false, SYNCED);
+        assert_eq!(m.leader(), None);
+        let t = m.set_running(3, true, SYNCED).expect("a change");
+        assert_eq!((t.leader_before, t.leader_after), (None, Some(2)));
     }
 
     #[test]
     fn losing_quorum_drops_every_client_and_serves_read_only_or_nothing() {
         for (ro, mode) in [(true, "read-only"), (false, "looking")] {
             let mut m = three(ro);
-            m.set_running(2, false);
-            let t = m.set_running(3, false).expect("a change");
+            m.set_running(2, false, SYNCED);
+            let t = m.set_running(3, false, SYNCED).expect("a change");
             assert_eq!(t.drop_connections, [1, 3]);
             assert_eq!(t.leader_after, None);
             assert_eq!(modes(&m), [mode, "stopped", "stopped"]);
             assert_eq!(m.followers(), 0);
-            let t = m.set_running(3, true).expect("a change");
+            let t = m.set_running(3, true, SYNCED).expect("a change");
             assert_eq!(t.drop_connections, [1, 3], "back to read-write");
-            assert_eq!(modes(&m), ["leader", "stopped", "follower"]);
+            assert_eq!(modes(&m), ["follower", "stopped", "leader"]);
         }
     }
 
@@ -306,9 +357,9 @@ mod tests {
     fn a_single_member_always_has_quorum() {
         let mut m = Membership::new([(1, SocketAddr::from(([127, 0, 0, 1], 1)))], true);
         assert_eq!(m.mode(1), MemberMode::Leader);
-        m.set_running(1, false);
+        m.set_running(1, false, SYNCED);
         assert_eq!(m.mode(1), MemberMode::Stopped);
-        m.set_running(1, true);
+        m.set_running(1, true, SYNCED);
         assert_eq!(m.mode(1), MemberMode::Leader);
     }
 }

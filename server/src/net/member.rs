@@ -30,6 +30,10 @@ pub(crate) fn start_all(
     shared
         .with_state(|state| {
             state.core.set_config_text(&text, now.wall);
+            // The first leader starts epoch 1 (or the one after the data directory's).
+            if membership.size() > 1 {
+                state.core.new_epoch(now);
+            }
             state.members = Some(membership);
         })
         .map_err(|_| std::io::Error::other("the server failed while starting"))?;
