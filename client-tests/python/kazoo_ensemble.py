@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""kazoo against a three-member ensemble: a session and its ephemeral node survive stopping the
+"""kazoo against a three-member ensemble: a fresh ensemble's leader is member 3 (the highest id
+among equally up-to-date members) and its zxids carry epoch 1; when the leader stops, the
+highest remaining id leads and zxids move to the next epoch; a session (4 s timeout) and its
+ephemeral survive a 10 s quorum loss; a session and its ephemeral node survive stopping the
 member the client is connected to, and quorum loss gives a new read-only client read-only mode
 (reads work, writes are refused) until quorum returns, while the other clients keep their
-sessions.
+sessions. The leader check runs first, on the fresh ensemble.
 
     usage: kazoo_ensemble.py HOST:PORT,HOST:PORT,HOST:PORT CONTROL_URL
 
@@ -14,8 +17,10 @@ exits 1 if anything failed.
 
 import logging
 import os
+import socket
 import sys
 import threading
+import time
 import traceback
 import urllib.request
 
@@ -42,6 +47,38 @@ def member_of(client):
         if m.endswith(":%d" % port):
             return i + 1
     raise CheckFailed("port %d is not a member" % port)
+
+
+def srvr_mode(mid):
+    """The `Mode:` of member `mid`'s `srvr` answer, None while it serves nothing."""
+    host, port = MEMBERS[mid - 1].rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(b"srvr")
+            text = b""
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                text += chunk
+    except OSError:
+        return None
+    for line in text.decode("utf-8", "replace").splitlines():
+        if line.startswith("Mode: "):
+            return line[len("Mode: "):].strip()
+    return None
+
+
+def leader():
+    """The member reporting `Mode: leader`, waiting up to 30 s for one."""
+    found = []
+
+    def one():
+        found[:] = [m for m in range(1, len(MEMBERS) + 1) if srvr_mode(m) == "leader"]
+        return len(found) == 1
+
+    wait_until(one, "a leader", timeout=30)
+    return found[0]
 
 
 def new_client(**kwargs):
@@ -77,6 +114,57 @@ def session_and_ephemeral_survive_stopping_their_member():
     finally:
         c.stop()
         observer.stop()
+
+
+def leader_is_the_highest_id_and_each_leader_starts_an_epoch():
+    expect(leader() == 3, "a fresh ensemble elects member 3, got member %d" % leader())
+    c, _ = new_client()
+    try:
+        path = "/ensemble-kazoo-epoch-%d" % os.getpid()
+        c.create(path + "-1", b"")
+        first = c.exists(path + "-1").czxid
+        # The counter's first values go to the client's session and this create.
+        expect(first >> 32 == 1 and 0 < first & 0xFFFFFFFF < 16,
+               "first create's czxid 0x%x carries epoch 1" % first)
+        member(3, "stop")
+        expect(leader() == 2, "the highest remaining id leads, got member %d" % leader())
+        c.retry(c.create, path + "-2", b"")
+        second = c.retry(c.exists, path + "-2").czxid
+        expect(second >> 32 == 2 and 0 < second & 0xFFFFFFFF < 16,
+               "after a leader change czxid 0x%x carries epoch 2" % second)
+        member(3, "start")
+        wait_until(lambda: srvr_mode(3) == "follower", "member 3 back as a follower", timeout=30)
+        expect(leader() == 2, "a member coming back does not take over")
+        c.retry(c.delete, path + "-1")
+        c.retry(c.delete, path + "-2")
+    finally:
+        c.stop()
+
+
+def session_survives_a_quorum_loss_longer_than_its_timeout():
+    # Connected to member 1 only, with a 4 s timeout; members 2 and 3 stop for 10 s.
+    retry = {"max_tries": -1, "delay": 0.1, "max_delay": 1.0}
+    c = KazooClient(hosts=MEMBERS[0], timeout=4.0, connection_retry=retry)
+    states = []
+    c.add_listener(states.append)
+    c.start(timeout=10)
+    try:
+        path = "/ensemble-kazoo-outage-%d" % os.getpid()
+        c.create(path, b"e", ephemeral=True)
+        session = c.client_id
+        member(2, "stop")
+        member(3, "stop")
+        wait_until(lambda: KazooState.SUSPENDED in states, "the client suspended", timeout=10)
+        time.sleep(10)
+        member(2, "start")
+        member(3, "start")
+        wait_until(lambda: c.connected, "the client reconnected", timeout=40)
+        expect(KazooState.LOST not in states, "session never lost: %r" % states)
+        expect(c.client_id == session, "same session after the outage")
+        expect(c.retry(c.exists, path) is not None, "its ephemeral kept")
+        c.retry(c.delete, path)
+    finally:
+        c.stop()
 
 
 def quorum_loss_gives_read_only_mode_and_recovery():
@@ -142,6 +230,10 @@ def main():
     watchdog = threading.Timer(float(os.environ.get("KAZOO_SUITE_TIMEOUT", "240")), lambda: os._exit(2))
     watchdog.daemon = True
     watchdog.start()
+    run("kazoo_leader_is_the_highest_id_and_each_leader_starts_an_epoch",
+        leader_is_the_highest_id_and_each_leader_starts_an_epoch)
+    run("kazoo_session_survives_a_10s_quorum_loss_with_a_4s_timeout",
+        session_survives_a_quorum_loss_longer_than_its_timeout)
     run("kazoo_session_and_ephemeral_survive_stopping_its_member", session_and_ephemeral_survive_stopping_their_member)
     run("kazoo_quorum_loss_read_only_mode_and_recovery", quorum_loss_gives_read_only_mode_and_recovery)
     failed = sum(1 for _, ok, _ in results if not ok)

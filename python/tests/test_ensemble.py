@@ -32,7 +32,7 @@ def test_hosts_lists_every_member():
         assert server.hosts.split(",") == [m["client_address"] for m in members]
         assert [server.member_hosts(i) for i in (1, 2, 3)] == server.hosts.split(",")
         assert len(set(server.hosts.split(","))) == 3
-        assert server.leader() == 1
+        assert server.leader() == 3, "equally up to date, the highest id leads"
         assert [m["state"] for m in members] == ["running"] * 3
         # each member serves the one tree
         one, three = _client(server.member_hosts(1)), _client(server.member_hosts(3))
@@ -55,7 +55,7 @@ def test_failover_across_a_member_stop_keeps_the_session():
 
         server.stop_member(1)
         assert _state(server, 1) == "stopped"
-        assert server.leader() == 2
+        assert server.leader() == 3, "a follower stopping leaves the leader alone"
         assert wait_for(lambda: KazooState.SUSPENDED in states), states
         assert wait_for(lambda: client.state == KazooState.CONNECTED), client.state
         assert client.client_id == session

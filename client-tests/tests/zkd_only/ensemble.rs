@@ -127,12 +127,13 @@ async fn members_listen_on_their_own_ports_and_report_their_modes() {
     let a = addrs(&server);
     assert_eq!(a.len(), 3);
     assert_eq!(server.local_addr(), a[0]);
-    for (addr, mode) in a.iter().zip(["leader", "follower", "follower"]) {
+    // Equally up to date, the highest id wins the first election, as in ZooKeeper.
+    for (addr, mode) in a.iter().zip(["follower", "follower", "leader"]) {
         let srvr = word(*addr, "srvr").await;
         assert_eq!(mode_line(&srvr), format!("Mode: {mode}"), "{srvr}");
         assert_eq!(word(*addr, "isro").await, "rw");
     }
-    let mntr = word(a[0], "mntr").await;
+    let mntr = word(a[2], "mntr").await;
     for line in [
         "zk_server_state\tleader",
         "zk_synced_followers\t2",
@@ -188,6 +189,7 @@ async fn sessions_move_between_members_and_survive_stopping_the_member_and_the_l
     );
     assert_eq!(c.call(&create("/eph", 1)).await.expect("create").err, 0);
 
+    // Member 3 leads; when it stops, member 2 (the highest remaining id) does.
     server.stop_member(3).await.expect("stop member 3");
     dropped(&c).await;
     assert!(
@@ -201,27 +203,27 @@ async fn sessions_move_between_members_and_survive_stopping_the_member_and_the_l
         "ephemeral kept"
     );
 
+    assert_eq!(mode_line(&word(a[1], "srvr").await), "Mode: leader");
     server.start_member(3).await.expect("start member 3");
     assert_eq!(mode_line(&word(a[2], "srvr").await), "Mode: follower");
 
-    // The leader goes: member 2 leads, member 1's clients move on.
-    server.stop_member(1).await.expect("stop the leader");
-    dropped(&c).await;
-    assert_eq!(mode_line(&word(a[1], "srvr").await), "Mode: leader");
-    let c = move_to(&c, a[1], false).await;
+    // The leader goes again: member 3, back and as up to date as member 1, has the higher
+    // id. Member 1's clients stay.
+    server.stop_member(2).await.expect("stop the leader");
+    assert_eq!(mode_line(&word(a[2], "srvr").await), "Mode: leader");
     assert_eq!(c.call(&get_data("/eph")).await.expect("get").err, 0);
     assert_eq!(c.call(&create("/after", 0)).await.expect("write").err, 0);
 
-    server.start_member(1).await.expect("start member 1");
+    server.start_member(2).await.expect("start member 2");
     let modes: Vec<&str> = server
         .members()
         .expect("members")
         .iter()
         .map(|m| m.mode.as_str())
         .collect();
-    assert_eq!(modes, ["follower", "leader", "follower"]);
-    assert_eq!(mode_line(&word(a[0], "srvr").await), "Mode: follower");
-    let c = move_to(&c, a[2], false).await;
+    assert_eq!(modes, ["follower", "follower", "leader"]);
+    assert_eq!(mode_line(&word(a[1], "srvr").await), "Mode: follower");
+    let c = move_to(&c, a[1], false).await;
     assert_eq!(c.call(&get_data("/after")).await.expect("get").err, 0);
     assert!(server.stop_member(9).await.is_err(), "no member 9");
     assert!(server.start_member(3).await.is_err(), "member 3 runs");
@@ -322,7 +324,7 @@ async fn members_over_http_and_per_member_admin_commands() {
     let admin = server.admin_addr().expect("admin listener");
     let a = addrs(&server);
     let list = admin::ok(admin, "GET", "/zkd/members", None).await;
-    assert_eq!(list["leader"], 1);
+    assert_eq!(list["leader"], 3);
     let members = list["members"].as_array().expect("members");
     assert_eq!(members.len(), 3);
     assert_eq!(members[1]["id"], 2);
@@ -330,18 +332,18 @@ async fn members_over_http_and_per_member_admin_commands() {
     assert_eq!(members[1]["mode"], "follower");
     assert_eq!(members[1]["state"], "running");
 
-    let after = admin::ok(admin, "POST", "/zkd/members/1/stop", None).await;
+    let after = admin::ok(admin, "POST", "/zkd/members/3/stop", None).await;
     assert_eq!(after["leader"], 2);
-    assert_eq!(after["members"][0]["state"], "stopped");
+    assert_eq!(after["members"][2]["state"], "stopped");
     let stats = admin::ok(admin, "GET", "/commands/srvr?member=2", None).await;
     assert_eq!(stats["server_stats"]["server_state"], "leader");
-    let leader = admin::ok(admin, "GET", "/commands/leader?member=3", None).await;
+    let leader = admin::ok(admin, "GET", "/commands/leader?member=1", None).await;
     assert_eq!(
         (leader["is_leader"].clone(), leader["leader_id"].clone()),
         (false.into(), 2.into())
     );
     for (method, path, status) in [
-        ("POST", "/zkd/members/1/stop", 409),
+        ("POST", "/zkd/members/3/stop", 409),
         ("POST", "/zkd/members/2/start", 409),
         ("POST", "/zkd/members/9/stop", 404),
         ("POST", "/zkd/members/one/stop", 400),
@@ -351,13 +353,14 @@ async fn members_over_http_and_per_member_admin_commands() {
         assert_eq!(answer.status, status, "{method} {path}: {}", answer.body);
         assert!(!admin::error_text(&answer).is_empty());
     }
-    admin::ok(admin, "POST", "/zkd/members/3/stop", None).await;
+    admin::ok(admin, "POST", "/zkd/members/1/stop", None).await;
     let ro = admin::ok(admin, "GET", "/commands/is_read_only?member=2", None).await;
     assert_eq!(ro["read_only"], true);
-    let back = admin::ok(admin, "POST", "/zkd/members/1/start", None).await;
-    // Quorum is back; without a leader the lowest running id is elected.
-    assert_eq!(back["members"][0]["mode"], "leader");
-    assert_eq!(back["leader"], 1);
+    let back = admin::ok(admin, "POST", "/zkd/members/3/start", None).await;
+    // Quorum is back. Member 3 stopped before member 2's epoch began, so member 2 has the
+    // newer zxid and wins the election over the higher id.
+    assert_eq!(back["members"][1]["mode"], "leader");
+    assert_eq!(back["leader"], 2);
 
     // A standalone server has no members.
     let single = Server::start(Config {
@@ -460,7 +463,7 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
             "lockstep"
         ]
     );
-    assert_eq!(rows[1][2], "leader");
+    assert_eq!(rows[2][2], "leader", "member 3 led from the start");
     let (code, text) = ctl(&["stop", "1"]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("member 1 is already stopped"), "{text}");
@@ -506,7 +509,8 @@ async fn mntr_keys_per_role_match_a_zookeeper_ensemble() {
     .await
     .expect("oracle");
     let server = ensemble(false).await;
-    for (addr, role) in addrs(&server).into_iter().zip(["leader", "follower"]) {
+    let a = addrs(&server);
+    for (addr, role) in [(a[2], "leader"), (a[0], "follower")] {
         let ours = mntr_keys(&word(addr, "mntr").await);
         let theirs = theirs.get(role).expect("the oracle has the role");
         let only_ours: Vec<_> = ours.difference(theirs).collect();

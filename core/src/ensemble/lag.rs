@@ -177,6 +177,13 @@ impl Core {
             .map_or(Lag::Lockstep, |r| r.lag)
     }
 
+    /// How many recorded transactions `member` has yet to apply (0 in lockstep).
+    pub fn member_behind(&self, member: MemberId) -> u64 {
+        let applied = self.member_zxid(member);
+        let pending = self.lag.log.len() - self.lag.log.partition_point(|e| e.zxid <= applied);
+        pending as u64
+    }
+
     /// The last zxid `member` has applied (the last committed one for a member in lockstep).
     pub fn member_zxid(&self, member: MemberId) -> i64 {
         self.lag.replicas.get(&member).map_or(self.zxid, |r| r.zxid)
@@ -319,9 +326,16 @@ impl Core {
                         None => continue,
                     }
                 }
-                Lag::Txns(k) => self
-                    .zxid
-                    .saturating_sub(i64::try_from(k).unwrap_or(i64::MAX)),
+                // Counted in recorded transactions, not zxid values: a new epoch jumps the
+                // zxid without k transactions in between.
+                Lag::Txns(k) => {
+                    let back = usize::try_from(k).unwrap_or(usize::MAX);
+                    let len = self.lag.log.len();
+                    match len.checked_sub(back.saturating_add(1)) {
+                        Some(i) => self.lag.log[i].zxid,
+                        None => continue,
+                    }
+                }
                 Lag::Stalled | Lag::Lockstep => continue,
             };
             self.bring_up(m, target, out);

@@ -145,3 +145,25 @@ fn zxids_carry_the_epoch_and_the_counter_restarts_in_each() {
     assert_eq!(stat_of(&mut h, c, "/b").czxid, 0x2_0000_0001);
     assert_eq!(stat_of(&mut h, c, "/a").czxid, 0x1_0000_0002);
 }
+
+#[test]
+fn a_member_lagging_by_transactions_counts_them_across_an_epoch() {
+    let mut h = Harness::new();
+    h.core.new_epoch(h.now);
+    let (c, _, _) = h.session_on(1, 30000);
+    h.core.set_member_lag(2, Lag::Txns(2), h.now, &mut h.out);
+    h.create(c, "/a", 0);
+    h.create(c, "/b", 0);
+    h.core.new_epoch(h.now);
+    let f = h.create(c, "/c", 0);
+    assert_eq!(f.zxid, 0x2_0000_0001);
+    h.core.tick(h.now, &mut h.out);
+    // Recorded since the lag began: /a, /b, the new leader's zxid 0x200000000, /c.
+    assert_eq!(
+        h.core.member_zxid(2),
+        0x1_0000_0003,
+        "two behind: /b applied"
+    );
+    assert_eq!(h.core.member_behind(2), 2);
+    assert_eq!(h.core.member_behind(1), 0);
+}

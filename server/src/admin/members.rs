@@ -47,10 +47,16 @@ fn members_json(members: &[MemberReport]) -> Value {
     })
 }
 
-/// Every member with its lag, as the routes answer.
+/// Every member with its lag, and the ensemble's epoch (the high half of its zxids), as the
+/// routes answer.
 fn listing(st: &AdminState) -> ApiResult<Json<Value>> {
     let mut v = members_json(&member::list(&st.shared)?);
     super::member_lag::add_lags(&st.shared, &mut v)?;
+    let epoch = st
+        .shared
+        .inspect(|core, _| core.epoch())
+        .map_err(crate::control::ControlError::from)?;
+    v["epoch"] = epoch.into();
     Ok(Json(v))
 }
 

@@ -48,6 +48,6 @@ fn report(core: &crate::core::Core, id: u64) -> MemberLagReport {
         id,
         lag: core.member_lag(id),
         zxid,
-        behind: core.last_zxid() - zxid,
+        behind: i64::try_from(core.member_behind(id)).unwrap_or(i64::MAX),
     }
 }
