@@ -689,7 +689,7 @@ fn a_three_server_zoo_cfg_runs_a_simulated_ensemble() {
     assert!(
         zkd.stdout
             .iter()
-            .any(|l| l == "PrepRequestProcessor (sid:1) started, reconfigEnabled=false"),
+            .any(|l| l == "PrepRequestProcessor (sid:3) started, reconfigEnabled=false"),
         "{:?}",
         zkd.stdout
     );

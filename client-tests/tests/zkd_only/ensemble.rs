@@ -318,6 +318,120 @@ async fn without_read_only_mode_members_without_quorum_serve_nobody() {
     assert_eq!(c.call(&create("/back", 0)).await.expect("write").err, 0);
 }
 
+/// Session time follows the quorum, on the manual clock too: ten seconds without a quorum
+/// expire nothing, and the quorum's return gives the session a fresh 4 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_session_expires_without_quorum_and_its_return_restarts_the_timeout() {
+    let mut e = EnsembleConfig::numbered(3, 0).expect("three members");
+    e.read_only = false;
+    let server = Server::start(Config {
+        port: 0,
+        ensemble: Some(e),
+        clock: zkd_server::ClockMode::Manual,
+        ..Config::default()
+    })
+    .await
+    .expect("ensemble starts");
+    let a = addrs(&server);
+    let c = RawClient::connect(a[0], 4_000).await.expect("session");
+    assert_eq!(c.call(&create("/eph", 1)).await.expect("create").err, 0);
+    let alive = |server: &Server| {
+        server
+            .sessions()
+            .expect("sessions")
+            .iter()
+            .any(|s| s.id == c.session_id)
+    };
+    server.stop_member(2).await.expect("stop 2");
+    server.stop_member(3).await.expect("stop 3: quorum lost");
+    dropped(&c).await;
+    for _ in 0..10 {
+        server
+            .advance_clock(Duration::from_secs(1))
+            .expect("advance");
+    }
+    assert!(alive(&server), "nothing expires without a quorum");
+    server.start_member(2).await.expect("start 2: quorum back");
+    server
+        .advance_clock(Duration::from_millis(3_900))
+        .expect("advance");
+    assert!(alive(&server), "a fresh timeout from the quorum's return");
+    server
+        .advance_clock(Duration::from_millis(200))
+        .expect("advance");
+    assert!(!alive(&server), "expired once the fresh timeout passed");
+    let other = RawClient::connect(a[1], 30_000).await.expect("session");
+    assert_eq!(
+        other.call(&get_data("/eph")).await.expect("get").err,
+        ErrorCode::NoNode.code(),
+        "its ephemeral went with it"
+    );
+}
+
+/// Each leader starts an epoch: zxids in replies, Stats, `srvr`, `/zkd/members` and the
+/// persisted file names carry it, and a restart continues in the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_leader_starts_an_epoch_that_zxids_and_files_carry() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let start = || async {
+        Server::start(Config {
+            port: 0,
+            ensemble: Some(EnsembleConfig::numbered(3, 0).expect("three members")),
+            admin_port: Some(0),
+            data_dir: Some(dir.path().to_path_buf()),
+            ..Config::default()
+        })
+        .await
+        .expect("ensemble starts")
+    };
+    let server = start().await;
+    let a = addrs(&server);
+    let c = RawClient::connect(a[0], 30_000).await.expect("session");
+    let first = c.call(&create("/first", 0)).await.expect("create");
+    assert_eq!(
+        first.zxid, 0x1_0000_0002,
+        "epoch 1: the session took counter 1"
+    );
+    assert!(word(a[2], "srvr").await.contains("Zxid: 0x100000002\n"));
+
+    server.stop_member(3).await.expect("stop the leader");
+    let list = admin::ok(
+        server.admin_addr().expect("admin"),
+        "GET",
+        "/zkd/members",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (list["leader"].clone(), list["epoch"].clone()),
+        (2.into(), 2.into())
+    );
+    let second = c.call(&create("/second", 0)).await.expect("create");
+    assert_eq!(second.zxid, 0x2_0000_0001, "epoch 2, its counter from 1");
+    server.shutdown().await;
+
+    let server = start().await;
+    let c = RawClient::connect(addrs(&server)[0], 30_000)
+        .await
+        .expect("session");
+    let third = c.call(&create("/third", 0)).await.expect("create");
+    assert_eq!(
+        third.zxid >> 32,
+        3,
+        "a restart elects a leader of the next epoch"
+    );
+    server.shutdown().await;
+    let names: Vec<String> = std::fs::read_dir(dir.path().join("version-2"))
+        .expect("version-2")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    // A log is named after its first zxid and a snapshot after its last (the one taken at
+    // the first shutdown holds epoch 2's transaction).
+    for name in ["log.100000001", "snapshot.200000001", "log.300000001"] {
+        assert!(names.iter().any(|n| n == name), "{name} missing: {names:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_over_http_and_per_member_admin_commands() {
     let server = ensemble(true).await;
