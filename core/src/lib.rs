@@ -424,7 +424,9 @@ impl Core {
         self.scratch = targets;
     }
 
-    /// Session expiry and container/TTL reaping due at `now` (on the session clock).
+    /// Session expiry and container/TTL reaping due at `now` (on the session clock). Without
+    /// a quorum ([`Core::set_quorum`]) only read-only members' local sessions expire and
+    /// nothing is reaped.
     pub fn tick(&mut self, now: impl Into<Now>, out: &mut dyn Outbox) {
         if self.stopped.is_some() {
             return;

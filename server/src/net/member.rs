@@ -30,10 +30,9 @@ pub(crate) fn start_all(
     shared
         .with_state(|state| {
             state.core.set_config_text(&text, now.wall);
-            // The first leader starts epoch 1 (or the one after the data directory's).
-            if membership.size() > 1 {
-                state.core.new_epoch(now);
-            }
+            // The first leader starts epoch 1 (or the one after the data directory's), as a
+            // quorum peer does even alone; only a standalone server stays in epoch 0.
+            state.core.new_epoch(now);
             state.members = Some(membership);
         })
         .map_err(|_| std::io::Error::other("the server failed while starting"))?;
