@@ -1,6 +1,8 @@
 //! The simulated ensemble through the wire protocol: members with their own listeners and
-//! modes, sessions moving between members, stopping members and the leader, quorum loss with
-//! and without read-only mode, and the membership in `/zookeeper/config`.
+//! modes, sessions moving between members, stopping members and the leader, elections by
+//! newest zxid then highest id, epochs in zxids and file names, session time that stands still
+//! without quorum, quorum loss with and without read-only mode, and the membership in
+//! `/zookeeper/config`.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -366,6 +368,27 @@ async fn no_session_expires_without_quorum_and_its_return_restarts_the_timeout()
         ErrorCode::NoNode.code(),
         "its ephemeral went with it"
     );
+}
+
+/// A member behind the others takes part in the election with what it has applied: when the
+/// leader stops, the up-to-date member 1 wins over the lagging member 2's higher id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_member_does_not_win_the_election() {
+    let server = ensemble(true).await;
+    let a = addrs(&server);
+    server
+        .set_member_lag(2, zkd_server::Lag::Stalled)
+        .expect("member 2 stalls");
+    let c = RawClient::connect(a[0], 30_000).await.expect("session");
+    assert_eq!(c.call(&create("/ahead", 0)).await.expect("create").err, 0);
+    server.stop_member(3).await.expect("stop the leader");
+    let modes: Vec<&str> = server
+        .members()
+        .expect("members")
+        .iter()
+        .map(|m| m.mode.as_str())
+        .collect();
+    assert_eq!(modes, ["leader", "follower", "stopped"]);
 }
 
 /// Each leader starts an epoch: zxids in replies, Stats, `srvr`, `/zkd/members` and the
