@@ -626,8 +626,16 @@ fn mntr_keys(text: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// The `Zxid:` line of a `srvr` answer.
+fn zxid_line(srvr: &str) -> impl Iterator<Item = String> + '_ {
+    srvr.lines()
+        .filter(|l| l.starts_with("Zxid: "))
+        .map(str::to_string)
+}
+
 /// A leader's and a follower's `mntr` print the keys the members of a three-server
-/// ZooKeeper 3.8 ensemble print in those roles (values differ).
+/// ZooKeeper 3.8 ensemble print in those roles (values differ), and the fresh leader's `srvr`
+/// the same zxid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mntr_keys_per_role_match_a_zookeeper_ensemble() {
     use zkd_testkit::oracle::{ensemble::serving_mode, four_letter_word, Launcher};
@@ -636,17 +644,29 @@ async fn mntr_keys_per_role_match_a_zookeeper_ensemble() {
             .start_ensemble(3)
             .unwrap_or_else(|e| panic!("{e}"));
         let mut by_role = std::collections::BTreeMap::new();
+        let mut zxids = std::collections::BTreeSet::new();
         for m in oracle.members() {
             let role = serving_mode(m.addr).expect("serving");
             let mntr = four_letter_word(m.addr, "mntr").expect("mntr");
+            if role == "leader" {
+                let srvr = four_letter_word(m.addr, "srvr").expect("srvr");
+                zxids.extend(zxid_line(&srvr));
+            }
             by_role.insert(role, mntr_keys(&mntr));
         }
-        by_role
+        (by_role, zxids)
     })
     .await
     .expect("oracle");
+    let (theirs, their_zxids) = theirs;
     let server = ensemble(false).await;
     let a = addrs(&server);
+    // A fresh ensemble's leader is at its epoch's zxid 0: `Zxid: 0x100000000`. (ZooKeeper's
+    // followers may still say 0x0 until something is committed; zkd's members share the
+    // leader's.)
+    let ours: std::collections::BTreeSet<String> = zxid_line(&word(a[2], "srvr").await).collect();
+    assert_eq!(ours, their_zxids);
+    assert_eq!(ours.first().map(String::as_str), Some("Zxid: 0x100000000"));
     for (addr, role) in [(a[2], "leader"), (a[0], "follower")] {
         let ours = mntr_keys(&word(addr, "mntr").await);
         let theirs = theirs.get(role).expect("the oracle has the role");
