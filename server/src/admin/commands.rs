@@ -563,23 +563,20 @@ mod tests {
                 assert_eq!(primary_name_in(n, ZookeeperVersion::V3_8), Some(names[0]));
             }
         }
-        assert_eq!(
-            primary_name_in("mntr", ZookeeperVersion::V3_9),
-            Some("monitor")
-        );
-        assert_eq!(
-            primary_name_in("wchp", ZookeeperVersion::V3_9),
-            Some("watches_by_path")
-        );
-        assert_eq!(primary_name_in("bogus", ZookeeperVersion::V3_9), None);
-        assert_eq!(
-            primary_name_in("snap", ZookeeperVersion::V3_9),
-            Some("snapshot")
-        );
-        assert_eq!(
-            primary_name_in("rest", ZookeeperVersion::V3_9),
-            Some("restore")
-        );
+        let v3_9 = [
+            ("mntr", Some("monitor")),
+            ("wchp", Some("watches_by_path")),
+            ("bogus", None),
+            ("snap", Some("snapshot")),
+            ("rest", Some("restore")),
+        ];
+        for (name, primary) in v3_9 {
+            assert_eq!(
+                primary_name_in(name, ZookeeperVersion::V3_9),
+                primary,
+                "{name}"
+            );
+        }
         assert_eq!(primary_name_in("snapshot", ZookeeperVersion::V3_8), None);
         assert_eq!(commands(ZookeeperVersion::V3_8).count(), 26);
         assert_eq!(commands(ZookeeperVersion::V3_9).count(), 28);

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
+use super::civil_date::civil_from_days;
 use super::report::{ConnectionInfo, FourLetterView, HostInfo};
 use crate::config::SESSIONLESS_CNXN_TIMEOUT_MS;
 use crate::engine::ensemble::MemberMode;
@@ -429,20 +430,6 @@ pub fn java_date(epoch_ms: i64) -> String {
         sod % 3600 / 60,
         sod % 60
     )
-}
-
-/// Days since 1970-01-01 to (year, month 1..=12, day 1..=31), proleptic Gregorian.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
