@@ -554,7 +554,7 @@ fn sorted_ids_by_key<K: ToString>(m: BTreeMap<K, Vec<i64>>) -> Map<String, Value
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reports::{ConnWatches, SessionInfo};
+    use crate::reports::app_session;
 
     #[test]
     fn every_name_and_alias_resolves() {
@@ -584,16 +584,10 @@ mod tests {
 
     #[test]
     fn shapes_of_the_session_reports() {
+        let (sessions, data_watches) = app_session(72057628197388288, 544_000, &["/app", "/nope"]);
         let view = FourLetterView {
-            sessions: vec![SessionInfo {
-                id: 72057628197388288,
-                expires_at_ms: 544_000,
-                ephemerals: vec!["/app/e".into()],
-            }],
-            data_watches: vec![ConnWatches {
-                session_id: 72057628197388288,
-                paths: vec!["/app".into(), "/nope".into()],
-            }],
+            sessions,
+            data_watches,
             ..FourLetterView::default()
         };
         let h = HostInfo::default();

@@ -437,7 +437,7 @@ mod tests {
     use super::super::{render, VERSION};
     use super::*;
     use crate::core::report::ConnSessionReport;
-    use crate::reports::report::{ConfInfo, ConnSession, ConnWatches, Latency, SessionInfo};
+    use crate::reports::report::{app_session, ConfInfo, ConnSession, ConnWatches, Latency};
     use zkd_protocol::FourLetterWord as W;
 
     fn addr(s: &str) -> SocketAddr {
@@ -447,6 +447,8 @@ mod tests {
     /// Two connections like the samples in docs/protocol.md: a client with a session and the
     /// connection asking.
     fn sample() -> FourLetterView {
+        let (sessions, data_watches) =
+            app_session(0x100000772360001, 1_795_329_560_000, &["/nope", "/app"]);
         FourLetterView {
             last_zxid: 6,
             znode_count: 7,
@@ -493,15 +495,8 @@ mod tests {
                     session: None,
                 },
             ],
-            sessions: vec![SessionInfo {
-                id: 0x100000772360001,
-                expires_at_ms: 1_795_329_560_000,
-                ephemerals: vec!["/app/e".to_string()],
-            }],
-            data_watches: vec![ConnWatches {
-                session_id: 0x100000772360001,
-                paths: vec!["/nope".to_string(), "/app".to_string()],
-            }],
+            sessions,
+            data_watches,
             watch_count: 3,
             approximate_data_size: 62,
             uptime_ms: 94_403,
