@@ -268,6 +268,9 @@ fn series_of(item: &str) -> (Option<String>, Option<f64>) {
             w.strip_prefix("W=").and_then(|v| v.parse().ok()),
         ),
         ["throughput", w, _] => (Some(w.to_string()), None),
+        ["throughput", w, _, cpus] if cpus.starts_with("cpus=") => {
+            (Some(format!("{w} {cpus}")), None)
+        }
         _ => (None, None),
     }
 }
@@ -313,5 +316,10 @@ mod tests {
         );
         assert_eq!(series_of("throughput get 64x8"), (Some("get".into()), None));
         assert_eq!(series_of("footprint"), (None, None));
+        assert_eq!(
+            series_of("throughput get 64x8 cpus=0,1"),
+            (Some("get cpus=0,1".into()), None)
+        );
+        assert_eq!(series_of("durable set 100B 16x8"), (None, None));
     }
 }
