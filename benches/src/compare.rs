@@ -416,9 +416,10 @@ pub async fn run(o: &Options) -> Comparison {
         let t0 = Instant::now();
         let base = s.durable.base_dir();
         c.notes.push(format!(
-            "durable: data directories under {} ({})",
+            "durable: zkd with --data-dir data --fsync always (rows ending zkd-batch: --fsync batch), ZooKeeper with forceSync=yes; data directories under {} ({}); {} reader session(s) during each write run",
             base.display(),
-            crate::durable::filesystem_of(&base)
+            crate::durable::filesystem_of(&base),
+            s.durable.readers
         ));
         for round in 0..s.rounds {
             if run.over_budget(&mut c, "durable") {

@@ -60,7 +60,7 @@ impl CpuSet {
 
     /// Parses `list` and checks that every CPU it names is online on this host.
     pub fn parse_present(list: &str) -> Result<CpuSet, String> {
-        let set = CpuSet::parse(list)?;
+        let set = CpuSet::parse(list).map_err(|e| format!("--server-cpus: {e}"))?;
         let online = CpuSet::online();
         let missing: Vec<String> = set.0.difference(&online.0).map(|c| c.to_string()).collect();
         if !missing.is_empty() {

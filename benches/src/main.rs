@@ -245,8 +245,8 @@ enum Cmd {
 struct ServerCpus {
     /// Pin the server to this CPU set, in taskset's syntax (`0`, `0,1`, `0-3`), and run the
     /// load generator on the other CPUs (on all when none are left). Repeat the flag, or
-    /// separate sets by `;`, to run the throughput items once per set.
-    #[arg(long = "server-cpus", value_name = "LIST", conflicts_with = "addr")]
+    /// separate sets by `;`, to run the throughput items once per set (not with --addr).
+    #[arg(long = "server-cpus", value_name = "LIST")]
     server_cpus: Vec<String>,
 }
 
@@ -401,6 +401,12 @@ fn main() -> ExitCode {
     if let Err(e) = zkd_bench::cpus::parse_flag_values(cpu_flags) {
         eprintln!("zkd-bench: {e}");
         return ExitCode::from(2);
+    }
+    if let Cmd::Throughput { target, cpus, .. } = &cli.cmd {
+        if target.addr.is_some() && !cpus.server_cpus.is_empty() {
+            eprintln!("zkd-bench: --server-cpus starts its own pinned server; it cannot be combined with --addr");
+            return ExitCode::from(2);
+        }
     }
     let fd = proc::raise_nofile_limit();
     if let Cmd::FloorServer = cli.cmd {

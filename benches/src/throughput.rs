@@ -94,6 +94,17 @@ pub struct Params {
     pub readers: usize,
 }
 
+impl Params {
+    /// The workload for progress lines (`setData 1KiB`, or `set, 100 B values`).
+    fn what(&self) -> String {
+        if self.value_size == 1024 {
+            self.workload.label().to_string()
+        } else {
+            format!("{}, {} B values", self.workload.key(), self.value_size)
+        }
+    }
+}
+
 /// The figures of a run. An operation is one request and its reply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -262,7 +273,7 @@ pub async fn run(
     }
     progress.say(format!(
         "{}: {} sessions x {} in flight, warm-up {:?}, measuring {:?}",
-        p.workload.label(),
+        p.what(),
         p.sessions,
         p.inflight,
         p.warmup,
@@ -350,7 +361,7 @@ pub async fn run(
     };
     progress.say(format!(
         "{}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us, server CPU {} us/op",
-        p.workload.label(),
+        p.what(),
         out.ops_per_sec,
         out.p50_us,
         out.p99_us,
