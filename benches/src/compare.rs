@@ -132,10 +132,8 @@ pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
         ));
     }
     out.extend(no_regression(c, s));
-    out.extend(scaling(c, s));
-    if c.rows.iter().any(|r| r.item.starts_with("durable ")) {
-        out.extend(crate::durable::targets(c, &s.durable));
-    }
+    out.extend(scaling(c));
+    out.extend(crate::durable::targets(c));
     let w = s.fan_watchers.iter().copied().max().unwrap_or(0);
     let fan = crate::fanout_item(w);
     let last = "time until last";
@@ -243,37 +241,44 @@ fn no_regression(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
         .collect()
 }
 
-/// More server CPUs never lower zkd's throughput: for get, set and mixed, zkd's ops/s with
-/// each CPU set over its ops/s with the next smaller set (sets in the order of their size).
-fn scaling(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
-    let mut sets = s.cpu_sets.clone();
-    sets.sort_by_key(|set| set.len());
-    let mut out = Vec::new();
-    for w in [Workload::Get, Workload::Set, Workload::Mixed] {
-        if !s.tp_workloads.contains(&w) {
+/// More server CPUs never lower zkd's throughput: for get, set and mixed at each shape,
+/// zkd's ops/s with each CPU set over its ops/s with the next smaller set (the pinned rows
+/// found in `c`, sets in the order of their size).
+fn scaling(c: &Comparison) -> Vec<TargetCheck> {
+    use crate::cpus::CpuSet;
+    use std::collections::BTreeMap;
+    // (workload, shape) -> (CPUs, set, zkd's ops/s) per set.
+    type Runs<'a> = BTreeMap<(usize, &'a str), Vec<(usize, CpuSet, f64)>>;
+    let mut runs: Runs = BTreeMap::new();
+    let order = |w: &str| ["get", "set", "mixed"].iter().position(|k| *k == w);
+    for r in c.rows.iter().filter(|r| r.name == "ops/s") {
+        let ["throughput", w, shape, cpus] = r.item.split(' ').collect::<Vec<_>>()[..] else {
             continue;
-        }
+        };
+        let (Some(k), Some(Ok(set))) = (order(w), cpus.strip_prefix("cpus=").map(CpuSet::parse))
+        else {
+            continue;
+        };
+        let key = (
+            k,
+            &r.item["throughput ".len() + w.len() + 1..][..shape.len()],
+        );
+        runs.entry(key)
+            .or_default()
+            .push((set.len(), set, r.zkd_median()));
+    }
+    let mut out = Vec::new();
+    for ((k, shape), mut sets) in runs {
+        sets.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         for pair in sets.windows(2) {
-            let at = |set: &crate::cpus::CpuSet| {
-                let pinned = Settings {
-                    server_cpus: Some(set.clone()),
-                    ..s.clone()
-                };
-                c.find(&crate::throughput_item(w, &pinned), "ops/s")
-                    .map(Row::zkd_median)
-            };
-            let measured = at(&pair[1])
-                .zip(at(&pair[0]))
-                .map(|(more, fewer)| more / fewer)
-                .filter(|v| v.is_finite());
+            let (fewer, more) = (&pair[0], &pair[1]);
+            let measured = Some(more.2 / fewer.2).filter(|v| v.is_finite());
             out.push(TargetCheck {
                 target: format!(
-                    "zkd ops/s, {} {}x{}: server CPUs {} / CPUs {}",
-                    w.key(),
-                    s.tp_sessions,
-                    s.tp_inflight,
-                    pair[1],
-                    pair[0]
+                    "zkd ops/s, {} {shape}: server CPUs {} / CPUs {}",
+                    ["get", "set", "mixed"][k],
+                    more.1,
+                    fewer.1
                 ),
                 bound: ">= 1 (zkd)".into(),
                 measured,
@@ -694,6 +699,27 @@ mod tests {
             .iter()
             .find(|c| c.target == target)
             .unwrap_or_else(|| panic!("no target {target:?}"))
+    }
+
+    /// Pinned throughput rows are compared set by set, smaller set first, from the rows
+    /// alone (so `replot` checks them too).
+    #[test]
+    fn scaling_targets_from_pinned_rows() {
+        let csv = "item,figure,unit,server,round,value\n\
+            throughput get 64x8 cpus=0,ops/s,ops/s,zkd,1,100000\n\
+            throughput get 64x8 cpus=0,ops/s,ops/s,zookeeper,1,50000\n\
+            \"throughput get 64x8 cpus=0,1\",ops/s,ops/s,zkd,1,90000\n\
+            throughput set 64x8 cpus=0-3,ops/s,ops/s,zkd,1,80000\n\
+            \"throughput set 64x8 cpus=0,1\",ops/s,ops/s,zkd,1,40000\n";
+        let c = from_csv(csv).unwrap();
+        let checks = targets(&c, &Settings::full());
+        let get = check(&checks, "zkd ops/s, get 64x8: server CPUs 0,1 / CPUs 0");
+        assert_eq!((get.measured, get.met), (Some(0.9), Some(false)));
+        let set = check(&checks, "zkd ops/s, set 64x8: server CPUs 0-3 / CPUs 0,1");
+        assert_eq!((set.measured, set.met), (Some(2.0), Some(true)));
+        assert!(!checks
+            .iter()
+            .any(|c| c.target.contains("mixed 64x8: server")));
     }
 
     /// The floor ratio comes from the floor measured next to both servers, and the

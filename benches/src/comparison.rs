@@ -175,11 +175,11 @@ pub fn series(c: &Comparison, name: &str) -> BTreeMap<String, Vec<(f64, f64, f64
     m
 }
 
-/// Values of one figure for a named series without x (throughput bars).
+/// Values of one figure of the throughput items, per series (throughput bars).
 pub fn bars(c: &Comparison, name: &str) -> Vec<(String, f64, f64)> {
     c.rows
         .iter()
-        .filter(|r| r.name == name && r.x.is_none())
+        .filter(|r| r.name == name && r.x.is_none() && r.item.starts_with("throughput "))
         .map(|r| {
             (
                 r.series.clone().unwrap_or_else(|| r.item.clone()),

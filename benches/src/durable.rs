@@ -228,14 +228,24 @@ pub async fn round(
     }
 }
 
-/// The targets of the durable rows: zkd `always` against ZooKeeper `forceSync=yes`, ≥ 2× at
-/// 16 connections and more, ≥ 1× below; reads during the writes p99 ≤ 1 ms on zkd.
-pub fn targets(c: &Comparison, p: &Params) -> Vec<TargetCheck> {
+/// The targets of the durable rows found in `c`: zkd `always` against ZooKeeper
+/// `forceSync=yes`, ≥ 2× at 16 connections and more, ≥ 1× below; reads during the writes
+/// p99 ≤ 1 ms on zkd.
+pub fn targets(c: &Comparison) -> Vec<TargetCheck> {
+    let mut items: Vec<((usize, usize), &str)> = c
+        .rows
+        .iter()
+        .filter_map(|r| match r.item.split(' ').collect::<Vec<_>>()[..] {
+            ["durable", "set", _, shape] => parse_shape(shape).ok().map(|s| (s, r.item.as_str())),
+            _ => None,
+        })
+        .collect();
+    items.sort();
+    items.dedup();
     let mut out = Vec::new();
-    for &shape in &p.shapes {
-        let name = item(p.value_size, shape, false);
+    for (shape, name) in items {
         let bound = if shape.0 >= 16 { 2.0 } else { 1.0 };
-        let row = c.find(&name, "ops/s");
+        let row = c.find(name, "ops/s");
         let measured = row.map(Row::ratio).filter(|v| v.is_finite());
         out.push(TargetCheck {
             target: format!("ops/s, {name}, zkd always / ZooKeeper forceSync=yes"),
@@ -243,7 +253,7 @@ pub fn targets(c: &Comparison, p: &Params) -> Vec<TargetCheck> {
             measured,
             met: measured.map(|m| m >= bound),
         });
-        let read = c.find(&name, READ_P99).map(Row::zkd_median);
+        let read = c.find(name, READ_P99).map(Row::zkd_median);
         let read = read.filter(|v| v.is_finite());
         out.push(TargetCheck {
             target: format!("{READ_P99}, {name}, zkd"),
@@ -293,11 +303,7 @@ mod tests {
             durable set 100B 1x1,ops/s,ops/s,zkd,1,2000\n\
             durable set 100B 1x1,ops/s,ops/s,zookeeper,1,2400\n";
         let c = crate::comparison::from_csv(csv).unwrap();
-        let p = Params {
-            shapes: vec![(1, 1), (16, 8)],
-            ..Params::full()
-        };
-        let t = targets(&c, &p);
+        let t = targets(&c);
         let met: Vec<Option<bool>> = t.iter().map(|t| t.met).collect();
         // 1x1: 0.83 < 1, no read figure; 16x8: 2.14 >= 2, 800 us <= 1 ms.
         assert_eq!(met, [Some(false), None, Some(true), Some(true)]);

@@ -541,7 +541,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             print!(
                 "{}\n{}",
                 c.table().render(),
-                compare::targets_table(&zkd_bench::durable::targets(&c, p)).render()
+                compare::targets_table(&zkd_bench::durable::targets(&c)).render()
             );
             if !c.errors.is_empty() {
                 return Err(format!(
