@@ -185,7 +185,7 @@ impl ServerSpec {
         let fatal = |e: String| (false, e);
         let port = free_port().map_err(|e| fatal(format!("no free port: {e}")))?;
         let dir = match &place.base {
-            Some(base) => crate::util::fresh_dir(base, "zkd-bench"),
+            Some(base) => crate::util::fresh_dir(base, "server"),
             None => temp_dir("zkd-bench"),
         }
         .map_err(|e| fatal(format!("no temporary directory: {e}")))?;
