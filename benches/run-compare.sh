@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # The side-by-side run BENCHMARKS.md is written from: zkd and Apache ZooKeeper 3.8, every
-# group (footprint, throughput, fan-out with its floor, herd), medians of 3 rounds, every
+# group (footprint, throughput, fan-out with its floor, herd, durable writes), medians of 3 rounds, every
 # target checked. Run it from a checkout of main on a quiet machine. It builds the release
 # binaries, then writes bench-results/compare.{txt,md,csv}, the SVG plots and the progress
 # lines (bench-results/compare.log).
 #
 # Duration: one round of every group took about 6 minutes on a busy 2-core machine
-# (footprint 1.5, throughput 1.5, fan-out 0.5, herd 2.5), so 3 rounds take about 18 minutes,
+# (footprint 1.5, throughput 1.5, fan-out 0.5, herd 2.5; the durable group adds about 1.5:
+# three fresh servers x three shapes x 8 s), so 3 rounds take about 22 minutes,
 # plus repeats of measurements during which other processes were busy (at most 3 runs each,
 # see --max-bystander-cores; on a quiet machine there are few). No new item starts after
 # --budget-minutes (90).
 #
 # Extra arguments go to `zkd-bench compare`, e.g. `--only footprint,fanout`, `--rounds 5`,
-# `--attempts 1`.
+# `--attempts 1`, `--server-cpus '0;0,1'` (throughput with the server pinned to each CPU
+# set), `--durable-dir DIR` (the disk the durable group writes to).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

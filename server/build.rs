@@ -9,6 +9,9 @@
 //! date; a variable of zkd's own, because C build scripts (ring's, jemalloc's) rebuild when
 //! `SOURCE_DATE_EPOCH` changes, and a per-commit value would rebuild them for every commit.
 
+#[path = "src/reports/civil_date.rs"]
+mod civil_date;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -95,20 +98,10 @@ fn packaged_commit(dir: &Path) -> Option<String> {
     (!sha.is_empty() && sha.bytes().all(|b| b.is_ascii_hexdigit())).then(|| sha.to_string())
 }
 
-/// `secs` since the Unix epoch as `YYYY-MM-DD HH:MM` in UTC (the proleptic Gregorian
-/// calendar, counted from days as in Howard Hinnant's `civil_from_days`).
+/// `secs` since the Unix epoch as `YYYY-MM-DD HH:MM` in UTC.
 fn utc_minute(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
     let minute_of_day = (secs % 86_400) / 60;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = civil_date::civil_from_days((secs / 86_400) as i64);
     format!(
         "{year:04}-{month:02}-{day:02} {:02}:{:02}",
         minute_of_day / 60,

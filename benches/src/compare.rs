@@ -10,7 +10,7 @@ use crate::comparison::{csv_field, Comparison, Row};
 use crate::herd::Mode;
 use crate::progress::Progress;
 use crate::report::{num, Table};
-use crate::servers::{ServerProcess, ServerSpec};
+use crate::servers::{Placement, ServerProcess, ServerSpec};
 use crate::throughput::Workload;
 use crate::util::BenchResult;
 use crate::{footprint, Figures, Item, Settings};
@@ -22,6 +22,8 @@ pub enum Group {
     Throughput,
     Fanout,
     Herd,
+    /// setData against servers that sync before acknowledging (not in the default set).
+    Durable,
 }
 
 pub struct Options {
@@ -130,6 +132,8 @@ pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
         ));
     }
     out.extend(no_regression(c, s));
+    out.extend(scaling(c));
+    out.extend(crate::durable::targets(c));
     let w = s.fan_watchers.iter().copied().max().unwrap_or(0);
     let fan = crate::fanout_item(w);
     let last = "time until last";
@@ -237,6 +241,54 @@ fn no_regression(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
         .collect()
 }
 
+/// More server CPUs never lower zkd's throughput: for get, set and mixed at each shape,
+/// zkd's ops/s with each CPU set over its ops/s with the next smaller set (the pinned rows
+/// found in `c`, sets in the order of their size).
+fn scaling(c: &Comparison) -> Vec<TargetCheck> {
+    use crate::cpus::CpuSet;
+    use std::collections::BTreeMap;
+    // (workload, shape) -> (CPUs, set, zkd's ops/s) per set.
+    type Runs<'a> = BTreeMap<(usize, &'a str), Vec<(usize, CpuSet, f64)>>;
+    let mut runs: Runs = BTreeMap::new();
+    let order = |w: &str| ["get", "set", "mixed"].iter().position(|k| *k == w);
+    for r in c.rows.iter().filter(|r| r.name == "ops/s") {
+        let ["throughput", w, shape, cpus] = r.item.split(' ').collect::<Vec<_>>()[..] else {
+            continue;
+        };
+        let (Some(k), Some(Ok(set))) = (order(w), cpus.strip_prefix("cpus=").map(CpuSet::parse))
+        else {
+            continue;
+        };
+        let key = (
+            k,
+            &r.item["throughput ".len() + w.len() + 1..][..shape.len()],
+        );
+        runs.entry(key)
+            .or_default()
+            .push((set.len(), set, r.zkd_median()));
+    }
+    let mut out = Vec::new();
+    for ((k, shape), mut sets) in runs {
+        sets.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        for pair in sets.windows(2) {
+            let (fewer, more) = (&pair[0], &pair[1]);
+            let measured = Some(more.2 / fewer.2).filter(|v| v.is_finite());
+            out.push(TargetCheck {
+                target: format!(
+                    "zkd ops/s, {} {shape}: server CPUs {} / CPUs {}",
+                    ["get", "set", "mixed"][k],
+                    more.1,
+                    fewer.1
+                ),
+                bound: ">= 1 (zkd)".into(),
+                measured,
+                met: measured.map(|m| m >= 1.0),
+            });
+        }
+    }
+    out
+}
+
 pub fn targets_table(checks: &[TargetCheck]) -> Table {
     let mut t = Table::new(&["target", "bound (zkd/ZK)", "measured", "met"]);
     for c in checks {
@@ -314,7 +366,8 @@ pub async fn run(o: &Options) -> Comparison {
     }
 
     let mut items = Vec::new();
-    if o.groups.contains(&Group::Throughput) {
+    // With CPU sets the throughput items run once per set, pinned, below.
+    if o.groups.contains(&Group::Throughput) && s.cpu_sets.is_empty() {
         items.extend(Item::throughput(s));
     }
     if o.groups.contains(&Group::Fanout) {
@@ -323,16 +376,108 @@ pub async fn run(o: &Options) -> Comparison {
     if o.groups.contains(&Group::Herd) {
         items.extend(Item::herd(s));
     }
-    if !items.is_empty() {
+    if o.groups.contains(&Group::Throughput) {
+        for set in &s.cpu_sets {
+            let (load, text) = set.load_cpus();
+            if let Err(e) = crate::cpus::pin_self(&load) {
+                c.errors.push(e);
+                break;
+            }
+            c.notes.push(format!("server on CPUs {set}: {text}"));
+            prog.say(format!("server pinned to CPUs {set}, {text}"));
+            let pinned = Settings {
+                server_cpus: Some(set.clone()),
+                ..s.clone()
+            };
+            let place = Placement {
+                cpus: Some(set.clone()),
+                base: None,
+            };
+            let items = Item::throughput(&pinned);
+            let run = Run {
+                o,
+                prog: &prog,
+                started,
+                s: &pinned,
+                place: &place,
+            };
+            run.items(&mut c, &items).await;
+        }
+        if !s.cpu_sets.is_empty() {
+            if let Err(e) = crate::cpus::pin_self(&crate::cpus::CpuSet::online()) {
+                c.errors.push(e);
+            }
+        }
+    }
+    let run = Run {
+        o,
+        prog: &prog,
+        started,
+        s,
+        place: &Placement::default(),
+    };
+    run.items(&mut c, &items).await;
+    if o.groups.contains(&Group::Durable) {
+        let t0 = Instant::now();
+        let base = s.durable.base_dir();
+        c.notes.push(format!(
+            "durable: zkd with --data-dir data --fsync always (rows ending zkd-batch: --fsync batch), ZooKeeper with forceSync=yes; data directories under {} ({}); {} reader session(s) during each write run",
+            base.display(),
+            crate::durable::filesystem_of(&base),
+            s.durable.readers
+        ));
+        for round in 0..s.rounds {
+            if run.over_budget(&mut c, "durable") {
+                break;
+            }
+            crate::durable::round(&o.zkd, &o.zookeeper, &s.durable, round, &prog, &mut c).await;
+        }
+        c.timings.push(("durable".into(), t0.elapsed()));
+    }
+    c.elapsed = started.elapsed();
+    c
+}
+
+/// How one batch of items runs: the comparison's options, its start, the settings and
+/// where the servers run.
+struct Run<'a> {
+    o: &'a Options,
+    prog: &'a Progress,
+    started: Instant,
+    s: &'a Settings,
+    place: &'a Placement,
+}
+
+impl Run<'_> {
+    /// Whether the time budget is used up (then notes that `what` was skipped).
+    fn over_budget(&self, c: &mut Comparison, what: &str) -> bool {
+        let over = self.started.elapsed() > self.o.budget;
+        if over {
+            c.errors.push(format!(
+                "time budget {:?} used up; skipped {what}",
+                self.o.budget
+            ));
+        }
+        over
+    }
+
+    /// Runs `items` on both servers for every round, alternating which goes first, against
+    /// one long-lived server per implementation (restarted if it dies).
+    async fn items(&self, c: &mut Comparison, items: &[Item]) {
+        if items.is_empty() {
+            return;
+        }
+        let (o, s) = (self.o, self.s);
+        let specs = [&o.zkd, &o.zookeeper];
+        let names = ["zkd", "zookeeper"];
         let mut servers: [Option<ServerProcess>; 2] = [None, None];
         'rounds: for round in 0..s.rounds {
             for (i, item) in items.iter().enumerate() {
                 for &k in order(round, i).iter() {
-                    if over_budget(&mut c, "the remaining items") {
+                    if self.over_budget(c, "the remaining items") {
                         break 'rounds;
                     }
                     let t0 = Instant::now();
-                    // A long-lived server per implementation; restarted if it died.
                     if !servers[k].as_mut().is_some_and(|p| p.alive()) {
                         if let Some(dead) = servers[k].take() {
                             c.errors.push(format!(
@@ -341,7 +486,10 @@ pub async fn run(o: &Options) -> Comparison {
                                 dead.log_tail(20)
                             ));
                         }
-                        match specs[k].start(Duration::from_secs(60)).await {
+                        match specs[k]
+                            .start_with(self.place, Duration::from_secs(60))
+                            .await
+                        {
                             Ok(p) => servers[k] = Some(p),
                             Err(e) => {
                                 c.errors.push(format!("starting {}: {e}", names[k]));
@@ -354,11 +502,17 @@ pub async fn run(o: &Options) -> Comparison {
                     };
                     let (addr, pid) = (server.addr(), Some(server.pid()));
                     let ours: Vec<u32> = servers.iter().flatten().map(|p| p.pid()).collect();
-                    let (p, what) = labels(round, &item.label(s), k);
-                    let result = undisturbed(o, &mut c, &p, &what, &ours, || {
-                        item.figures(addr, pid, s, &p)
-                    })
-                    .await;
+                    let label = item.label(s);
+                    let p = self.prog.sub(format!(
+                        "round {}/{} {label} {}",
+                        round + 1,
+                        s.rounds,
+                        names[k]
+                    ));
+                    let what = format!("round {} {label} {}", round + 1, names[k]);
+                    let result =
+                        undisturbed(o, c, &p, &what, &ours, || item.figures(addr, pid, s, &p))
+                            .await;
                     match result {
                         Ok(figs) => c.add(k, &figs, round),
                         Err(e) => c.errors.push(format!("{what}: {e}")),
@@ -368,8 +522,6 @@ pub async fn run(o: &Options) -> Comparison {
             }
         }
     }
-    c.elapsed = started.elapsed();
-    c
 }
 
 /// Runs `measure` until no other process on the machine kept more than
@@ -547,6 +699,27 @@ mod tests {
             .iter()
             .find(|c| c.target == target)
             .unwrap_or_else(|| panic!("no target {target:?}"))
+    }
+
+    /// Pinned throughput rows are compared set by set, smaller set first, from the rows
+    /// alone (so `replot` checks them too).
+    #[test]
+    fn scaling_targets_from_pinned_rows() {
+        let csv = "item,figure,unit,server,round,value\n\
+            throughput get 64x8 cpus=0,ops/s,ops/s,zkd,1,100000\n\
+            throughput get 64x8 cpus=0,ops/s,ops/s,zookeeper,1,50000\n\
+            \"throughput get 64x8 cpus=0,1\",ops/s,ops/s,zkd,1,90000\n\
+            throughput set 64x8 cpus=0-3,ops/s,ops/s,zkd,1,80000\n\
+            \"throughput set 64x8 cpus=0,1\",ops/s,ops/s,zkd,1,40000\n";
+        let c = from_csv(csv).unwrap();
+        let checks = targets(&c, &Settings::full());
+        let get = check(&checks, "zkd ops/s, get 64x8: server CPUs 0,1 / CPUs 0");
+        assert_eq!((get.measured, get.met), (Some(0.9), Some(false)));
+        let set = check(&checks, "zkd ops/s, set 64x8: server CPUs 0-3 / CPUs 0,1");
+        assert_eq!((set.measured, set.met), (Some(2.0), Some(true)));
+        assert!(!checks
+            .iter()
+            .any(|c| c.target.contains("mixed 64x8: server")));
     }
 
     /// The floor ratio comes from the floor measured next to both servers, and the

@@ -175,11 +175,11 @@ pub fn series(c: &Comparison, name: &str) -> BTreeMap<String, Vec<(f64, f64, f64
     m
 }
 
-/// Values of one figure for a named series without x (throughput bars).
+/// Values of one figure of the throughput items, per series (throughput bars).
 pub fn bars(c: &Comparison, name: &str) -> Vec<(String, f64, f64)> {
     c.rows
         .iter()
-        .filter(|r| r.name == name && r.x.is_none())
+        .filter(|r| r.name == name && r.x.is_none() && r.item.starts_with("throughput "))
         .map(|r| {
             (
                 r.series.clone().unwrap_or_else(|| r.item.clone()),
@@ -268,6 +268,9 @@ fn series_of(item: &str) -> (Option<String>, Option<f64>) {
             w.strip_prefix("W=").and_then(|v| v.parse().ok()),
         ),
         ["throughput", w, _] => (Some(w.to_string()), None),
+        ["throughput", w, _, cpus] if cpus.starts_with("cpus=") => {
+            (Some(format!("{w} {cpus}")), None)
+        }
         _ => (None, None),
     }
 }
@@ -313,5 +316,10 @@ mod tests {
         );
         assert_eq!(series_of("throughput get 64x8"), (Some("get".into()), None));
         assert_eq!(series_of("footprint"), (None, None));
+        assert_eq!(
+            series_of("throughput get 64x8 cpus=0,1"),
+            (Some("get cpus=0,1".into()), None)
+        );
+        assert_eq!(series_of("durable set 100B 16x8"), (None, None));
     }
 }

@@ -10,6 +10,8 @@
 pub mod admin_stall;
 pub mod compare;
 pub mod comparison;
+pub mod cpus;
+pub mod durable;
 pub mod ensemble_startup;
 mod epoll;
 pub mod fanout;
@@ -66,6 +68,11 @@ pub struct Settings {
     pub footprint: footprint::Params,
     /// Rounds of `compare` (each item runs once per round on each server).
     pub rounds: usize,
+    /// The CPU set the server of the throughput items is pinned to (names the items).
+    pub server_cpus: Option<cpus::CpuSet>,
+    /// The CPU sets `--server-cpus` asked for: the throughput items run once per set.
+    pub cpu_sets: Vec<cpus::CpuSet>,
+    pub durable: durable::Params,
 }
 
 impl Settings {
@@ -102,6 +109,9 @@ impl Settings {
                 timer: None,
             },
             rounds: 3,
+            server_cpus: None,
+            cpu_sets: Vec::new(),
+            durable: durable::Params::full(),
         }
     }
 
@@ -132,6 +142,7 @@ impl Settings {
                 timer: None,
             },
             rounds: 1,
+            durable: durable::Params::quick(),
             ..Settings::full()
         }
     }
@@ -379,8 +390,21 @@ struct At<'a> {
     progress: &'a Progress,
 }
 
+/// `throughput get 64x8`, or `throughput get 64x8 cpus=0,1` when the server is pinned.
 pub fn throughput_item(w: Workload, s: &Settings) -> String {
-    format!("throughput {} {}x{}", w.key(), s.tp_sessions, s.tp_inflight)
+    let base = format!("throughput {} {}x{}", w.key(), s.tp_sessions, s.tp_inflight);
+    match &s.server_cpus {
+        Some(cpus) => format!("{base} cpus={cpus}"),
+        None => base,
+    }
+}
+
+/// The plot series of a throughput item: the workload, with the server's CPU set if pinned.
+fn throughput_series(w: Workload, s: &Settings) -> String {
+    match &s.server_cpus {
+        Some(cpus) => format!("{} cpus={cpus}", w.key()),
+        None => w.key().to_string(),
+    }
 }
 
 /// One throughput run as figures.
@@ -394,6 +418,7 @@ async fn throughput_figures(w: Workload, at: At<'_>) -> BenchResult<Figures> {
         value_size: s.tp_value_size,
         warmup: s.tp_warmup,
         duration: s.tp_duration,
+        readers: 0,
     };
     let o = throughput::run(at.addr, at.pid, &p, at.progress).await?;
     let item = throughput_item(w, s);
@@ -415,7 +440,12 @@ async fn throughput_figures(w: Workload, at: At<'_>) -> BenchResult<Figures> {
         o.client_cores,
         Better::Neither,
     ));
-    Ok(Figures::series(&item, w.key(), None, &rows))
+    Ok(Figures::series(
+        &item,
+        &throughput_series(w, s),
+        None,
+        &rows,
+    ))
 }
 
 pub fn fanout_item(w: usize) -> String {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use zkd_bench::compare::{self, Group};
+use zkd_bench::cpus::CpuSet;
 use zkd_bench::herd::{Failure, Mode};
 use zkd_bench::progress::Progress;
 use zkd_bench::servers::{self, Endpoint, ServerProcess, ServerSpec};
@@ -75,6 +76,20 @@ enum Cmd {
         /// Load generator.
         #[arg(long, value_enum, default_value = "lean")]
         driver: zkd_bench::throughput::Driver,
+        #[command(flatten)]
+        cpus: ServerCpus,
+    },
+    /// Durable writes: setData of 100 B against zkd `--data-dir --fsync always`, ZooKeeper
+    /// `forceSync=yes` and zkd `--fsync batch`, data directories on the same disk, with
+    /// reads from other sessions timed during the writes.
+    Durable {
+        #[command(flatten)]
+        spawn: SpawnArgs,
+        #[command(flatten)]
+        durable: DurableArgs,
+        /// Rounds, each starting every server once [default: 1].
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
     },
     /// Notification fan-out: W watchers on one node, one write.
     Fanout {
@@ -218,7 +233,47 @@ enum Cmd {
         /// Runs of one measurement at most (see --max-bystander-cores).
         #[arg(long, default_value_t = 3)]
         attempts: usize,
+        #[command(flatten)]
+        cpus: ServerCpus,
+        #[command(flatten)]
+        durable: DurableArgs,
     },
+}
+
+/// `--server-cpus`: the CPU sets the server is pinned to.
+#[derive(Args, Debug)]
+struct ServerCpus {
+    /// Pin the server to this CPU set, in taskset's syntax (`0`, `0,1`, `0-3`), and run the
+    /// load generator on the other CPUs (on all when none are left). Repeat the flag, or
+    /// separate sets by `;`, to run the throughput items once per set (not with --addr).
+    #[arg(long = "server-cpus", value_name = "LIST")]
+    server_cpus: Vec<String>,
+}
+
+/// The durable-write runs' sizes and where their data directories go.
+#[derive(Args, Debug)]
+struct DurableArgs {
+    /// Connections x writes in flight per connection [default: 1x1,16x8,64x8; quick: 1x1,4x4].
+    #[arg(long = "durable-shapes", value_delimiter = ',', value_parser = zkd_bench::durable::parse_shape)]
+    durable_shapes: Vec<(usize, usize)>,
+    /// Reader sessions (one getData in flight each) during every write run [default: 4;
+    /// quick: 2].
+    #[arg(long = "durable-readers")]
+    durable_readers: Option<usize>,
+    /// Directory the servers' data directories go under (the disk measured) [default: the
+    /// system's temporary directory].
+    #[arg(long = "durable-dir")]
+    durable_dir: Option<PathBuf>,
+}
+
+impl DurableArgs {
+    fn apply(self, p: &mut zkd_bench::durable::Params) {
+        set_if_given(&mut p.shapes, self.durable_shapes);
+        p.readers = self.durable_readers.unwrap_or(p.readers);
+        if self.durable_dir.is_some() {
+            p.base = self.durable_dir;
+        }
+    }
 }
 
 /// Which server a single command measures.
@@ -339,6 +394,20 @@ impl TargetArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let cpu_flags = match &cli.cmd {
+        Cmd::Throughput { cpus, .. } | Cmd::Compare { cpus, .. } => cpus.server_cpus.as_slice(),
+        _ => &[],
+    };
+    if let Err(e) = zkd_bench::cpus::parse_flag_values(cpu_flags) {
+        eprintln!("zkd-bench: {e}");
+        return ExitCode::from(2);
+    }
+    if let Cmd::Throughput { target, cpus, .. } = &cli.cmd {
+        if target.addr.is_some() && !cpus.server_cpus.is_empty() {
+            eprintln!("zkd-bench: --server-cpus starts its own pinned server; it cannot be combined with --addr");
+            return ExitCode::from(2);
+        }
+    }
     let fd = proc::raise_nofile_limit();
     if let Cmd::FloorServer = cli.cmd {
         return match zkd_bench::floor::serve_for_parent() {
@@ -419,6 +488,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             warmup,
             duration,
             driver,
+            cpus,
         } => {
             s.tp_driver = driver;
             set_if_given(&mut s.tp_workloads, workload);
@@ -430,7 +500,57 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             if let Some(d) = duration {
                 s.tp_duration = Duration::from_secs_f64(d);
             }
-            figs.extend(run_items(&target, Item::throughput(&s), &s, &progress).await?);
+            let sets = zkd_bench::cpus::parse_flag_values(&cpus.server_cpus)?;
+            if sets.is_empty() {
+                figs.extend(run_items(&target, Item::throughput(&s), &s, &progress).await?);
+            } else {
+                let (f, n) = pinned_throughput(&target, &sets, &s, &progress).await?;
+                figs.extend(f);
+                notes.extend(n);
+            }
+        }
+        Cmd::Durable {
+            spawn,
+            durable,
+            rounds,
+        } => {
+            durable.apply(&mut s.durable);
+            let p = &s.durable;
+            let (zkd, zk) = (spawn.zkd(), spawn.zookeeper());
+            let base = p.base_dir();
+            let mut c = zkd_bench::comparison::Comparison {
+                rounds: rounds.max(1),
+                ..Default::default()
+            };
+            for round in 0..rounds.max(1) {
+                zkd_bench::durable::round(&zkd, &zk, p, round, &progress, &mut c).await;
+            }
+            println!(
+                "durable setData of {} B, medians over {} round(s); ratio = zkd / ZooKeeper\n\
+                 zkd:       {} (rows ending zkd-batch: --fsync batch)\n\
+                 ZooKeeper: {} with forceSync=yes\n\
+                 data directories under {} ({}); {} reader session(s) during each write run\n",
+                p.value_size,
+                c.rounds,
+                zkd.durable("always").describe(),
+                zk.describe(),
+                base.display(),
+                zkd_bench::durable::filesystem_of(&base),
+                p.readers,
+            );
+            print!(
+                "{}\n{}",
+                c.table().render(),
+                compare::targets_table(&zkd_bench::durable::targets(&c)).render()
+            );
+            if !c.errors.is_empty() {
+                return Err(format!(
+                    "{} run(s) failed:\n  {}",
+                    c.errors.len(),
+                    c.errors.join("\n  ")
+                ));
+            }
+            return Ok(());
         }
         Cmd::Fanout {
             target,
@@ -604,7 +724,14 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             budget_minutes,
             max_bystander_cores,
             attempts,
+            cpus,
+            durable,
         } => {
+            s.cpu_sets = zkd_bench::cpus::parse_flag_values(&cpus.server_cpus)?;
+            if !s.cpu_sets.is_empty() {
+                zkd_bench::cpus::taskset_available()?;
+            }
+            durable.apply(&mut s.durable);
             if let Some(r) = rounds {
                 s.rounds = r.max(1);
             }
@@ -617,6 +744,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
                     Group::Throughput,
                     Group::Fanout,
                     Group::Herd,
+                    Group::Durable,
                 ]
             } else {
                 only
@@ -701,6 +829,47 @@ async fn run_items(
         failed.len(),
         failed.join("\n  ")
     ))
+}
+
+/// The throughput items once per CPU set: a fresh server pinned to the set, this process
+/// (the load generator) moved to the other CPUs; afterwards back on every CPU.
+async fn pinned_throughput(
+    target: &TargetArgs,
+    sets: &[CpuSet],
+    s: &Settings,
+    progress: &Progress,
+) -> BenchResult<(Vec<Figure>, Vec<String>)> {
+    zkd_bench::cpus::taskset_available()?;
+    let (mut figs, mut notes) = (Vec::new(), Vec::new());
+    let spec = target.spec();
+    for set in sets {
+        let (load, text) = set.load_cpus();
+        zkd_bench::cpus::pin_self(&load)?;
+        notes.push(format!("server on CPUs {set}: {text}"));
+        progress.say(format!(
+            "starting {} on CPUs {set}; {text}",
+            spec.describe()
+        ));
+        let place = servers::Placement {
+            cpus: Some(set.clone()),
+            base: None,
+        };
+        let server = spec.start_with(&place, Duration::from_secs(60)).await?;
+        let pinned = Settings {
+            server_cpus: Some(set.clone()),
+            ..s.clone()
+        };
+        for item in Item::throughput(&pinned) {
+            let p = progress.sub(item.label(&pinned));
+            let f = item
+                .figures(server.addr(), Some(server.pid()), &pinned, &p)
+                .await
+                .map_err(|e| format!("{}: {e}", item.label(&pinned)))?;
+            figs.extend(f.figures);
+        }
+    }
+    zkd_bench::cpus::pin_self(&CpuSet::online())?;
+    Ok((figs, notes))
 }
 
 fn loadavg() -> String {

@@ -83,9 +83,10 @@ pub fn write_plots(c: &Comparison, dir: &Path) -> BenchResult<Vec<PathBuf>> {
         let title = c
             .rows
             .iter()
-            .find(|r| r.name == "ops/s")
+            .find(|r| r.name == "ops/s" && r.item.starts_with("throughput "))
             .map(|r| {
-                let shape = r.item.rsplit(' ').next().unwrap_or("");
+                // `throughput get 64x8` or `throughput get 64x8 cpus=0,1`.
+                let shape = r.item.split(' ').nth(2).unwrap_or("");
                 match shape.split_once('x') {
                     Some((c, w)) => format!("Throughput: {c} sessions x {w} requests in flight"),
                     None => "Throughput".to_string(),

@@ -114,6 +114,25 @@ impl ServerSpec {
         ServerSpec::ZooKeeper(Launcher::new().jvm_opts(opts).log_level("warn"))
     }
 
+    /// The same server keeping its state on disk in `data/` of its directory, acknowledging
+    /// a write only once it is synced: zkd with `--data-dir data --fsync POLICY`, ZooKeeper
+    /// with `forceSync=yes` (its default; `policy` applies to zkd only).
+    pub fn durable(&self, policy: &str) -> ServerSpec {
+        match self {
+            ServerSpec::Zkd { bin, args } => {
+                let mut args = args.clone();
+                args.extend(["--data-dir", "data", "--fsync", policy].map(String::from));
+                ServerSpec::Zkd {
+                    bin: bin.clone(),
+                    args,
+                }
+            }
+            ServerSpec::ZooKeeper(l) => {
+                ServerSpec::ZooKeeper(l.clone().cfg(&[("forceSync", "yes")]))
+            }
+        }
+    }
+
     pub fn kind(&self) -> Kind {
         match self {
             ServerSpec::Zkd { .. } => Kind::Zkd,
@@ -134,9 +153,19 @@ impl ServerSpec {
     /// Starts the server on a free loopback port and waits until a session handshake
     /// succeeds; the time from spawning to that handshake is the start-up time.
     pub async fn start(&self, timeout: Duration) -> Result<ServerProcess, String> {
+        self.start_with(&Placement::default(), timeout).await
+    }
+
+    /// [`ServerSpec::start`] pinned to a CPU set and/or with its directory (working
+    /// directory, logs, data directory) under a given base.
+    pub async fn start_with(
+        &self,
+        place: &Placement,
+        timeout: Duration,
+    ) -> Result<ServerProcess, String> {
         let mut last = String::new();
         for _ in 0..3 {
-            match self.try_start(timeout).await {
+            match self.try_start(place, timeout).await {
                 Ok(p) => return Ok(p),
                 Err((retry, e)) if retry => last = e,
                 Err((_, e)) => return Err(e),
@@ -148,11 +177,18 @@ impl ServerSpec {
         ))
     }
 
-    async fn try_start(&self, timeout: Duration) -> Result<ServerProcess, (bool, String)> {
+    async fn try_start(
+        &self,
+        place: &Placement,
+        timeout: Duration,
+    ) -> Result<ServerProcess, (bool, String)> {
         let fatal = |e: String| (false, e);
         let port = free_port().map_err(|e| fatal(format!("no free port: {e}")))?;
-        let dir =
-            temp_dir("zkd-bench").map_err(|e| fatal(format!("no temporary directory: {e}")))?;
+        let dir = match &place.base {
+            Some(base) => crate::util::fresh_dir(base, "server"),
+            None => temp_dir("zkd-bench"),
+        }
+        .map_err(|e| fatal(format!("no temporary directory: {e}")))?;
         let log_path = dir.join("server.log");
         let log = std::fs::File::create(&log_path).map_err(|e| fatal(e.to_string()))?;
         let log2 = log.try_clone().map_err(|e| fatal(e.to_string()))?;
@@ -170,6 +206,9 @@ impl ServerSpec {
                 }
             },
         };
+        if let Some(cpus) = &place.cpus {
+            cmd = crate::cpus::pinned(&cmd, cpus);
+        }
         cmd.current_dir(&dir)
             .stdin(Stdio::null())
             .stdout(log)
@@ -249,6 +288,15 @@ impl ServerSpec {
             }
         }
     }
+}
+
+/// Where a spawned server runs: on which CPUs (`None`: any) and under which directory
+/// (`None`: the system's temporary directory). Its data directory, if it has one, is
+/// `data/` inside its own directory there.
+#[derive(Debug, Clone, Default)]
+pub struct Placement {
+    pub cpus: Option<crate::cpus::CpuSet>,
+    pub base: Option<PathBuf>,
 }
 
 /// A server process started by the bench; dropping it kills the process and removes its

@@ -89,6 +89,20 @@ pub struct Params {
     pub value_size: usize,
     pub warmup: Duration,
     pub duration: Duration,
+    /// Extra sessions that each keep one getData of a data node in flight during the same
+    /// window, timed apart from the workload (reads issued while writes are under way).
+    pub readers: usize,
+}
+
+impl Params {
+    /// The workload for progress lines (`setData 1KiB`, or `set, 100 B values`).
+    fn what(&self) -> String {
+        if self.value_size == 1024 {
+            self.workload.label().to_string()
+        } else {
+            format!("{}, {} B values", self.workload.key(), self.value_size)
+        }
+    }
 }
 
 /// The figures of a run. An operation is one request and its reply.
@@ -110,6 +124,32 @@ pub struct Outcome {
     pub server_cores: Option<f64>,
     /// The same for this bench process (the load generator shares the machine).
     pub client_cores: f64,
+    /// The reader sessions' getData latencies (when `Params::readers` > 0).
+    pub readers: Option<Latencies>,
+}
+
+/// Latency percentiles of a set of operations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Latencies {
+    pub ops: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+}
+
+impl Latencies {
+    fn of(lat: &[u32]) -> Latencies {
+        let mut sorted: Vec<f64> = lat.iter().map(|&v| f64::from(v)).collect();
+        sorted.sort_by(f64::total_cmp);
+        Latencies {
+            ops: sorted.len() as u64,
+            p50_us: quantile_sorted(&sorted, 0.5),
+            p99_us: quantile_sorted(&sorted, 0.99),
+            p999_us: quantile_sorted(&sorted, 0.999),
+            max_us: sorted.last().copied().unwrap_or(0.0),
+        }
+    }
 }
 
 const IDLE: u8 = 0;
@@ -212,9 +252,28 @@ pub async fn run(
             }
         }
     }
+    let mut reader_tasks = Vec::new();
+    for i in 0..p.readers {
+        let stream = handshake(addr)
+            .await
+            .map_err(|e| format!("reader handshake: {e}"))?;
+        let slot = Slot {
+            node: nodes[i % nodes.len()].clone(),
+            parent: parent.clone(),
+            value: value.clone(),
+            workload: Workload::Get,
+        };
+        reader_tasks.push(tokio::spawn(lean_session(
+            stream,
+            slot,
+            1,
+            (p.sessions + i) as u64 + 1,
+            phase.clone(),
+        )));
+    }
     progress.say(format!(
         "{}: {} sessions x {} in flight, warm-up {:?}, measuring {:?}",
-        p.workload.label(),
+        p.what(),
         p.sessions,
         p.inflight,
         p.warmup,
@@ -238,12 +297,18 @@ pub async fn run(
     let me1 = proc::CpuSample::take(std::process::id()).ok();
 
     let mut lat: Vec<u32> = Vec::new();
+    let mut read_lat: Vec<u32> = Vec::new();
     let mut errors = 0;
     let mut first_error = None;
-    for t in tasks {
+    let all = tasks
+        .into_iter()
+        .map(|t| (false, t))
+        .chain(reader_tasks.into_iter().map(|t| (true, t)));
+    for (reader, t) in all {
         match tokio::time::timeout(limit, t).await {
             Ok(Ok(r)) => {
-                lat.extend_from_slice(&r.latencies_us);
+                let into = if reader { &mut read_lat } else { &mut lat };
+                into.extend_from_slice(&r.latencies_us);
                 errors += r.errors;
                 if first_error.is_none() {
                     first_error = r.first_error;
@@ -292,10 +357,11 @@ pub async fn run(
         server_cpu_us_per_op: server_cpu.map(|c| c * 1e6 / ops.max(1) as f64),
         server_cores: server_cpu.map(|c| c / secs),
         client_cores: me0.zip(me1).map_or(f64::NAN, |(a, b)| a.until(&b)) / secs,
+        readers: (p.readers > 0).then(|| Latencies::of(&read_lat)),
     };
     progress.say(format!(
         "{}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us, server CPU {} us/op",
-        p.workload.label(),
+        p.what(),
         out.ops_per_sec,
         out.p50_us,
         out.p99_us,
@@ -303,6 +369,12 @@ pub async fn run(
         out.server_cpu_us_per_op
             .map_or("n/a".to_string(), |c| format!("{c:.1}"))
     ));
+    if let Some(r) = &out.readers {
+        progress.say(format!(
+            "{} reader sessions meanwhile: {} getData, p50 {:.0} us, p99 {:.0} us",
+            p.readers, r.ops, r.p50_us, r.p99_us
+        ));
+    }
     Ok(out)
 }
 

@@ -55,6 +55,16 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// A fresh directory under `base`, named after `prefix` (as the test kit's temporary
+/// directories, but under a base of the caller's choosing: the disk being measured).
+pub fn fresh_dir(base: &std::path::Path, prefix: &str) -> std::io::Result<std::path::PathBuf> {
+    let name = unique(prefix);
+    let dir = base.join(name.trim_start_matches('/'));
+    std::fs::create_dir_all(base)?;
+    std::fs::create_dir(&dir)?;
+    Ok(dir)
+}
+
 /// A create request with the open ACL.
 pub fn create(path: &str, data: Option<Bytes>, flags: i32) -> Request {
     zkd_testkit::raw::create(path, data, flags)

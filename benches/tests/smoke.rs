@@ -186,3 +186,75 @@ async fn floor_runs_in_a_child_process() {
     assert!(names.contains(&"server CPU per write"), "{names:?}");
     assert!(figs.figures.iter().all(|f| f.item == "floor W=200"));
 }
+
+/// The durable item's write run with reader sessions beside it: both sides complete
+/// requests and the readers' latencies come back as their own figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_run_times_reads_during_the_writes() {
+    use zkd_bench::durable;
+    let target = zkd().await;
+    let p = durable::Params::quick();
+    let item = durable::item(p.value_size, (2, 2), false);
+    let figs = durable::measure(target.addr(), None, (2, 2), &item, &p, &Progress::silent())
+        .await
+        .unwrap_or_else(|e| panic!("durable: {e}"));
+    let value = |name: &str| {
+        figs.figures
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("no figure {name:?}"))
+            .value
+    };
+    assert!(value("ops/s") > 0.0);
+    assert!(value("getData ops/s during the writes") > 0.0);
+    assert!(value(durable::READ_P99) >= value("getData p50 during the writes"));
+    assert!(figs
+        .figures
+        .iter()
+        .all(|f| f.item == "durable set 100B 2x2"));
+}
+
+/// `--server-cpus` naming a CPU the host lacks is refused with a sentence and exit status 2
+/// before anything starts; a pinned command runs on exactly the CPUs it was given.
+#[test]
+fn server_cpus_are_checked_and_applied() {
+    use std::process::Command;
+    use zkd_bench::cpus::{self, CpuSet};
+    let out = Command::new(env!("CARGO_BIN_EXE_zkd-bench"))
+        .args([
+            "throughput",
+            "--quick",
+            "--server-cpus",
+            "0",
+            "--server-cpus",
+            "4096",
+        ])
+        .output()
+        .expect("run zkd-bench");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("this host has no CPU 4096"), "{err}");
+
+    let mut sleep = Command::new("sleep");
+    sleep.arg("30");
+    let mut child = cpus::pinned(&sleep, &CpuSet::parse("0").unwrap())
+        .spawn()
+        .expect("taskset (util-linux) runs");
+    let status = format!("/proc/{}/status", child.id());
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let allowed = loop {
+        let text = std::fs::read_to_string(&status).unwrap_or_default();
+        // Before taskset has exec'd sleep the process may still be taskset itself.
+        if text.contains("Name:\tsleep") {
+            break text
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|v| v.trim().to_string());
+        }
+        assert!(std::time::Instant::now() < deadline, "sleep never started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(allowed.as_deref(), Some("0"));
+}

@@ -81,6 +81,18 @@ def wait_until(pred, what, timeout=WAIT):
 def expect_event(event, event_type, path, what):
     expect_eq((event.type, event.path), (event_type, path), what)
 
+
+def expect_first_event(events, event_type, path, what):
+    """Waits until a watch appended to `events`, then checks the first event."""
+    wait_until(lambda: events, what)
+    expect_event(events[0], event_type, path, what)
+
+
+def expect_fired_once(events, what, settle=0.1):
+    """Checks, `settle` seconds on, that a one-shot watch delivered no second event."""
+    time.sleep(settle)
+    expect_eq(len(events), 1, what)
+
 @contextlib.contextmanager
 def started_clients(n):
     """`n` new started clients, stopped again at the end of the block."""
@@ -267,20 +279,12 @@ def raw_ephemeral(zk):
 def raw_exists_watch_fires_node_created(zk):
     p = BASE + "/later"
     events = []
-    got = threading.Event()
-
-    def watcher(event):
-        events.append(event)
-        got.set()
-
-    expect_eq(zk.exists(p, watch=watcher), None, "exists")
+    expect_eq(zk.exists(p, watch=events.append), None, "exists")
     zk.create(p, b"")
-    expect(got.wait(WAIT), "no watch event")
-    expect_event(events[0], EventType.CREATED, p, "event")
+    expect_first_event(events, EventType.CREATED, p, "NodeCreated")
     time.sleep(0.1)
     zk.set(p, b"again")  # one-shot: must not fire again
-    time.sleep(0.2)
-    expect_eq(len(events), 1, "number of events from a one-shot watch")
+    expect_fired_once(events, "number of events from a one-shot watch", settle=0.2)
 
 
 @check
@@ -291,15 +295,12 @@ def raw_child_and_data_watches(zk):
     zk.get_children(p, watch=child_events.append)
     zk.get(p, watch=data_events.append)
     zk.create(p + "/x", b"")
-    wait_until(lambda: child_events, "NodeChildrenChanged")
-    expect_event(child_events[0], EventType.CHILD, p, "child event")
+    expect_first_event(child_events, EventType.CHILD, p, "NodeChildrenChanged")
     expect_eq(data_events, [], "data watch must not fire on child create")
     zk.delete(p + "/x")
     zk.delete(p)
-    wait_until(lambda: data_events, "NodeDeleted")
-    expect_event(data_events[0], EventType.DELETED, p, "data watch on delete")
-    time.sleep(0.1)
-    expect_eq(len(child_events), 1, "child watch fired only once")
+    expect_first_event(data_events, EventType.DELETED, p, "NodeDeleted (data watch)")
+    expect_fired_once(child_events, "child watch fired only once")
 
 
 @check

@@ -40,46 +40,40 @@ pub enum Request {
     CloseSession,
 }
 
+/// A match on `$op` that reads each listed opcode's body as one Jute record, carried by the
+/// [`Request`] variant of the same name, followed by the other arms.
+macro_rules! read_request {
+    ($op:ident, $r:ident, [$($plain:ident,)*], { $($arms:tt)* }) => {
+        match $op {
+            $(OpCode::$plain => Request::$plain(Jute::read($r)?),)*
+            $($arms)*
+        }
+    };
+}
+
 impl Request {
     /// Decodes the body of a request with a known opcode. Opcodes that are not client
     /// requests (0 notification, -1 error, -10 createSession) give
     /// [`DecodeError::NotARequest`].
     pub fn read(op: OpCode, r: &mut Reader) -> Result<Request, DecodeError> {
         use OpCode as O;
-        Ok(match op {
+        Ok(read_request!(op, r, [
+            Delete, Exists, GetData, SetData, GetAcl, SetAcl, GetChildren, GetChildren2, Sync,
+            Check, Reconfig, CheckWatches, RemoveWatches, DeleteContainer, Auth, SetWatches,
+            SetWatches2, Sasl, GetEphemerals, GetAllChildrenNumber, AddWatch,
+        ], {
             O::Create | O::Create2 | O::CreateContainer | O::CreateTtl => {
                 Request::Create(Create::read(op, r)?)
             }
-            O::Delete => Request::Delete(Jute::read(r)?),
-            O::Exists => Request::Exists(Jute::read(r)?),
-            O::GetData => Request::GetData(Jute::read(r)?),
-            O::SetData => Request::SetData(Jute::read(r)?),
-            O::GetAcl => Request::GetAcl(Jute::read(r)?),
-            O::SetAcl => Request::SetAcl(Jute::read(r)?),
-            O::GetChildren => Request::GetChildren(Jute::read(r)?),
-            O::GetChildren2 => Request::GetChildren2(Jute::read(r)?),
-            O::Sync => Request::Sync(Jute::read(r)?),
             O::Ping => Request::Ping,
-            O::Check => Request::Check(Jute::read(r)?),
             O::Multi => Request::Multi(crate::multi::read_ops(r)?),
             O::MultiRead => Request::MultiRead(crate::multi::read_ops(r)?),
-            O::Reconfig => Request::Reconfig(Jute::read(r)?),
-            O::CheckWatches => Request::CheckWatches(Jute::read(r)?),
-            O::RemoveWatches => Request::RemoveWatches(Jute::read(r)?),
-            O::DeleteContainer => Request::DeleteContainer(Jute::read(r)?),
-            O::Auth => Request::Auth(Jute::read(r)?),
-            O::SetWatches => Request::SetWatches(Jute::read(r)?),
-            O::SetWatches2 => Request::SetWatches2(Jute::read(r)?),
-            O::Sasl => Request::Sasl(Jute::read(r)?),
-            O::GetEphemerals => Request::GetEphemerals(Jute::read(r)?),
-            O::GetAllChildrenNumber => Request::GetAllChildrenNumber(Jute::read(r)?),
-            O::AddWatch => Request::AddWatch(Jute::read(r)?),
             O::WhoAmI => Request::WhoAmI,
             O::CloseSession => Request::CloseSession,
             O::Notification | O::Error | O::CreateSession => {
                 return Err(DecodeError::NotARequest(op as i32))
             }
-        })
+        }))
     }
 
     /// The opcode this request is sent with.

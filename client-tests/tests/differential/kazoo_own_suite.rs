@@ -68,15 +68,26 @@ const CLUSTER_CONTROL: Selection = Selection {
 
 /// A first port of `len` free consecutive ports (kazoo's harness takes each member's client,
 /// secure, election, leader and admin ports from one offset, ten apart per member).
+///
+/// The block is taken below the kernel's ephemeral range: ports there are never handed to
+/// outgoing connections, so the many client sockets of tests running alongside in this binary
+/// cannot fill every block, as they can inside the range. The start is drawn at random so that
+/// two of these tests running at once take different blocks.
 fn free_port_block(len: u16) -> u16 {
-    for _ in 0..100 {
-        let base = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        if base > 60000 {
-            continue;
-        }
+    use std::hash::{BuildHasher, RandomState};
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral_low.saturating_sub(len));
+    assert!(
+        high > low,
+        "no room below the ephemeral ports ({ephemeral_low}) for {len} ports"
+    );
+    let random = RandomState::new();
+    for attempt in 0u32..200 {
+        let draw = random.hash_one((std::process::id(), attempt));
+        let base = low + (draw % u64::from(high - low)) as u16;
         let held: Vec<_> = (base..base + len)
             .map(|p| TcpListener::bind((Ipv4Addr::LOCALHOST, p)))
             .collect();
@@ -84,7 +95,7 @@ fn free_port_block(len: u16) -> u16 {
             return base;
         }
     }
-    panic!("no block of {len} free ports");
+    panic!("no block of {len} free ports below {ephemeral_low}");
 }
 
 /// What one pytest run of kazoo's tests gave.

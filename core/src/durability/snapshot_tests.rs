@@ -10,7 +10,7 @@ use zkd_protocol::disk::snapshot::read_snapshot;
 use zkd_protocol::disk::TxnEntry;
 use zkd_protocol::*;
 
-use crate::testing::harness::{open_test_session, test_data, tests_config, TEST_SESSIONS};
+use crate::testing::harness::{op_inputs, open_test_session, tests_config, TEST_SESSIONS};
 use crate::*;
 
 #[derive(Clone, Default)]
@@ -63,9 +63,7 @@ const PATHS: [&str; 6] = ["/a", "/a/b", "/a/c", "/b", "/a/b/d", "/c"];
 const SESSIONS: usize = TEST_SESSIONS;
 
 fn op() -> impl Strategy<Value = Op> {
-    let s = 0..SESSIONS;
-    let p = 0..PATHS.len();
-    let data = test_data();
+    let (s, p, data) = op_inputs(PATHS.len());
     prop_oneof![
         4 => (s.clone(), p.clone(), 0i32..6, any::<bool>(), data.clone()).prop_map(|(s, path, mode, acl, data)| Op::Create { s, path, mode, acl, data }),
         2 => (s.clone(), p.clone()).prop_map(|(s, path)| Op::Delete { s, path }),

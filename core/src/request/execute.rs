@@ -71,6 +71,16 @@ pub(crate) fn is_write(req: &Request) -> bool {
     )
 }
 
+/// The answer to checkWatches and removeWatches from what the watch table said: `None`, a
+/// watcher type it does not know; `Some(false)`, no such watcher.
+fn watcher_found(found: Option<bool>) -> Result<(), ErrorCode> {
+    match found {
+        None => Err(ErrorCode::MarshallingError),
+        Some(false) => Err(ErrorCode::NoWatcher),
+        Some(true) => Ok(()),
+    }
+}
+
 impl Core {
     /// Runs one decoded request. Returns (xid, zxid, reply frame), or `None` when the request
     /// already answered (or deliberately did not answer) by itself.
@@ -193,26 +203,18 @@ impl Core {
                 s.write(reply.body());
                 Ok(())
             }
-            Request::CheckWatches(w) => {
-                match self
-                    .watches
-                    .check(conn, &w.path, w.watcher_type, self.cfg.zookeeper_version)
-                {
-                    None => Err(ErrorCode::MarshallingError),
-                    Some(false) => Err(ErrorCode::NoWatcher),
-                    Some(true) => Ok(()),
-                }
-            }
-            Request::RemoveWatches(w) => {
-                match self
-                    .watches
-                    .remove(conn, &w.path, w.watcher_type, self.cfg.zookeeper_version)
-                {
-                    None => Err(ErrorCode::MarshallingError),
-                    Some(false) => Err(ErrorCode::NoWatcher),
-                    Some(true) => Ok(()),
-                }
-            }
+            Request::CheckWatches(w) => watcher_found(self.watches.check(
+                conn,
+                &w.path,
+                w.watcher_type,
+                self.cfg.zookeeper_version,
+            )),
+            Request::RemoveWatches(w) => watcher_found(self.watches.remove(
+                conn,
+                &w.path,
+                w.watcher_type,
+                self.cfg.zookeeper_version,
+            )),
             Request::SetWatches(w) => {
                 self.set_watches(conn, w.into(), out);
                 Ok(())

@@ -66,10 +66,19 @@ pub(crate) fn tests_config() -> CoreConfig {
 /// Sessions the core's property tests run with.
 pub(crate) const TEST_SESSIONS: usize = 3;
 
-/// Node data the core's property tests write: null or up to 3 bytes.
-pub(crate) fn test_data() -> impl proptest::strategy::Strategy<Value = Option<Vec<u8>>> + Clone {
+/// What the core's property tests draw an operation from: a session index (below
+/// [`TEST_SESSIONS`]), an index into their `paths` paths, and node data (null or up to 3
+/// bytes).
+pub(crate) fn op_inputs(
+    paths: usize,
+) -> (
+    std::ops::Range<usize>,
+    std::ops::Range<usize>,
+    impl proptest::strategy::Strategy<Value = Option<Vec<u8>>> + Clone,
+) {
     use proptest::prelude::any;
-    proptest::option::of(proptest::collection::vec(any::<u8>(), 0..4))
+    let data = proptest::option::of(proptest::collection::vec(any::<u8>(), 0..4));
+    (0..TEST_SESSIONS, 0..paths, data)
 }
 
 /// Opens a connection from loopback port `port` and hands it a handshake asking for

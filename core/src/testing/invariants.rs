@@ -83,18 +83,16 @@ impl Core {
                 NodeKind::Persistent => {}
             }
         }
-        if listed + 1 != self.tree.len() {
-            return Err(format!(
-                "{} nodes but {listed} listed as children",
-                self.tree.len()
-            ));
-        }
-        if data_bytes != self.tree.approximate_data_size() {
-            return Err(format!(
-                "tree size counter {} but nodes hold {data_bytes}",
-                self.tree.approximate_data_size()
-            ));
-        }
+        kept_as_counted(
+            "nodes (root and listed children)",
+            &self.tree.len(),
+            &(listed + 1),
+        )?;
+        kept_as_counted(
+            "tree size counter",
+            &self.tree.approximate_data_size(),
+            &data_bytes,
+        )?;
         Ok(())
     }
 
@@ -142,12 +140,7 @@ impl Core {
                 }
             }
         }
-        if per_ip != self.per_ip {
-            return Err(format!(
-                "per-IP connection counts {:?} but connections are {per_ip:?}",
-                self.per_ip
-            ));
-        }
+        kept_as_counted("per-IP connection counts", &self.per_ip, &per_ip)?;
         Ok(())
     }
 
@@ -159,6 +152,20 @@ impl Core {
             }
         }
         Ok(())
+    }
+}
+
+/// `Ok` when a running figure the state keeps equals the one just counted from the state;
+/// else names the figure (`what`) and gives both values.
+pub(crate) fn kept_as_counted<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    kept: &T,
+    counted: &T,
+) -> Result<(), String> {
+    if kept == counted {
+        Ok(())
+    } else {
+        Err(format!("{what}: kept {kept:?}, counted {counted:?}"))
     }
 }
 

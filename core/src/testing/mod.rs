@@ -6,7 +6,7 @@
 pub mod control_ops;
 pub mod fault;
 pub mod fixture_nodes;
-mod invariants;
+pub(crate) mod invariants;
 #[cfg(any(test, feature = "test-support"))]
 pub mod recording;
 

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use zkd_protocol::*;
 
-use crate::testing::harness::{open_test_session, test_data, tests_config, TEST_SESSIONS};
+use crate::testing::harness::{op_inputs, open_test_session, tests_config, TEST_SESSIONS};
 use crate::*;
 
 /// The reference model: path → node.
@@ -57,9 +57,7 @@ const PATHS: [&str; 6] = ["/a", "/a/b", "/a/c", "/b", "/a/b/d", "/a/"];
 const SESSIONS: usize = TEST_SESSIONS;
 
 fn op() -> impl Strategy<Value = Op> {
-    let s = 0..SESSIONS;
-    let p = 0..PATHS.len();
-    let data = test_data();
+    let (s, p, data) = op_inputs(PATHS.len());
     let version = proptest::option::of(-1i32..3);
     prop_oneof![
         3 => (s.clone(), p.clone(), 0i32..4, data.clone()).prop_map(|(s, path, mode, data)| Op::Create { s, path, mode, data }),

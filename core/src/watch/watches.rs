@@ -10,6 +10,7 @@ use crate::ZookeeperVersion;
 
 use crate::data::keyed::KeyedMap;
 use crate::data::path;
+use crate::testing::invariants::kept_as_counted;
 use crate::watch::herd_detector::FiredKinds;
 use crate::ConnId;
 
@@ -733,12 +734,11 @@ impl Watches {
                 return Err(format!("empty watch index kept for conn {conn}"));
             }
             let in_table = cw.paths.values().filter(|m| m.in_table()).count();
-            if in_table != cw.in_table {
-                return Err(format!(
-                    "conn {conn}: {} data-table paths counted, {in_table} held",
-                    cw.in_table
-                ));
-            }
+            kept_as_counted(
+                &format!("conn {conn}'s paths in the data table"),
+                &cw.in_table,
+                &in_table,
+            )?;
             counted.table_pairs += in_table;
             counted.table_conns += usize::from(in_table > 0);
             for (path, mask) in &cw.paths {
@@ -759,18 +759,8 @@ impl Watches {
                 }
             }
         }
-        if counted != self.counts {
-            return Err(format!(
-                "running watch counts {:?}, counted {counted:?}",
-                self.counts
-            ));
-        }
-        if recursive != self.recursive {
-            return Err(format!(
-                "recursive watch count {} but {recursive} registered",
-                self.recursive
-            ));
-        }
+        kept_as_counted("running watch counts", &self.counts, &counted)?;
+        kept_as_counted("recursive watches", &self.recursive, &recursive)?;
         Ok(())
     }
 }

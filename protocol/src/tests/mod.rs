@@ -96,42 +96,36 @@ fn multi_response() -> BoxedStrategy<MultiResponse> {
         .boxed()
 }
 
+/// A match on `$op` that generates each listed opcode's request from its record's strategy,
+/// carried by the [`Request`] variant of the same name, followed by the other arms.
+macro_rules! any_request {
+    ($op:ident, [$($plain:ident,)*], { $($arms:tt)* }) => {
+        match $op {
+            $(OpCode::$plain => gen().prop_map(Request::$plain).boxed(),)*
+            $($arms)*
+        }
+    };
+}
+
 /// Requests sent with `op`; `None` for opcodes that are not client requests. The match is
 /// exhaustive so that a new opcode cannot be left out of the tests.
 fn request_for(op: OpCode) -> Option<BoxedStrategy<Request>> {
     use OpCode as O;
-    Some(match op {
+    Some(any_request!(op, [
+        Delete, Exists, GetData, SetData, GetAcl, SetAcl, GetChildren, GetChildren2, Sync,
+        Check, Reconfig, CheckWatches, RemoveWatches, DeleteContainer, Auth, SetWatches,
+        SetWatches2, Sasl, GetEphemerals, GetAllChildrenNumber, AddWatch,
+    ], {
         O::Create | O::Create2 | O::CreateContainer | O::CreateTtl => {
             create(op).prop_map(Request::Create).boxed()
         }
-        O::Delete => gen().prop_map(Request::Delete).boxed(),
-        O::Exists => gen().prop_map(Request::Exists).boxed(),
-        O::GetData => gen().prop_map(Request::GetData).boxed(),
-        O::SetData => gen().prop_map(Request::SetData).boxed(),
-        O::GetAcl => gen().prop_map(Request::GetAcl).boxed(),
-        O::SetAcl => gen().prop_map(Request::SetAcl).boxed(),
-        O::GetChildren => gen().prop_map(Request::GetChildren).boxed(),
-        O::GetChildren2 => gen().prop_map(Request::GetChildren2).boxed(),
-        O::Sync => gen().prop_map(Request::Sync).boxed(),
         O::Ping => Just(Request::Ping).boxed(),
-        O::Check => gen().prop_map(Request::Check).boxed(),
         O::Multi => multi_ops().prop_map(Request::Multi).boxed(),
         O::MultiRead => multi_ops().prop_map(Request::MultiRead).boxed(),
-        O::Reconfig => gen().prop_map(Request::Reconfig).boxed(),
-        O::CheckWatches => gen().prop_map(Request::CheckWatches).boxed(),
-        O::RemoveWatches => gen().prop_map(Request::RemoveWatches).boxed(),
-        O::DeleteContainer => gen().prop_map(Request::DeleteContainer).boxed(),
-        O::Auth => gen().prop_map(Request::Auth).boxed(),
-        O::SetWatches => gen().prop_map(Request::SetWatches).boxed(),
-        O::SetWatches2 => gen().prop_map(Request::SetWatches2).boxed(),
-        O::Sasl => gen().prop_map(Request::Sasl).boxed(),
-        O::GetEphemerals => gen().prop_map(Request::GetEphemerals).boxed(),
-        O::GetAllChildrenNumber => gen().prop_map(Request::GetAllChildrenNumber).boxed(),
-        O::AddWatch => gen().prop_map(Request::AddWatch).boxed(),
         O::WhoAmI => Just(Request::WhoAmI).boxed(),
         O::CloseSession => Just(Request::CloseSession).boxed(),
         O::Notification | O::Error | O::CreateSession => return None,
-    })
+    }))
 }
 
 /// Successful reply bodies to requests sent with `op`; exhaustive like `request_for`.

@@ -554,7 +554,7 @@ fn sorted_ids_by_key<K: ToString>(m: BTreeMap<K, Vec<i64>>) -> Map<String, Value
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reports::{ConnWatches, SessionInfo};
+    use crate::reports::app_session;
 
     #[test]
     fn every_name_and_alias_resolves() {
@@ -563,23 +563,20 @@ mod tests {
                 assert_eq!(primary_name_in(n, ZookeeperVersion::V3_8), Some(names[0]));
             }
         }
-        assert_eq!(
-            primary_name_in("mntr", ZookeeperVersion::V3_9),
-            Some("monitor")
-        );
-        assert_eq!(
-            primary_name_in("wchp", ZookeeperVersion::V3_9),
-            Some("watches_by_path")
-        );
-        assert_eq!(primary_name_in("bogus", ZookeeperVersion::V3_9), None);
-        assert_eq!(
-            primary_name_in("snap", ZookeeperVersion::V3_9),
-            Some("snapshot")
-        );
-        assert_eq!(
-            primary_name_in("rest", ZookeeperVersion::V3_9),
-            Some("restore")
-        );
+        let v3_9 = [
+            ("mntr", Some("monitor")),
+            ("wchp", Some("watches_by_path")),
+            ("bogus", None),
+            ("snap", Some("snapshot")),
+            ("rest", Some("restore")),
+        ];
+        for (name, primary) in v3_9 {
+            assert_eq!(
+                primary_name_in(name, ZookeeperVersion::V3_9),
+                primary,
+                "{name}"
+            );
+        }
         assert_eq!(primary_name_in("snapshot", ZookeeperVersion::V3_8), None);
         assert_eq!(commands(ZookeeperVersion::V3_8).count(), 26);
         assert_eq!(commands(ZookeeperVersion::V3_9).count(), 28);
@@ -587,16 +584,10 @@ mod tests {
 
     #[test]
     fn shapes_of_the_session_reports() {
+        let (sessions, data_watches) = app_session(72057628197388288, 544_000, &["/app", "/nope"]);
         let view = FourLetterView {
-            sessions: vec![SessionInfo {
-                id: 72057628197388288,
-                expires_at_ms: 544_000,
-                ephemerals: vec!["/app/e".into()],
-            }],
-            data_watches: vec![ConnWatches {
-                session_id: 72057628197388288,
-                paths: vec!["/app".into(), "/nope".into()],
-            }],
+            sessions,
+            data_watches,
             ..FourLetterView::default()
         };
         let h = HostInfo::default();

@@ -76,7 +76,7 @@ impl AdminState {
 
 /// The complete admin router. Add a module's routes here with `.merge(module::routes())`.
 pub(crate) fn router(state: AdminState) -> Router {
-    Router::new()
+    let router = Router::new()
         .merge(control::routes())
         .merge(members::routes())
         .merge(member_lag::routes())
@@ -85,13 +85,8 @@ pub(crate) fn router(state: AdminState) -> Router {
         .merge(metrics::routes())
         .merge(herd::routes())
         .merge(zk_controller::routes())
-        .merge(web::routes())
-        .fallback(unknown_route)
-        .layer(axum::middleware::from_fn_with_state(
-            state.policy.clone(),
-            guard::check,
-        ))
-        .with_state(state)
+        .merge(web::routes());
+    guarded(router, state)
 }
 
 /// The read-only AdminServer router (`Config::admin_server_port`): ZooKeeper's `/commands`
@@ -109,8 +104,13 @@ pub(crate) fn commands_router(state: AdminState, bound: std::net::IpAddr) -> Rou
         policy,
         ..state
     };
-    Router::new()
-        .merge(commands::routes())
+    guarded(Router::new().merge(commands::routes()), state)
+}
+
+/// Finishes a router: unknown paths get the JSON 404, every request passes the host and
+/// origin guard first, and handlers see `state`.
+fn guarded(routes: Router<AdminState>, state: AdminState) -> Router {
+    routes
         .fallback(unknown_route)
         .layer(axum::middleware::from_fn_with_state(
             state.policy.clone(),

@@ -236,16 +236,9 @@ async fn open<S: Stream>(
     };
 
     // The first four bytes: a four-letter word, or the ConnectRequest's length.
-    match read_at_least(&mut stream, &mut buf, 4, deadline).await {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::debug!(conn = id, %remote, "client closed the connection before a handshake");
-            return Opened::Done(None);
-        }
-        Err(reason) => {
-            tracing::info!(conn = id, %remote, "closing connection: {reason}");
-            return Opened::Done(None);
-        }
+    let read = read_at_least(&mut stream, &mut buf, 4, deadline).await;
+    if !got_bytes(read, id, remote, None) {
+        return Opened::Done(None);
     }
     let b = buf.bytes();
     let first = [b[0], b[1], b[2], b[3]];
@@ -267,16 +260,9 @@ async fn open<S: Stream>(
             Ok(Some(payload)) => break payload,
             Ok(None) => {
                 let want = buf.len() + 1;
-                match read_at_least(&mut stream, &mut buf, want, deadline).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::info!(conn = id, %remote, "closing connection: EOF inside the connect request");
-                        return Opened::Done(None);
-                    }
-                    Err(reason) => {
-                        tracing::info!(conn = id, %remote, "closing connection: {reason}");
-                        return Opened::Done(None);
-                    }
+                let read = read_at_least(&mut stream, &mut buf, want, deadline).await;
+                if !got_bytes(read, id, remote, Some("the connect request")) {
+                    return Opened::Done(None);
                 }
             }
             Err(e) => {
@@ -318,6 +304,32 @@ async fn read_at_least(
         }
     }
     Ok(true)
+}
+
+/// Whether a [`read_at_least`] got its bytes. When not, logs why the connection closes: the
+/// read's error, or the client's EOF `inside` a frame (`None`: before any handshake byte,
+/// which is routine and logged at debug level).
+fn got_bytes(
+    read: Result<bool, String>,
+    id: ConnId,
+    remote: SocketAddr,
+    inside: Option<&str>,
+) -> bool {
+    match (read, inside) {
+        (Ok(true), _) => true,
+        (Ok(false), None) => {
+            tracing::debug!(conn = id, %remote, "client closed the connection before a handshake");
+            false
+        }
+        (Ok(false), Some(frame)) => {
+            tracing::info!(conn = id, %remote, "closing connection: EOF inside {frame}");
+            false
+        }
+        (Err(reason), _) => {
+            tracing::info!(conn = id, %remote, "closing connection: {reason}");
+            false
+        }
+    }
 }
 
 /// Writes a four-letter word's reply and shuts down the sending side. Returns the stream to

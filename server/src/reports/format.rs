@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
+use super::civil_date::civil_from_days;
 use super::report::{ConnectionInfo, FourLetterView, HostInfo};
 use crate::config::SESSIONLESS_CNXN_TIMEOUT_MS;
 use crate::engine::ensemble::MemberMode;
@@ -431,26 +432,12 @@ pub fn java_date(epoch_ms: i64) -> String {
     )
 }
 
-/// Days since 1970-01-01 to (year, month 1..=12, day 1..=31), proleptic Gregorian.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::{render, VERSION};
     use super::*;
     use crate::core::report::ConnSessionReport;
-    use crate::reports::report::{ConfInfo, ConnSession, ConnWatches, Latency, SessionInfo};
+    use crate::reports::report::{app_session, ConfInfo, ConnSession, ConnWatches, Latency};
     use zkd_protocol::FourLetterWord as W;
 
     fn addr(s: &str) -> SocketAddr {
@@ -460,6 +447,8 @@ mod tests {
     /// Two connections like the samples in docs/protocol.md: a client with a session and the
     /// connection asking.
     fn sample() -> FourLetterView {
+        let (sessions, data_watches) =
+            app_session(0x100000772360001, 1_795_329_560_000, &["/nope", "/app"]);
         FourLetterView {
             last_zxid: 6,
             znode_count: 7,
@@ -506,15 +495,8 @@ mod tests {
                     session: None,
                 },
             ],
-            sessions: vec![SessionInfo {
-                id: 0x100000772360001,
-                expires_at_ms: 1_795_329_560_000,
-                ephemerals: vec!["/app/e".to_string()],
-            }],
-            data_watches: vec![ConnWatches {
-                session_id: 0x100000772360001,
-                paths: vec!["/nope".to_string(), "/app".to_string()],
-            }],
+            sessions,
+            data_watches,
             watch_count: 3,
             approximate_data_size: 62,
             uptime_ms: 94_403,

@@ -3,6 +3,7 @@
 //! AdminServer's JSON and the metrics build on the same data), on the reports' [`worker`].
 //! See docs/protocol.md for the wire behaviour.
 
+mod civil_date;
 pub(crate) mod format;
 pub(crate) mod gate;
 pub(crate) mod host;

@@ -310,6 +310,26 @@ pub struct SessionInfo {
     pub ephemerals: Vec<String>,
 }
 
+/// For tests of the reports: one session that owns `/app/e` and whose connection holds data
+/// watches on `watched`, as a view's `sessions` and `data_watches`.
+#[cfg(test)]
+pub(crate) fn app_session(
+    id: i64,
+    expires_at_ms: i64,
+    watched: &[&str],
+) -> (Vec<SessionInfo>, Vec<ConnWatches>) {
+    let session = SessionInfo {
+        id,
+        expires_at_ms,
+        ephemerals: vec!["/app/e".into()],
+    };
+    let watches = ConnWatches {
+        session_id: id,
+        paths: watched.iter().map(|p| p.to_string()).collect(),
+    };
+    (vec![session], vec![watches])
+}
+
 /// The data/exist watches one connection holds: the core's report as it is.
 pub type ConnWatches = crate::core::report::SessionWatches;
 
