@@ -45,6 +45,12 @@ async fn word(addr: SocketAddr, w: &'static str) -> String {
         .unwrap_or_else(|e| panic!("{w} on {addr}: {e}"))
 }
 
+/// Each member's mode as `/zkd/members` reports it, in id order.
+fn modes(server: &Server) -> Vec<&'static str> {
+    let members = server.members().expect("members");
+    members.iter().map(|m| m.mode.as_str()).collect()
+}
+
 fn mode_line(srvr: &str) -> &str {
     srvr.lines()
         .find(|l| l.starts_with("Mode: "))
@@ -217,13 +223,7 @@ async fn sessions_move_between_members_and_survive_stopping_the_member_and_the_l
     assert_eq!(c.call(&create("/after", 0)).await.expect("write").err, 0);
 
     server.start_member(2).await.expect("start member 2");
-    let modes: Vec<&str> = server
-        .members()
-        .expect("members")
-        .iter()
-        .map(|m| m.mode.as_str())
-        .collect();
-    assert_eq!(modes, ["follower", "follower", "leader"]);
+    assert_eq!(modes(&server), ["follower", "follower", "leader"]);
     assert_eq!(mode_line(&word(a[1], "srvr").await), "Mode: follower");
     let c = move_to(&c, a[1], false).await;
     assert_eq!(c.call(&get_data("/after")).await.expect("get").err, 0);
@@ -382,13 +382,7 @@ async fn a_lagging_member_does_not_win_the_election() {
     let c = RawClient::connect(a[0], 30_000).await.expect("session");
     assert_eq!(c.call(&create("/ahead", 0)).await.expect("create").err, 0);
     server.stop_member(3).await.expect("stop the leader");
-    let modes: Vec<&str> = server
-        .members()
-        .expect("members")
-        .iter()
-        .map(|m| m.mode.as_str())
-        .collect();
-    assert_eq!(modes, ["leader", "follower", "stopped"]);
+    assert_eq!(modes(&server), ["leader", "follower", "stopped"]);
 }
 
 /// Each leader starts an epoch: zxids in replies, Stats, `srvr`, `/zkd/members` and the

@@ -78,6 +78,12 @@ impl Launcher {
     /// Starts an ensemble of `n` members in a fresh temporary directory and waits until every
     /// member serves (its `srvr` reports leader, follower or observer). A port taken between
     /// choosing and binding it is retried with fresh ports.
+    ///
+    /// Members start in two steps so that the first election has one outcome: first the
+    /// lowest `n / 2` members and member `n` (a bare quorum, which elects member `n`, the
+    /// highest id among equal zxids), then the rest, which join as followers. Started all at
+    /// once, the JVMs come up at different speeds and a quorum of the first ones up may elect
+    /// a lower id before member `n` is running; ZooKeeper's rule is the same either way.
     pub fn start_ensemble(&self, n: u64) -> Result<OracleEnsemble, String> {
         let mut last = String::new();
         for _ in 0..START_ATTEMPTS {
@@ -89,13 +95,27 @@ impl Launcher {
                 dir,
                 launcher: self.clone(),
             };
+            let mut later = Vec::new();
             for (member, cmd) in self.ensemble_commands(&ensemble.dir, n)? {
-                let child = spawn_logged(cmd, &member.dir)
-                    .map_err(|e| format!("{} ({e})", super::NOT_INSTALLED))?;
-                ensemble.children.push(child);
+                if member.id <= n / 2 || member.id == n {
+                    let child = spawn_logged(cmd, &member.dir)
+                        .map_err(|e| format!("{} ({e})", super::NOT_INSTALLED))?;
+                    ensemble.children.push(Some(child));
+                } else {
+                    later.push((ensemble.children.len(), cmd));
+                    ensemble.children.push(None);
+                }
                 ensemble.members.push(member);
             }
-            match ensemble.wait_serving() {
+            let started = ensemble.wait_serving().and_then(|()| {
+                for (i, cmd) in later {
+                    let child = spawn_logged(cmd, &ensemble.members[i].dir)
+                        .map_err(|e| (false, format!("{} ({e})", super::NOT_INSTALLED)))?;
+                    ensemble.children[i] = Some(child);
+                }
+                ensemble.wait_serving()
+            });
+            match started {
                 Ok(()) => return Ok(ensemble),
                 Err((collision, e)) if collision => last = e,
                 Err((_, e)) => return Err(e),
@@ -134,7 +154,8 @@ pub fn serving_mode(addr: SocketAddr) -> Option<String> {
 /// A running Apache ZooKeeper ensemble owned by this process.
 pub struct OracleEnsemble {
     members: Vec<EnsembleMember>,
-    children: Vec<Child>,
+    /// Each member's JVM, in id order; `None` while it is not started.
+    children: Vec<Option<Child>>,
     dir: PathBuf,
     /// The launcher that made it, to start stopped members again.
     launcher: Launcher,
@@ -157,15 +178,18 @@ impl OracleEnsemble {
 
     /// Process ids of the member JVMs, in id order.
     pub fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(Child::id).collect()
+        self.children.iter().flatten().map(Child::id).collect()
     }
 
     /// Kills member `id`'s JVM (as a crash or a stopped host would end it).
     pub fn stop_member(&mut self, id: u64) -> Result<(), String> {
-        let child = self
+        let Some(child) = self
             .children
             .get_mut(id.wrapping_sub(1) as usize)
-            .ok_or_else(|| format!("no member {id}"))?;
+            .ok_or_else(|| format!("no member {id}"))?
+        else {
+            return Ok(());
+        };
         let _ = child.kill();
         child
             .wait()
@@ -181,7 +205,7 @@ impl OracleEnsemble {
             .members
             .get(i)
             .ok_or_else(|| format!("no member {id}"))?;
-        if matches!(self.children[i].try_wait(), Ok(None)) {
+        if let Some(Ok(None)) = self.children[i].as_mut().map(Child::try_wait) {
             return Err(format!("member {id} is running"));
         }
         let cfg = fs::read_to_string(member.dir.join("zoo.cfg"))
@@ -191,16 +215,17 @@ impl OracleEnsemble {
             .command_with(&member.dir, &cfg, QUORUM_MAIN_CLASS)?;
         let child =
             spawn_logged(cmd, &member.dir).map_err(|e| format!("member {id} again: {e}"))?;
-        let old = std::mem::replace(&mut self.children[i], child);
-        drop(old);
+        self.children[i] = Some(child);
         Ok(())
     }
 
-    /// Waits until every member serves; `Err((true, _))` when a member could not bind.
+    /// Waits until every started member serves; `Err((true, _))` when a member could not
+    /// bind.
     fn wait_serving(&mut self) -> Result<(), (bool, String)> {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             for (child, member) in self.children.iter_mut().zip(&self.members) {
+                let Some(child) = child else { continue };
                 if let Ok(Some(status)) = child.try_wait() {
                     let log = read_logs(&member.dir);
                     let collision =
@@ -213,7 +238,11 @@ impl OracleEnsemble {
                     return Err((collision, msg));
                 }
             }
-            if self.members.iter().all(|m| serving_mode(m.addr).is_some()) {
+            let started = self.children.iter().zip(&self.members);
+            if started
+                .filter(|(child, _)| child.is_some())
+                .all(|(_, m)| serving_mode(m.addr).is_some())
+            {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -237,10 +266,10 @@ impl OracleEnsemble {
 
 impl Drop for OracleEnsemble {
     fn drop(&mut self) {
-        for child in &mut self.children {
+        for child in self.children.iter_mut().flatten() {
             let _ = child.kill();
         }
-        for child in &mut self.children {
+        for child in self.children.iter_mut().flatten() {
             let _ = child.wait();
         }
         let _ = fs::remove_dir_all(&self.dir);
