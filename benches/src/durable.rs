@@ -131,8 +131,8 @@ pub async fn measure(
     let o = throughput::run(addr, pid, &tp, progress).await?;
     let mut f = vec![
         ("ops/s", "ops/s", o.ops_per_sec, Better::Higher),
-        ("latency p50", "us", o.p50_us, Better::Lower),
-        ("latency p99", "us", o.p99_us, Better::Lower),
+        ("latency p50", "us", o.latency.p50_us, Better::Lower),
+        ("latency p99", "us", o.latency.p99_us, Better::Lower),
     ];
     if let Some(c) = o.server_cpu_us_per_op {
         f.push(("server CPU per op", "us", c, Better::Lower));

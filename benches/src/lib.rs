@@ -424,9 +424,9 @@ async fn throughput_figures(w: Workload, at: At<'_>) -> BenchResult<Figures> {
     let item = throughput_item(w, s);
     let mut rows = vec![
         ("ops/s", "ops/s", o.ops_per_sec, Better::Higher),
-        ("latency p50", "us", o.p50_us, Better::Lower),
-        ("latency p99", "us", o.p99_us, Better::Lower),
-        ("latency p99.9", "us", o.p999_us, Better::Lower),
+        ("latency p50", "us", o.latency.p50_us, Better::Lower),
+        ("latency p99", "us", o.latency.p99_us, Better::Lower),
+        ("latency p99.9", "us", o.latency.p999_us, Better::Lower),
     ];
     if let Some(c) = o.server_cpu_us_per_op {
         rows.push(("server CPU per op", "us", c, Better::Lower));

@@ -108,16 +108,10 @@ impl Params {
 /// The figures of a run. An operation is one request and its reply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
-    pub workload: Workload,
-    pub sessions: usize,
-    pub inflight: usize,
-    pub ops: u64,
     pub secs: f64,
     pub ops_per_sec: f64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-    pub max_us: f64,
+    /// Every operation's latency (`latency.ops` of them in `secs`).
+    pub latency: Latencies,
     /// Server CPU (user + system) per operation, µs; `None` without a pid.
     pub server_cpu_us_per_op: Option<f64>,
     /// Server CPU time / wall time during the window (1.0 = one core busy).
@@ -339,21 +333,13 @@ pub async fn run(
         ));
     }
 
-    let ops = lat.len() as u64;
-    let mut sorted: Vec<f64> = lat.iter().map(|&v| f64::from(v)).collect();
-    sorted.sort_by(f64::total_cmp);
+    let latency = Latencies::of(&lat);
+    let ops = latency.ops;
     let server_cpu = cpu0.zip(cpu1).map(|(a, b)| a.until(&b));
     let out = Outcome {
-        workload: p.workload,
-        sessions: p.sessions,
-        inflight: p.inflight,
-        ops,
         secs,
         ops_per_sec: ops as f64 / secs,
-        p50_us: quantile_sorted(&sorted, 0.5),
-        p99_us: quantile_sorted(&sorted, 0.99),
-        p999_us: quantile_sorted(&sorted, 0.999),
-        max_us: sorted.last().copied().unwrap_or(0.0),
+        latency,
         server_cpu_us_per_op: server_cpu.map(|c| c * 1e6 / ops.max(1) as f64),
         server_cores: server_cpu.map(|c| c / secs),
         client_cores: me0.zip(me1).map_or(f64::NAN, |(a, b)| a.until(&b)) / secs,
@@ -363,9 +349,9 @@ pub async fn run(
         "{}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us, server CPU {} us/op",
         p.what(),
         out.ops_per_sec,
-        out.p50_us,
-        out.p99_us,
-        out.p999_us,
+        out.latency.p50_us,
+        out.latency.p99_us,
+        out.latency.p999_us,
         out.server_cpu_us_per_op
             .map_or("n/a".to_string(), |c| format!("{c:.1}"))
     ));

@@ -412,13 +412,8 @@ async fn each_leader_starts_an_epoch_that_zxids_and_files_carry() {
     assert!(word(a[2], "srvr").await.contains("Zxid: 0x100000002\n"));
 
     server.stop_member(3).await.expect("stop the leader");
-    let list = admin::ok(
-        server.admin_addr().expect("admin"),
-        "GET",
-        "/zkd/members",
-        None,
-    )
-    .await;
+    let admin = server.admin_addr().expect("admin");
+    let list = admin::ok(admin, "GET", "/zkd/members", None).await;
     assert_eq!(
         (list["leader"].clone(), list["epoch"].clone()),
         (2.into(), 2.into())
@@ -501,13 +496,8 @@ async fn members_over_http_and_per_member_admin_commands() {
     })
     .await
     .expect("standalone");
-    let answer = admin::call(
-        single.admin_addr().expect("admin"),
-        "GET",
-        "/zkd/members",
-        None,
-    )
-    .await;
+    let admin = single.admin_addr().expect("admin");
+    let answer = admin::call(admin, "GET", "/zkd/members", None).await;
     assert_eq!(answer.status, 409, "{}", answer.body);
 }
 

@@ -33,15 +33,13 @@ async fn metrics(State(st): State<AdminState>) -> ApiResult<Response> {
     let (summary, herd) = st
         .shared
         .inspect(|core, _| (core.summary(now), core.herd_report(0)))?;
-    let host = crate::reports::host_info();
     let snap = Snapshot {
         summary,
         herd,
         read: st.shared.latencies.read.snapshot(),
         update: st.shared.latencies.update.snapshot(),
         requests: st.shared.latencies.requests(),
-        open_fds: host.open_fds,
-        max_fds: host.max_fds,
+        host: crate::reports::host_info(),
     };
     let text = encode(snap).map_err(|_| {
         ApiError::new(
@@ -61,8 +59,8 @@ pub struct Snapshot {
     pub update: LatencySnapshot,
     /// Arrival-to-reply latency of every request (`min/avg/max_latency`).
     pub requests: AvgMinMax,
-    pub open_fds: Option<u64>,
-    pub max_fds: Option<u64>,
+    /// The process's descriptors (`open_fds`, `max_fds`).
+    pub host: crate::reports::HostInfo,
 }
 
 /// The exposition text of one scrape.
@@ -163,7 +161,7 @@ impl Collector for Snapshot {
         gauge(e, "min_latency", &format!("Smallest {what}"), min)?;
         gauge_f64(e, "avg_latency", &format!("Average {what}"), avg)?;
         gauge(e, "max_latency", &format!("Largest {what}"), max)?;
-        if let Some(n) = self.open_fds {
+        if let Some(n) = self.host.open_fds {
             gauge(
                 e,
                 "open_file_descriptor_count",
@@ -171,7 +169,7 @@ impl Collector for Snapshot {
                 signed(n),
             )?;
         }
-        if let Some(n) = self.max_fds {
+        if let Some(n) = self.host.max_fds {
             gauge(
                 e,
                 "max_file_descriptor_count",
