@@ -125,7 +125,9 @@ pub struct Config {
 /// The members of a simulated ensemble (`--ensemble N`, or `server.N` lines of a zoo.cfg).
 /// Every member listens on its own client port on [`Config::bind`]; all of them serve the
 /// one state machine, so every change is still applied in one order. Member ids are
-/// ZooKeeper's server ids (`myid`, 1..=255). The member with the lowest id starts as leader.
+/// ZooKeeper's server ids (`myid`, 1..=255). Equally up to date at start, the voting member
+/// with the highest id is elected leader, as in ZooKeeper. Observers serve clients like the
+/// others but do not vote: the quorum is a majority of the voting members alone.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EnsembleConfig {
     /// The members, each id once.
@@ -143,6 +145,9 @@ pub struct MemberConfig {
     pub id: u64,
     /// Its client port; 0 picks a free one.
     pub port: u16,
+    /// An observer (`server.N=...:observer`): it serves clients and applies every change,
+    /// but takes no part in elections and does not count for the quorum.
+    pub observer: bool,
 }
 
 impl EnsembleConfig {
@@ -165,7 +170,11 @@ impl EnsembleConfig {
                         )
                     })
                 };
-                port.map(|port| MemberConfig { id, port })
+                port.map(|port| MemberConfig {
+                    id,
+                    port,
+                    observer: false,
+                })
             })
             .collect::<Result<_, _>>()?;
         Ok(EnsembleConfig {
@@ -174,10 +183,36 @@ impl EnsembleConfig {
         })
     }
 
+    /// Makes the last `k` members (by id) observers (`--observers K`); at least one member
+    /// must stay a voting one.
+    pub fn with_observers(mut self, k: u64) -> Result<EnsembleConfig, String> {
+        let n = self.members.len() as u64;
+        if k >= n {
+            return Err(format!(
+                "{k} observers in an ensemble of {n} members would leave no voting member; \
+                 at most {} can observe",
+                n.saturating_sub(1)
+            ));
+        }
+        self.members.sort_by_key(|m| m.id);
+        let voters = (n - k) as usize;
+        for (i, m) in self.members.iter_mut().enumerate() {
+            m.observer = i >= voters;
+        }
+        Ok(self)
+    }
+
     /// Checks the member list; the message says what is wrong.
     pub fn validate(&self) -> Result<(), String> {
         if self.members.is_empty() {
             return Err("an ensemble needs at least one member".into());
+        }
+        if self.members.iter().all(|m| m.observer) {
+            return Err(
+                "an ensemble of observers only has no one to observe: at least one member \
+                 must vote"
+                    .into(),
+            );
         }
         let mut ids = BTreeSet::new();
         let mut ports = BTreeSet::new();
@@ -727,5 +762,22 @@ mod tests {
             ..Config::default()
         };
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn the_last_members_observe_and_at_least_one_votes() {
+        let e = EnsembleConfig::numbered(5, 0)
+            .and_then(|e| e.with_observers(2))
+            .expect("three voters, two observers");
+        let observers: Vec<bool> = e.members.iter().map(|m| m.observer).collect();
+        assert_eq!(observers, [false, false, false, true, true]);
+        assert!(e.validate().is_ok());
+        let err = EnsembleConfig::numbered(2, 0)
+            .and_then(|e| e.with_observers(2))
+            .unwrap_err();
+        assert!(err.contains("would leave no voting member"), "{err}");
+        let mut all = EnsembleConfig::numbered(2, 0).expect("two");
+        all.members.iter_mut().for_each(|m| m.observer = true);
+        assert!(all.validate().unwrap_err().contains("at least one member"));
     }
 }

@@ -163,7 +163,7 @@ impl Server {
             ))
         });
         if let Some(e) = &config.ensemble {
-            net::member::start_all(&shared, members, e.read_only, &shutdown)?;
+            net::member::start_all(&shared, members, e, &shutdown)?;
         }
         #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
         let (mut secure_addr, mut secure_acceptor) = (None, None);

@@ -32,6 +32,7 @@ fn member_json(m: &MemberReport) -> Value {
         "client_address": m.client_addr.to_string(),
         "mode": m.mode.as_str(),
         "state": if m.running { "running" } else { "stopped" },
+        "type": if m.observer { "observer" } else { "participant" },
     })
 }
 

@@ -1,6 +1,6 @@
-//! The simulated ensemble's membership as plain data: which members run, which one leads,
-//! whether a quorum is up, each member's mode, and the membership text `/zookeeper/config`
-//! and `conf` show. No I/O: the engine keeps one [`Membership`] behind the core's
+//! The simulated ensemble's membership as plain data: which members run, which ones vote
+//! and which observe, which one leads, whether a quorum (a majority of the voting members)
+//! is up, each member's mode, and the membership text `/zookeeper/config` and `conf` show. No I/O: the engine keeps one [`Membership`] behind the core's
 //! lock and acts on the [`Transition`]s it reports (see docs/architecture.md, "Ensemble").
 
 use std::fmt::Write as _;
@@ -18,6 +18,9 @@ pub enum MemberMode {
     Leader,
     /// Running, following the leader of a quorum.
     Follower,
+    /// Running, a non-voting member observing the leader of a quorum: serves clients like a
+    /// follower, never votes and is never elected.
+    Observer,
     /// Running without quorum, read-only mode on: serves read-only clients.
     ReadOnly,
     /// Running without quorum, read-only mode off: looking for a leader, serving no client.
@@ -33,6 +36,7 @@ impl MemberMode {
         match self {
             MemberMode::Leader => "leader",
             MemberMode::Follower => "follower",
+            MemberMode::Observer => "observer",
             MemberMode::ReadOnly => "read-only",
             MemberMode::Looking => "looking",
             MemberMode::Stopped => "stopped",
@@ -42,7 +46,7 @@ impl MemberMode {
     /// How a member in this mode serves client connections.
     pub fn serving(self) -> Serving {
         match self {
-            MemberMode::Leader | MemberMode::Follower => Serving::ReadWrite,
+            MemberMode::Leader | MemberMode::Follower | MemberMode::Observer => Serving::ReadWrite,
             MemberMode::ReadOnly => Serving::ReadOnly,
             MemberMode::Looking | MemberMode::Stopped => Serving::NotServing,
         }
@@ -58,6 +62,8 @@ pub struct MemberReport {
     pub mode: MemberMode,
     /// Whether its listener is open.
     pub running: bool,
+    /// Whether it is an observer (a non-voting member).
+    pub observer: bool,
 }
 
 /// What a stop or start changed.
@@ -77,10 +83,21 @@ struct Member {
     id: MemberId,
     addr: SocketAddr,
     running: bool,
+    /// A non-voting member: never elected, not counted for the quorum.
+    observer: bool,
     /// The last zxid it had when it stopped, until it syncs with a leader again: a member
     /// that was away takes part in an election with what it had, not with what the others
     /// committed meanwhile.
     stale_zxid: Option<i64>,
+}
+
+/// One member as the membership is built from: its id, client address and whether it
+/// observes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemberSpec {
+    pub id: MemberId,
+    pub addr: SocketAddr,
+    pub observer: bool,
 }
 
 /// The members, who leads, and whether read-only mode is on.
@@ -92,15 +109,16 @@ pub struct Membership {
 }
 
 impl Membership {
-    /// Every member running, all equally up to date: the highest id leads, as in a fresh
-    /// ZooKeeper ensemble.
-    pub fn new(members: impl IntoIterator<Item = (MemberId, SocketAddr)>, read_only: bool) -> Self {
+    /// Every member running, all equally up to date: the voting member with the highest id
+    /// leads, as in a fresh ZooKeeper ensemble.
+    pub fn new(members: impl IntoIterator<Item = MemberSpec>, read_only: bool) -> Self {
         let mut members: Vec<Member> = members
             .into_iter()
-            .map(|(id, addr)| Member {
-                id,
-                addr,
+            .map(|m| Member {
+                id: m.id,
+                addr: m.addr,
                 running: true,
+                observer: m.observer,
                 stale_zxid: None,
             })
             .collect();
@@ -123,18 +141,28 @@ impl Membership {
         self.members.iter().any(|m| m.id == id)
     }
 
-    /// How many members there are (`zk_quorum_size`).
-    pub fn size(&self) -> usize {
-        self.members.len()
+    /// How many voting members there are (`zk_quorum_size`: observers do not count).
+    pub fn voters(&self) -> usize {
+        self.members.iter().filter(|m| !m.observer).count()
     }
 
     pub fn is_running(&self, id: MemberId) -> bool {
         self.members.iter().any(|m| m.id == id && m.running)
     }
 
-    /// Whether a majority of the members runs.
+    /// Whether `id` is an observer.
+    pub fn is_observer(&self, id: MemberId) -> bool {
+        self.members.iter().any(|m| m.id == id && m.observer)
+    }
+
+    /// Whether a majority of the voting members runs (observers count for nothing).
     pub fn has_quorum(&self) -> bool {
-        2 * self.members.iter().filter(|m| m.running).count() > self.members.len()
+        let running = self
+            .members
+            .iter()
+            .filter(|m| m.running && !m.observer)
+            .count();
+        2 * running > self.voters()
     }
 
     pub fn leader(&self) -> Option<MemberId> {
@@ -152,19 +180,34 @@ impl Membership {
             }
         } else if self.leader == Some(id) {
             MemberMode::Leader
+        } else if self.is_observer(id) {
+            MemberMode::Observer
         } else {
             MemberMode::Follower
         }
     }
 
-    /// Followers of the leader (`zk_learners`, `zk_synced_followers`): running members
-    /// other than the leader, when there is one.
+    /// Followers of the leader (`zk_synced_followers`): running voting members other than
+    /// the leader, when there is one.
     pub fn followers(&self) -> u64 {
         match self.leader {
             Some(l) => self
                 .members
                 .iter()
-                .filter(|m| m.running && m.id != l)
+                .filter(|m| m.running && !m.observer && m.id != l)
+                .count() as u64,
+            None => 0,
+        }
+    }
+
+    /// Observers of the leader (`zk_synced_observers`): running observers, when there is a
+    /// leader.
+    pub fn observers(&self) -> u64 {
+        match self.leader {
+            Some(_) => self
+                .members
+                .iter()
+                .filter(|m| m.running && m.observer)
                 .count() as u64,
             None => 0,
         }
@@ -178,6 +221,7 @@ impl Membership {
                 client_addr: m.addr,
                 mode: self.mode(m.id),
                 running: m.running,
+                observer: m.observer,
             })
             .collect()
     }
@@ -220,9 +264,9 @@ impl Membership {
     }
 
     /// Without quorum there is no leader; with quorum a running leader stays, otherwise the
-    /// running members elect one as ZooKeeper's fast leader election does: the newest last
-    /// zxid (its high half is the epoch) wins, ties going to the highest id. Every running
-    /// member then syncs with the leader.
+    /// running voting members elect one as ZooKeeper's fast leader election does: the newest
+    /// last zxid (its high half is the epoch) wins, ties going to the highest id; observers
+    /// neither vote nor stand. Every running member then syncs with the leader.
     fn elect(&mut self, zxid_of: &dyn Fn(MemberId) -> i64) {
         if !self.has_quorum() {
             self.leader = None;
@@ -232,7 +276,7 @@ impl Membership {
             self.leader = self
                 .members
                 .iter()
-                .filter(|m| m.running)
+                .filter(|m| m.running && !m.observer)
                 .max_by_key(|m| (m.stale_zxid.unwrap_or_else(|| zxid_of(m.id)), m.id))
                 .map(|m| m.id);
         }
@@ -242,8 +286,8 @@ impl Membership {
     }
 
     /// The membership as `/zookeeper/config` holds it: one
-    /// `server.ID=HOST:QUORUMPORT:ELECTIONPORT:participant;HOST:CLIENTPORT` line per member
-    /// and `version=0` (a static configuration), without a final newline. Members talk to
+    /// `server.ID=HOST:QUORUMPORT:ELECTIONPORT:TYPE;HOST:CLIENTPORT` line per member, TYPE
+    /// being `participant` or `observer`, and `version=0` (a static configuration), without a final newline. Members talk to
     /// no one, so their quorum and election ports are only names: those of the usual
     /// one-host layout (see [`quorum_ports`]), which ZooKeeper's parser accepts (it refuses
     /// equal quorum and election ports); nothing listens there.
@@ -252,9 +296,14 @@ impl Membership {
         for m in &self.members {
             let host = m.addr.ip();
             let (quorum, election) = quorum_ports(m.id);
+            let kind = if m.observer {
+                "observer"
+            } else {
+                "participant"
+            };
             let _ = writeln!(
                 s,
-                "server.{}={host}:{quorum}:{election}:participant;{host}:{}",
+                "server.{}={host}:{quorum}:{election}:{kind};{host}:{}",
                 m.id,
                 m.addr.port()
             );
@@ -274,11 +323,20 @@ pub fn quorum_ports(id: MemberId) -> (u64, u64) {
 mod tests {
     use super::*;
 
-    fn three(read_only: bool) -> Membership {
+    /// `voters` voting members, then `observers` observers, on ports 2181 and up.
+    fn members(voters: u64, observers: u64, read_only: bool) -> Membership {
         Membership::new(
-            (1..=3).map(|i| (i, SocketAddr::from(([127, 0, 0, 1], 2180 + i as u16)))),
+            (1..=voters + observers).map(|id| MemberSpec {
+                id,
+                addr: SocketAddr::from(([127, 0, 0, 1], 2180 + id as u16)),
+                observer: id > voters,
+            }),
             read_only,
         )
+    }
+
+    fn three(read_only: bool) -> Membership {
+        members(3, 0, read_only)
     }
 
     fn modes(m: &Membership) -> Vec<&'static str> {
@@ -355,11 +413,94 @@ mod tests {
 
     #[test]
     fn a_single_member_always_has_quorum() {
-        let mut m = Membership::new([(1, SocketAddr::from(([127, 0, 0, 1], 1)))], true);
+        let mut m = members(1, 0, true);
         assert_eq!(m.mode(1), MemberMode::Leader);
         m.set_running(1, false, SYNCED);
         assert_eq!(m.mode(1), MemberMode::Stopped);
         m.set_running(1, true, SYNCED);
         assert_eq!(m.mode(1), MemberMode::Leader);
+    }
+
+    #[test]
+    fn observers_never_lead_and_do_not_count_for_the_quorum() {
+        let mut m = members(3, 2, true);
+        assert_eq!(
+            modes(&m),
+            ["follower", "follower", "leader", "observer", "observer"]
+        );
+        assert_eq!((m.voters(), m.followers(), m.observers()), (3, 2, 2));
+        // Losing every observer loses nothing else.
+        for id in [4, 5] {
+            let t = m.set_running(id, false, SYNCED).expect("a change");
+            assert_eq!(t.drop_connections, [id], "only the observer's clients");
+            assert_eq!((t.leader_before, t.leader_after), (Some(3), Some(3)));
+            assert!(m.has_quorum());
+        }
+        assert_eq!(m.observers(), 0);
+        m.set_running(4, true, SYNCED);
+        m.set_running(5, true, SYNCED);
+        // The leader stops: the highest remaining voting member leads, not observer 5.
+        let t = m.set_running(3, false, SYNCED).expect("a change");
+        assert_eq!(t.drop_connections, [3], "observers keep their clients");
+        assert_eq!(t.leader_after, Some(2));
+        assert_eq!(
+            modes(&m),
+            ["follower", "leader", "stopped", "observer", "observer"]
+        );
+        // Three of five members still run, but only one of three voters: no quorum.
+        let t = m.set_running(2, false, SYNCED).expect("a change");
+        assert_eq!(t.leader_after, None);
+        assert_eq!(t.drop_connections, [1, 2, 4, 5]);
+        assert!(!m.has_quorum());
+        assert_eq!(
+            modes(&m),
+            ["read-only", "stopped", "stopped", "read-only", "read-only"]
+        );
+        assert_eq!((m.followers(), m.observers()), (0, 0));
+        let t = m.set_running(3, true, SYNCED).expect("a change");
+        assert_eq!(t.leader_after, Some(3));
+        assert_eq!(t.drop_connections, [1, 3, 4, 5], "back to read-write");
+        assert_eq!(
+            modes(&m),
+            ["follower", "stopped", "leader", "observer", "observer"]
+        );
+    }
+
+    #[test]
+    fn an_up_to_date_observer_does_not_stand_in_an_election() {
+        // The voters lag behind observer 4; when leader 3 stops, voter 2 still wins.
+        let mut m = members(3, 1, false);
+        let t = m
+            .set_running(3, false, &|id| if id == 4 { 9 } else { 5 })
+            .expect("a change");
+        assert_eq!(t.leader_after, Some(2));
+        assert_eq!(m.mode(4), MemberMode::Observer);
+        // One voting member is a quorum of one, whatever the observers do.
+        let mut m = members(1, 2, false);
+        assert_eq!(modes(&m), ["leader", "observer", "observer"]);
+        assert_eq!(m.voters(), 1);
+        m.set_running(2, false, SYNCED);
+        m.set_running(3, false, SYNCED);
+        assert_eq!(m.mode(1), MemberMode::Leader);
+        let t = m.set_running(3, true, SYNCED).expect("a change");
+        assert_eq!(t.drop_connections, [3]);
+        let t = m.set_running(1, false, SYNCED).expect("a change");
+        assert_eq!(t.drop_connections, [1, 3]);
+        assert_eq!(modes(&m), ["stopped", "stopped", "looking"]);
+    }
+
+    #[test]
+    fn config_text_marks_observers() {
+        let text = members(2, 1, true).config_text();
+        assert_eq!(
+            text,
+            "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\n\
+             server.2=127.0.0.1:2889:3889:participant;127.0.0.1:2182\n\
+             server.3=127.0.0.1:2890:3890:observer;127.0.0.1:2183\n\
+             version=0"
+        );
+        let report = members(2, 1, true).report();
+        let observers: Vec<bool> = report.iter().map(|r| r.observer).collect();
+        assert_eq!(observers, [false, false, true]);
     }
 }

@@ -32,8 +32,10 @@ impl NetView<'_> {
         m.contains(self.member).then(|| MemberFacts {
             id: self.member,
             mode: m.mode(self.member),
-            quorum_size: m.size() as u64,
+            observer: m.is_observer(self.member),
+            quorum_size: m.voters() as u64,
             followers: m.followers(),
+            observers: m.observers(),
             membership: m.config_text(),
             leader_id: m.leader(),
             leader_ip: m
@@ -65,10 +67,15 @@ pub struct MemberFacts {
     /// Its server id.
     pub id: u64,
     pub mode: MemberMode,
-    /// Members in the ensemble (`zk_quorum_size`).
+    /// Whether it is an observer (`peerType=1` in `conf`), whatever its mode.
+    pub observer: bool,
+    /// Voting members in the ensemble (`zk_quorum_size`).
     pub quorum_size: u64,
-    /// Followers of the leader (`zk_learners`, `zk_synced_followers`), shown by the leader.
+    /// Followers of the leader (`zk_synced_followers`), shown by the leader.
     pub followers: u64,
+    /// Observers of the leader (`zk_synced_observers`), shown by the leader; `zk_learners`
+    /// counts both.
+    pub observers: u64,
     /// The membership text of `/zookeeper/config`.
     pub membership: String,
     /// The leader's id and client host, while there is one.
@@ -77,8 +84,9 @@ pub struct MemberFacts {
 }
 
 impl MemberFacts {
-    /// The ids of the other voting members (`server.N=` lines of the membership but its own).
-    pub fn follower_ids(&self) -> Vec<u64> {
+    /// The ids of the other members, voting or observing (`server.N=` lines of the
+    /// membership but its own): the leader's learners.
+    pub fn learner_ids(&self) -> Vec<u64> {
         self.membership
             .lines()
             .filter_map(|l| l.strip_prefix("server.")?.split_once('=')?.0.parse().ok())

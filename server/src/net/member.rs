@@ -9,22 +9,28 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::{accept_loop, Transport};
-use crate::engine::ensemble::{MemberId, Membership};
+use crate::config::EnsembleConfig;
+use crate::engine::ensemble::{MemberId, MemberSpec, Membership};
 use crate::engine::listeners::Running;
 use crate::engine::Shared;
 
-/// Installs the membership and starts each member's accept loop on its bound listener.
+/// Installs the membership `config` describes and starts each member's accept loop on its
+/// bound listener.
 pub(crate) fn start_all(
     shared: &Arc<Shared>,
     listeners: Vec<(MemberId, TcpListener)>,
-    read_only: bool,
+    config: &EnsembleConfig,
     shutdown: &CancellationToken,
 ) -> std::io::Result<()> {
-    let mut addrs = Vec::with_capacity(listeners.len());
+    let mut specs = Vec::with_capacity(listeners.len());
     for (id, l) in &listeners {
-        addrs.push((*id, l.local_addr()?));
+        specs.push(MemberSpec {
+            id: *id,
+            addr: l.local_addr()?,
+            observer: config.members.iter().any(|m| m.id == *id && m.observer),
+        });
     }
-    let membership = Membership::new(addrs, read_only);
+    let membership = Membership::new(specs, config.read_only);
     let text = membership.config_text();
     let now = shared.now();
     shared

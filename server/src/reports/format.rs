@@ -219,9 +219,12 @@ pub fn conf(view: &FourLetterView) -> String {
         Some(m) => {
             let _ = writeln!(s, "serverId={}", m.id);
             let (quorum, election) = crate::engine::ensemble::quorum_ports(m.id);
+            // ZooKeeper's learner type by number: 0 a participant, 1 an observer.
+            let peer_type = u8::from(m.observer);
             let _ = write!(
                 s,
-                "electionAlg=3\nelectionPort={election}\nquorumPort={quorum}\npeerType=0\n"
+                "electionAlg=3\nelectionPort={election}\nquorumPort={quorum}\n\
+                 peerType={peer_type}\n"
             );
             s.push_str("membership: \n");
             s.push_str(&m.membership);
@@ -323,7 +326,8 @@ fn server_stats(s: &mut String, view: &FourLetterView) {
     }
 }
 
-/// `standalone`, or an ensemble member's mode (`leader`, `follower`, `read-only`).
+/// `standalone`, or an ensemble member's mode (`leader`, `follower`, `observer`,
+/// `read-only`).
 pub fn server_state(view: &FourLetterView) -> &'static str {
     view.member
         .as_ref()
@@ -522,8 +526,10 @@ mod tests {
             member: Some(crate::engine::MemberFacts {
                 id: 2,
                 mode,
+                observer: mode == MemberMode::Observer,
                 quorum_size: 3,
                 followers: 2,
+                observers: 0,
                 membership: "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nversion=0"
                     .into(),
                 leader_id: Some(2),
@@ -572,6 +578,14 @@ mod tests {
             ("ro".into(), "rw".into(), "rw".into())
         );
         assert!(conf(&follower).ends_with("serverId=2\nelectionAlg=3\nelectionPort=3889\nquorumPort=2889\npeerType=0\nmembership: \nserver.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nversion=0\n"));
+        let observer = as_member(MemberMode::Observer);
+        assert!(srvr(&observer).contains("Mode: observer\nNode count: 8\n"));
+        let o = mntr(&observer, &HostInfo::default());
+        assert!(o.contains("zk_server_state\tobserver\n"), "{o}");
+        assert!(o.ends_with(
+            "zk_quorum_size\t3\nzk_peer_state\tobserving - broadcast\nzk_observer_master_id\t2\n"
+        ));
+        assert!(conf(&observer).contains("\nquorumPort=2889\npeerType=1\nmembership: \n"));
         let looking = as_member(MemberMode::Looking);
         let h = HostInfo::default();
         use zkd_protocol::FourLetterWord as W;

@@ -228,26 +228,28 @@ pub fn monitor(view: &FourLetterView, host: &HostInfo) -> Vec<(String, Metric)> 
     out
 }
 
-/// The gauges ZooKeeper registers for an ensemble member: the quorum size and peer state, on
-/// the leader its learners, proposal sizes and per-learner queue summaries.
+/// The gauges ZooKeeper registers for an ensemble member: the quorum size (voting members)
+/// and peer state, on the leader its learners (followers and observers), proposal sizes and
+/// per-learner queue summaries, on an observer the member it observes through.
 fn member(out: &mut Vec<(String, Metric)>, view: &FourLetterView, m: &crate::engine::MemberFacts) {
     out.push(("quorum_size".into(), int(m.quorum_size)));
     match m.mode {
         MemberMode::Leader => {
             out.extend([
                 ("peer_state".into(), Metric::Text("leading - broadcast")),
-                ("learners".into(), int(m.followers)),
+                ("learners".into(), int(m.followers + m.observers)),
                 ("synced_followers".into(), int(m.followers)),
                 ("synced_non_voting_followers".into(), Metric::Int(0)),
-                ("synced_observers".into(), Metric::Int(0)),
+                ("synced_observers".into(), int(m.observers)),
                 ("pending_syncs".into(), Metric::Int(0)),
                 ("leader_uptime".into(), Metric::Int(view.uptime_ms)),
                 ("last_proposal_size".into(), Metric::Int(-1)),
                 ("min_proposal_size".into(), Metric::Int(-1)),
                 ("max_proposal_size".into(), Metric::Int(-1)),
             ]);
-            // Each follower's learner handler queue: no queue here, so empty summaries.
-            for id in m.follower_ids() {
+            // Each learner handler queue (followers and observers): no queue here, so empty
+            // summaries.
+            for id in m.learner_ids() {
                 let size = format!("{id}_learner_handler_qp_size");
                 let time = format!("{id}_learner_handler_qp_time_ms");
                 summary(out, &size, &Series::default());
@@ -259,6 +261,13 @@ fn member(out: &mut Vec<(String, Metric)>, view: &FourLetterView, m: &crate::eng
         }
         MemberMode::Follower => {
             out.push(("peer_state".into(), Metric::Text("following - broadcast")));
+        }
+        MemberMode::Observer => {
+            out.push(("peer_state".into(), Metric::Text("observing - broadcast")));
+            // The member it observes through: the leader (no observer master here).
+            if let Some(l) = m.leader_id {
+                out.push(("observer_master_id".into(), int(l)));
+            }
         }
         _ => {}
     }
