@@ -215,8 +215,9 @@ pub struct ServeArgs {
     max_total_input_bytes: u64,
 
     /// Run a simulated ensemble of N members in this one process, all serving one state:
-    /// member i listens on --port + i - 1 (each on a free port with --port 0); member 1
-    /// starts as leader. One `zkd listening on` line is printed per member, in order.
+    /// member i listens on --port + i - 1 (each on a free port with --port 0); the voting
+    /// member with the highest id starts as leader. One `zkd listening on` line is printed
+    /// per member, in order.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=255))]
     ensemble: Option<u64>,
 
@@ -224,6 +225,12 @@ pub struct ServeArgs {
     /// serving clients that asked for read-only mode.
     #[arg(long, requires = "ensemble")]
     no_read_only: bool,
+
+    /// With --ensemble: the last K members are observers, which serve clients but do not
+    /// vote, are never elected and do not count for the quorum (at least one member votes).
+    #[arg(long, value_name = "K", requires = "ensemble",
+          value_parser = clap::value_parser!(u64).range(1..=254))]
+    observers: Option<u64>,
 
     /// The Apache ZooKeeper release line to behave as where 3.8 and 3.9 differ: the reported
     /// version, the notification zxid, the watch types removeWatches/checkWatches take and the
@@ -290,6 +297,11 @@ impl ServeArgs {
         let ensemble = match self.ensemble {
             Some(n) => {
                 let mut e = EnsembleConfig::numbered(n, self.port)?;
+                if let Some(k) = self.observers {
+                    e = e
+                        .with_observers(k)
+                        .map_err(|m| format!("--observers: {m}"))?;
+                }
                 e.read_only = !self.no_read_only;
                 Some(e)
             }

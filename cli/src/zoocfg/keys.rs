@@ -76,7 +76,6 @@ const INAPPLICABLE: &[(&[&str], &str)] = &[
             "connectToLearnerMasterLimit",
             "electionAlg",
             "quorumListenOnAllIPs",
-            "peerType",
             "syncEnabled",
             "sslQuorum",
             "sslQuorumReloadCertFiles",
@@ -280,6 +279,22 @@ fn interpret_one(s: &mut Settings, e: &Entry) -> Result<(), ConfigError> {
                  here from the dynamic file",
             ))
         }
+        // One member's own claim; ZooKeeper checks its value, then goes by the member's
+        // server line where the two disagree (with a warning).
+        "peerType" => match v.to_ascii_lowercase().as_str() {
+            "observer" | "participant" => s.notes.push(Note::info(format!(
+                "{}: key peerType ({v}): the server.N lines decide which members observe \
+                 (`:observer`), as in ZooKeeper, which goes by a member's server line when \
+                 its peerType disagrees",
+                e.origin
+            ))),
+            _ => {
+                return Err(ConfigError::at(
+                    e,
+                    format!("{v:?} is not a peer type: expected observer or participant"),
+                ))
+            }
+        },
         "myid" => s.notes.push(Note::info(format!(
             "{}: key myid ({v}): every member runs in this one zkd process, so the id \
              selects nothing",
@@ -490,6 +505,24 @@ mod tests {
             s.notes[0].text
         );
         assert!(s.notes[5].text.contains("key metricsProvider.httpPort"));
+    }
+
+    #[test]
+    fn peer_type_is_checked_and_left_to_the_server_lines() {
+        let s = settings("peerType=Observer\n");
+        assert_eq!(s.notes.len(), 1);
+        assert!(
+            s.notes[0]
+                .text
+                .contains("key peerType (Observer): the server.N lines decide"),
+            "{}",
+            s.notes[0].text
+        );
+        let e = error("peerType=voter\n");
+        assert!(
+            e.contains("key peerType: \"voter\" is not a peer type"),
+            "{e}"
+        );
     }
 
     #[test]

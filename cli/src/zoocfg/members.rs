@@ -1,6 +1,7 @@
 //! Several `server.N` lines (or one with `standaloneEnabled=false`) as the members of zkd's
-//! simulated ensemble: ids from the lines, client ports from each line's `;port` or
-//! `clientPort`, read-only mode from `readonlymode.enabled` (off, ZooKeeper's default).
+//! simulated ensemble: ids from the lines, observers from their `:observer` type, client
+//! ports from each line's `;port` or `clientPort`, read-only mode from `readonlymode.enabled`
+//! (off, ZooKeeper's default).
 
 use std::collections::BTreeSet;
 
@@ -29,11 +30,25 @@ pub fn ensemble(
         if !(1..=255).contains(&l.id) {
             return Err(err(l, "zkd's ensemble members have ids 1 to 255".into()));
         }
-        if l.role == Role::Observer {
+    }
+    // ZooKeeper's own checks: observers need participants, and a quorum of them unless a
+    // lone participant is told not to run standalone.
+    let participants = lines.iter().filter(|l| l.role == Role::Participant).count();
+    let standalone = s.standalone_enabled.as_ref().is_none_or(|b| b.value);
+    if let Some(o) = lines.iter().find(|l| l.role == Role::Observer) {
+        if participants == 0 {
             return Err(err(
-                l,
-                "an observer is not simulated: every member of zkd's ensemble votes; make it a \
+                o,
+                "observers without participants: at least one server.N line must be a \
                  participant"
+                    .into(),
+            ));
+        }
+        if participants == 1 && standalone {
+            return Err(err(
+                o,
+                "observers without a quorum: a single participant runs standalone unless \
+                 standaloneEnabled=false"
                     .into(),
             ));
         }
@@ -101,19 +116,29 @@ pub fn ensemble(
     let members = lines
         .iter()
         .zip(ports)
-        .map(|(l, port)| MemberConfig { id: l.id, port })
+        .map(|(l, port)| MemberConfig {
+            id: l.id,
+            port,
+            observer: l.role == Role::Observer,
+        })
         .collect();
     Ok(EnsembleConfig { members, read_only })
 }
 
-/// `server.1 on 2181, server.2 on 2182, ...` (0: a free port).
+/// `server.1 on 2181, server.2 on 2182, server.3 (observer) on 2183, ...` (0: a free port).
 fn listing(lines: &[&ServerLine], ports: &[u16]) -> String {
     lines
         .iter()
         .zip(ports)
-        .map(|(l, p)| match p {
-            0 => format!("server.{} on a free port", l.id),
-            p => format!("server.{} on {p}", l.id),
+        .map(|(l, p)| {
+            let kind = match l.role {
+                Role::Observer => " (observer)",
+                Role::Participant => "",
+            };
+            match p {
+                0 => format!("server.{}{kind} on a free port", l.id),
+                p => format!("server.{}{kind} on {p}", l.id),
+            }
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -154,6 +179,29 @@ mod tests {
     }
 
     #[test]
+    fn observer_lines_make_observers() {
+        let (e, notes) = run(
+            "server.1=a:1:2;2181\nserver.2=b:1:2;2182\nserver.3=c:1:2;2183\n\
+             server.4=d:1:2:observer;2184\n",
+            None,
+        )
+        .unwrap();
+        let observers: Vec<bool> = e.members.iter().map(|m| m.observer).collect();
+        assert_eq!(observers, [false, false, false, true]);
+        assert!(
+            notes[0].text.contains("server.4 (observer) on 2184"),
+            "{notes:?}"
+        );
+        // A lone participant with an observer is an ensemble once standalone is off.
+        let (e, _) = run(
+            "standaloneEnabled=false\nserver.1=a:1:2;2181\nserver.2=b:1:2:observer;2182\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(e.members.iter().filter(|m| m.observer).count(), 1);
+    }
+
+    #[test]
     fn a_shared_client_port_is_spread_over_the_ports_after_it() {
         let text = "clientPort=2181\nserver.1=zoo1:2888:3888\nserver.2=zoo2:2888:3888\n\
                     server.3=zoo3:2888:3888\n";
@@ -176,8 +224,13 @@ mod tests {
     fn members_that_cannot_be_simulated_are_errors_naming_the_line() {
         for (text, says) in [
             (
-                "server.1=a:1:2;2181\nserver.2=b:1:2:observer;2181\n",
-                "zoo.cfg line 2: key server.2: an observer is not simulated",
+                "server.1=a:1:2;2181\nserver.2=b:1:2:observer;2182\n",
+                "zoo.cfg line 2: key server.2: observers without a quorum",
+            ),
+            (
+                "server.1=a:1:2:observer;2181\nserver.2=b:1:2:observer;2182\n\
+                 standaloneEnabled=false\n",
+                "key server.1: observers without participants",
             ),
             (
                 "server.1=a:1:2;2181\nserver.300=b:1:2;2182\n",
