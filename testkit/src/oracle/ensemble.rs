@@ -1,6 +1,7 @@
 //! An Apache ZooKeeper ensemble from the one launcher: N JVMs running `QuorumPeerMain`, each
 //! with the launcher's `zoo.cfg` settings plus `server.N` lines on free loopback ports and its
-//! own `data/myid`. Dropping an [`OracleEnsemble`] kills every member and removes the
+//! own `data/myid`; the last members may be observers (`server.N=...:observer`, and
+//! `peerType=observer` in their own file). Dropping an [`OracleEnsemble`] kills every member and removes the
 //! directory.
 
 use std::fs;
@@ -23,10 +24,12 @@ pub struct EnsembleMember {
     pub addr: SocketAddr,
     /// Its directory (`zoo.cfg`, `data/`, logs).
     pub dir: PathBuf,
+    /// Whether it is an observer (a non-voting member).
+    pub observer: bool,
 }
 
 impl Launcher {
-    /// Prepares an ensemble of `n` members under `dir` (one `member-<id>/` each, with
+    /// Prepares an ensemble of `n` voting members under `dir` (one `member-<id>/` each, with
     /// `zoo.cfg` and `data/myid`) on free loopback ports, and returns every member with the
     /// command that runs it (stdio left to the caller).
     pub fn ensemble_commands(
@@ -34,6 +37,19 @@ impl Launcher {
         dir: &Path,
         n: u64,
     ) -> Result<Vec<(EnsembleMember, Command)>, String> {
+        self.ensemble_commands_with_observers(dir, n, 0)
+    }
+
+    /// As [`Launcher::ensemble_commands`], with `observers` observers after the `voters`
+    /// voting members: ids `voters + 1 ..= voters + observers`, marked `:observer` on their
+    /// `server.N` line in every member's file and `peerType=observer` in their own.
+    pub fn ensemble_commands_with_observers(
+        &self,
+        dir: &Path,
+        voters: u64,
+        observers: u64,
+    ) -> Result<Vec<(EnsembleMember, Command)>, String> {
+        let n = voters + observers;
         // Hold every listener until all ports are chosen, so no port is picked twice.
         let listeners = (0..3 * n)
             .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
@@ -46,8 +62,12 @@ impl Launcher {
             .map_err(|e| format!("cannot read a port: {e}"))?;
         drop(listeners);
         let port = |id: u64, k: u64| ports[((id - 1) * 3 + k) as usize];
+        let kind = |id: u64| if id > voters { ":observer" } else { "" };
         let servers: String = (1..=n)
-            .map(|id| format!("server.{id}=127.0.0.1:{}:{}\n", port(id, 1), port(id, 2)))
+            .map(|id| {
+                let (q, e) = (port(id, 1), port(id, 2));
+                format!("server.{id}=127.0.0.1:{q}:{e}{}\n", kind(id))
+            })
             .collect();
         let limits: String = [("initLimit", "10"), ("syncLimit", "5")]
             .iter()
@@ -58,8 +78,13 @@ impl Launcher {
             .map(|id| {
                 let member_dir = dir.join(format!("member-{id}"));
                 let client_port = port(id, 0);
+                let peer_type = if id > voters {
+                    "peerType=observer\n"
+                } else {
+                    ""
+                };
                 let cfg = format!(
-                    "{}{limits}{servers}",
+                    "{}{limits}{peer_type}{servers}",
                     self.zoo_cfg(client_port, &member_dir.join("data"))
                 );
                 let cmd = self.command_with(&member_dir, &cfg, QUORUM_MAIN_CLASS)?;
@@ -69,6 +94,7 @@ impl Launcher {
                     id,
                     addr: SocketAddr::from((Ipv4Addr::LOCALHOST, client_port)),
                     dir: member_dir,
+                    observer: id > voters,
                 };
                 Ok((member, cmd))
             })
@@ -85,6 +111,18 @@ impl Launcher {
     /// once, the JVMs come up at different speeds and a quorum of the first ones up may elect
     /// a lower id before member `n` is running; ZooKeeper's rule is the same either way.
     pub fn start_ensemble(&self, n: u64) -> Result<OracleEnsemble, String> {
+        self.start_ensemble_with_observers(n, 0)
+    }
+
+    /// Starts an ensemble of `voters` voting members and `observers` observers (ids after
+    /// the voters', see [`Launcher::ensemble_commands_with_observers`]) and waits until every
+    /// member serves. The bare quorum of voters starts first, as in
+    /// [`Launcher::start_ensemble`]; the observers start with the remaining voters.
+    pub fn start_ensemble_with_observers(
+        &self,
+        voters: u64,
+        observers: u64,
+    ) -> Result<OracleEnsemble, String> {
         let mut last = String::new();
         for _ in 0..START_ATTEMPTS {
             let dir = temp_dir("zkd-oracle-ensemble")
@@ -96,8 +134,9 @@ impl Launcher {
                 launcher: self.clone(),
             };
             let mut later = Vec::new();
-            for (member, cmd) in self.ensemble_commands(&ensemble.dir, n)? {
-                if member.id <= n / 2 || member.id == n {
+            let plan = self.ensemble_commands_with_observers(&ensemble.dir, voters, observers)?;
+            for (member, cmd) in plan {
+                if member.id <= voters / 2 || member.id == voters {
                     let child = spawn_logged(cmd, &member.dir)
                         .map_err(|e| format!("{} ({e})", super::NOT_INSTALLED))?;
                     ensemble.children.push(Some(child));
@@ -313,6 +352,28 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(lines(&cfgs[0]), lines(&cfgs[2]));
+        fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn observers_are_marked_on_every_members_server_line_and_in_their_own_file() {
+        let dir = temp_dir("zkd-ensemble-observers").expect("temp dir");
+        let plan = Launcher::new()
+            .ensemble_commands_with_observers(&dir, 3, 1)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let observers: Vec<bool> = plan.iter().map(|(m, _)| m.observer).collect();
+        assert_eq!(observers, [false, false, false, true]);
+        for (member, _) in &plan {
+            let cfg = fs::read_to_string(member.dir.join("zoo.cfg")).expect("zoo.cfg");
+            let marked: Vec<&str> = cfg.lines().filter(|l| l.ends_with(":observer")).collect();
+            assert_eq!(marked.len(), 1, "{cfg}");
+            assert!(marked[0].starts_with("server.4=127.0.0.1:"), "{cfg}");
+            assert_eq!(
+                cfg.contains("peerType=observer\n"),
+                member.observer,
+                "{cfg}"
+            );
+        }
         fs::remove_dir_all(&dir).expect("cleanup");
     }
 }
