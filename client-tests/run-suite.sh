@@ -9,6 +9,8 @@
 #          cli     zkCli.sh, ZooKeeper's shell      (client-tests/cli/)
 #          java-ensemble    Curator against an ensemble  (client-tests/java/EnsembleSuite.java)
 #          python-ensemble  kazoo against an ensemble    (client-tests/python/kazoo_ensemble.py)
+#          python-observer  kazoo against an ensemble with an observer
+#                                                        (client-tests/python/kazoo_observer.py)
 #
 #   The ensemble suites take the whole connection string (HOST:PORT,HOST:PORT,...) and stop and
 #   start members through zkd's admin listener, given as ZKD_CONTROL_URL (http://HOST:PORT).
@@ -27,7 +29,7 @@
 set -u
 
 usage() {
-    echo "usage: $0 {java|python|c|cli|java-ensemble|python-ensemble} HOST:PORT[,HOST:PORT...]" >&2
+    echo "usage: $0 {java|python|c|cli|java-ensemble|python-ensemble|python-observer} HOST:PORT[,HOST:PORT...]" >&2
     exit 2
 }
 
@@ -107,6 +109,13 @@ python-ensemble)
     "$PY" -c 'import kazoo' >/dev/null 2>&1 || missing "the kazoo Python package (pip install kazoo)"
     need_control_url
     run "$PY" "$HERE/python/kazoo_ensemble.py" "$ADDR" "$ZKD_CONTROL_URL"
+    ;;
+python-observer)
+    PY=${PYTHON:-python3}
+    need_cmd "$PY" "Python 3"
+    "$PY" -c 'import kazoo' >/dev/null 2>&1 || missing "the kazoo Python package (pip install kazoo)"
+    need_control_url
+    run "$PY" "$HERE/python/kazoo_observer.py" "$ADDR" "$ZKD_CONTROL_URL"
     ;;
 c)
     if [ -z "${CLI_MT:-}" ]; then

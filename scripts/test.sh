@@ -31,6 +31,6 @@ for release in 3.9 3.8; do
   ZKD_ZOOKEEPER_VERSION=$release ZKD_TEST_TARGET=zookeeper cargo test -p zkd-client-tests \
     --test external_suites "$@" -- --skip ensemble
 done
-# The ensemble client suites (Curator failover and LeaderLatch, kazoo failover and read-only
-# mode) against three Apache ZooKeeper 3.9.3 servers whose JVMs are killed and restarted.
+# The ensemble client suites (Curator failover and LeaderLatch, kazoo failover, read-only mode
+# and an observer) against Apache ZooKeeper 3.9.3 servers whose JVMs are killed and restarted.
 ZKD_TEST_TARGET=zookeeper cargo test -p zkd-client-tests --test external_suites "$@" ensemble

@@ -376,7 +376,7 @@ fn malformed_files_are_refused_naming_file_line_and_key() {
         ),
         (
             "clientPort=0\nserver.1=zoo1:2888:3888\nserver.2=zoo2:2888:3888:observer\n",
-            "line 3: key server.2: an observer is not simulated",
+            "line 3: key server.2: observers without a quorum",
         ),
         (
             "tickTime=2000\n",
@@ -708,6 +708,30 @@ fn a_three_server_zoo_cfg_runs_a_simulated_ensemble() {
         "{stderr}"
     );
     assert!(stderr.contains("read-only mode on"), "{stderr}");
+}
+
+#[test]
+fn an_observer_line_runs_an_observer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = write(
+        dir.path(),
+        "zoo.cfg",
+        "tickTime=2000\nclientPort=0\nadmin.enableServer=false\n4lw.commands.whitelist=srvr\n\
+         peerType=participant\nserver.1=localhost:2888:3888\nserver.2=localhost:2889:3889\n\
+         server.3=localhost:2890:3890\nserver.4=localhost:2891:3891:observer\n",
+    );
+    let zkd = start(&["--config", &cfg], &[]);
+    assert_eq!(zkd.members.len(), 4, "{:?}", zkd.stdout);
+    assert_eq!(
+        modes(&zkd.members),
+        ["follower", "follower", "leader", "observer"]
+    );
+    let stderr = zkd.stderr_so_far();
+    assert!(
+        stderr.contains("server.4 (observer) on a free port"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("key peerType (participant)"), "{stderr}");
 }
 
 #[test]

@@ -150,13 +150,14 @@ async fn check_suite(name: &'static str, addr: &str, envs: Vec<(&'static str, St
     );
 }
 
-/// Runs an ensemble suite against a three-member ensemble, whose members it stops and starts
-/// through `POST /zkd/members/{id}/stop|start`: zkd's (its admin listener), or with
-/// `ZKD_TEST_TARGET=zookeeper` three Apache ZooKeeper JVMs with read-only mode and local
-/// sessions on (a small endpoint here kills and restarts them).
-async fn run_ensemble_suite(name: &'static str) {
+/// Runs an ensemble suite against an ensemble of three voting members and `observers`
+/// observers after them, whose members it stops and starts through
+/// `POST /zkd/members/{id}/stop|start`: zkd's (its admin listener), or with
+/// `ZKD_TEST_TARGET=zookeeper` Apache ZooKeeper JVMs with read-only mode and local sessions
+/// on (a small endpoint here kills and restarts them).
+async fn run_ensemble_suite(name: &'static str, observers: u64) {
     if std::env::var("ZKD_TEST_TARGET").as_deref() == Ok("zookeeper") {
-        let ensemble = tokio::task::spawn_blocking(|| {
+        let ensemble = tokio::task::spawn_blocking(move || {
             // Read-only mode, and local sessions: without them a 3.8 read-only member serves
             // no client at all (docs/protocol.md, "Ensemble members and read-only mode").
             zkd_testkit::oracle::Launcher::new()
@@ -165,7 +166,7 @@ async fn run_ensemble_suite(name: &'static str) {
                     ("localSessionsEnabled", "true"),
                     ("localSessionsUpgradingEnabled", "true"),
                 ])
-                .start_ensemble(3)
+                .start_ensemble_with_observers(3, observers)
         })
         .await
         .expect("launcher thread")
@@ -176,8 +177,11 @@ async fn run_ensemble_suite(name: &'static str) {
         check_suite(name, &hosts, vec![("ZKD_CONTROL_URL", control.url())]).await;
         return;
     }
+    let members = zkd_server::EnsembleConfig::numbered(3 + observers, 0)
+        .and_then(|e| e.with_observers(observers))
+        .expect("the members");
     let (server, admin) = zkd_testkit::target::zkd_with_admin(zkd_server::Config {
-        ensemble: Some(zkd_server::EnsembleConfig::numbered(3, 0).expect("three members")),
+        ensemble: Some(members),
         ..zkd_server::Config::default()
     })
     .await;
@@ -208,10 +212,16 @@ async fn zkcli_suite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn curator_ensemble_failover_suite() {
-    run_ensemble_suite("java-ensemble").await;
+    run_ensemble_suite("java-ensemble", 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kazoo_ensemble_failover_and_read_only_suite() {
-    run_ensemble_suite("python-ensemble").await;
+    run_ensemble_suite("python-ensemble", 0).await;
+}
+
+/// An observer serves a kazoo client, moves its session, and counts for nothing in the quorum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kazoo_ensemble_observer_suite() {
+    run_ensemble_suite("python-observer", 1).await;
 }

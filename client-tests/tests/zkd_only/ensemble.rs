@@ -1,7 +1,8 @@
 //! The simulated ensemble through the wire protocol: members with their own listeners and
 //! modes, sessions moving between members, stopping members and the leader, elections by
 //! newest zxid then highest id, epochs in zxids and file names, session time that stands still
-//! without quorum, quorum loss with and without read-only mode, and the membership in
+//! without quorum, quorum loss with and without read-only mode, observers (serving clients,
+//! never voting or leading, not counting for the quorum), and the membership in
 //! `/zookeeper/config`.
 
 use std::io::{BufRead, BufReader};
@@ -12,7 +13,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zkd_protocol::{Acl, ConnectRequest, Create, ErrorCode, OpCode, PathWatchRequest, Request};
+use zkd_protocol::{
+    Acl, ConnectRequest, Create, ErrorCode, OpCode, PathWatchRequest, Request, SetDataRequest,
+};
 use zkd_server::{Config, EnsembleConfig, Server};
 use zkd_testkit::raw::RawClient;
 
@@ -21,7 +24,14 @@ use crate::admin;
 const WAIT: Duration = Duration::from_secs(10);
 
 async fn ensemble(read_only: bool) -> Server {
-    let mut e = EnsembleConfig::numbered(3, 0).expect("three members");
+    with_observers(3, 0, read_only).await
+}
+
+/// `voters` voting members, then `observers` observers, with the admin listener.
+async fn with_observers(voters: u64, observers: u64, read_only: bool) -> Server {
+    let mut e = EnsembleConfig::numbered(voters + observers, 0)
+        .and_then(|e| e.with_observers(observers))
+        .expect("an ensemble");
     e.read_only = read_only;
     Server::start(Config {
         port: 0,
@@ -72,6 +82,21 @@ fn get_data(path: &str) -> Request {
     Request::GetData(PathWatchRequest {
         path: path.to_string(),
         watch: false,
+    })
+}
+
+fn watch_data(path: &str) -> Request {
+    Request::GetData(PathWatchRequest {
+        path: path.to_string(),
+        watch: true,
+    })
+}
+
+fn set_data(path: &str, data: &'static [u8]) -> Request {
+    Request::SetData(SetDataRequest {
+        path: path.to_string(),
+        data: Some(Bytes::from_static(data)),
+        version: -1,
     })
 }
 
@@ -385,6 +410,180 @@ async fn a_lagging_member_does_not_win_the_election() {
     assert_eq!(modes(&server), ["leader", "follower", "stopped"]);
 }
 
+/// Three voting members and two observers: the observers report their mode everywhere
+/// (`srvr`, `mntr`, `conf`, `/zookeeper/config`, `/zkd/members`), serve a session with
+/// writes, reads and watches, let sessions move to and from them, and count for nothing:
+/// stopping both keeps the quorum and the leader, a leader's stop elects a voting member, and
+/// two stopped voters lose the quorum although three of the five members run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observers_serve_clients_but_never_vote_or_lead() {
+    let server = with_observers(3, 2, true).await;
+    let a = addrs(&server);
+    assert_eq!(
+        modes(&server),
+        ["follower", "follower", "leader", "observer", "observer"]
+    );
+    assert_eq!(mode_line(&word(a[3], "srvr").await), "Mode: observer");
+    assert_eq!(word(a[3], "isro").await, "rw");
+    let mntr = word(a[3], "mntr").await;
+    for line in [
+        "zk_server_state\tobserver\n",
+        "zk_peer_state\tobserving - broadcast\n",
+        "zk_observer_master_id\t3\n",
+        "zk_quorum_size\t3\n",
+    ] {
+        assert!(mntr.contains(line), "{line:?} missing:\n{mntr}");
+    }
+    let leader = word(a[2], "mntr").await;
+    for line in [
+        "zk_learners\t4\n",
+        "zk_synced_followers\t2\n",
+        "zk_synced_observers\t2\n",
+        "zk_quorum_size\t3\n",
+    ] {
+        assert!(leader.contains(line), "{line:?} missing:\n{leader}");
+    }
+    assert!(word(a[4], "conf").await.contains("\npeerType=1\n"));
+    assert!(word(a[0], "conf").await.contains("\npeerType=0\n"));
+    let admin = server.admin_addr().expect("admin");
+    let list = admin::ok(admin, "GET", "/zkd/members", None).await;
+    assert_eq!(list["members"][3]["mode"], "observer");
+    assert_eq!(list["members"][3]["type"], "observer");
+    assert_eq!(list["members"][0]["type"], "participant");
+
+    // A session on observer 4: its writes apply, reads see the others' and a watch fires.
+    let on_observer = RawClient::connect(a[3], 30_000).await.expect("session");
+    assert_eq!(on_observer.session_id >> 56, 4, "created by member 4");
+    let config = on_observer
+        .call(&get_data("/zookeeper/config"))
+        .await
+        .expect("config");
+    let config = String::from_utf8_lossy(config.body.as_ref()).into_owned();
+    let line = format!(
+        "server.4=127.0.0.1:2891:3891:observer;127.0.0.1:{}\n",
+        a[3].port()
+    );
+    assert!(config.contains(&line), "{config}");
+    assert!(config.contains(":participant;"), "{config}");
+    let mut events = on_observer.events().expect("event stream");
+    assert_eq!(
+        on_observer
+            .call(&create("/o", 0))
+            .await
+            .expect("create")
+            .err,
+        0
+    );
+    assert_eq!(
+        on_observer
+            .call(&create("/o-eph", 1))
+            .await
+            .expect("create")
+            .err,
+        0
+    );
+    let on_voter = RawClient::connect(a[0], 30_000).await.expect("session");
+    assert_eq!(on_voter.call(&get_data("/o")).await.expect("get").err, 0);
+    assert_eq!(
+        on_observer
+            .call(&watch_data("/o"))
+            .await
+            .expect("watch")
+            .err,
+        0
+    );
+    assert_eq!(
+        on_voter.call(&set_data("/o", b"w")).await.expect("set").err,
+        0
+    );
+    let e = tokio::time::timeout(WAIT, events.recv())
+        .await
+        .expect("notification in time")
+        .expect("notification");
+    assert_eq!(
+        (e.path.as_str(), e.event_type),
+        ("/o", 3),
+        "NodeDataChanged"
+    );
+
+    // Sessions move from an observer to a voter and back.
+    let moved = move_to(&on_observer, a[1], false).await;
+    let back = move_to(&moved, a[4], false).await;
+    assert_eq!(back.call(&get_data("/o-eph")).await.expect("get").err, 0);
+
+    // Both observers stop: their clients drop, nothing else changes.
+    server.stop_member(4).await.expect("stop observer 4");
+    server.stop_member(5).await.expect("stop observer 5");
+    dropped(&back).await;
+    assert_eq!(
+        modes(&server),
+        ["follower", "follower", "leader", "stopped", "stopped"]
+    );
+    assert_eq!(
+        on_voter
+            .call(&create("/quorum", 0))
+            .await
+            .expect("write")
+            .err,
+        0
+    );
+    assert!(word(a[2], "mntr")
+        .await
+        .contains("zk_synced_observers\t0\n"));
+    let back = move_to(&back, a[0], false).await;
+    assert_eq!(
+        back.call(&get_data("/o-eph")).await.expect("get").err,
+        0,
+        "the session and its ephemeral outlived its observer"
+    );
+    server.start_member(4).await.expect("start observer 4");
+    server.start_member(5).await.expect("start observer 5");
+
+    // The leader stops: a voting member leads, never an observer, and observers keep their
+    // clients.
+    let watcher = RawClient::connect(a[4], 30_000).await.expect("session");
+    server.stop_member(3).await.expect("stop the leader");
+    assert_eq!(
+        modes(&server),
+        ["follower", "leader", "stopped", "observer", "observer"]
+    );
+    assert_eq!(
+        watcher.call(&create("/after", 0)).await.expect("write").err,
+        0
+    );
+    // Three of five members run, one of three voters: no quorum. Observers go read-only
+    // with the voter.
+    server.stop_member(2).await.expect("stop voter 2");
+    dropped(&watcher).await;
+    assert_eq!(
+        modes(&server),
+        ["read-only", "stopped", "stopped", "read-only", "read-only"]
+    );
+    assert_eq!(mode_line(&word(a[3], "srvr").await), "Mode: read-only");
+    assert_eq!(word(a[4], "isro").await, "ro");
+    let ro = tokio::time::timeout(
+        WAIT,
+        RawClient::handshake(a[3], 0, Bytes::from_static(&[0; 16]), 30_000, 0, true),
+    )
+    .await
+    .expect("handshake in time")
+    .expect("a read-only session on the observer");
+    assert!(ro.read_only);
+    assert_eq!(
+        ro.call(&create("/refused", 0)).await.expect("write").err,
+        ErrorCode::NotReadOnly.code()
+    );
+    // Quorum is back with voters 1 and 3; member 1 saw epoch 2's writes, member 3 stopped
+    // before them, so member 1 leads.
+    server.start_member(3).await.expect("start voter 3");
+    assert_eq!(
+        modes(&server),
+        ["leader", "stopped", "follower", "observer", "observer"]
+    );
+    let c = move_to(&back, a[3], false).await;
+    assert_eq!(c.call(&create("/back", 0)).await.expect("write").err, 0);
+}
+
 /// Each leader starts an epoch: zxids in replies, Stats, `srvr`, `/zkd/members` and the
 /// persisted file names carry it, and a restart continues in the next one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -514,10 +713,25 @@ impl Drop for Running {
 #[test]
 fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
     let bin = zkd_client_tests::certs::zkd_binary().unwrap_or_else(|e| panic!("{e}"));
+    let refused = Command::new(&bin)
+        .args(["--ensemble", "2", "--observers", "2", "--port", "0"])
+        .output()
+        .expect("zkd runs");
+    let text = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(
+            "--observers: 2 observers in an ensemble of 2 members would leave no \
+                       voting member"
+        ),
+        "{text}"
+    );
     let mut child = Command::new(&bin)
         .args([
             "--ensemble",
-            "3",
+            "4",
+            "--observers",
+            "1",
             "--port",
             "0",
             "--admin-port",
@@ -533,10 +747,10 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
     let running = Running(child);
     let lines: Vec<String> = BufReader::new(stdout)
         .lines()
-        .take(4)
+        .take(5)
         .map(|l| l.expect("a line"))
         .collect();
-    let ports: Vec<&str> = lines[..3]
+    let ports: Vec<&str> = lines[..4]
         .iter()
         .map(|l| {
             l.strip_prefix("zkd listening on 127.0.0.1:")
@@ -548,10 +762,10 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
             .iter()
             .collect::<std::collections::BTreeSet<_>>()
             .len(),
-        3,
+        4,
         "{lines:?}"
     );
-    let admin = lines[3].strip_prefix("zkd admin on ").expect("admin line");
+    let admin = lines[4].strip_prefix("zkd admin on ").expect("admin line");
     let ctl = |args: &[&str]| {
         let out = Command::new(&bin)
             .args(["ctl", "--admin", admin, "members"])
@@ -585,6 +799,10 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
         ]
     );
     assert_eq!(rows[2][2], "leader", "member 3 led from the start");
+    assert_eq!(
+        rows[3][2], "observer",
+        "--observers 1: the last member observes"
+    );
     let (code, text) = ctl(&["stop", "1"]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("member 1 is already stopped"), "{text}");
@@ -617,15 +835,15 @@ fn zxid_line(srvr: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_string)
 }
 
-/// A leader's and a follower's `mntr` print the keys the members of a three-server
-/// ZooKeeper 3.8 ensemble print in those roles (values differ), and the fresh leader's `srvr`
-/// the same zxid.
+/// A leader's, a follower's and an observer's `mntr` print the keys the members of a
+/// ZooKeeper ensemble of three voting servers and an observer print in those roles (values
+/// differ), and the fresh leader's `srvr` the same zxid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mntr_keys_per_role_match_a_zookeeper_ensemble() {
     use zkd_testkit::oracle::{ensemble::serving_mode, four_letter_word, Launcher};
     let theirs = tokio::task::spawn_blocking(|| {
         let oracle = Launcher::new()
-            .start_ensemble(3)
+            .start_ensemble_with_observers(3, 1)
             .unwrap_or_else(|e| panic!("{e}"));
         let mut by_role = std::collections::BTreeMap::new();
         let mut zxids = std::collections::BTreeSet::new();
@@ -643,7 +861,7 @@ async fn mntr_keys_per_role_match_a_zookeeper_ensemble() {
     .await
     .expect("oracle");
     let (theirs, their_zxids) = theirs;
-    let server = ensemble(false).await;
+    let server = with_observers(3, 1, false).await;
     let a = addrs(&server);
     // A fresh ensemble's leader is at its epoch's zxid 0: `Zxid: 0x100000000`. (ZooKeeper's
     // followers may still say 0x0 until something is committed; zkd's members share the
@@ -651,7 +869,7 @@ async fn mntr_keys_per_role_match_a_zookeeper_ensemble() {
     let ours: std::collections::BTreeSet<String> = zxid_line(&word(a[2], "srvr").await).collect();
     assert_eq!(ours, their_zxids);
     assert_eq!(ours.first().map(String::as_str), Some("Zxid: 0x100000000"));
-    for (addr, role) in [(a[2], "leader"), (a[0], "follower")] {
+    for (addr, role) in [(a[2], "leader"), (a[0], "follower"), (a[3], "observer")] {
         let ours = mntr_keys(&word(addr, "mntr").await);
         let theirs = theirs.get(role).expect("the oracle has the role");
         let only_ours: Vec<_> = ours.difference(theirs).collect();
