@@ -1,7 +1,8 @@
 //! The simulated ensemble's membership as plain data: which members run, which ones vote
 //! and which observe, which one leads, whether a quorum (a majority of the voting members)
-//! is up, each member's mode, and the membership text `/zookeeper/config` and `conf` show. No I/O: the engine keeps one [`Membership`] behind the core's
-//! lock and acts on the [`Transition`]s it reports (see docs/architecture.md, "Ensemble").
+//! is up, each member's mode, and the membership text `/zookeeper/config` and `conf` show.
+//! No I/O: the engine keeps one [`Membership`] behind the core's lock and acts on the
+//! [`Transition`]s it reports (see docs/architecture.md, "Ensemble").
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
