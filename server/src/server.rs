@@ -35,7 +35,7 @@ pub struct Server {
     ticker: Option<JoinHandle<()>>,
     admin: Option<JoinHandle<()>>,
     admin_server: Option<JoinHandle<()>>,
-    persist: Option<Arc<Persistence>>,
+    pub(crate) persist: Option<Arc<Persistence>>,
     persister: Option<JoinHandle<()>>,
 }
 
@@ -126,6 +126,9 @@ impl Server {
         let (persist, persister) = match persist {
             Some((p, snapshot_now)) => {
                 let p = Arc::new(p);
+                if config.fsync == crate::FsyncPolicy::Always {
+                    p.start_group_commit(&shared)?;
+                }
                 if snapshot_now || seeded {
                     let (p2, s2) = (p.clone(), shared.clone());
                     tokio::task::spawn_blocking(move || p2.snapshot(&s2))

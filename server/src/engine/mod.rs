@@ -8,6 +8,9 @@
 //!   produced them.
 //! * Fail-closed: a panicking core call (or a transaction log that cannot be written) stops
 //!   the server; nothing enters the core again ([`Shared::failure`]).
+//! * Group commit (`--fsync always`, [`durable`]): what a core call queues after writing a
+//!   transaction waits behind a barrier in each connection's queue until the log's sync
+//!   thread has synced it; the core never waits for the disk.
 //! * The session and wall clocks ([`clock`]), the pause and refusal switches ([`gate`]), the
 //!   request latencies ([`latency`]), the ensemble's membership ([`ensemble`]) and its
 //!   members' listeners ([`listeners`]).
@@ -31,6 +34,7 @@
 //! together stay within [`crate::Config::max_total_input_bytes`] ([`InputBudget`]).
 
 pub(crate) mod clock;
+pub(crate) mod durable;
 pub(crate) mod ensemble;
 pub(crate) mod facts;
 pub(crate) mod gate;
@@ -71,6 +75,8 @@ pub(crate) enum Out {
     Shared(outbound::HeldBody),
     /// Hold what follows for this many ms (a `delay` fault rule).
     Delay(u64),
+    /// Hold what follows until this many transactions are synced (group commit).
+    Durable(u64),
     /// Flush what came before, then close.
     Close,
 }
@@ -85,6 +91,8 @@ pub(crate) struct ConnHandle {
     member: MemberId,
     /// Latency of this connection's requests (`cons`); reset by `crst`.
     latency: latency::AvgMinMax,
+    /// The highest [`Out::Durable`] barrier queued on it.
+    barrier: u64,
 }
 
 /// The open connections by id. Each handle sits in its own allocation, so the table's slots
@@ -170,6 +178,8 @@ pub(crate) struct Shared {
     failure: OnceLock<ServerFailure>,
     /// Cancelled when `failure` is set: stops the listeners and the ticker.
     pub(crate) failed: CancellationToken,
+    /// Group commit's counts, set once at start with `--fsync always` (see [`durable`]).
+    pub(crate) durability: OnceLock<Arc<durable::Durability>>,
 }
 
 /// A core call failed (panicked, now or earlier): the server no longer serves, and the
@@ -209,6 +219,33 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 struct Registry<'a> {
     conns: &'a mut Conns,
     budget: &'a Arc<OutBudget>,
+    /// With group commit: the log's counts, and how many transactions were written when
+    /// this core call began (what the call queues after writing more waits for their sync).
+    durable: Option<(&'a durable::Durability, u64)>,
+}
+
+impl<'a> Registry<'a> {
+    fn new(
+        conns: &'a mut Conns,
+        budget: &'a Arc<OutBudget>,
+        durable: Option<&'a durable::Durability>,
+    ) -> Registry<'a> {
+        let durable = durable.map(|d| (d, d.written()));
+        Registry {
+            conns,
+            budget,
+            durable,
+        }
+    }
+}
+
+/// The barrier `h` needs before what a core call queues next: the number of the last
+/// transaction written, when this call wrote it and it is not synced yet (and not already
+/// barred on this connection). `durable` is [`Registry::durable`].
+fn barrier_for(durable: Option<(&durable::Durability, u64)>, h: &ConnHandle) -> Option<u64> {
+    let (d, at_start) = durable?;
+    let written = d.written();
+    (written > at_start && written > h.barrier && written > d.synced()).then_some(written)
 }
 
 impl Outbox for Registry<'_> {
@@ -223,6 +260,7 @@ impl Outbox for Registry<'_> {
         if h.closing {
             return;
         }
+        let barrier = barrier_for(self.durable, h);
         let len = frame.len();
         let queued = h.q.queued.add(len, len - frame.body.len(), self.budget);
         if queued > self.budget.per_conn {
@@ -235,7 +273,13 @@ impl Outbox for Registry<'_> {
             outbound::drop_connection(h, self.budget);
             return;
         }
-        if h.q.push_frame(frame, self.budget).is_err() {
+        if let Some(n) = barrier {
+            h.barrier = n;
+        }
+        if h.q
+            .push_frame(barrier.map(Out::Durable), frame, self.budget)
+            .is_err()
+        {
             // The writer is gone: nothing will write or free this.
             outbound::drop_connection(h, self.budget);
             return;
@@ -251,6 +295,10 @@ impl Outbox for Registry<'_> {
         };
         if !h.closing {
             h.closing = true;
+            if let Some(n) = barrier_for(self.durable, h) {
+                h.barrier = n;
+                let _ = h.q.push(Out::Durable(n));
+            }
             let _ = h.q.push(Out::Close);
         }
     }
@@ -303,6 +351,7 @@ impl Shared {
             extras: OnceLock::new(),
             failure: OnceLock::new(),
             failed: CancellationToken::new(),
+            durability: OnceLock::new(),
             clock: clock::Clock::new(config.clock),
             gate: gate::Gate::new(),
             listeners: listeners::Listeners::default(),
@@ -392,6 +441,21 @@ impl Shared {
         self.failure.get()
     }
 
+    /// Transactions synced so far with group commit (all of them without it).
+    pub(crate) fn synced(&self) -> u64 {
+        self.durability.get().map_or(u64::MAX, |d| d.synced())
+    }
+
+    /// What a writer holding a group-commit barrier waits on: `None` when the first `n`
+    /// transactions are synced already (or there is no group commit).
+    pub(crate) fn wait_synced(
+        &self,
+        n: u64,
+    ) -> Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> {
+        let d = self.durability.get().filter(|d| d.synced() < n)?;
+        Some(Box::pin(d.wait_synced(n, self.failed.clone())))
+    }
+
     /// `Err` once the core is poisoned.
     pub(crate) fn failure_check(&self) -> Result<(), CoreFailed> {
         match self.failure.get() {
@@ -420,9 +484,10 @@ impl Shared {
         f: impl FnOnce(&mut Core, &mut dyn Outbox) -> R,
     ) -> Result<R, CoreFailed> {
         let budget = &self.outbound;
+        let durable = self.durability.get().map(|d| &**d);
         self.with_state(|state| {
             let State { core, conns, .. } = state;
-            let mut out = Registry { conns, budget };
+            let mut out = Registry::new(conns, budget, durable);
             f(core, &mut out)
         })
     }
@@ -497,6 +562,7 @@ impl Shared {
                     closing: false,
                     member,
                     latency: latency::AvgMinMax::default(),
+                    barrier: 0,
                 }),
             );
             Some((id, ConnChannels { q, member }))
@@ -509,6 +575,7 @@ impl Shared {
     pub(crate) fn requests(&self, id: ConnId, frames: Vec<Bytes>, arrived: Instant) -> bool {
         let budget = &self.outbound;
         let latencies = &self.latencies;
+        let durable = self.durability.get().map(|d| &**d);
         self.with_state(|state| {
             let State { core, conns, .. } = state;
             let now = self.now();
@@ -521,7 +588,7 @@ impl Shared {
                 if conns.get(&id).is_none_or(|h| h.closing) {
                     break;
                 }
-                let mut out = Registry { conns, budget };
+                let mut out = Registry::new(conns, budget, durable);
                 // The header (xid, opcode) says which distribution the time goes to.
                 let mut head = [0u8; 8];
                 let n = frame.len().min(8);
@@ -593,9 +660,10 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
         let at = shared.now();
         let now = at.mono;
         let budget = &shared.outbound;
+        let durable = shared.durability.get().map(|d| &**d);
         let Ok(next) = shared.with_state(|state| {
             let State { core, conns, .. } = state;
-            core.tick(at, &mut Registry { conns, budget });
+            core.tick(at, &mut Registry::new(conns, budget, durable));
             core.next_deadline()
         }) else {
             return;

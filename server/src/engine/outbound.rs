@@ -220,7 +220,7 @@ mod tests {
     /// Queues `frame` on `q` as the registry does.
     fn queue(q: &ConnQueue, frame: Frame, b: &Arc<OutBudget>) -> usize {
         let owed = q.queued.add(frame.len(), frame.len() - frame.body.len(), b);
-        q.push_frame(frame, b).expect("writer alive");
+        q.push_frame(None, frame, b).expect("writer alive");
         owed
     }
 

@@ -74,16 +74,17 @@ impl ConnQueue {
         self.push_all(std::iter::once(out))
     }
 
-    /// Queues the parts of `frame` for the writer, one after the other; its shared body is
-    /// held in `budget` while queued.
+    /// Queues `before` (a barrier) and then the parts of `frame` for the writer, one after
+    /// the other; its shared body is held in `budget` while queued.
     pub(crate) fn push_frame(
         &self,
+        before: Option<Out>,
         frame: Frame,
         budget: &Arc<OutBudget>,
     ) -> Result<(), WriterGone> {
         let Frame { head, body, tail } = frame;
         let body = (!body.is_empty()).then(|| Out::Shared(budget.hold(body)));
-        let parts = [Some(Out::Frame(head)), body, Some(Out::Frame(tail))];
+        let parts = [before, Some(Out::Frame(head)), body, Some(Out::Frame(tail))];
         self.push_all(parts.into_iter().flatten().filter(|o| match o {
             Out::Frame(b) => !b.is_empty(),
             _ => true,

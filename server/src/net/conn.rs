@@ -417,6 +417,8 @@ struct Busy {
     paused_output: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     /// A `delay` fault rule holds what follows.
     hold: Option<Pin<Box<Sleep>>>,
+    /// Group commit holds what follows until a transaction is synced.
+    durable: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     /// How long writing may still take once reading is over ([`LINGER`]).
     linger: Option<Pin<Box<Sleep>>>,
 }
@@ -427,6 +429,7 @@ impl Busy {
             && self.paused_input.is_none()
             && self.paused_output.is_none()
             && self.hold.is_none()
+            && self.durable.is_none()
             && self.linger.is_none()
     }
 }
@@ -451,13 +454,16 @@ enum Then {
     Next,
     /// Hold what follows for this many ms.
     Hold(u64),
+    /// Hold what follows until this many transactions are synced.
+    Durable(u64),
     /// Shut down our side and stop writing.
     Close,
 }
 
 impl Round {
-    /// Adds `out`; whether the round takes more.
-    fn add(&mut self, out: Out) -> bool {
+    /// Adds `out`; whether the round takes more. `synced`: the transactions synced so far
+    /// (a barrier they cover is passed over).
+    fn add(&mut self, out: Out, synced: u64) -> bool {
         match out {
             Out::Frame(f) => {
                 self.bytes += f.len();
@@ -470,6 +476,8 @@ impl Round {
                 self.held.push(b);
             }
             Out::Delay(ms) => self.then = Then::Hold(ms),
+            Out::Durable(n) if n > synced => self.then = Then::Durable(n),
+            Out::Durable(_) => {}
             Out::Close => self.then = Then::Close,
         }
         self.then == Then::Next
@@ -690,6 +698,12 @@ impl<S: Stream> Conn<S> {
                     }
                     busy.hold = None;
                 }
+                if let Some(durable) = &mut busy.durable {
+                    if durable.as_mut().poll(cx).is_pending() {
+                        return park(q, cx, false);
+                    }
+                    busy.durable = None;
+                }
             }
             if self.shutting_down {
                 return match Pin::new(&mut self.stream).poll_shutdown(cx) {
@@ -699,7 +713,9 @@ impl<S: Stream> Conn<S> {
             }
             let Some(round) = self.busy.as_mut().and_then(|b| b.round.as_mut()) else {
                 let mut round: Option<Round> = None;
-                match q.take_while(|out| round.get_or_insert_with(Round::default).add(out)) {
+                let synced = self.registered.shared.synced();
+                match q.take_while(|out| round.get_or_insert_with(Round::default).add(out, synced))
+                {
                     Taken::Killed => return Poll::Ready(()),
                     Taken::Empty => match q.park(cx.waker(), true) {
                         Parked::Waiting => return Poll::Pending,
@@ -741,6 +757,10 @@ impl<S: Stream> Conn<S> {
                 Then::Next => {}
                 Then::Hold(ms) => {
                     busy.hold = Some(Box::pin(tokio::time::sleep(Duration::from_millis(ms))));
+                }
+                Then::Durable(n) => {
+                    let shared = &self.registered.shared;
+                    busy.durable = shared.wait_synced(n);
                 }
                 Then::Close => self.shutting_down = true,
             }

@@ -257,6 +257,36 @@ impl Persistence {
         }
     }
 
+    /// With `--fsync always`: installs group commit's counts in `shared` (call before any
+    /// client connects, so that every reply waits for its transaction's sync) and starts the
+    /// sync thread, which ends with [`Persistence::run`] or the server.
+    pub(crate) fn start_group_commit(&self, shared: &Arc<Shared>) -> std::io::Result<()> {
+        let _ = shared.durability.set(self.log.durability());
+        let log = self.log.clone();
+        let weak = Arc::downgrade(shared);
+        std::thread::Builder::new()
+            .name("zkd-log-sync".into())
+            .spawn(move || {
+                let alive = weak.clone();
+                log.run_syncer(
+                    move || alive.strong_count() > 0,
+                    move |e| {
+                        if let Some(shared) = weak.upgrade() {
+                            shared.fail(e);
+                        }
+                    },
+                )
+            })
+            .map(drop)
+    }
+
+    /// Keeps the sync thread of `always` from syncing while the guard lives; an error kind
+    /// put in the guard fails the next sync.
+    #[cfg(test)]
+    pub(crate) fn hold_syncs(&self) -> std::sync::MutexGuard<'_, Option<std::io::ErrorKind>> {
+        self.log.syncs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Syncs the log (graceful shutdown).
     pub(crate) fn sync_log(&self) {
         // Already logged as an ERROR line; the server is stopping anyway.
@@ -305,5 +335,6 @@ impl Persistence {
                 }
             }
         }
+        this.log.stop_syncer();
     }
 }

@@ -1,14 +1,19 @@
 //! The transaction log writer: the [`TxnSink`] the core hands each committed transaction
 //! to. It appends entries in ZooKeeper's log format to `log.<first zxid>` and syncs them
 //! according to the [`FsyncPolicy`]; a snapshot starts a new file. A transaction that
-//! cannot be written (or, with `always`, synced) stops the server before its reply is
-//! queued, as ZooKeeper stops when its log cannot be written: nothing is acknowledged that
-//! is not in the log.
+//! cannot be written stops the server before its reply is queued, as ZooKeeper stops when
+//! its log cannot be written: nothing is acknowledged that is not in the log.
+//!
+//! With `always` the writes are group-committed: an append only writes and counts the
+//! transaction ([`Durability`]), and a sync thread ([`TxnLog::run_syncer`]) syncs whatever was
+//! written since its last sync, outside the core's lock, then raises the synced count that
+//! replies and notifications wait for. A failed sync stops the server before anything it
+//! did not cover is sent.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -18,6 +23,7 @@ use zkd_protocol::disk::txnlog::{file_header, frame_entry};
 use super::datadir::{file_name, sync_dir};
 use crate::config::FsyncPolicy;
 use crate::core::{StopServing, TxnSink};
+use crate::engine::durable::Durability;
 
 /// How often `batch` syncs the log when something was written.
 pub const BATCH_SYNC_INTERVAL: Duration = Duration::from_millis(100);
@@ -26,8 +32,12 @@ struct LogState {
     dir: PathBuf,
     policy: FsyncPolicy,
     file: Option<Arc<File>>,
-    /// Written since the last sync (batch).
+    /// Written since the last sync (batch, always).
     dirty: bool,
+    /// Files rolled away by a snapshot with writes the sync thread has not synced yet.
+    rolled: Vec<Arc<File>>,
+    /// The sync thread is asked to end.
+    stopping: bool,
     /// Transactions since the last snapshot.
     since_snapshot: u64,
     snap_count: u64,
@@ -35,10 +45,18 @@ struct LogState {
     failed: Option<String>,
 }
 
-/// The shared log; cloned into the core's sink, the batch syncer and the snapshotter.
+/// The shared log; cloned into the core's sink, the syncers and the snapshotter.
 #[derive(Clone)]
 pub struct TxnLog {
     state: Arc<Mutex<LogState>>,
+    /// Wakes the sync thread when something was written (`always`).
+    written: Arc<Condvar>,
+    /// Transactions written and synced (`always`).
+    durability: Arc<Durability>,
+    /// Held by a test to keep the sync thread from syncing; an error put in it fails the
+    /// next sync.
+    #[cfg(test)]
+    pub(crate) syncs: Arc<Mutex<Option<io::ErrorKind>>>,
     /// Woken when `snap_count` transactions have been logged since the last snapshot.
     pub snapshot_due: Arc<Notify>,
 }
@@ -51,12 +69,64 @@ impl TxnLog {
                 policy,
                 file: None,
                 dirty: false,
+                rolled: Vec::new(),
+                stopping: false,
                 since_snapshot: 0,
                 snap_count: snap_count.max(1),
                 failed: None,
             })),
             snapshot_due: Arc::new(Notify::new()),
+            written: Arc::new(Condvar::new()),
+            durability: Arc::new(Durability::default()),
+            #[cfg(test)]
+            syncs: Arc::default(),
         }
+    }
+
+    /// The counts replies wait on with `always` (group commit).
+    pub fn durability(&self) -> Arc<Durability> {
+        self.durability.clone()
+    }
+
+    /// The sync thread of `always`: until [`TxnLog::stop_syncer`] (or `wanted` says no more,
+    /// asked every second while idle), waits for writes, syncs every file they went to and
+    /// raises the synced count to what was written when the sync began. On a failed sync it
+    /// calls `failed` with the sentence (logged once) and ends; the synced count stays where
+    /// it was.
+    pub fn run_syncer(&self, wanted: impl Fn() -> bool, failed: impl FnOnce(String)) {
+        loop {
+            {
+                let mut st = self.lock();
+                while !st.dirty && !st.stopping {
+                    if !wanted() {
+                        return;
+                    }
+                    let idle = Duration::from_secs(1);
+                    st = match self.written.wait_timeout(st, idle) {
+                        Ok((st, _)) => st,
+                        Err(e) => e.into_inner().0,
+                    };
+                }
+                if !st.dirty {
+                    return;
+                }
+            }
+            #[cfg(test)]
+            if let Some(kind) = self.syncs.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                failed(self.failure("sync", &kind.into()));
+                return;
+            }
+            if let Err(e) = self.sync_if_dirty() {
+                failed(e);
+                return;
+            }
+        }
+    }
+
+    /// Asks the sync thread to end once what is written is synced.
+    pub fn stop_syncer(&self) {
+        self.lock().stopping = true;
+        self.written.notify_all();
     }
 
     fn lock(&self) -> MutexGuard<'_, LogState> {
@@ -74,9 +144,16 @@ impl TxnLog {
     #[must_use]
     pub fn roll(&self) -> Option<Arc<File>> {
         let mut st = self.lock();
-        st.dirty = false;
         st.since_snapshot = 0;
         let old = st.file.take();
+        if st.policy == FsyncPolicy::Always {
+            // Replies wait for the sync thread, which must sync this file too.
+            if st.dirty {
+                st.rolled.extend(old.clone());
+            }
+        } else {
+            st.dirty = false;
+        }
         old.filter(|_| st.policy != FsyncPolicy::Never)
     }
 
@@ -85,21 +162,25 @@ impl TxnLog {
         file.sync_data().map_err(|e| self.failure("sync", &e))
     }
 
-    /// Syncs the current file if something was written since the last sync (batch policy).
+    /// Syncs what was written since the last sync (every file it went to), then raises the
+    /// synced count to what was written when it began; nothing when nothing was written.
     /// The sync itself runs without holding the log, so appends are not delayed by it.
     pub fn sync_if_dirty(&self) -> Result<(), String> {
-        let file = {
+        let (files, written) = {
             let mut st = self.lock();
             if !st.dirty {
                 return Ok(());
             }
             st.dirty = false;
-            st.file.clone()
+            let mut files = std::mem::take(&mut st.rolled);
+            files.extend(st.file.clone());
+            (files, self.durability.written())
         };
-        match file {
-            Some(f) => self.sync_file(&f),
-            None => Ok(()),
+        for f in &files {
+            self.sync_file(f)?;
         }
+        self.durability.synced_up_to(written);
+        Ok(())
     }
 
     /// The sentence for a failed write or sync, logged once as an ERROR line.
@@ -140,8 +221,7 @@ impl TxnLog {
         if let Some(f) = &st.file {
             (&**f).write_all(&buf)?;
             match st.policy {
-                FsyncPolicy::Always => f.sync_data()?,
-                FsyncPolicy::Batch => st.dirty = true,
+                FsyncPolicy::Always | FsyncPolicy::Batch => st.dirty = true,
                 FsyncPolicy::Never => {}
             }
         }
@@ -163,7 +243,12 @@ impl TxnSink for TxnLog {
             if st.since_snapshot == st.snap_count {
                 self.snapshot_due.notify_one();
             }
-            Self::append_entry(&mut st, zxid, &txn).err()
+            let error = Self::append_entry(&mut st, zxid, &txn).err();
+            if error.is_none() && st.policy == FsyncPolicy::Always {
+                self.durability.wrote_one();
+                self.written.notify_one();
+            }
+            error
         };
         match error {
             Some(e) => Err(StopServing(

@@ -2,5 +2,6 @@
 //! slow clients, over real sockets.
 
 mod fail_closed;
+mod group_commit;
 mod shared_body;
 mod slow_client;

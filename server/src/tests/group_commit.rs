@@ -1,0 +1,132 @@
+//! Group commit with `--fsync always`: a write's reply and the notifications it fires wait
+//! for the sync that covers it, a client's later replies stay behind it, and other sessions'
+//! reads are answered while the sync is under way. A failed sync stops the server with
+//! nothing it did not cover sent.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::fail_closed::{session, WAIT};
+use super::shared_body::{create, read_op};
+use crate::{Config, FsyncPolicy, Server};
+
+/// How long a frame that must wait is given to (wrongly) arrive.
+const QUIET: Duration = Duration::from_millis(300);
+
+/// Reads one frame: (xid, err); `None` when nothing arrives within `within`.
+async fn frame(s: &mut TcpStream, within: Duration) -> Option<(i32, i32)> {
+    let mut len = [0u8; 4];
+    tokio::time::timeout(within, s.read_exact(&mut len))
+        .await
+        .ok()?
+        .expect("the connection stays open");
+    let mut payload = vec![0u8; i32::from_be_bytes(len) as usize];
+    s.read_exact(&mut payload).await.expect("the whole frame");
+    let int = |at: usize| i32::from_be_bytes(payload[at..at + 4].try_into().expect("4 bytes"));
+    Some((int(0), int(12)))
+}
+
+/// An exists request with a watch.
+fn watch_exists(xid: i32, path: &str) -> bytes::Bytes {
+    let mut b = read_op(xid, 3, path).to_vec();
+    *b.last_mut().expect("the watch flag") = 1;
+    b.into()
+}
+
+/// A server with `--fsync always` in a fresh directory (`name`), and three sessions: a
+/// writer, a reader and a watcher with an exists-watch on `/gc`.
+async fn three_sessions(name: &str) -> (Server, std::path::PathBuf, [TcpStream; 3]) {
+    let dir = std::env::temp_dir().join(format!("zkd-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let server = Server::start(Config {
+        port: 0,
+        data_dir: Some(dir.clone()),
+        fsync: FsyncPolicy::Always,
+        ..Config::default()
+    })
+    .await
+    .expect("start");
+    let addr = server.local_addr();
+    let mut watcher = session(addr).await;
+    watcher
+        .write_all(&watch_exists(1, "/gc"))
+        .await
+        .expect("send");
+    assert_eq!(frame(&mut watcher, WAIT).await, Some((1, -101)));
+    let sessions = [session(addr).await, session(addr).await, watcher];
+    (server, dir, sessions)
+}
+
+// Holding the sync thread's lock across the awaits is the point: no sync happens meanwhile.
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_and_notifications_wait_for_their_sync_and_reads_do_not() {
+    let (server, dir, [mut writer, mut reader, mut watcher]) = three_sessions("gc-wait").await;
+    let persist = server.persist.clone().expect("a data directory");
+    let held = persist.hold_syncs();
+    // The create and a read behind it on the same connection.
+    let mut burst = create(1, "/gc".into(), b"v".to_vec()).to_vec();
+    burst.extend_from_slice(&read_op(2, 4, "/gc"));
+    writer.write_all(&burst).await.expect("send");
+    // Another session's read is answered while the create waits for its sync.
+    reader.write_all(&read_op(7, 4, "/")).await.expect("send");
+    assert_eq!(frame(&mut reader, WAIT).await, Some((7, 0)));
+    assert_eq!(
+        frame(&mut writer, QUIET).await,
+        None,
+        "no reply before the sync"
+    );
+    assert_eq!(
+        frame(&mut watcher, QUIET).await,
+        None,
+        "no notification before the sync"
+    );
+
+    drop(held);
+    assert_eq!(frame(&mut writer, WAIT).await, Some((1, 0)), "the create");
+    assert_eq!(
+        frame(&mut writer, WAIT).await,
+        Some((2, 0)),
+        "then the read"
+    );
+    assert_eq!(
+        frame(&mut watcher, WAIT).await,
+        Some((-1, 0)),
+        "the notification"
+    );
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_sync_stops_the_server_before_the_reply_and_the_notification() {
+    let (server, dir, [mut writer, _reader, mut watcher]) = three_sessions("gc-fail").await;
+    let persist = server.persist.clone().expect("a data directory");
+    let mut held = persist.hold_syncs();
+    writer
+        .write_all(&create(1, "/gc".into(), b"v".to_vec()))
+        .await
+        .expect("send");
+    // The create is applied and written, and waits for the sync, which fails.
+    tokio::time::sleep(QUIET).await;
+    *held = Some(std::io::ErrorKind::StorageFull);
+    drop(held);
+    let failure = tokio::time::timeout(WAIT, server.failed())
+        .await
+        .expect("the server stops");
+    assert!(
+        failure.message.contains("cannot sync the transaction log"),
+        "{failure}"
+    );
+    for s in [&mut writer, &mut watcher] {
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(WAIT, s.read_to_end(&mut rest)).await;
+        assert!(read.is_ok(), "the connection is closed");
+        assert!(rest.is_empty(), "nothing was sent: {rest:?}");
+    }
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
