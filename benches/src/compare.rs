@@ -629,9 +629,10 @@ pub fn write_outputs(
 /// written from.
 pub fn render_markdown(c: &Comparison, s: &Settings) -> String {
     let mut out = format!(
-        "zkd vs Apache ZooKeeper 3.8: medians over {} round(s), ratio = zkd / ZooKeeper; {}\n\n{}\n## Targets\n\n{}",
+        "zkd vs Apache ZooKeeper: medians over {} round(s), ratio = zkd / ZooKeeper; {}\n\nZooKeeper: `{}`\n\n{}\n## Targets\n\n{}",
         c.rounds,
         timing_line(c),
+        c.zk_cmd,
         c.table().markdown(),
         targets_table(&targets(c, s)).markdown()
     );
@@ -665,7 +666,8 @@ pub fn render_text(c: &Comparison, s: &Settings, machine: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "zkd vs Apache ZooKeeper 3.8 — medians over {} round(s); ratio = zkd / ZooKeeper",
+        "zkd vs Apache ZooKeeper (the release is on the ZooKeeper line below) — medians over {} \
+         round(s); ratio = zkd / ZooKeeper",
         c.rounds
     );
     let _ = writeln!(out, "{}", timing_line(c));

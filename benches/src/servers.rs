@@ -1,6 +1,7 @@
 //! The servers a benchmark talks to: a running one given by address (and optionally pid), or
-//! one the bench spawns itself — the zkd release binary or Apache ZooKeeper 3.8 in a JVM —
-//! as a separate process whose pid is known, so its CPU time and memory can be read.
+//! one the bench spawns itself — the zkd release binary or Apache ZooKeeper (the release
+//! `ZKD_ZOOKEEPER_VERSION` names) in a JVM — as a separate process whose pid is known, so its
+//! CPU time and memory can be read.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
