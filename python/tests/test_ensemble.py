@@ -43,6 +43,28 @@ def test_hosts_lists_every_member():
             server.member_hosts(4)
 
 
+def test_observers_serve_but_do_not_count_for_the_quorum():
+    with zkd.Server(ensemble=4, observers=1) as server:
+        modes = [(m["id"], m["mode"]) for m in server.members()]
+        assert modes == [(1, "follower"), (2, "follower"), (3, "leader"), (4, "observer")]
+        c = _client(server.member_hosts(4))
+        try:
+            c.create("/through-observer", b"o")
+            # two of three voters stopped: no quorum, although half the members run
+            server.stop_member(2)
+            server.stop_member(3)
+            assert server.leader() is None
+            server.start_member(2)
+            assert server.leader() == 2, "members 1 and 2 are a quorum again"
+            server.start_member(3)
+            assert wait_for(lambda: c.connected), "the observer's client reconnected"
+            assert c.retry(c.get, "/through-observer")[0] == b"o"
+        finally:
+            _close(c)
+    with pytest.raises(ValueError):
+        zkd.Server(ensemble=2, observers=2)
+
+
 def test_failover_across_a_member_stop_keeps_the_session():
     with zkd.Server(ensemble=3) as server:
         # without randomizing, kazoo connects to the first host: member 1

@@ -84,6 +84,8 @@ class Server:
         on its own free client port; ``hosts`` then lists every member, and
         :meth:`members`, :meth:`stop_member`, :meth:`start_member` and :meth:`lag_member`
         drive them
+    :param observers: with ``ensemble``, how many of its last members are observers
+        (``--observers K``): they serve clients but do not vote, lead or count for the quorum
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class Server:
         startup_timeout=30.0,
         log="warn",
         ensemble=None,
+        observers=None,
     ):
         self.binary = find_binary(binary)
         self._argv = [self.binary, "--port", "0", "--admin-port", "0", "--log", log]
@@ -105,6 +108,13 @@ class Server:
             if not 1 <= self.ensemble <= 255:
                 raise ValueError("an ensemble has 1 to 255 members, not %r" % ensemble)
             self._argv += ["--ensemble", str(self.ensemble)]
+        if observers is not None:
+            if self.ensemble is None or not 0 <= int(observers) < self.ensemble:
+                raise ValueError(
+                    "observers needs an ensemble with at least one voting member; "
+                    "got observers=%r for ensemble=%r" % (observers, ensemble)
+                )
+            self._argv += ["--observers", str(int(observers))]
         if clock is not None:
             self._argv += ["--clock", clock]
         if tick_time is not None:
