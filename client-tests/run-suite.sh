@@ -103,19 +103,12 @@ python)
     "$PY" -c 'import kazoo' >/dev/null 2>&1 || missing "the kazoo Python package (pip install kazoo)"
     run "$PY" "$HERE/python/kazoo_suite.py" "$ADDR"
     ;;
-python-ensemble)
+python-ensemble | python-observer)
     PY=${PYTHON:-python3}
     need_cmd "$PY" "Python 3"
     "$PY" -c 'import kazoo' >/dev/null 2>&1 || missing "the kazoo Python package (pip install kazoo)"
     need_control_url
-    run "$PY" "$HERE/python/kazoo_ensemble.py" "$ADDR" "$ZKD_CONTROL_URL"
-    ;;
-python-observer)
-    PY=${PYTHON:-python3}
-    need_cmd "$PY" "Python 3"
-    "$PY" -c 'import kazoo' >/dev/null 2>&1 || missing "the kazoo Python package (pip install kazoo)"
-    need_control_url
-    run "$PY" "$HERE/python/kazoo_observer.py" "$ADDR" "$ZKD_CONTROL_URL"
+    run "$PY" "$HERE/python/kazoo_${NAME#python-}.py" "$ADDR" "$ZKD_CONTROL_URL"
     ;;
 c)
     if [ -z "${CLI_MT:-}" ]; then

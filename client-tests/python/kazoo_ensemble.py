@@ -49,21 +49,37 @@ def member_of(client):
     raise CheckFailed("port %d is not a member" % port)
 
 
+def word(mid, w):
+    """Member `mid`'s answer to the four-letter word `w` (OSError while it listens on nothing)."""
+    host, port = MEMBERS[mid - 1].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(w.encode())
+        text = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            text += chunk
+    return text.decode("utf-8", "replace")
+
+
+def expect_reads_but_no_writes(ro, path, value):
+    """A read-only session reads `path` (holding `value`) and gets NOTREADONLY for a write."""
+    expect(ro.get(path)[0] == value, "reads work")
+    try:
+        ro.set(path, b"refused")
+        raise CheckFailed("a write succeeded in read-only mode")
+    except NotReadOnlyCallError:
+        pass
+
+
 def srvr_mode(mid):
     """The `Mode:` of member `mid`'s `srvr` answer, None while it serves nothing."""
-    host, port = MEMBERS[mid - 1].rsplit(":", 1)
     try:
-        with socket.create_connection((host, int(port)), timeout=5) as s:
-            s.sendall(b"srvr")
-            text = b""
-            while True:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                text += chunk
+        text = word(mid, "srvr")
     except OSError:
         return None
-    for line in text.decode("utf-8", "replace").splitlines():
+    for line in text.splitlines():
         if line.startswith("Mode: "):
             return line[len("Mode: "):].strip()
     return None
@@ -183,12 +199,7 @@ def quorum_loss_gives_read_only_mode_and_recovery():
         # A read-only member serves only new sessions of clients that accept read-only mode.
         ro, ro_states = new_client(read_only=True)
         wait_until(lambda: ro.client_state == KeeperState.CONNECTED_RO, "read-only mode", timeout=30)
-        expect(ro.get(path)[0] == b"before", "reads work")
-        try:
-            ro.set(path, b"refused")
-            raise CheckFailed("a write succeeded in read-only mode")
-        except NotReadOnlyCallError:
-            pass
+        expect_reads_but_no_writes(ro, path, b"before")
         member(others[0], "start")
         # The read-only session was the member's own: the client gets a new session.
         wait_until(lambda: ro.client_state == KeeperState.CONNECTED, "read-write again", timeout=30)
