@@ -169,23 +169,36 @@ impl Browser<'_> {
         }
     }
 
+    /// Clicks the element `css` selects. The live page redraws its tables, so an element
+    /// found may be replaced before the click reaches it (a stale element): then it is looked
+    /// up again and clicked again.
     fn click(&self, css: &str) {
-        let r = wd(
-            "POST",
-            &self.url("/element"),
-            Some(json!({ "using": "css selector", "value": css })),
-        );
-        let id = r["value"]
-            .as_object()
-            .and_then(|o| o.values().next())
-            .and_then(Value::as_str)
-            .unwrap_or_else(|| panic!("no element {css}: {r}"))
-            .to_string();
-        wd(
-            "POST",
-            &self.url(&format!("/element/{id}/click")),
-            Some(json!({})),
-        );
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let r = wd(
+                "POST",
+                &self.url("/element"),
+                Some(json!({ "using": "css selector", "value": css })),
+            );
+            let id = r["value"]
+                .as_object()
+                .and_then(|o| o.values().next())
+                .and_then(Value::as_str)
+                .unwrap_or_else(|| panic!("no element {css}: {r}"))
+                .to_string();
+            let clicked = wd(
+                "POST",
+                &self.url(&format!("/element/{id}/click")),
+                Some(json!({})),
+            );
+            let Some(error) = clicked["value"]["error"].as_str() else {
+                return;
+            };
+            assert!(
+                error == "stale element reference" && Instant::now() < deadline,
+                "clicking {css}: {clicked}"
+            );
+        }
     }
 
     /// Waits for the page's confirmation dialog, checks its text, and accepts or dismisses it.
