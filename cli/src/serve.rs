@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 use zkd_server::{
     ClientAuth, ClockMode, Config, EnsembleConfig, FourLetterWhitelist, SaslUsers, Server,
     TlsConfig, ZookeeperVersion,
@@ -357,17 +359,22 @@ fn bytes(n: u64) -> usize {
 /// Runs the server until a signal; the exit code says how it ended. `matches` tells which
 /// flags were given on the command line (they override a configuration file).
 pub fn run(args: ServeArgs, matches: &clap::ArgMatches) -> ExitCode {
-    let filter = match EnvFilter::try_new(&args.log) {
+    // Directives `target=level` and a bare default level, comma-separated (no regular
+    // expressions or span filters: the matcher is small, and so is the code it brings in).
+    let filter = match args.log.parse::<Targets>() {
         Ok(f) => f,
         Err(e) => {
             eprintln!("zkd: invalid --log filter {:?}: {e}", args.log);
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal()),
+        )
+        .with(filter)
         .init();
 
     if let Err(e) = crate::alloc::tune() {

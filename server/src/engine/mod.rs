@@ -5,7 +5,10 @@
 //! * One [`Core`] behind one `std::sync::Mutex`, held only while calling into the core. The
 //!   [`Outbox`] the core writes to pushes frames into per-connection queues (see [`queue`])
 //!   while the lock is held, so every connection sees frames in the global order the core
-//!   produced them.
+//!   produced them; the tasks those pushes are to wake are woken after the lock is released.
+//! * Client requests reach the core through [`feed`]: connection tasks hand their batches
+//!   over, and one thread at a time feeds all that waits under one acquisition of the lock,
+//!   so more threads never means more threads queueing for the lock.
 //! * Fail-closed: a panicking core call (or a transaction log that cannot be written) stops
 //!   the server; nothing enters the core again ([`Shared::failure`]).
 //! * Group commit (`--fsync always`, [`durable`]): what a core call queues after writing a
@@ -37,6 +40,7 @@ pub(crate) mod clock;
 pub(crate) mod durable;
 pub(crate) mod ensemble;
 pub(crate) mod facts;
+pub(crate) mod feed;
 pub(crate) mod gate;
 mod input_budget;
 pub(crate) mod latency;
@@ -48,6 +52,7 @@ use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -180,6 +185,8 @@ pub(crate) struct Shared {
     pub(crate) failed: CancellationToken,
     /// Group commit's counts, set once at start with `--fsync always` (see [`durable`]).
     pub(crate) durability: OnceLock<Arc<durable::Durability>>,
+    /// Client requests handed over to be fed to the core (see [`feed`]).
+    feed: feed::Feed,
 }
 
 /// A core call failed (panicked, now or earlier): the server no longer serves, and the
@@ -222,6 +229,8 @@ struct Registry<'a> {
     /// With group commit: the log's counts, and how many transactions were written when
     /// this core call began (what the call queues after writing more waits for their sync).
     durable: Option<(&'a durable::Durability, u64)>,
+    /// Tasks to wake once the core's lock is released (see [`wake`]).
+    wakers: &'a mut Vec<Waker>,
 }
 
 impl<'a> Registry<'a> {
@@ -229,13 +238,23 @@ impl<'a> Registry<'a> {
         conns: &'a mut Conns,
         budget: &'a Arc<OutBudget>,
         durable: Option<&'a durable::Durability>,
+        wakers: &'a mut Vec<Waker>,
     ) -> Registry<'a> {
         let durable = durable.map(|d| (d, d.written()));
         Registry {
             conns,
             budget,
             durable,
+            wakers,
         }
+    }
+}
+
+/// Wakes the tasks a core call queued frames for; called after the core's lock is released,
+/// so no thread waits for the lock while another one makes a wake-up's system call.
+fn wake(wakers: &mut Vec<Waker>) {
+    for w in wakers.drain(..) {
+        w.wake();
     }
 }
 
@@ -276,13 +295,16 @@ impl Outbox for Registry<'_> {
         if let Some(n) = barrier {
             h.barrier = n;
         }
-        if h.q
+        match h
+            .q
             .push_frame(barrier.map(Out::Durable), frame, self.budget)
-            .is_err()
         {
-            // The writer is gone: nothing will write or free this.
-            outbound::drop_connection(h, self.budget);
-            return;
+            Ok(w) => self.wakers.extend(w),
+            Err(queue::WriterGone) => {
+                // The writer is gone: nothing will write or free this.
+                outbound::drop_connection(h, self.budget);
+                return;
+            }
         }
         if self.budget.total() > self.budget.limit {
             outbound::enforce_total(self.conns, self.budget);
@@ -297,16 +319,23 @@ impl Outbox for Registry<'_> {
             h.closing = true;
             if let Some(n) = barrier_for(self.durable, h) {
                 h.barrier = n;
-                let _ = h.q.push(Out::Durable(n));
+                if let Ok(w) = h.q.push(Out::Durable(n)) {
+                    self.wakers.extend(w);
+                }
             }
-            let _ = h.q.push(Out::Close);
+            if let Ok(w) = h.q.push(Out::Close) {
+                self.wakers.extend(w);
+            }
         }
     }
 
     fn delay(&mut self, conn: ConnId, ms: u64) {
         if let Some(h) = self.conns.get_mut(&conn) {
-            if !h.closing && h.q.push(Out::Delay(ms)).is_err() {
-                h.closing = true;
+            if !h.closing {
+                match h.q.push(Out::Delay(ms)) {
+                    Ok(w) => self.wakers.extend(w),
+                    Err(queue::WriterGone) => h.closing = true,
+                }
             }
         }
     }
@@ -352,6 +381,7 @@ impl Shared {
             failure: OnceLock::new(),
             failed: CancellationToken::new(),
             durability: OnceLock::new(),
+            feed: feed::Feed::default(),
             clock: clock::Clock::new(config.clock),
             gate: gate::Gate::new(),
             listeners: listeners::Listeners::default(),
@@ -485,11 +515,14 @@ impl Shared {
     ) -> Result<R, CoreFailed> {
         let budget = &self.outbound;
         let durable = self.durability.get().map(|d| &**d);
-        self.with_state(|state| {
+        let mut wakers = Vec::new();
+        let r = self.with_state(|state| {
             let State { core, conns, .. } = state;
-            let mut out = Registry::new(conns, budget, durable);
+            let mut out = Registry::new(conns, budget, durable, &mut wakers);
             f(core, &mut out)
-        })
+        });
+        wake(&mut wakers);
+        r
     }
 
     /// Runs `f` on the core, read-only, with what the engine knows about the connections
@@ -569,10 +602,66 @@ impl Shared {
         })
     }
 
-    /// Feeds `frames` (payloads after the handshake, read off the socket at `arrived`) to the
-    /// core in order, all under one lock. Returns false once the connection is closing (stop
-    /// reading).
-    pub(crate) fn requests(&self, id: ConnId, frames: Vec<Bytes>, arrived: Instant) -> bool {
+    /// Hands a connection's batch of requests over to be fed to the core (see [`feed`]) and
+    /// feeds what waits unless another thread is feeding. Returns false once the connection is
+    /// known to be closing (stop reading); a batch another thread will feed returns true, and
+    /// the connection waits for it before reading more ([`queue::ConnQueue::park_fed`]).
+    pub(crate) fn requests(self: &Arc<Self>, batch: feed::Handed) -> bool {
+        let id = batch.id;
+        self.feed.hand_over(batch);
+        self.feed_waiting(Some(id)).unwrap_or(true)
+    }
+
+    /// Feeds the batches handed over, as the feeder, until none waits (or after
+    /// [`feed::MAX_ROUNDS`] rounds, when a task of its own takes over); returns at once if
+    /// another thread is feeding. With `mine`, whether that connection is still open after
+    /// its batch, if this call fed it.
+    fn feed_waiting(self: &Arc<Self>, mine: Option<ConnId>) -> Option<bool> {
+        let mut open = None;
+        let mut taken = Vec::new();
+        let mut wakers = Vec::new();
+        for _ in 0..feed::MAX_ROUNDS {
+            if !self.feed.start_feeding() {
+                return open;
+            }
+            self.feed.take(&mut taken);
+            if !taken.is_empty() {
+                match self.feed_batches(&mut taken, mine, &mut wakers) {
+                    Ok(Some(o)) => open = Some(o),
+                    Ok(None) => {}
+                    Err(CoreFailed) => open = Some(false),
+                }
+            }
+            let more = self.feed.stop_feeding();
+            wakers.extend(taken.drain(..).filter_map(|b| b.q.fed()));
+            wake(&mut wakers);
+            if !more {
+                return open;
+            }
+        }
+        // Still more: let a task of its own go on, so this thread returns to its connection.
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                let shared = self.clone();
+                rt.spawn(async move {
+                    shared.feed_waiting(None);
+                });
+            }
+            Err(_) => {
+                self.feed_waiting(None);
+            }
+        }
+        open
+    }
+
+    /// Feeds `batches` to the core in order, all under one lock, each request with its
+    /// latency recorded. With `mine`, whether that connection is still open after its batch.
+    fn feed_batches(
+        &self,
+        batches: &mut [feed::Handed],
+        mine: Option<ConnId>,
+        wakers: &mut Vec<Waker>,
+    ) -> Result<Option<bool>, CoreFailed> {
         let budget = &self.outbound;
         let latencies = &self.latencies;
         let durable = self.durability.get().map(|d| &**d);
@@ -582,31 +671,40 @@ impl Shared {
             // One clock reading per request: the end of one request is the start of the next.
             let mut started = Instant::now();
             let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-            // Gathered here and added to the shared figures once for the whole batch.
-            let mut batch = latency::Batch::default();
-            for frame in frames {
-                if conns.get(&id).is_none_or(|h| h.closing) {
-                    break;
+            // Gathered here and added to the shared figures once for all the batches.
+            let mut times = latency::Batch::default();
+            let mut mine_open = None;
+            for batch in batches.iter_mut() {
+                let id = batch.id;
+                for frame in batch.frames.drain(..) {
+                    if conns.get(&id).is_none_or(|h| h.closing) {
+                        break;
+                    }
+                    let mut out = Registry::new(conns, budget, durable, wakers);
+                    // The header (xid, opcode) says which distribution the time goes to.
+                    let mut head = [0u8; 8];
+                    let n = frame.len().min(8);
+                    head[..n].copy_from_slice(&frame[..n]);
+                    core.request(id, frame, now, &mut out);
+                    let done = Instant::now();
+                    times.record(&head[..n], micros(done.saturating_duration_since(started)));
+                    let total = micros(done.saturating_duration_since(batch.arrived));
+                    started = done;
+                    times.record_request(total);
+                    if let Some(h) = conns.get_mut(&id) {
+                        h.latency.record(total);
+                    }
                 }
-                let mut out = Registry::new(conns, budget, durable);
-                // The header (xid, opcode) says which distribution the time goes to.
-                let mut head = [0u8; 8];
-                let n = frame.len().min(8);
-                head[..n].copy_from_slice(&frame[..n]);
-                core.request(id, frame, now, &mut out);
-                let done = Instant::now();
-                batch.record(&head[..n], micros(done.saturating_duration_since(started)));
-                let total = micros(done.saturating_duration_since(arrived));
-                started = done;
-                batch.record_request(total);
-                if let Some(h) = conns.get_mut(&id) {
-                    h.latency.record(total);
+                if batch.close_after {
+                    Registry::new(conns, budget, durable, wakers).close(id);
+                }
+                if mine == Some(id) {
+                    mine_open = Some(conns.get(&id).is_some_and(|h| !h.closing));
                 }
             }
-            latencies.add(&batch);
-            conns.get(&id).is_some_and(|h| !h.closing)
+            latencies.add(&times);
+            mine_open
         })
-        .unwrap_or(false)
     }
 
     /// `srst` (`server`) or `crst`: zero the packet counters and the request latency, of the
@@ -661,11 +759,14 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
         let now = at.mono;
         let budget = &shared.outbound;
         let durable = shared.durability.get().map(|d| &**d);
-        let Ok(next) = shared.with_state(|state| {
+        let mut wakers = Vec::new();
+        let next = shared.with_state(|state| {
             let State { core, conns, .. } = state;
-            core.tick(at, &mut Registry::new(conns, budget, durable));
+            core.tick(at, &mut Registry::new(conns, budget, durable, &mut wakers));
             core.next_deadline()
-        }) else {
+        });
+        wake(&mut wakers);
+        let Ok(next) = next else {
             return;
         };
         let next = next.filter(|_| shared.clock.mode() == crate::config::ClockMode::Real);

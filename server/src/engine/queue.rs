@@ -3,8 +3,14 @@
 //! allocation.
 //!
 //! It replaces a channel plus a cancellation token per connection: an idle connection holds
-//! an empty `VecDeque` (no storage until something is queued), two flags and its task's
+//! an empty `VecDeque` (no storage until something is queued), a few flags and its task's
 //! waker, under one lock, where an unbounded channel preallocates a block of slots.
+//!
+//! Pushes made under the core's lock do not wake the task there: they return its waker, and
+//! the engine wakes the tasks once the lock is released, so the lock is never held across a
+//! wake-up. The queue also carries the connection's input hand-over flag: a batch of requests
+//! handed to the core ([`super::feed`]) and not fed yet ([`ConnQueue::handed_over`],
+//! [`ConnQueue::fed`], [`ConnQueue::park_fed`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -34,6 +40,10 @@ struct Items {
     waker: Option<Waker>,
     /// The task waits for something to be queued.
     want: bool,
+    /// A batch of the connection's requests waits to be fed to the core.
+    pending_input: bool,
+    /// The task waits for that batch to be fed.
+    want_fed: bool,
 }
 
 /// The writer has stopped taking from the queue.
@@ -69,19 +79,20 @@ impl ConnQueue {
         self.items.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues `out` for the writer.
-    pub(crate) fn push(&self, out: Out) -> Result<(), WriterGone> {
+    /// Queues `out` for the writer; the task's waker when it is to be woken.
+    pub(crate) fn push(&self, out: Out) -> Result<Option<Waker>, WriterGone> {
         self.push_all(std::iter::once(out))
     }
 
     /// Queues `before` (a barrier) and then the parts of `frame` for the writer, one after
-    /// the other; its shared body is held in `budget` while queued.
+    /// the other; its shared body is held in `budget` while queued. Returns the task's waker
+    /// when it is to be woken.
     pub(crate) fn push_frame(
         &self,
         before: Option<Out>,
         frame: Frame,
         budget: &Arc<OutBudget>,
-    ) -> Result<(), WriterGone> {
+    ) -> Result<Option<Waker>, WriterGone> {
         let Frame { head, body, tail } = frame;
         let body = (!body.is_empty()).then(|| Out::Shared(budget.hold(body)));
         let parts = [before, Some(Out::Frame(head)), body, Some(Out::Frame(tail))];
@@ -97,25 +108,51 @@ impl ConnQueue {
         drop(dropped);
     }
 
-    /// Queues `outs` in order under one lock, with at most one wake-up.
-    fn push_all(&self, outs: impl Iterator<Item = Out>) -> Result<(), WriterGone> {
-        let woken = {
-            let mut items = self.items();
-            if items.receiver_gone {
-                return Err(WriterGone);
-            }
-            items.out.extend(outs);
-            if items.want {
-                items.want = false;
-                items.waker.take()
-            } else {
-                None
-            }
-        };
-        if let Some(w) = woken {
-            w.wake();
+    /// Queues `outs` in order under one lock; the waker to wake (at most one per burst: the
+    /// task waited for items).
+    fn push_all(&self, outs: impl Iterator<Item = Out>) -> Result<Option<Waker>, WriterGone> {
+        let mut items = self.items();
+        if items.receiver_gone {
+            return Err(WriterGone);
         }
-        Ok(())
+        items.out.extend(outs);
+        if items.want {
+            items.want = false;
+            Ok(items.waker.take())
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// A batch of the connection's requests was handed to the core.
+    pub(crate) fn handed_over(&self) {
+        self.items().pending_input = true;
+    }
+
+    /// The batch handed over was fed to the core: the task's waker, if it waits for that.
+    pub(crate) fn fed(&self) -> Option<Waker> {
+        let mut items = self.items();
+        items.pending_input = false;
+        if std::mem::take(&mut items.want_fed) {
+            items.waker.clone()
+        } else {
+            None
+        }
+    }
+
+    /// True (with `waker` registered for [`ConnQueue::fed`]) while a batch handed over waits
+    /// to be fed; false once it was (or none was handed over), or the connection was killed.
+    pub(crate) fn park_fed(&self, waker: &Waker) -> bool {
+        let mut items = self.items();
+        if !items.pending_input || items.killed {
+            return false;
+        }
+        items.want_fed = true;
+        match &mut items.waker {
+            Some(w) if w.will_wake(waker) => {}
+            slot => *slot = Some(waker.clone()),
+        }
+        true
     }
 
     /// Hands queued items to `f` in order, without waiting, until the queue is empty or `f`
@@ -197,6 +234,14 @@ mod tests {
         Out::Frame(Bytes::from_static(s.as_bytes()))
     }
 
+    /// Pushes `out` and wakes the task as the engine does once its lock is released.
+    fn push(q: &ConnQueue, out: Out) -> Result<(), WriterGone> {
+        if let Some(w) = q.push(out)? {
+            w.wake();
+        }
+        Ok(())
+    }
+
     /// A waker that counts its wake-ups.
     #[derive(Default)]
     struct Count(AtomicUsize);
@@ -229,7 +274,7 @@ mod tests {
         let (count, waker) = counting();
         assert_eq!(q.park(&waker, true), Parked::Waiting);
         for s in ["a", "b", "c"] {
-            q.push(frame(s)).expect("receiver alive");
+            push(&q, frame(s)).expect("receiver alive");
         }
         assert_eq!(count.0.load(Ordering::SeqCst), 1, "one wake-up for a burst");
         assert_eq!(q.park(&waker, true), Parked::Queued);
@@ -243,20 +288,38 @@ mod tests {
 
         // Not waiting for items (say, a write is blocked): a push does not wake.
         assert_eq!(q.park(&waker, false), Parked::Waiting);
-        q.push(frame("d")).expect("receiver alive");
+        push(&q, frame("d")).expect("receiver alive");
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
 
         assert!(q.close_receiver());
         assert!(!q.close_receiver(), "closed once");
-        assert_eq!(q.push(frame("e")), Err(WriterGone));
+        assert_eq!(push(&q, frame("e")), Err(WriterGone));
         assert_eq!(take_all(&q).0, Taken::Empty, "what was queued is dropped");
+    }
+
+    #[test]
+    fn a_task_waiting_for_its_batch_is_woken_when_it_is_fed() {
+        let q = ConnQueue::default();
+        let (count, waker) = counting();
+        assert!(!q.park_fed(&waker), "nothing was handed over");
+        q.handed_over();
+        assert!(q.park_fed(&waker));
+        let w = q.fed().expect("the task waits");
+        w.wake();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(!q.park_fed(&waker), "fed");
+        q.handed_over();
+        assert!(q.fed().is_none(), "fed before anyone waited");
+        q.handed_over();
+        q.kill();
+        assert!(!q.park_fed(&waker), "a killed connection does not wait");
     }
 
     #[test]
     fn take_while_stops_after_the_refused_item() {
         let q = ConnQueue::default();
         for s in ["a", "b", "c"] {
-            q.push(frame(s)).expect("receiver alive");
+            push(&q, frame(s)).expect("receiver alive");
         }
         let mut n = 0;
         assert_eq!(
@@ -273,7 +336,7 @@ mod tests {
     fn kill_wakes_a_parked_connection_and_stays_set() {
         let q = ConnQueue::default();
         let (count, waker) = counting();
-        q.push(frame("a")).expect("receiver alive");
+        push(&q, frame("a")).expect("receiver alive");
         assert_eq!(q.park(&waker, false), Parked::Waiting);
         q.kill();
         assert_eq!(count.0.load(Ordering::SeqCst), 1);

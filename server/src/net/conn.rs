@@ -46,6 +46,7 @@ use zkd_protocol::{FourLetterWord, FrameCodec};
 use super::input::InputBuf;
 use super::stream::Stream;
 use crate::core::{ConnId, Handshake};
+use crate::engine::feed::Handed;
 use crate::engine::outbound::HeldBody;
 use crate::engine::queue::{ConnQueue, Parked, Taken};
 use crate::engine::{ConnChannels, Out, Shared};
@@ -595,6 +596,11 @@ impl<S: Stream> Conn<S> {
                 }
                 self.feed(frames, bad, arrived);
             }
+            if self.registered.q.park_fed(cx.waker()) {
+                // The batch handed over is not fed yet (another thread feeds the core): read
+                // no more (nor the client's EOF) until it is; `fed` wakes this task.
+                return Poll::Pending;
+            }
             if !self.feeding {
                 self.buf.clear();
             }
@@ -662,14 +668,23 @@ impl<S: Stream> Conn<S> {
         }
     }
 
-    /// Hands `frames` to the core in order; then closes for a corrupt frame that followed.
+    /// Hands `frames` over to the core, to be fed in order; a corrupt frame that followed
+    /// them closes the connection once they are fed.
     fn feed(&mut self, frames: Vec<Bytes>, bad: Option<String>, arrived: std::time::Instant) {
-        if !frames.is_empty() && !self.shared().requests(self.id(), frames, arrived) {
-            self.feeding = false;
+        if frames.is_empty() && bad.is_none() {
+            return;
         }
-        if let (true, Some(reason)) = (self.feeding, bad) {
+        if let Some(reason) = &bad {
             tracing::info!(conn = self.id(), remote = %self.remote, "closing connection: {reason}");
-            self.shared().close(self.id());
+        }
+        let batch = Handed {
+            id: self.id(),
+            q: self.registered.q.clone(),
+            frames,
+            arrived,
+            close_after: bad.is_some(),
+        };
+        if !self.shared().requests(batch) || bad.is_some() {
             self.feeding = false;
         }
     }

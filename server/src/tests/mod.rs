@@ -2,6 +2,7 @@
 //! slow clients, over real sockets.
 
 mod fail_closed;
+mod feed_order;
 mod group_commit;
 mod shared_body;
 mod slow_client;

@@ -1,0 +1,154 @@
+//! Tests of how requests reach the core from many threads at once: every connection's
+//! requests are answered in the order sent, the core gives every write its own zxid in one
+//! total order, and the good requests before a corrupt frame are applied before the close.
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::fail_closed::{session, WAIT};
+use super::shared_body::create;
+use crate::{Config, Server};
+
+/// Reads one reply: (xid, zxid, err); `None` once the server closed the connection.
+async fn header(s: &mut TcpStream) -> Option<(i32, i64, i32)> {
+    let mut len = [0u8; 4];
+    tokio::time::timeout(WAIT, s.read_exact(&mut len))
+        .await
+        .expect("reply or close in time")
+        .ok()?;
+    let mut payload = vec![0u8; usize::try_from(i32::from_be_bytes(len)).ok()?];
+    tokio::time::timeout(WAIT, s.read_exact(&mut payload))
+        .await
+        .expect("reply or close in time")
+        .ok()?;
+    Some((
+        i32::from_be_bytes(payload[0..4].try_into().ok()?),
+        i64::from_be_bytes(payload[4..12].try_into().ok()?),
+        i32::from_be_bytes(payload[12..16].try_into().ok()?),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn requests_from_many_threads_keep_each_connections_order_and_one_total_order() {
+    const CONNS: usize = 12;
+    const CREATES: i32 = 300;
+    let server = Server::start(Config {
+        port: 0,
+        ..Config::default()
+    })
+    .await
+    .expect("start");
+    let mut tasks = Vec::new();
+    for c in 0..CONNS {
+        let addr = server.local_addr();
+        tasks.push(tokio::spawn(async move {
+            let mut s = session(addr).await;
+            let (mut rd, mut wr) = s.split();
+            let send = async {
+                // Written in small pieces, so batches of this connection interleave with
+                // every other connection's.
+                for chunk in (1..=CREATES).collect::<Vec<_>>().chunks(7) {
+                    let mut bytes = Vec::new();
+                    for &xid in chunk {
+                        bytes.extend_from_slice(&create(xid, format!("/c{c}-{xid}"), vec![1]));
+                    }
+                    wr.write_all(&bytes).await.expect("send");
+                    tokio::task::yield_now().await;
+                }
+            };
+            let receive = async {
+                let mut got = Vec::new();
+                let mut buf = Vec::new();
+                while got.len() < CREATES as usize {
+                    let mut chunk = [0u8; 4096];
+                    let n = tokio::time::timeout(WAIT, rd.read(&mut chunk))
+                        .await
+                        .expect("replies in time")
+                        .expect("read");
+                    assert!(n > 0, "connection {c} closed early");
+                    buf.extend_from_slice(&chunk[..n]);
+                    while buf.len() >= 4 {
+                        let len =
+                            i32::from_be_bytes(buf[..4].try_into().expect("4 bytes")) as usize;
+                        if buf.len() < 4 + len {
+                            break;
+                        }
+                        let p = &buf[4..4 + len];
+                        got.push((
+                            i32::from_be_bytes(p[0..4].try_into().expect("xid")),
+                            i64::from_be_bytes(p[4..12].try_into().expect("zxid")),
+                            i32::from_be_bytes(p[12..16].try_into().expect("err")),
+                        ));
+                        buf.drain(..4 + len);
+                    }
+                }
+                got
+            };
+            let ((), got) = tokio::join!(send, receive);
+            got
+        }));
+    }
+    let mut zxids = Vec::new();
+    for (c, t) in tasks.into_iter().enumerate() {
+        let got = t.await.expect("connection task");
+        let xids: Vec<i32> = got.iter().map(|r| r.0).collect();
+        assert_eq!(
+            xids,
+            (1..=CREATES).collect::<Vec<_>>(),
+            "connection {c}'s order"
+        );
+        assert!(
+            got.iter().all(|r| r.2 == 0),
+            "connection {c}: every create succeeds"
+        );
+        assert!(
+            got.windows(2).all(|w| w[0].1 < w[1].1),
+            "connection {c}: its writes' zxids increase"
+        );
+        zxids.extend(got.iter().map(|r| r.1));
+    }
+    zxids.sort_unstable();
+    let n = zxids.len();
+    zxids.dedup();
+    assert_eq!(zxids.len(), n, "every write has a zxid of its own");
+    assert_eq!(n, CONNS * CREATES as usize);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_requests_before_a_corrupt_frame_are_applied_before_the_close() {
+    let server = Server::start(Config {
+        port: 0,
+        ..Config::default()
+    })
+    .await
+    .expect("start");
+    let mut s = session(server.local_addr()).await;
+    let mut bytes = Vec::new();
+    for xid in 1..=3 {
+        bytes.extend_from_slice(&create(xid, format!("/before-{xid}"), vec![]));
+    }
+    // A negative length: the stream is corrupt from here on.
+    bytes.extend_from_slice(&(-5i32).to_be_bytes());
+    s.write_all(&bytes).await.expect("send");
+    for xid in 1..=3 {
+        let (got, _, err) = header(&mut s).await.expect("a reply before the close");
+        assert_eq!((got, err), (xid, 0));
+    }
+    assert_eq!(header(&mut s).await, None, "then the connection is closed");
+
+    let mut other = session(server.local_addr()).await;
+    let mut exists = Vec::new();
+    for xid in 1..=3 {
+        exists.extend_from_slice(&super::shared_body::read_op(
+            xid,
+            3,
+            &format!("/before-{xid}"),
+        ));
+    }
+    other.write_all(&exists).await.expect("send");
+    for xid in 1..=3 {
+        assert_eq!(header(&mut other).await.map(|r| (r.0, r.2)), Some((xid, 0)));
+    }
+    server.shutdown().await;
+}
