@@ -18,20 +18,33 @@
 //! here by what connections have read. A close the reader asks for after a corrupt frame
 //! travels with its batch, so the good frames before it are fed first.
 //!
+//! Reads first, writes in rounds: a feeder takes every batch of reads only (getData, exists,
+//! getChildren, getACL, ping, ...) waiting, then batches of other requests up to about
+//! [`ROUND_REQUESTS`] requests, and leaves the rest for its next round. So a read waits for
+//! at most one round of writes (with `--fsync always` each write also appends to the log), not
+//! for every write that happened to be handed over before it. That changes nothing a client
+//! can tell: only batches of different connections, none of them answered yet, change places,
+//! and a write is answered only after it was fed, so a read handed over after a write's reply
+//! was sent still comes after that write.
+//!
 //! A feeder that keeps finding new batches hands the rest to a fresh task after
 //! [`MAX_ROUNDS`] rounds, so one connection's task is not kept from its own socket for long.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
 use bytes::Bytes;
+use zkd_protocol::OpCode;
 
 use super::queue::ConnQueue;
 use crate::core::ConnId;
 
 /// Rounds a feeder runs before handing further batches to a task of their own.
 pub(crate) const MAX_ROUNDS: usize = 8;
+/// Requests of batches other than reads taken in one round (a batch is never split).
+pub(crate) const ROUND_REQUESTS: usize = 64;
 
 /// One connection's complete frames, handed over to be fed to the core in order.
 pub(crate) struct Handed {
@@ -43,12 +56,57 @@ pub(crate) struct Handed {
     pub(crate) arrived: Instant,
     /// The reader found a corrupt frame after these: close the connection once they are fed.
     pub(crate) close_after: bool,
+    /// Every frame is a read (see [`is_read`]): the batch may go before batches of other
+    /// connections handed over earlier.
+    reads_only: bool,
+}
+
+impl Handed {
+    pub(crate) fn new(
+        id: ConnId,
+        q: std::sync::Arc<ConnQueue>,
+        frames: Vec<Bytes>,
+        arrived: Instant,
+        close_after: bool,
+    ) -> Handed {
+        let reads_only = !close_after && frames.iter().all(|f| is_read(f));
+        Handed {
+            id,
+            q,
+            frames,
+            arrived,
+            close_after,
+            reads_only,
+        }
+    }
+}
+
+/// Whether a request payload (header first) only reads: it changes neither the tree nor a
+/// session, so answering it before another connection's pending write is just as if it had
+/// arrived first. Watches it leaves are set at the time it is fed, in the one order.
+fn is_read(payload: &[u8]) -> bool {
+    let Some(op) = payload.get(4..8).and_then(|b| <[u8; 4]>::try_from(b).ok()) else {
+        return false;
+    };
+    matches!(
+        OpCode::from_i32(i32::from_be_bytes(op)),
+        Some(
+            OpCode::Exists
+                | OpCode::GetData
+                | OpCode::GetAcl
+                | OpCode::GetChildren
+                | OpCode::GetChildren2
+                | OpCode::Ping
+                | OpCode::GetEphemerals
+                | OpCode::GetAllChildrenNumber
+        )
+    )
 }
 
 /// The batches handed over and not yet taken by a feeder, and whether a thread is feeding.
 #[derive(Default)]
 pub(crate) struct Feed {
-    waiting: Mutex<Vec<Handed>>,
+    waiting: Mutex<VecDeque<Handed>>,
     feeding: AtomicBool,
 }
 
@@ -56,7 +114,7 @@ impl Feed {
     /// Adds `batch` behind every batch handed over before it.
     pub(crate) fn hand_over(&self, batch: Handed) {
         batch.q.handed_over();
-        self.waiting().push(batch);
+        self.waiting().push_back(batch);
     }
 
     /// Becomes the feeder: false if another thread is feeding (it will take what waits).
@@ -72,14 +130,35 @@ impl Feed {
         !self.waiting().is_empty()
     }
 
-    /// Moves every waiting batch, in order, into `into` (which must be empty), keeping the
-    /// storage of both lists.
+    /// Moves this round's batches into `into`, in the order to feed them: every batch of
+    /// reads only waiting, in order, then the other batches in order up to
+    /// [`ROUND_REQUESTS`] requests (at least one batch). The rest keep their places.
     pub(crate) fn take(&self, into: &mut Vec<Handed>) {
-        debug_assert!(into.is_empty());
-        std::mem::swap(&mut *self.waiting(), into);
+        let mut waiting = self.waiting();
+        if waiting.iter().all(|b| b.reads_only) || waiting.len() == 1 {
+            into.extend(waiting.drain(..));
+            return;
+        }
+        let mut others = VecDeque::with_capacity(waiting.len());
+        for b in waiting.drain(..) {
+            if b.reads_only {
+                into.push(b);
+            } else {
+                others.push_back(b);
+            }
+        }
+        let mut requests = 0;
+        while requests < ROUND_REQUESTS {
+            let Some(b) = others.pop_front() else { break };
+            requests += b.frames.len().max(1);
+            into.push(b);
+        }
+        // What is left goes back in front of anything handed over meanwhile (nothing could
+        // be: this lock is held), in its order.
+        *waiting = others;
     }
 
-    fn waiting(&self) -> std::sync::MutexGuard<'_, Vec<Handed>> {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, VecDeque<Handed>> {
         // Every operation under this lock is a single push or swap: never half done.
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -89,14 +168,47 @@ impl Feed {
 mod tests {
     use super::*;
 
+    /// A batch of `n` requests with opcode `op`.
+    fn requests(id: ConnId, op: OpCode, n: usize) -> Handed {
+        let mut frame = 7i32.to_be_bytes().to_vec();
+        frame.extend_from_slice(&(op as i32).to_be_bytes());
+        let frames = vec![Bytes::from(frame); n];
+        Handed::new(id, Default::default(), frames, Instant::now(), false)
+    }
+
     fn batch(id: ConnId) -> Handed {
-        Handed {
-            id,
-            q: Default::default(),
-            frames: vec![Bytes::from_static(b"12345678")],
-            arrived: Instant::now(),
-            close_after: false,
-        }
+        requests(id, OpCode::SetData, 1)
+    }
+
+    fn ids(taken: &[Handed]) -> Vec<ConnId> {
+        taken.iter().map(|b| b.id).collect()
+    }
+
+    #[test]
+    fn reads_go_first_and_writes_in_rounds() {
+        let feed = Feed::default();
+        feed.hand_over(requests(1, OpCode::SetData, ROUND_REQUESTS - 1));
+        feed.hand_over(requests(2, OpCode::Create, 2));
+        feed.hand_over(requests(3, OpCode::GetData, 5));
+        feed.hand_over(requests(4, OpCode::SetData, 1));
+        let mut mixed = requests(5, OpCode::GetData, 2);
+        mixed
+            .frames
+            .push(requests(5, OpCode::Delete, 1).frames.remove(0));
+        mixed.reads_only = mixed.frames.iter().all(|f| is_read(f));
+        feed.hand_over(mixed);
+        feed.hand_over(requests(6, OpCode::Exists, 1));
+        let mut taken = Vec::new();
+        feed.take(&mut taken);
+        // The reads, then writes up to the round's size (the batch that crosses it included).
+        assert_eq!(ids(&taken), [3, 6, 1, 2]);
+        taken.clear();
+        feed.take(&mut taken);
+        assert_eq!(ids(&taken), [4, 5], "the rest, in the order handed over");
+        // A batch closed after a corrupt frame is not a read, whatever its frames.
+        let closing = Handed::new(9, Default::default(), vec![], Instant::now(), true);
+        assert!(!closing.reads_only);
+        assert!(!is_read(b"1234"), "too short for a header");
     }
 
     #[test]
@@ -108,14 +220,14 @@ mod tests {
         assert!(!feed.start_feeding(), "a second thread leaves its batch");
         let mut taken = Vec::new();
         feed.take(&mut taken);
-        assert_eq!(taken.iter().map(|b| b.id).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(ids(&taken), [1, 2]);
         // A batch handed over while the first thread feeds is seen when it stops.
         feed.hand_over(batch(3));
         assert!(feed.stop_feeding());
         assert!(feed.start_feeding());
         taken.clear();
         feed.take(&mut taken);
-        assert_eq!(taken.iter().map(|b| b.id).collect::<Vec<_>>(), [3]);
+        assert_eq!(ids(&taken), [3]);
         assert!(!feed.stop_feeding(), "nothing left");
     }
 }

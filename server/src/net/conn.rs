@@ -677,13 +677,8 @@ impl<S: Stream> Conn<S> {
         if let Some(reason) = &bad {
             tracing::info!(conn = self.id(), remote = %self.remote, "closing connection: {reason}");
         }
-        let batch = Handed {
-            id: self.id(),
-            q: self.registered.q.clone(),
-            frames,
-            arrived,
-            close_after: bad.is_some(),
-        };
+        let q = self.registered.q.clone();
+        let batch = Handed::new(self.id(), q, frames, arrived, bad.is_some());
         if !self.shared().requests(batch) || bad.is_some() {
             self.feeding = false;
         }
