@@ -4,11 +4,13 @@
 //! cannot be written stops the server before its reply is queued, as ZooKeeper stops when
 //! its log cannot be written: nothing is acknowledged that is not in the log.
 //!
-//! With `always` the writes are group-committed: an append only writes and counts the
-//! transaction ([`Durability`]), and a sync thread ([`TxnLog::run_syncer`]) syncs whatever was
-//! written since its last sync, outside the core's lock, then raises the synced count that
-//! replies and notifications wait for. A failed sync stops the server before anything it
-//! did not cover is sent.
+//! With `always` the writes are group-committed: an append only adds the entry to an
+//! in-memory buffer and counts the transaction ([`Durability`]); a sync thread
+//! ([`TxnLog::run_syncer`]) writes what was appended since its last round to the file, in
+//! order, syncs it, and then raises the synced count that replies and notifications wait for.
+//! So the core's lock is held for neither the write nor the sync, and one write and one sync
+//! cover a whole group. A failed write or sync stops the server before anything it did not
+//! cover is sent; what was only buffered was never acknowledged.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -34,8 +36,13 @@ struct LogState {
     file: Option<Arc<File>>,
     /// Written since the last sync (batch, always).
     dirty: bool,
-    /// Files rolled away by a snapshot with writes the sync thread has not synced yet.
-    rolled: Vec<Arc<File>>,
+    /// Entries appended (`always`) and not yet written to `file`.
+    pending: BytesMut,
+    /// Files rolled away by a snapshot with writes the sync thread has not synced yet, each
+    /// with the entries appended to it and not yet written.
+    rolled: Vec<(Arc<File>, BytesMut)>,
+    /// The sync thread waits on [`TxnLog::written`] (so an append must wake it).
+    syncer_waiting: bool,
     /// The sync thread is asked to end.
     stopping: bool,
     /// Transactions since the last snapshot.
@@ -49,8 +56,11 @@ struct LogState {
 #[derive(Clone)]
 pub struct TxnLog {
     state: Arc<Mutex<LogState>>,
-    /// Wakes the sync thread when something was written (`always`).
+    /// Wakes the sync thread when something was appended (`always`).
     written: Arc<Condvar>,
+    /// Held through a whole [`TxnLog::sync_if_dirty`], so buffered entries reach each file in
+    /// the order they were appended whoever syncs.
+    writing: Arc<Mutex<()>>,
     /// Transactions written and synced (`always`).
     durability: Arc<Durability>,
     /// Held by a test to keep the sync thread from syncing; an error put in it fails the
@@ -69,7 +79,9 @@ impl TxnLog {
                 policy,
                 file: None,
                 dirty: false,
+                pending: BytesMut::new(),
                 rolled: Vec::new(),
+                syncer_waiting: false,
                 stopping: false,
                 since_snapshot: 0,
                 snap_count: snap_count.max(1),
@@ -77,6 +89,7 @@ impl TxnLog {
             })),
             snapshot_due: Arc::new(Notify::new()),
             written: Arc::new(Condvar::new()),
+            writing: Arc::new(Mutex::new(())),
             durability: Arc::new(Durability::default()),
             #[cfg(test)]
             syncs: Arc::default(),
@@ -102,10 +115,12 @@ impl TxnLog {
                         return;
                     }
                     let idle = Duration::from_secs(1);
+                    st.syncer_waiting = true;
                     st = match self.written.wait_timeout(st, idle) {
                         Ok((st, _)) => st,
                         Err(e) => e.into_inner().0,
                     };
+                    st.syncer_waiting = false;
                 }
                 if !st.dirty {
                     return;
@@ -147,9 +162,13 @@ impl TxnLog {
         st.since_snapshot = 0;
         let old = st.file.take();
         if st.policy == FsyncPolicy::Always {
-            // Replies wait for the sync thread, which must sync this file too.
+            // Replies wait for the sync thread, which must write what is buffered for this
+            // file and sync it too.
             if st.dirty {
-                st.rolled.extend(old.clone());
+                let pending = std::mem::take(&mut st.pending);
+                if let Some(f) = &old {
+                    st.rolled.push((f.clone(), pending));
+                }
             }
         } else {
             st.dirty = false;
@@ -162,10 +181,12 @@ impl TxnLog {
         file.sync_data().map_err(|e| self.failure("sync", &e))
     }
 
-    /// Syncs what was written since the last sync (every file it went to), then raises the
-    /// synced count to what was written when it began; nothing when nothing was written.
-    /// The sync itself runs without holding the log, so appends are not delayed by it.
+    /// Writes what was appended and only buffered (`always`) and syncs what was written
+    /// since the last sync (every file it went to, in order), then raises the synced count to
+    /// what was appended when it began; nothing when nothing was appended. The write and the
+    /// sync run without holding the log, so appends are not delayed by them.
     pub fn sync_if_dirty(&self) -> Result<(), String> {
+        let _one = self.writing.lock().unwrap_or_else(|e| e.into_inner());
         let (files, written) = {
             let mut st = self.lock();
             if !st.dirty {
@@ -173,10 +194,17 @@ impl TxnLog {
             }
             st.dirty = false;
             let mut files = std::mem::take(&mut st.rolled);
-            files.extend(st.file.clone());
+            if let Some(f) = st.file.clone() {
+                files.push((f, std::mem::take(&mut st.pending)));
+            }
             (files, self.durability.written())
         };
-        for f in &files {
+        for (f, pending) in &files {
+            if !pending.is_empty() {
+                (&**f)
+                    .write_all(pending)
+                    .map_err(|e| self.failure("write", &e))?;
+            }
             self.sync_file(f)?;
         }
         self.durability.synced_up_to(written);
@@ -216,13 +244,18 @@ impl TxnLog {
             }
             st.file = Some(Arc::new(f));
         }
+        if st.policy == FsyncPolicy::Always {
+            // Written by the sync thread, with the rest of its group.
+            frame_entry(txn, &mut st.pending);
+            st.dirty = true;
+            return Ok(());
+        }
         let mut buf = BytesMut::with_capacity(txn.len() + 13);
         frame_entry(txn, &mut buf);
         if let Some(f) = &st.file {
             (&**f).write_all(&buf)?;
-            match st.policy {
-                FsyncPolicy::Always | FsyncPolicy::Batch => st.dirty = true,
-                FsyncPolicy::Never => {}
+            if st.policy == FsyncPolicy::Batch {
+                st.dirty = true;
             }
         }
         Ok(())
@@ -246,7 +279,11 @@ impl TxnSink for TxnLog {
             let error = Self::append_entry(&mut st, zxid, &txn).err();
             if error.is_none() && st.policy == FsyncPolicy::Always {
                 self.durability.wrote_one();
-                self.written.notify_one();
+                if st.syncer_waiting {
+                    // Once per group: the thread is not waiting again until it has synced.
+                    st.syncer_waiting = false;
+                    self.written.notify_one();
+                }
             }
             error
         };
