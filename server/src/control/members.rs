@@ -63,7 +63,7 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
 
 /// Applies the membership a reconfig just committed (under the core's lock, right after the
 /// request that made it): who votes, who observes, who was removed; a new leader when the
-/// old one no longer votes (a new epoch, as on every leader change), and the old leader's
+/// old one no longer votes (a new epoch, as on every leader change), then every member's
 /// clients dropped.
 pub(crate) fn apply_reconfig(state: &mut State, budget: &OutBudget, now: Now) {
     let Some(specs) = state.core.take_reconfig() else {

@@ -358,7 +358,9 @@ impl Membership {
     /// port its line names once started), the others are removed (still serving while they
     /// run, without a vote). A leader that no longer votes hands over to the lowest running
     /// voting member, as ZooKeeper's leader designates its successor among the new
-    /// configuration's members that acknowledged the change; its own clients are dropped.
+    /// configuration's members that acknowledged the change; every member then syncs with
+    /// the new leader, which drops the clients of all of them (they reconnect and keep their
+    /// sessions), as on ZooKeeper.
     pub fn reconfigure(&mut self, specs: &[ServerSpec]) -> Transition {
         let before: Vec<(MemberId, Serving)> =
             self.ids().map(|i| (i, self.mode(i).serving())).collect();
@@ -404,8 +406,7 @@ impl Membership {
         let drop_connections = before
             .into_iter()
             .filter(|(i, serving)| {
-                (Some(*i) == leader_before && self.leader != leader_before)
-                    || self.mode(*i).serving() != *serving
+                self.leader != leader_before || self.mode(*i).serving() != *serving
             })
             .map(|(i, _)| i)
             .collect();
@@ -535,7 +536,11 @@ mod tests {
         let two: Vec<ServerSpec> = m.specs().into_iter().filter(|s| s.id != 3).collect();
         let t = m.reconfigure(&two);
         assert_eq!((t.leader_before, t.leader_after), (Some(3), Some(1)));
-        assert_eq!(t.drop_connections, [3], "the old leader's clients only");
+        assert_eq!(
+            t.drop_connections,
+            [1, 2, 3],
+            "every member syncs with the new leader"
+        );
         assert_eq!(modes(&m), ["leader", "follower", "follower"]);
         assert_eq!(
             (m.voters(), m.followers(), m.non_voting_followers()),
