@@ -109,7 +109,7 @@ fn removing_and_adding_a_member_versions_the_config_with_the_reconfig_zxid() {
     assert_eq!(body.data.as_deref(), Some(text.as_bytes()));
     assert_eq!((body.stat.version, body.stat.mzxid), (-1, zxid));
     assert_eq!(body.stat.data_length as usize, text.len());
-    assert_eq!(config_data(&mut h, c), (text, body.stat.clone()));
+    assert_eq!(config_data(&mut h, c), (text, body.stat));
     let applied = h.core.take_reconfig().expect("a membership to apply");
     assert_eq!(applied.iter().map(|s| s.id).collect::<Vec<_>>(), [1, 2]);
     assert!(h.core.take_reconfig().is_none(), "handed over once");
