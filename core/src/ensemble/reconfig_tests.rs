@@ -256,3 +256,45 @@ fn a_standalone_server_answers_unimplemented_with_reconfig_on() {
         ErrorCode::ReconfigDisabled.code()
     );
 }
+
+#[derive(Clone, Default)]
+struct Collect(std::sync::Arc<std::sync::Mutex<Vec<Bytes>>>);
+
+impl TxnSink for Collect {
+    fn append(&mut self, _zxid: i64, txn: Bytes) -> Result<(), StopServing> {
+        self.0.lock().expect("lock").push(txn);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_reconfig_is_logged_as_zookeeper_logs_it() {
+    let mut h = ensemble(true);
+    let c = super_session(&mut h);
+    let log = Collect::default();
+    h.core.set_txn_sink(Some(Box::new(log.clone())));
+    let bad = h.reply(c, &reconfig(None, Some("3"), 77));
+    let good = h.reply(c, &reconfig(None, Some("3"), -1));
+    let records = log.0.lock().expect("lock").clone();
+    assert_eq!(records.len(), 2);
+    let mut r = Reader::new(records[0].clone());
+    let header = disk::TxnHeader::read(&mut r).expect("header");
+    assert_eq!(
+        (header.txn_type, header.zxid),
+        (disk::txn_type::ERROR, bad.zxid)
+    );
+    // The change: a reconfig header over a setData of /zookeeper/config with version -1.
+    let mut r = Reader::new(records[1].clone());
+    let header = disk::TxnHeader::read(&mut r).expect("header");
+    assert_eq!(
+        (header.txn_type, header.zxid),
+        (disk::txn_type::RECONFIG, good.zxid)
+    );
+    let body = disk::SetDataTxn::read(&mut r).expect("a setData body");
+    assert_eq!(
+        (body.path.as_str(), body.version),
+        ("/zookeeper/config", -1)
+    );
+    let reply: GetDataResponse = good.decode();
+    assert_eq!(body.data, reply.data);
+}

@@ -107,8 +107,9 @@ pub(crate) async fn stop(shared: &Shared, id: MemberId) -> Result<Transition, Co
     Ok(t)
 }
 
-/// Starts member `id` again on the address it had: it listens, and if this brings quorum
-/// back, every member drops its read-only clients and serves reads and writes again.
+/// Starts member `id` again on the address it had (a member a reconfig added: on the address
+/// its line gave): it listens, and if this brings quorum back, every member drops its
+/// read-only clients and serves reads and writes again.
 pub(crate) async fn start(
     shared: &Arc<Shared>,
     id: MemberId,
@@ -131,8 +132,18 @@ pub(crate) async fn start(
     }
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|e| ControlError::Bind(format!("cannot listen on {addr} again: {e}")))?;
+        .map_err(|e| ControlError::Bind(format!("cannot listen on {addr}: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| ControlError::Bind(format!("cannot read the address of {addr}: {e}")))?;
+    if bound != addr {
+        shared.with_state(|state| {
+            if let Some(m) = state.members.as_mut() {
+                m.set_addr(id, bound);
+            }
+        })?;
+    }
     transition(shared, id, true)?;
     member::spawn(shared, id, listener, shutdown);
-    Ok(addr)
+    Ok(bound)
 }

@@ -265,6 +265,14 @@ impl Membership {
         self.members.iter().find(|m| m.id == id).map(|m| m.addr)
     }
 
+    /// Records the address member `id` listens on (a member that joined by a reconfig with
+    /// client port 0 gets a free port when it starts).
+    pub fn set_addr(&mut self, id: MemberId, addr: SocketAddr) {
+        if let Some(m) = self.members.iter_mut().find(|m| m.id == id) {
+            m.addr = addr;
+        }
+    }
+
     /// Marks a member running or stopped and elects a leader if needed, `zxid_of` giving
     /// each running member's last applied zxid (older for a lagging member). `None` when
     /// nothing changed (unknown member, or already in that state).
