@@ -250,6 +250,24 @@ fn parse_members(text: &str) -> SpecResult<Servers> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever a client sends, parsing ends in a spec or an error code, and a spec
+        /// prints as a line that parses back to itself.
+        #[test]
+        fn any_text_parses_or_is_refused_and_specs_round_trip(
+            value in "[a-z0-9:;|\\[\\]. =,]{0,40}",
+            leaving in proptest::option::of("[0-9a-z, ]{0,12}"),
+        ) {
+            if let Ok(spec) = ServerSpec::parse(7, &value) {
+                prop_assert_eq!(ServerSpec::parse(7, &spec.value()), Ok(spec));
+            }
+            let cur: Servers = Servers::new();
+            let _ = next_servers(&cur, Some(&value), leaving.as_deref(), None);
+            let _ = next_servers(&cur, None, None, Some(&value));
+        }
+    }
 
     fn three() -> Servers {
         (1..=3)
