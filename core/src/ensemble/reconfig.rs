@@ -72,7 +72,7 @@ impl Core {
     }
 
     /// The membership a reconfig just committed, once: the engine applies it (who votes,
-    /// who leads, who serves) before anything else runs.
+    /// who leads, who serves) before the core's lock is released.
     pub fn take_reconfig(&mut self) -> Option<Vec<ServerSpec>> {
         let d = self.dynamic.as_mut()?;
         d.pending.take().map(|s| s.into_values().collect())

@@ -386,7 +386,7 @@ impl Shared {
         };
         match catch_unwind(AssertUnwindSafe(|| {
             let r = f(&mut guard);
-            // A reconfig changes who votes and leads before anything else runs.
+            // A reconfig changes who votes and leads before the lock is released.
             if guard.core.reconfig_pending() {
                 crate::control::members::apply_reconfig(&mut guard, &self.outbound, self.now());
             }
