@@ -971,6 +971,15 @@ async fn reconfig_adds_a_new_member_that_starts_on_its_port_and_removes_one_that
     assert_eq!(c.call(&create("/via-1", 0)).await.expect("create").err, 0);
     // Three voters (2, 3, 4): stopping member 1 costs nothing, stopping two voters the quorum.
     server.stop_member(1).await.expect("stop 1");
+    // Stopped, a removed member cannot start again (a removed ZooKeeper server exits).
+    let refused = server
+        .start_member(1)
+        .await
+        .expect_err("member 1 was removed");
+    assert!(
+        refused.to_string().contains("not in the configuration"),
+        "{refused}"
+    );
     server.stop_member(2).await.expect("stop 2");
     assert_eq!(modes(&server), ["stopped", "stopped", "leader", "follower"]);
     server.stop_member(4).await.expect("stop 4");

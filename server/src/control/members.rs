@@ -109,7 +109,8 @@ pub(crate) async fn stop(shared: &Shared, id: MemberId) -> Result<Transition, Co
 
 /// Starts member `id` again on the address it had (a member a reconfig added: on the address
 /// its line gave): it listens, and if this brings quorum back, every member drops its
-/// read-only clients and serves reads and writes again.
+/// read-only clients and serves reads and writes again. A member a reconfig removed cannot
+/// start until a reconfig adds it back.
 pub(crate) async fn start(
     shared: &Arc<Shared>,
     id: MemberId,
@@ -117,12 +118,21 @@ pub(crate) async fn start(
 ) -> Result<SocketAddr, ControlError> {
     let _serial = shared.listeners.ops.lock().await;
     let addr = shared
-        .with_members(|m| (m.contains(id), m.is_running(id), m.addr(id)))?
+        .with_members(|m| {
+            (
+                m.contains(id),
+                m.is_running(id),
+                m.in_config(id),
+                m.addr(id),
+            )
+        })?
         .ok_or(ControlError::NotAnEnsemble)?;
     let addr = match addr {
-        (false, _, _) | (_, _, None) => return Err(ControlError::NoSuchMember(id)),
-        (true, true, _) => return Err(ControlError::MemberRunning(id)),
-        (true, false, Some(a)) => a,
+        (false, _, _, _) | (_, _, _, None) => return Err(ControlError::NoSuchMember(id)),
+        (true, true, _, _) => return Err(ControlError::MemberRunning(id)),
+        // A removed ZooKeeper server started again exits: its configuration does not name it.
+        (true, false, false, _) => return Err(ControlError::MemberRemoved(id)),
+        (true, false, true, Some(a)) => a,
     };
     // The old accept loop must have let go of the port.
     let old = shared.listeners.lock().remove(&id);

@@ -167,6 +167,11 @@ impl Membership {
             .collect()
     }
 
+    /// Whether `id` is in the current configuration (a reconfig may have removed it).
+    pub fn in_config(&self, id: MemberId) -> bool {
+        self.members.iter().any(|m| m.id == id && !m.removed)
+    }
+
     pub fn is_running(&self, id: MemberId) -> bool {
         self.members.iter().any(|m| m.id == id && m.running)
     }
