@@ -11,6 +11,12 @@
 #          python-ensemble  kazoo against an ensemble    (client-tests/python/kazoo_ensemble.py)
 #          python-observer  kazoo against an ensemble with an observer
 #                                                        (client-tests/python/kazoo_observer.py)
+#          java-reconfig    Curator's reconfig API       (client-tests/java/ReconfigSuite.java)
+#          python-reconfig  kazoo's reconfig API         (client-tests/python/kazoo_reconfig.py)
+#
+#   The reconfig suites need an ensemble with reconfiguration on and the superuser
+#   super:secret (zkd: --reconfig-enabled --super-digest; ZooKeeper: reconfigEnabled=true and
+#   -Dzookeeper.DigestAuthenticationProvider.superDigest).
 #
 #   The ensemble suites take the whole connection string (HOST:PORT,HOST:PORT,...) and stop and
 #   start members through zkd's admin listener, given as ZKD_CONTROL_URL (http://HOST:PORT).
@@ -29,7 +35,7 @@
 set -u
 
 usage() {
-    echo "usage: $0 {java|python|c|cli|java-ensemble|python-ensemble|python-observer} HOST:PORT[,HOST:PORT...]" >&2
+    echo "usage: $0 {java|python|c|cli|java-ensemble|python-ensemble|python-observer|java-reconfig|python-reconfig} HOST:PORT[,HOST:PORT...]" >&2
     exit 2
 }
 
@@ -97,13 +103,17 @@ java-ensemble)
     need_control_url
     java_suite "$HERE/java" EnsembleSuite "$ADDR" "$ZKD_CONTROL_URL"
     ;;
+java-reconfig)
+    need_control_url
+    java_suite "$HERE/java" ReconfigSuite "$ADDR" "$ZKD_CONTROL_URL"
+    ;;
 python)
     PY=${PYTHON:-python3}
     need_cmd "$PY" "Python 3"
     "$PY" -c 'import kazoo' >/dev/null 2>&1 || missing "the kazoo Python package (pip install kazoo)"
     run "$PY" "$HERE/python/kazoo_suite.py" "$ADDR"
     ;;
-python-ensemble | python-observer)
+python-ensemble | python-observer | python-reconfig)
     PY=${PYTHON:-python3}
     need_cmd "$PY" "Python 3"
     "$PY" -c 'import kazoo' >/dev/null 2>&1 || missing "the kazoo Python package (pip install kazoo)"

@@ -33,6 +33,7 @@ fn main() {
         herd_warn: 0,
         zookeeper_version: Default::default(),
         auth: AuthConfig::default(),
+        reconfig_enabled: false,
     };
     let mut core = Core::new(cfg, 1_000);
     // Counts only: what the core sends must not add to the memory measured.

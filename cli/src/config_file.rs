@@ -78,6 +78,7 @@ pub fn print_zookeeper_lines(out: &mut impl Write, server: &Server, secure_only:
         .map_or(0, |m| m.id);
     let _ = writeln!(
         out,
-        "PrepRequestProcessor (sid:{sid}) started, reconfigEnabled=false"
+        "PrepRequestProcessor (sid:{sid}) started, reconfigEnabled={}",
+        server.reconfig_enabled()
     );
 }

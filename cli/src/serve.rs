@@ -61,6 +61,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "USER:HASH")]
     super_digest: Option<String>,
 
+    /// Let a superuser change an ensemble's membership with `reconfig` (ZooKeeper's
+    /// `reconfigEnabled`); without it the request is answered RECONFIGDISABLED.
+    #[arg(long)]
+    reconfig_enabled: bool,
+
     /// Disable TTL nodes (creates with a TTL fail with UNIMPLEMENTED).
     #[arg(long)]
     no_ttl: bool,
@@ -319,6 +324,7 @@ impl ServeArgs {
             max_client_cnxns: self.max_client_cnxns,
             max_frame_len: self.max_frame_len as usize,
             super_digest: self.super_digest.clone(),
+            reconfig_enabled: self.reconfig_enabled,
             ttl_enabled: !self.no_ttl,
             reaper_interval: Duration::from_millis(self.reaper_interval),
             four_letter_whitelist,

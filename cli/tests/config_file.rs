@@ -909,3 +909,29 @@ fn zookeeper_version_flag_picks_the_reported_release() {
         assert!(err.contains("expected 3.8 or 3.9"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn reconfig_enabled_comes_from_zoo_cfg_or_the_flag() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let servers = "clientPort=0\nadmin.enableServer=false\nserver.1=localhost:2888:3888\n\
+                   server.2=localhost:2889:3889\nserver.3=localhost:2890:3890\n";
+    let on = write(
+        dir.path(),
+        "on.cfg",
+        &format!("{servers}reconfigEnabled=true\n"),
+    );
+    let off = write(dir.path(), "off.cfg", servers);
+    let line = |b: bool| format!("PrepRequestProcessor (sid:3) started, reconfigEnabled={b}");
+    for (args, enabled) in [
+        (vec!["--config", &on], true),
+        (vec!["--config", &off], false),
+        (vec!["--config", &off, "--reconfig-enabled"], true),
+    ] {
+        let zkd = start(&args, &[]);
+        assert!(
+            zkd.stdout.iter().any(|l| *l == line(enabled)),
+            "{args:?}: {:?}",
+            zkd.stdout
+        );
+    }
+}

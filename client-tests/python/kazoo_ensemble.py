@@ -5,7 +5,8 @@ highest remaining id leads and zxids move to the next epoch; a session (4 s time
 ephemeral survive a 10 s quorum loss; a session and its ephemeral node survive stopping the
 member the client is connected to, and quorum loss gives a new read-only client read-only mode
 (reads work, writes are refused) until quorum returns, while the other clients keep their
-sessions. The leader check runs first, on the fresh ensemble.
+sessions; and reconfig is RECONFIGDISABLED (reconfiguration is off). The leader check runs
+first, on the fresh ensemble.
 
     usage: kazoo_ensemble.py HOST:PORT,HOST:PORT,HOST:PORT CONTROL_URL
 
@@ -25,7 +26,7 @@ import traceback
 import urllib.request
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NotReadOnlyCallError
+from kazoo.exceptions import NotReadOnlyCallError, ReconfigDisabledError
 from kazoo.protocol.states import KazooState, KeeperState
 
 from kazoo_suite import CheckFailed, expect, wait_until
@@ -218,6 +219,22 @@ def quorum_loss_gives_read_only_mode_and_recovery():
             ro.stop()
 
 
+def reconfig_is_refused_when_disabled():
+    """Without reconfigEnabled (ZooKeeper's default) reconfig is RECONFIGDISABLED for anyone,
+    before any other check."""
+    c, _ = new_client()
+    try:
+        version = int(c.get("/zookeeper/config")[0].decode().rsplit("version=", 1)[1], 16)
+        expect(version == 0, "a static configuration has version 0, got %x" % version)
+        try:
+            c.reconfig(joining=None, leaving="3", new_members=None, from_config=12345)
+            raise CheckFailed("a reconfig succeeded with reconfiguration off")
+        except ReconfigDisabledError:
+            pass
+    finally:
+        c.stop()
+
+
 def run(name, fn):
     try:
         fn()
@@ -247,6 +264,7 @@ def main():
         session_survives_a_quorum_loss_longer_than_its_timeout)
     run("kazoo_session_and_ephemeral_survive_stopping_its_member", session_and_ephemeral_survive_stopping_their_member)
     run("kazoo_quorum_loss_read_only_mode_and_recovery", quorum_loss_gives_read_only_mode_and_recovery)
+    run("kazoo_reconfig_refused_when_disabled", reconfig_is_refused_when_disabled)
     failed = sum(1 for _, ok, _ in results if not ok)
     print("%d passed, %d failed" % (len(results) - failed, failed), flush=True)
     return 1 if failed else 0

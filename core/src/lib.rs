@@ -71,6 +71,8 @@ pub struct CoreConfig {
     pub zookeeper_version: ZookeeperVersion,
     /// The x509 and sasl schemes and their super users.
     pub auth: AuthConfig,
+    /// Whether `reconfig` may change an ensemble's membership (`reconfigEnabled`).
+    pub reconfig_enabled: bool,
 }
 
 /// What happened to a connection's handshake.
@@ -111,6 +113,7 @@ pub use durability::snapshot::{ImportReport, Replayed};
 pub use durability::snapshot_cow::{SnapshotJob, Step as SnapshotStep};
 pub use durability::txn_record::{StopServing, TxnSink};
 pub use ensemble::lag::{Lag, MemberId};
+pub use ensemble::servers::ServerSpec;
 pub use request::frame_parts::Frame;
 use request::txn::Txn;
 use session::connection::Conn;
@@ -228,6 +231,8 @@ pub struct Core {
     /// Whether the ensemble has a quorum (always on a standalone server): without one no
     /// global session expires and nothing is reaped.
     quorum: bool,
+    /// An ensemble's configuration (`None` on a standalone server).
+    dynamic: Option<ensemble::reconfig::DynamicConfig>,
 }
 
 impl Core {
@@ -265,6 +270,7 @@ impl Core {
             lag: ensemble::lag::Lagging::default(),
             stopped: None,
             quorum: true,
+            dynamic: None,
         }
     }
 

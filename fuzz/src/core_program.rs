@@ -417,6 +417,7 @@ impl Harness {
             herd_warn: 2,
             zookeeper_version: Default::default(),
             auth: Default::default(),
+            reconfig_enabled: true,
         };
         Harness {
             core: Core::new(cfg, now),

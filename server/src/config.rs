@@ -118,6 +118,9 @@ pub struct Config {
     /// this one server's state (see [`EnsembleConfig`]). `None` (default) = one standalone
     /// server on `port`.
     pub ensemble: Option<EnsembleConfig>,
+    /// Whether `reconfig` may change the ensemble's membership (`reconfigEnabled`, default
+    /// false: the request is answered RECONFIGDISABLED). Only a superuser may reconfigure.
+    pub reconfig_enabled: bool,
     /// The ZooKeeper release line to behave as where 3.8 and 3.9 differ (default 3.9).
     pub zookeeper_version: crate::ZookeeperVersion,
 }
@@ -323,6 +326,7 @@ impl Default for Config {
             max_frame_len: 0xFFFFF,
             super_digest: None,
             ttl_enabled: true,
+            reconfig_enabled: false,
             reaper_interval: Duration::from_millis(1000),
             four_letter_whitelist: FourLetterWhitelist::default(),
             herd_warn: 100,
@@ -558,6 +562,7 @@ impl Config {
                 nonce_seed: random_seed(),
                 enforce_schemes: self.enforce_auth_schemes.clone(),
             },
+            reconfig_enabled: self.reconfig_enabled,
         }
     }
 }

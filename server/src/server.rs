@@ -243,6 +243,13 @@ impl Server {
         self.addr
     }
 
+    /// Whether `reconfig` may change the membership (`Config::reconfig_enabled`).
+    pub fn reconfig_enabled(&self) -> bool {
+        self.shared
+            .inspect(|core, _| core.config().reconfig_enabled)
+            .unwrap_or(false)
+    }
+
     /// The ensemble's members in id order: id, client address, mode, whether it runs.
     /// Fails on a standalone server.
     pub fn members(&self) -> Result<Vec<MemberReport>, ControlError> {

@@ -157,6 +157,9 @@ pub fn apply(
         c.four_letter_whitelist = FourLetterWhitelist::parse(list)
             .map_err(|m| err(source, "4lw.commands.whitelist", m))?;
     }
+    if unless("reconfig_enabled") {
+        c.reconfig_enabled = s.reconfig_enabled.as_ref().is_some_and(|b| b.value);
+    }
     if unless("no_ttl") {
         c.ttl_enabled = s.extended_types_enabled.as_ref().is_some_and(|b| b.value);
     }
@@ -501,7 +504,12 @@ mod tests {
              jute.maxbuffer=2048\ndataDir=/tmp/zk\nautopurge.snapRetainCount=4\nsnapCount=50\n\
              forceSync=no\nadmin.serverPort=9090\nadmin.serverAddress=0.0.0.0\n\
              DigestAuthenticationProvider.superDigest=super:x\nsuperUser=alice\n\
-             X509AuthenticationProvider.superUser=CN=root\n",
+             X509AuthenticationProvider.superUser=CN=root\nreconfigEnabled=true\n",
+        );
+        assert!(c.reconfig_enabled);
+        assert!(
+            !file("clientPort=2281\n").reconfig_enabled,
+            "ZooKeeper's default"
         );
         assert_eq!((c.port, c.bind), (2281, IpAddr::V4(Ipv4Addr::UNSPECIFIED)));
         assert_eq!(c.tick_time, Duration::from_millis(100));

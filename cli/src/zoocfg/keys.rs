@@ -47,6 +47,7 @@ pub struct Settings {
     pub servers: Vec<ServerLine>,
     pub standalone_enabled: Option<Set<bool>>,
     pub read_only_enabled: Option<Set<bool>>,
+    pub reconfig_enabled: Option<Set<bool>>,
     pub key_store_location: Option<Set<PathBuf>>,
     pub key_store_type: Option<Set<String>>,
     pub trust_store_location: Option<Set<PathBuf>>,
@@ -89,7 +90,6 @@ const INAPPLICABLE: &[(&[&str], &str)] = &[
             "oraclePath",
             "localSessionsEnabled",
             "localSessionsUpgradingEnabled",
-            "reconfigEnabled",
         ],
         "quorum machinery: zkd's members share one process and need no peer links",
     ),
@@ -241,6 +241,7 @@ fn interpret_one(s: &mut Settings, e: &Entry) -> Result<(), ConfigError> {
         }
         "standaloneEnabled" => s.standalone_enabled = set(e, boolean(e)?),
         "readonlymode.enabled" => s.read_only_enabled = set(e, boolean(e)?),
+        "reconfigEnabled" => s.reconfig_enabled = set(e, boolean(e)?),
         "ssl.keyStore.location" => s.key_store_location = set(e, PathBuf::from(v)),
         "ssl.keyStore.type" => s.key_store_type = set(e, v.to_string()),
         "ssl.trustStore.location" => s.trust_store_location = set(e, PathBuf::from(v)),

@@ -220,6 +220,56 @@ async fn kazoo_ensemble_failover_and_read_only_suite() {
     run_ensemble_suite("python-ensemble", 0).await;
 }
 
+/// The superuser's digest (`super:secret`) the reconfig suites authenticate with.
+const SUPER_DIGEST: &str = "super:lK75jTNcA+U9vtVEw5vB51mj/w4=";
+
+/// Runs a reconfig suite against three voting members with reconfiguration on and the
+/// superuser `super:secret`: zkd's (`reconfig_enabled`, `super_digest`), or with
+/// `ZKD_TEST_TARGET=zookeeper` Apache ZooKeeper JVMs with `reconfigEnabled=true` and the
+/// digest as a system property.
+async fn run_reconfig_suite(name: &'static str) {
+    if std::env::var("ZKD_TEST_TARGET").as_deref() == Ok("zookeeper") {
+        let ensemble = tokio::task::spawn_blocking(move || {
+            zkd_testkit::oracle::Launcher::new()
+                .jvm_opt(&format!(
+                    "-Dzookeeper.DigestAuthenticationProvider.superDigest={SUPER_DIGEST}"
+                ))
+                .cfg(&[("reconfigEnabled", "true")])
+                .start_ensemble(3)
+        })
+        .await
+        .expect("launcher thread")
+        .unwrap_or_else(|e| panic!("{e}"));
+        let hosts = ensemble.connect_string();
+        let ensemble = std::sync::Arc::new(std::sync::Mutex::new(ensemble));
+        let control = member_control::MemberControl::start(ensemble.clone());
+        check_suite(name, &hosts, vec![("ZKD_CONTROL_URL", control.url())]).await;
+        return;
+    }
+    let (server, admin) = zkd_testkit::target::zkd_with_admin(zkd_server::Config {
+        ensemble: Some(zkd_server::EnsembleConfig::numbered(3, 0).expect("the members")),
+        reconfig_enabled: true,
+        super_digest: Some(SUPER_DIGEST.into()),
+        ..zkd_server::Config::default()
+    })
+    .await;
+    let control = vec![("ZKD_CONTROL_URL", format!("http://{admin}"))];
+    check_suite(name, &server.connect_string(), control).await;
+    server.shutdown().await;
+}
+
+/// kazoo's reconfig removes and adds back a member, with ZooKeeper's refusals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kazoo_ensemble_reconfig_suite() {
+    run_reconfig_suite("python-reconfig").await;
+}
+
+/// Curator's reconfig removes the leader and adds it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn curator_ensemble_reconfig_suite() {
+    run_reconfig_suite("java-reconfig").await;
+}
+
 /// An observer serves a kazoo client, moves its session, and counts for nothing in the quorum.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kazoo_ensemble_observer_suite() {

@@ -880,3 +880,112 @@ async fn mntr_keys_per_role_match_a_zookeeper_ensemble() {
         );
     }
 }
+
+/// A reconfig request sent as the superuser on `c`.
+async fn reconfig(c: &RawClient, joining: Option<String>, leaving: Option<&str>) -> (i32, String) {
+    let r = c
+        .call(&Request::Reconfig(zkd_protocol::ReconfigRequest {
+            joining_servers: joining,
+            leaving_servers: leaving.map(str::to_string),
+            new_members: None,
+            cur_config_id: -1,
+        }))
+        .await
+        .expect("reconfig answered");
+    let text = if r.err == 0 {
+        let body: zkd_protocol::GetDataResponse =
+            zkd_protocol::from_bytes(r.body).expect("a getData body");
+        String::from_utf8(body.data.unwrap_or_default().to_vec()).expect("utf-8")
+    } else {
+        String::new()
+    };
+    (r.err, text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconfig_adds_a_new_member_that_starts_on_its_port_and_removes_one_that_keeps_serving() {
+    let server = Server::start(Config {
+        port: 0,
+        ensemble: Some(EnsembleConfig::numbered(3, 0).expect("an ensemble")),
+        admin_port: Some(0),
+        reconfig_enabled: true,
+        super_digest: Some("super:lK75jTNcA+U9vtVEw5vB51mj/w4=".into()),
+        ..Config::default()
+    })
+    .await
+    .expect("ensemble starts");
+    let a = addrs(&server);
+    let c = RawClient::connect(a[0], 30_000).await.expect("session");
+    let auth = Request::Auth(zkd_protocol::AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: Bytes::from_static(b"super:secret"),
+    });
+    assert_eq!(c.call(&auth).await.expect("auth").err, 0);
+    let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let port = free.local_addr().expect("port").port();
+    drop(free);
+    // A fourth voter: it joins stopped, three of four still run.
+    let joining = format!("server.4=127.0.0.1:2891:3891:participant;127.0.0.1:{port}");
+    let (err, text) = reconfig(&c, Some(joining), None).await;
+    assert_eq!(err, 0);
+    assert!(
+        text.contains(&format!(
+            "\nserver.4=127.0.0.1:2891:3891:participant;127.0.0.1:{port}\nversion="
+        )),
+        "{text}"
+    );
+    assert_eq!(
+        modes(&server),
+        ["follower", "follower", "leader", "stopped"]
+    );
+    assert!(word(a[2], "mntr").await.contains("zk_quorum_size\t4\n"));
+    // Started, it listens on its line's port and follows.
+    let at = server.start_member(4).await.expect("member 4 starts");
+    assert_eq!(at, SocketAddr::from(([127, 0, 0, 1], port)));
+    assert_eq!(mode_line(&word(at, "srvr").await), "Mode: follower");
+    let d = RawClient::connect(at, 30_000)
+        .await
+        .expect("a session on member 4");
+    assert_eq!(d.session_id >> 56, 4);
+    assert_eq!(d.call(&create("/via-4", 0)).await.expect("create").err, 0);
+    // Member 1 removed: it keeps serving, as a follower without a vote.
+    let (err, text) = reconfig(&c, None, Some("1")).await;
+    assert_eq!(err, 0);
+    assert!(!text.contains("server.1="), "{text}");
+    let members = server.members().expect("members");
+    assert_eq!(
+        members
+            .iter()
+            .map(|m| (m.id, m.in_config))
+            .collect::<Vec<_>>(),
+        [(1, false), (2, true), (3, true), (4, true)]
+    );
+    assert_eq!(mode_line(&word(a[0], "srvr").await), "Mode: follower");
+    let mntr = word(a[2], "mntr").await;
+    assert!(mntr.contains("zk_quorum_size\t3\n"), "{mntr}");
+    assert!(
+        mntr.contains("zk_synced_non_voting_followers\t1\n"),
+        "{mntr}"
+    );
+    assert_eq!(c.call(&create("/via-1", 0)).await.expect("create").err, 0);
+    // Three voters (2, 3, 4): stopping member 1 costs nothing, stopping two voters the quorum.
+    server.stop_member(1).await.expect("stop 1");
+    // Stopped, a removed member cannot start again (a removed ZooKeeper server exits).
+    let refused = server
+        .start_member(1)
+        .await
+        .expect_err("member 1 was removed");
+    assert!(
+        refused.to_string().contains("not in the configuration"),
+        "{refused}"
+    );
+    server.stop_member(2).await.expect("stop 2");
+    assert_eq!(modes(&server), ["stopped", "stopped", "leader", "follower"]);
+    server.stop_member(4).await.expect("stop 4");
+    assert_eq!(
+        modes(&server),
+        ["stopped", "stopped", "read-only", "stopped"]
+    );
+    server.shutdown().await;
+}

@@ -1,9 +1,7 @@
 //! What the core knows of a simulated ensemble: the member each connection arrived on and how
 //! that member served then ([`Serving`]), per-member packet counters for the members' own
-//! reports, the read-only rules (docs/protocol.md, "Read-only mode") and the membership text
-//! of `/zookeeper/config`.
+//! reports and the read-only rules (docs/protocol.md, "Read-only mode").
 
-use bytes::Bytes;
 use zkd_protocol::OpCode;
 
 use crate::{ConnId, Core, Counters, Serving};
@@ -77,19 +75,6 @@ impl Core {
                 .count() as u64,
             packets_received: counters.received,
             packets_sent: counters.sent,
-        }
-    }
-
-    /// Sets the data of `/zookeeper/config` (the ensemble's membership, as `getConfig`
-    /// returns it). Not a transaction: the node keeps version -1 and zxid 0, as ZooKeeper's
-    /// does; its mtime is `wall_ms`.
-    pub fn set_config_text(&mut self, text: &str, wall_ms: i64) {
-        if let Some(node) = self.tree.set_data(
-            "/zookeeper/config",
-            Some(Bytes::copy_from_slice(text.as_bytes())),
-        ) {
-            node.version = -1;
-            node.mtime = wall_ms;
         }
     }
 }

@@ -6,8 +6,8 @@ use bytes::{BufMut, BytesMut};
 use zkd_protocol::{
     add_watch_mode, event_type, perms, xid, AllChildrenNumberResponse, ChildrenResponse,
     ClientInfo, Create2Response, CreateMode, CreateResponse, ErrorCode, ErrorResponse,
-    GetAclResponse, Id, Jute, MultiOp, MultiResponse, MultiResult, OpCode, PathWatchRequest,
-    Request, SetWatches2, StatResponse, WhoAmIResponse,
+    GetAclResponse, GetDataResponse, Id, Jute, MultiOp, MultiResponse, MultiResult, OpCode,
+    PathWatchRequest, Request, SetWatches2, StatResponse, WhoAmIResponse,
 };
 
 use crate::data::tree::NodeRef;
@@ -183,7 +183,18 @@ impl Core {
                 resp.map(|r| r.write(reply.body()))
             }
             Request::MultiRead(ops) => self.multi_read(&ids, ops).map(|r| r.write(reply.body())),
-            Request::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
+            Request::Reconfig(r) => {
+                let mut txn = self.write_txn(zxid, now);
+                let res = self.txn_reconfig(&mut txn, &ids, &r);
+                done = Some(txn);
+                res.map(|(data, stat)| {
+                    GetDataResponse {
+                        data: Some(data),
+                        stat,
+                    }
+                    .write(reply.body())
+                })
+            }
             Request::DeleteContainer(_) => Err(ErrorCode::BadArguments),
             Request::Exists(r) => self.exists(conn, &ids, &r.path, r.watch, reply.body()),
             Request::GetData(r) => {

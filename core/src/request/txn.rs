@@ -64,7 +64,7 @@ impl Txn {
     }
 
     /// Records a watch event (when anything could use it).
-    fn event(&mut self, event: i32, p: &str, acl: AclList) {
+    pub(crate) fn event(&mut self, event: i32, p: &str, acl: AclList) {
         if self.announce {
             self.events.push((event, p.to_string(), acl));
         }
@@ -96,7 +96,7 @@ impl Txn {
         &self.events
     }
 
-    fn save(&mut self, tree: &tree::Tree, p: &str) {
+    pub(crate) fn save(&mut self, tree: &tree::Tree, p: &str) {
         let p = path::canonical(p);
         if let Some(saved) = &mut self.saved {
             if !saved.contains_key(p) {

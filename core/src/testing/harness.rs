@@ -60,6 +60,7 @@ pub(crate) fn tests_config() -> CoreConfig {
         herd_warn: 100,
         zookeeper_version: ZookeeperVersion::default(),
         auth: AuthConfig::default(),
+        reconfig_enabled: false,
     }
 }
 

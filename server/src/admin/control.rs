@@ -47,6 +47,7 @@ impl From<ControlError> for ApiError {
             ControlError::NotAnEnsemble
             | ControlError::MemberRunning(_)
             | ControlError::MemberStopped(_)
+            | ControlError::MemberRemoved(_)
             | ControlError::NotConnected(_)
             | ControlError::AlreadyPaused
             | ControlError::NotPaused

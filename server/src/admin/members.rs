@@ -33,6 +33,7 @@ fn member_json(m: &MemberReport) -> Value {
         "mode": m.mode.as_str(),
         "state": if m.running { "running" } else { "stopped" },
         "type": if m.observer { "observer" } else { "participant" },
+        "in_config": m.in_config,
     })
 }
 

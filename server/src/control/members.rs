@@ -11,8 +11,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::ControlError;
+use crate::core::Now;
 use crate::engine::ensemble::{MemberId, MemberReport, Membership, Transition};
-use crate::engine::Shared;
+use crate::engine::outbound::OutBudget;
+use crate::engine::{Shared, State};
 use crate::net::member;
 
 /// Every member: id, client address, mode, whether it runs.
@@ -40,6 +42,7 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
                 ControlError::MemberStopped(id)
             });
         };
+        core.set_running_members(members.running_ids());
         // Session time follows the quorum, and every new leader starts an epoch.
         core.set_quorum(members.has_quorum(), now);
         if t.leader_after.is_some() && t.leader_after != t.leader_before {
@@ -58,6 +61,40 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
     })?
 }
 
+/// Applies the membership a reconfig just committed (under the core's lock, right after the
+/// request that made it): who votes, who observes, who was removed; a new leader when the
+/// old one no longer votes (a new epoch, as on every leader change), then every member's
+/// clients dropped.
+pub(crate) fn apply_reconfig(state: &mut State, budget: &OutBudget, now: Now) {
+    let Some(specs) = state.core.take_reconfig() else {
+        return;
+    };
+    let Some(members) = state.members.as_mut() else {
+        return;
+    };
+    let core = &mut state.core;
+    let t = members.reconfigure(&specs);
+    core.set_running_members(members.running_ids());
+    core.set_quorum(members.has_quorum(), now);
+    if t.leader_after.is_some() && t.leader_after != t.leader_before {
+        core.new_epoch(now);
+    }
+    members.set_config_text(core.ensemble_config_text().unwrap_or_default());
+    let voters: Vec<MemberId> = members
+        .report()
+        .iter()
+        .filter(|m| m.in_config)
+        .map(|m| m.id)
+        .collect();
+    let dropped = state.drop_connections_of(&t.drop_connections, budget);
+    tracing::info!(
+        members = ?voters,
+        leader = ?t.leader_after,
+        dropped_connections = dropped,
+        "ensemble reconfigured"
+    );
+}
+
 /// Stops member `id`: its listener closes and its connections drop; if it led, another
 /// member leads; if a majority is now stopped, the others drop their clients and serve
 /// read-only clients only (or none).
@@ -70,8 +107,10 @@ pub(crate) async fn stop(shared: &Shared, id: MemberId) -> Result<Transition, Co
     Ok(t)
 }
 
-/// Starts member `id` again on the address it had: it listens, and if this brings quorum
-/// back, every member drops its read-only clients and serves reads and writes again.
+/// Starts member `id` again on the address it had (a member a reconfig added: on the address
+/// its line gave): it listens, and if this brings quorum back, every member drops its
+/// read-only clients and serves reads and writes again. A member a reconfig removed cannot
+/// start until a reconfig adds it back.
 pub(crate) async fn start(
     shared: &Arc<Shared>,
     id: MemberId,
@@ -79,12 +118,21 @@ pub(crate) async fn start(
 ) -> Result<SocketAddr, ControlError> {
     let _serial = shared.listeners.ops.lock().await;
     let addr = shared
-        .with_members(|m| (m.contains(id), m.is_running(id), m.addr(id)))?
+        .with_members(|m| {
+            (
+                m.contains(id),
+                m.is_running(id),
+                m.in_config(id),
+                m.addr(id),
+            )
+        })?
         .ok_or(ControlError::NotAnEnsemble)?;
     let addr = match addr {
-        (false, _, _) | (_, _, None) => return Err(ControlError::NoSuchMember(id)),
-        (true, true, _) => return Err(ControlError::MemberRunning(id)),
-        (true, false, Some(a)) => a,
+        (false, _, _, _) | (_, _, _, None) => return Err(ControlError::NoSuchMember(id)),
+        (true, true, _, _) => return Err(ControlError::MemberRunning(id)),
+        // A removed ZooKeeper server started again exits: its configuration does not name it.
+        (true, false, false, _) => return Err(ControlError::MemberRemoved(id)),
+        (true, false, true, Some(a)) => a,
     };
     // The old accept loop must have let go of the port.
     let old = shared.listeners.lock().remove(&id);
@@ -94,8 +142,18 @@ pub(crate) async fn start(
     }
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|e| ControlError::Bind(format!("cannot listen on {addr} again: {e}")))?;
+        .map_err(|e| ControlError::Bind(format!("cannot listen on {addr}: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| ControlError::Bind(format!("cannot read the address of {addr}: {e}")))?;
+    if bound != addr {
+        shared.with_state(|state| {
+            if let Some(m) = state.members.as_mut() {
+                m.set_addr(id, bound);
+            }
+        })?;
+    }
     transition(shared, id, true)?;
     member::spawn(shared, id, listener, shutdown);
-    Ok(addr)
+    Ok(bound)
 }

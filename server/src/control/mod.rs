@@ -66,6 +66,8 @@ pub enum ControlError {
     MemberRunning(u64),
     /// Stop of a member that is stopped.
     MemberStopped(u64),
+    /// Start of a stopped member that a reconfig removed from the configuration.
+    MemberRemoved(u64),
     /// A member's listener could not be bound again.
     Bind(String),
     Failed,
@@ -91,6 +93,11 @@ impl std::fmt::Display for ControlError {
             ControlError::NoSuchMember(id) => write!(f, "no member {id}"),
             ControlError::MemberRunning(id) => write!(f, "member {id} is already running"),
             ControlError::MemberStopped(id) => write!(f, "member {id} is already stopped"),
+            ControlError::MemberRemoved(id) => write!(
+                f,
+                "member {id} is not in the configuration (a reconfig removed it), so it cannot \
+                 start, as a removed ZooKeeper server cannot; add it back with reconfig first"
+            ),
             ControlError::Bind(msg) => f.write_str(msg),
             ControlError::Failed => f.write_str(
                 "the server failed closed after an internal error and serves nothing more",

@@ -1,13 +1,13 @@
 //! The simulated ensemble's membership as plain data: which members run, which ones vote
-//! and which observe, which one leads, whether a quorum (a majority of the voting members)
-//! is up, each member's mode, and the membership text `/zookeeper/config` and `conf` show.
+//! and which observe, which ones a reconfig removed, which one leads, whether a quorum (a
+//! majority of the voting members) is up, each member's mode, and the membership text
+//! `/zookeeper/config` and `conf` show.
 //! No I/O: the engine keeps one [`Membership`] behind the core's lock and acts on the
 //! [`Transition`]s it reports (see docs/architecture.md, "Ensemble").
 
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 
-use crate::core::Serving;
+use crate::core::{ServerSpec, Serving};
 
 /// A member's server id (ZooKeeper's `myid`, 1..=255).
 pub type MemberId = u64;
@@ -65,9 +65,11 @@ pub struct MemberReport {
     pub running: bool,
     /// Whether it is an observer (a non-voting member).
     pub observer: bool,
+    /// Whether it is in the current configuration (a reconfig may have removed it).
+    pub in_config: bool,
 }
 
-/// What a stop or start changed.
+/// What a stop, start or reconfig changed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Transition {
     /// Members whose client connections must be dropped: the one stopped, and every member
@@ -86,6 +88,10 @@ struct Member {
     running: bool,
     /// A non-voting member: never elected, not counted for the quorum.
     observer: bool,
+    /// Removed from the configuration by a reconfig: while it runs it goes on serving as a
+    /// follower that does not vote (as a removed ZooKeeper server does), and it is never
+    /// elected.
+    removed: bool,
     /// The last zxid it had when it stopped, until it syncs with a leader again: a member
     /// that was away takes part in an election with what it had, not with what the others
     /// committed meanwhile.
@@ -107,6 +113,8 @@ pub struct Membership {
     members: Vec<Member>,
     leader: Option<MemberId>,
     read_only: bool,
+    /// The configuration text (`/zookeeper/config`'s data, which the core owns).
+    config: String,
 }
 
 impl Membership {
@@ -120,6 +128,7 @@ impl Membership {
                 addr: m.addr,
                 running: true,
                 observer: m.observer,
+                removed: false,
                 stale_zxid: None,
             })
             .collect();
@@ -128,6 +137,7 @@ impl Membership {
             members,
             leader: None,
             read_only,
+            config: String::new(),
         };
         m.elect(&|_| 0);
         m
@@ -142,9 +152,24 @@ impl Membership {
         self.members.iter().any(|m| m.id == id)
     }
 
-    /// How many voting members there are (`zk_quorum_size`: observers do not count).
+    /// How many voting members there are (`zk_quorum_size`: observers and removed members
+    /// do not count).
     pub fn voters(&self) -> usize {
-        self.members.iter().filter(|m| !m.observer).count()
+        self.members.iter().filter(|m| m.votes()).count()
+    }
+
+    /// The members whose listener is open.
+    pub fn running_ids(&self) -> Vec<MemberId> {
+        self.members
+            .iter()
+            .filter(|m| m.running)
+            .map(|m| m.id)
+            .collect()
+    }
+
+    /// Whether `id` is in the current configuration (a reconfig may have removed it).
+    pub fn in_config(&self, id: MemberId) -> bool {
+        self.members.iter().any(|m| m.id == id && !m.removed)
     }
 
     pub fn is_running(&self, id: MemberId) -> bool {
@@ -161,7 +186,7 @@ impl Membership {
         let running = self
             .members
             .iter()
-            .filter(|m| m.running && !m.observer)
+            .filter(|m| m.running && m.votes())
             .count();
         2 * running > self.voters()
     }
@@ -201,6 +226,19 @@ impl Membership {
         }
     }
 
+    /// Followers of the leader that do not vote (`zk_synced_non_voting_followers`): running
+    /// members a reconfig removed, when there is a leader.
+    pub fn non_voting_followers(&self) -> u64 {
+        match self.leader {
+            Some(_) => self
+                .members
+                .iter()
+                .filter(|m| m.running && m.removed && !m.observer)
+                .count() as u64,
+            None => 0,
+        }
+    }
+
     /// Observers of the leader (`zk_synced_observers`): running observers, when there is a
     /// leader.
     pub fn observers(&self) -> u64 {
@@ -223,12 +261,21 @@ impl Membership {
                 mode: self.mode(m.id),
                 running: m.running,
                 observer: m.observer,
+                in_config: !m.removed,
             })
             .collect()
     }
 
     pub fn addr(&self, id: MemberId) -> Option<SocketAddr> {
         self.members.iter().find(|m| m.id == id).map(|m| m.addr)
+    }
+
+    /// Records the address member `id` listens on (a member that joined by a reconfig with
+    /// client port 0 gets a free port when it starts).
+    pub fn set_addr(&mut self, id: MemberId, addr: SocketAddr) {
+        if let Some(m) = self.members.iter_mut().find(|m| m.id == id) {
+            m.addr = addr;
+        }
     }
 
     /// Marks a member running or stopped and elects a leader if needed, `zxid_of` giving
@@ -277,7 +324,7 @@ impl Membership {
             self.leader = self
                 .members
                 .iter()
-                .filter(|m| m.running && !m.observer)
+                .filter(|m| m.running && m.votes())
                 .max_by_key(|m| (m.stale_zxid.unwrap_or_else(|| zxid_of(m.id)), m.id))
                 .map(|m| m.id);
         }
@@ -286,31 +333,108 @@ impl Membership {
         }
     }
 
-    /// The membership as `/zookeeper/config` holds it: one
-    /// `server.ID=HOST:QUORUMPORT:ELECTIONPORT:TYPE;HOST:CLIENTPORT` line per member, TYPE
-    /// being `participant` or `observer`, and `version=0` (a static configuration), without a final newline. Members talk to
-    /// no one, so their quorum and election ports are only names: those of the usual
-    /// one-host layout (see [`quorum_ports`]), which ZooKeeper's parser accepts (it refuses
-    /// equal quorum and election ports); nothing listens there.
-    pub fn config_text(&self) -> String {
-        let mut s = String::new();
-        for m in &self.members {
-            let host = m.addr.ip();
-            let (quorum, election) = quorum_ports(m.id);
-            let kind = if m.observer {
-                "observer"
-            } else {
-                "participant"
-            };
-            let _ = writeln!(
-                s,
-                "server.{}={host}:{quorum}:{election}:{kind};{host}:{}",
-                m.id,
-                m.addr.port()
-            );
+    /// The members as configuration lines: each member's client address, and the quorum and
+    /// election ports of the usual one-host layout (see [`quorum_ports`]), which ZooKeeper's
+    /// parser accepts (it refuses equal quorum and election ports). Members talk to no one,
+    /// so nothing listens on those ports: they are only names.
+    pub fn specs(&self) -> Vec<ServerSpec> {
+        self.members
+            .iter()
+            .filter(|m| !m.removed)
+            .map(|m| {
+                let (quorum_port, election_port) = quorum_ports(m.id);
+                let host = m.addr.ip().to_string();
+                ServerSpec {
+                    id: m.id,
+                    host: host.clone(),
+                    quorum_port: u16::try_from(quorum_port).unwrap_or(u16::MAX),
+                    election_port: u16::try_from(election_port).unwrap_or(u16::MAX),
+                    observer: m.observer,
+                    client: Some((host, m.addr.port())),
+                }
+            })
+            .collect()
+    }
+
+    /// The configuration text `conf` shows (the data of `/zookeeper/config`).
+    pub fn config_text(&self) -> &str {
+        &self.config
+    }
+
+    /// Records the configuration text the core holds.
+    pub fn set_config_text(&mut self, text: String) {
+        self.config = text;
+    }
+
+    /// Applies a membership a reconfig committed: members it names vote or observe as it
+    /// says (a new id joins stopped, listening on the ensemble's address with the client
+    /// port its line names once started), the others are removed (still serving while they
+    /// run, without a vote). A leader that no longer votes hands over to the lowest running
+    /// voting member, as ZooKeeper's leader designates its successor among the new
+    /// configuration's members that acknowledged the change; every member then syncs with
+    /// the new leader, which drops the clients of all of them (they reconnect and keep their
+    /// sessions), as on ZooKeeper.
+    pub fn reconfigure(&mut self, specs: &[ServerSpec]) -> Transition {
+        let before: Vec<(MemberId, Serving)> =
+            self.ids().map(|i| (i, self.mode(i).serving())).collect();
+        let leader_before = self.leader;
+        let ip = self.members.first().map(|m| m.addr.ip());
+        for m in &mut self.members {
+            m.removed = true;
         }
-        s.push_str("version=0");
-        s
+        for spec in specs {
+            match self.members.iter_mut().find(|m| m.id == spec.id) {
+                Some(m) => {
+                    m.removed = false;
+                    m.observer = spec.observer;
+                }
+                None => {
+                    let port = spec.client.as_ref().map_or(0, |(_, p)| *p);
+                    let ip = ip.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
+                    self.members.push(Member {
+                        id: spec.id,
+                        addr: SocketAddr::new(ip, port),
+                        running: false,
+                        observer: spec.observer,
+                        removed: false,
+                        stale_zxid: None,
+                    });
+                }
+            }
+        }
+        self.members.sort_by_key(|m| m.id);
+        if !self
+            .leader
+            .is_some_and(|l| self.members.iter().any(|m| m.id == l && m.votes()))
+        {
+            self.leader = self
+                .members
+                .iter()
+                .find(|m| m.running && m.votes())
+                .map(|m| m.id);
+        }
+        if !self.has_quorum() {
+            self.leader = None;
+        }
+        let drop_connections = before
+            .into_iter()
+            .filter(|(i, serving)| {
+                self.leader != leader_before || self.mode(*i).serving() != *serving
+            })
+            .map(|(i, _)| i)
+            .collect();
+        Transition {
+            drop_connections,
+            leader_before,
+            leader_after: self.leader,
+        }
+    }
+}
+
+impl Member {
+    /// Whether it votes: in the configuration and not an observer.
+    fn votes(&self) -> bool {
+        !self.observer && !self.removed
     }
 }
 
@@ -401,15 +525,73 @@ mod tests {
         }
     }
 
+    /// The members' configuration lines, as `/zookeeper/config` prints them.
+    fn lines(m: &Membership) -> String {
+        m.specs()
+            .iter()
+            .map(|s| format!("server.{}={}\n", s.id, s.value()))
+            .collect()
+    }
+
     #[test]
-    fn config_text_lists_every_member_with_its_client_address() {
+    fn config_lines_list_every_member_with_its_client_address() {
         assert_eq!(
-            three(true).config_text(),
+            lines(&three(true)),
             "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\n\
              server.2=127.0.0.1:2889:3889:participant;127.0.0.1:2182\n\
-             server.3=127.0.0.1:2890:3890:participant;127.0.0.1:2183\n\
-             version=0"
+             server.3=127.0.0.1:2890:3890:participant;127.0.0.1:2183\n"
         );
+    }
+
+    #[test]
+    fn removing_the_leader_hands_over_to_the_lowest_voter_and_it_keeps_serving() {
+        let mut m = three(true);
+        let two: Vec<ServerSpec> = m.specs().into_iter().filter(|s| s.id != 3).collect();
+        let t = m.reconfigure(&two);
+        assert_eq!((t.leader_before, t.leader_after), (Some(3), Some(1)));
+        assert_eq!(
+            t.drop_connections,
+            [1, 2, 3],
+            "every member syncs with the new leader"
+        );
+        assert_eq!(modes(&m), ["leader", "follower", "follower"]);
+        assert_eq!(
+            (m.voters(), m.followers(), m.non_voting_followers()),
+            (2, 2, 1)
+        );
+        assert!(!m.report()[2].in_config);
+        assert_eq!(lines(&m).lines().count(), 2);
+        // Member 3 stopping costs no quorum; member 2 stopping does.
+        m.set_running(3, false, SYNCED);
+        assert!(m.has_quorum());
+        m.set_running(3, true, SYNCED);
+        // Back in: it votes again and the leader stays.
+        let all = three(true).specs();
+        let t = m.reconfigure(&all);
+        assert_eq!((t.leader_before, t.leader_after), (Some(1), Some(1)));
+        assert_eq!(t.drop_connections, Vec::<MemberId>::new());
+        assert_eq!((m.voters(), m.non_voting_followers()), (3, 0));
+        assert_eq!(modes(&m), ["leader", "follower", "follower"]);
+    }
+
+    #[test]
+    fn a_new_member_joins_stopped_on_the_ensembles_address() {
+        let mut m = three(true);
+        let mut specs = m.specs();
+        let mut four = specs[2].clone();
+        four.id = 4;
+        four.client = Some(("localhost".into(), 2184));
+        specs.push(four);
+        let t = m.reconfigure(&specs);
+        assert_eq!(t.leader_after, Some(3));
+        assert_eq!(m.mode(4), MemberMode::Stopped);
+        assert_eq!(m.addr(4), Some(SocketAddr::from(([127, 0, 0, 1], 2184))));
+        assert_eq!(m.voters(), 4);
+        // Three of four voters run: still a quorum; two of four is none.
+        m.set_running(1, false, SYNCED);
+        assert!(!m.has_quorum());
+        m.set_running(4, true, SYNCED);
+        assert!(m.has_quorum());
     }
 
     #[test]
@@ -491,14 +673,12 @@ mod tests {
     }
 
     #[test]
-    fn config_text_marks_observers() {
-        let text = members(2, 1, true).config_text();
+    fn config_lines_mark_observers() {
         assert_eq!(
-            text,
+            lines(&members(2, 1, true)),
             "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\n\
              server.2=127.0.0.1:2889:3889:participant;127.0.0.1:2182\n\
-             server.3=127.0.0.1:2890:3890:observer;127.0.0.1:2183\n\
-             version=0"
+             server.3=127.0.0.1:2890:3890:observer;127.0.0.1:2183\n"
         );
         let report = members(2, 1, true).report();
         let observers: Vec<bool> = report.iter().map(|r| r.observer).collect();

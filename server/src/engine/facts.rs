@@ -36,7 +36,8 @@ impl NetView<'_> {
             quorum_size: m.voters() as u64,
             followers: m.followers(),
             observers: m.observers(),
-            membership: m.config_text(),
+            membership: m.config_text().to_string(),
+            non_voting_followers: m.non_voting_followers(),
             leader_id: m.leader(),
             leader_ip: m
                 .leader()
@@ -78,6 +79,9 @@ pub struct MemberFacts {
     pub observers: u64,
     /// The membership text of `/zookeeper/config`.
     pub membership: String,
+    /// Followers that do not vote (`zk_synced_non_voting_followers`): members a reconfig
+    /// removed that still run.
+    pub non_voting_followers: u64,
     /// The leader's id and client host, while there is one.
     pub leader_id: Option<u64>,
     pub leader_ip: Option<String>,

@@ -414,7 +414,14 @@ impl Shared {
                 return Err(CoreFailed);
             }
         };
-        match catch_unwind(AssertUnwindSafe(|| f(&mut guard))) {
+        match catch_unwind(AssertUnwindSafe(|| {
+            let r = f(&mut guard);
+            // A reconfig changes who votes and leads before the lock is released.
+            if guard.core.reconfig_pending() {
+                crate::control::members::apply_reconfig(&mut guard, &self.outbound, self.now());
+            }
+            r
+        })) {
             Ok(r) => {
                 if let Some(reason) = guard.core.stopped().map(str::to_string) {
                     // The transaction log could not keep a write; the core queued nothing

@@ -30,15 +30,15 @@ pub(crate) fn start_all(
             observer: config.members.iter().any(|m| m.id == *id && m.observer),
         });
     }
-    let membership = Membership::new(specs, config.read_only);
-    let text = membership.config_text();
+    let mut membership = Membership::new(specs, config.read_only);
     let now = shared.now();
     shared
         .with_state(|state| {
-            state.core.set_config_text(&text, now.wall);
             // The first leader starts epoch 1 (or the one after the data directory's), as a
             // quorum peer does even alone; only a standalone server stays in epoch 0.
             state.core.new_epoch(now);
+            state.core.install_ensemble(membership.specs(), now.wall);
+            membership.set_config_text(state.core.ensemble_config_text().unwrap_or_default());
             state.members = Some(membership);
         })
         .map_err(|_| std::io::Error::other("the server failed while starting"))?;

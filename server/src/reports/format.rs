@@ -530,6 +530,7 @@ mod tests {
                 quorum_size: 3,
                 followers: 2,
                 observers: 0,
+                non_voting_followers: 0,
                 membership: "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nversion=0"
                     .into(),
                 leader_id: Some(2),

@@ -239,7 +239,10 @@ fn member(out: &mut Vec<(String, Metric)>, view: &FourLetterView, m: &crate::eng
                 ("peer_state".into(), Metric::Text("leading - broadcast")),
                 ("learners".into(), int(m.followers + m.observers)),
                 ("synced_followers".into(), int(m.followers)),
-                ("synced_non_voting_followers".into(), Metric::Int(0)),
+                (
+                    "synced_non_voting_followers".into(),
+                    int(m.non_voting_followers),
+                ),
                 ("synced_observers".into(), int(m.observers)),
                 ("pending_syncs".into(), Metric::Int(0)),
                 ("leader_uptime".into(), Metric::Int(view.uptime_ms)),
