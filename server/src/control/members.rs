@@ -11,10 +11,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::ControlError;
-use crate::core::Now;
 use crate::engine::ensemble::{MemberId, MemberReport, Membership, Transition};
-use crate::engine::outbound::OutBudget;
-use crate::engine::{Shared, State};
+use crate::engine::Shared;
 use crate::net::member;
 
 /// Every member: id, client address, mode, whether it runs.
@@ -59,40 +57,6 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
         );
         Ok(t)
     })?
-}
-
-/// Applies the membership a reconfig just committed (under the core's lock, right after the
-/// request that made it): who votes, who observes, who was removed; a new leader when the
-/// old one no longer votes (a new epoch, as on every leader change), then every member's
-/// clients dropped.
-pub(crate) fn apply_reconfig(state: &mut State, budget: &OutBudget, now: Now) {
-    let Some(specs) = state.core.take_reconfig() else {
-        return;
-    };
-    let Some(members) = state.members.as_mut() else {
-        return;
-    };
-    let core = &mut state.core;
-    let t = members.reconfigure(&specs);
-    core.set_running_members(members.running_ids());
-    core.set_quorum(members.has_quorum(), now);
-    if t.leader_after.is_some() && t.leader_after != t.leader_before {
-        core.new_epoch(now);
-    }
-    members.set_config_text(core.ensemble_config_text().unwrap_or_default());
-    let voters: Vec<MemberId> = members
-        .report()
-        .iter()
-        .filter(|m| m.in_config)
-        .map(|m| m.id)
-        .collect();
-    let dropped = state.drop_connections_of(&t.drop_connections, budget);
-    tracing::info!(
-        members = ?voters,
-        leader = ?t.leader_after,
-        dropped_connections = dropped,
-        "ensemble reconfigured"
-    );
 }
 
 /// Stops member `id`: its listener closes and its connections drop; if it led, another

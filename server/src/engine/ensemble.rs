@@ -444,6 +444,44 @@ pub fn quorum_ports(id: MemberId) -> (u64, u64) {
     (2887 + id, 3887 + id)
 }
 
+/// Applies the membership a reconfig just committed (under the core's lock, right after the
+/// request that made it): who votes, who observes, who was removed; a new leader when the
+/// old one no longer votes (a new epoch, as on every leader change), then every member's
+/// clients dropped.
+pub(crate) fn apply_reconfig(
+    state: &mut super::State,
+    budget: &super::outbound::OutBudget,
+    now: crate::core::Now,
+) {
+    let Some(specs) = state.core.take_reconfig() else {
+        return;
+    };
+    let Some(members) = state.members.as_mut() else {
+        return;
+    };
+    let core = &mut state.core;
+    let t = members.reconfigure(&specs);
+    core.set_running_members(members.running_ids());
+    core.set_quorum(members.has_quorum(), now);
+    if t.leader_after.is_some() && t.leader_after != t.leader_before {
+        core.new_epoch(now);
+    }
+    members.set_config_text(core.ensemble_config_text().unwrap_or_default());
+    let voters: Vec<MemberId> = members
+        .report()
+        .iter()
+        .filter(|m| m.in_config)
+        .map(|m| m.id)
+        .collect();
+    let dropped = state.drop_connections_of(&t.drop_connections, budget);
+    tracing::info!(
+        members = ?voters,
+        leader = ?t.leader_after,
+        dropped_connections = dropped,
+        "ensemble reconfigured"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -418,7 +418,7 @@ impl Shared {
             let r = f(&mut guard);
             // A reconfig changes who votes and leads before the lock is released.
             if guard.core.reconfig_pending() {
-                crate::control::members::apply_reconfig(&mut guard, &self.outbound, self.now());
+                ensemble::apply_reconfig(&mut guard, &self.outbound, self.now());
             }
             r
         })) {
