@@ -1,8 +1,9 @@
 //! The transaction log writer: the [`TxnSink`] the core hands each committed transaction
 //! to. It appends entries in ZooKeeper's log format to `log.<first zxid>` and syncs them
 //! according to the [`FsyncPolicy`]; a snapshot starts a new file. A transaction that
-//! cannot be written stops the server before its reply is queued, as ZooKeeper stops when
-//! its log cannot be written: nothing is acknowledged that is not in the log.
+//! cannot be written stops the server before its reply is sent (with `batch` and `never`,
+//! before it is even queued), as ZooKeeper stops when its log cannot be written: nothing is
+//! acknowledged that is not in the log.
 //!
 //! With `always` the writes are group-committed: an append only adds the entry to an
 //! in-memory buffer and counts the transaction ([`Durability`]); a sync thread
