@@ -16,11 +16,11 @@ string (1-based). Prints `PASS name` / `FAIL name: reason` per check and `N pass
 exits 1 if anything failed.
 """
 
+import faulthandler
 import logging
 import os
 import socket
 import sys
-import threading
 import time
 import traceback
 import urllib.request
@@ -247,27 +247,39 @@ def run(name, fn):
         print("FAIL %s: %s" % (name, reason), flush=True)
 
 
-def main():
+def suite_main(doc, members, checks):
+    """Runs a suite's `checks` ((name, function) pairs) with the members and control URL of
+    the command line (`members` of them expected, or any number when None) and prints the
+    summary line; returns the exit status. Past KAZOO_SUITE_TIMEOUT seconds every thread's
+    stack goes to stderr (where a hang is) and the suite exits."""
     global MEMBERS, CONTROL
     if len(sys.argv) != 3:
-        print(__doc__, file=sys.stderr)
+        print(doc, file=sys.stderr)
         return 2
     MEMBERS = sys.argv[1].split(",")
     CONTROL = sys.argv[2]
+    if members is not None and len(MEMBERS) != members:
+        print("expected %d members, got %d" % (members, len(MEMBERS)), file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.CRITICAL)
-    watchdog = threading.Timer(float(os.environ.get("KAZOO_SUITE_TIMEOUT", "240")), lambda: os._exit(2))
-    watchdog.daemon = True
-    watchdog.start()
-    run("kazoo_leader_is_the_highest_id_and_each_leader_starts_an_epoch",
-        leader_is_the_highest_id_and_each_leader_starts_an_epoch)
-    run("kazoo_session_survives_a_10s_quorum_loss_with_a_4s_timeout",
-        session_survives_a_quorum_loss_longer_than_its_timeout)
-    run("kazoo_session_and_ephemeral_survive_stopping_its_member", session_and_ephemeral_survive_stopping_their_member)
-    run("kazoo_quorum_loss_read_only_mode_and_recovery", quorum_loss_gives_read_only_mode_and_recovery)
-    run("kazoo_reconfig_refused_when_disabled", reconfig_is_refused_when_disabled)
+    faulthandler.dump_traceback_later(float(os.environ.get("KAZOO_SUITE_TIMEOUT", "240")), exit=True)
+    for name, fn in checks:
+        run(name, fn)
     failed = sum(1 for _, ok, _ in results if not ok)
     print("%d passed, %d failed" % (len(results) - failed, failed), flush=True)
     return 1 if failed else 0
+
+
+def main():
+    return suite_main(__doc__, None, [
+        ("kazoo_leader_is_the_highest_id_and_each_leader_starts_an_epoch",
+         leader_is_the_highest_id_and_each_leader_starts_an_epoch),
+        ("kazoo_session_survives_a_10s_quorum_loss_with_a_4s_timeout",
+         session_survives_a_quorum_loss_longer_than_its_timeout),
+        ("kazoo_session_and_ephemeral_survive_stopping_its_member", session_and_ephemeral_survive_stopping_their_member),
+        ("kazoo_quorum_loss_read_only_mode_and_recovery", quorum_loss_gives_read_only_mode_and_recovery),
+        ("kazoo_reconfig_refused_when_disabled", reconfig_is_refused_when_disabled),
+    ])
 
 
 if __name__ == "__main__":

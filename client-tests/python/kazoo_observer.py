@@ -14,7 +14,6 @@ for kazoo_ensemble.py. Prints `PASS name` / `FAIL name: reason` per check and
 `N passed, M failed`; exits 1 if anything failed.
 """
 
-import logging
 import os
 import sys
 import threading
@@ -152,27 +151,14 @@ def voters_losing_their_quorum_leave_the_observer_read_only():
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    ens.MEMBERS = sys.argv[1].split(",")
-    ens.CONTROL = sys.argv[2]
-    if len(ens.MEMBERS) != 4:
-        print("expected four members, the observer last", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.CRITICAL)
-    watchdog = threading.Timer(float(os.environ.get("KAZOO_SUITE_TIMEOUT", "240")), lambda: os._exit(2))
-    watchdog.daemon = True
-    watchdog.start()
-    ens.run("kazoo_observer_reports_its_mode", observer_reports_its_mode)
-    ens.run("kazoo_client_on_the_observer_creates_reads_and_watches", client_on_the_observer_creates_reads_and_watches)
-    ens.run("kazoo_stopping_the_observer_moves_its_session_and_keeps_the_quorum",
-            stopping_the_observer_moves_its_session_and_keeps_the_quorum)
-    ens.run("kazoo_voters_losing_their_quorum_leave_the_observer_read_only",
-            voters_losing_their_quorum_leave_the_observer_read_only)
-    failed = sum(1 for _, ok, _ in ens.results if not ok)
-    print("%d passed, %d failed" % (len(ens.results) - failed, failed), flush=True)
-    return 1 if failed else 0
+    return ens.suite_main(__doc__, 4, [
+        ("kazoo_observer_reports_its_mode", observer_reports_its_mode),
+        ("kazoo_client_on_the_observer_creates_reads_and_watches", client_on_the_observer_creates_reads_and_watches),
+        ("kazoo_stopping_the_observer_moves_its_session_and_keeps_the_quorum",
+         stopping_the_observer_moves_its_session_and_keeps_the_quorum),
+        ("kazoo_voters_losing_their_quorum_leave_the_observer_read_only",
+         voters_losing_their_quorum_leave_the_observer_read_only),
+    ])
 
 
 if __name__ == "__main__":

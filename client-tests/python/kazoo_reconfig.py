@@ -15,8 +15,6 @@ CONTROL_URL stops and starts members as for kazoo_ensemble.py. Prints `PASS name
 `FAIL name: reason` per check and `N passed, M failed`; exits 1 if anything failed.
 """
 
-import faulthandler
-import logging
 import os
 import sys
 
@@ -241,27 +239,15 @@ def a_new_membership_needs_a_running_majority():
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    ens.MEMBERS = sys.argv[1].split(",")
-    ens.CONTROL = sys.argv[2]
-    if len(ens.MEMBERS) != 3:
-        print("expected three members", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.CRITICAL)
-    # Past the limit, every thread's stack goes to stderr (where a hang is) and the suite exits.
-    faulthandler.dump_traceback_later(float(os.environ.get("KAZOO_SUITE_TIMEOUT", "240")), exit=True)
-    ens.run("kazoo_reconfig_only_the_superuser_with_the_current_version",
-            only_the_superuser_reconfigures_with_the_current_version)
-    ens.run("kazoo_reconfig_removing_the_leader_hands_over_and_it_keeps_serving",
-            removing_the_leader_hands_over_and_it_keeps_serving)
-    ens.run("kazoo_reconfig_adding_the_member_back_makes_it_vote", adding_the_member_back_makes_it_vote)
-    ens.run("kazoo_reconfig_a_new_membership_needs_a_running_majority",
-            a_new_membership_needs_a_running_majority)
-    failed = sum(1 for _, ok, _ in ens.results if not ok)
-    print("%d passed, %d failed" % (len(ens.results) - failed, failed), flush=True)
-    return 1 if failed else 0
+    return ens.suite_main(__doc__, 3, [
+        ("kazoo_reconfig_only_the_superuser_with_the_current_version",
+         only_the_superuser_reconfigures_with_the_current_version),
+        ("kazoo_reconfig_removing_the_leader_hands_over_and_it_keeps_serving",
+         removing_the_leader_hands_over_and_it_keeps_serving),
+        ("kazoo_reconfig_adding_the_member_back_makes_it_vote", adding_the_member_back_makes_it_vote),
+        ("kazoo_reconfig_a_new_membership_needs_a_running_majority",
+         a_new_membership_needs_a_running_majority),
+    ])
 
 
 if __name__ == "__main__":

@@ -150,23 +150,44 @@ async fn check_suite(name: &'static str, addr: &str, envs: Vec<(&'static str, St
     );
 }
 
-/// Runs an ensemble suite against an ensemble of three voting members and `observers`
-/// observers after them, whose members it stops and starts through
-/// `POST /zkd/members/{id}/stop|start`: zkd's (its admin listener), or with
-/// `ZKD_TEST_TARGET=zookeeper` Apache ZooKeeper JVMs with read-only mode and local sessions
-/// on (a small endpoint here kills and restarts them).
-async fn run_ensemble_suite(name: &'static str, observers: u64) {
+/// What an ensemble suite needs besides three voting members.
+#[derive(Clone, Copy)]
+enum Setup {
+    /// Read-only mode and local sessions on, and this many observers after the voters.
+    ReadOnly { observers: u64 },
+    /// Reconfiguration on and the superuser `super:secret`.
+    Reconfig,
+}
+
+/// The superuser's digest (`super:secret`) the reconfig suites authenticate with.
+const SUPER_DIGEST: &str = "super:lK75jTNcA+U9vtVEw5vB51mj/w4=";
+
+/// Runs an ensemble suite against three voting members set up as `setup` says, whose members
+/// it stops and starts through `POST /zkd/members/{id}/stop|start`: zkd's (its admin
+/// listener), or with `ZKD_TEST_TARGET=zookeeper` Apache ZooKeeper JVMs (a small endpoint
+/// here kills and restarts them) with the same settings: `readonlymode.enabled` and local
+/// sessions (without them a 3.8 read-only member serves no client at all: docs/protocol.md,
+/// "Ensemble members and read-only mode"), or `reconfigEnabled=true` and the superuser's
+/// digest as a system property.
+async fn run_ensemble_suite(name: &'static str, setup: Setup) {
     if std::env::var("ZKD_TEST_TARGET").as_deref() == Ok("zookeeper") {
         let ensemble = tokio::task::spawn_blocking(move || {
-            // Read-only mode, and local sessions: without them a 3.8 read-only member serves
-            // no client at all (docs/protocol.md, "Ensemble members and read-only mode").
-            zkd_testkit::oracle::Launcher::new()
-                .jvm_opts(vec!["-Dreadonlymode.enabled=true".into()])
-                .cfg(&[
-                    ("localSessionsEnabled", "true"),
-                    ("localSessionsUpgradingEnabled", "true"),
-                ])
-                .start_ensemble_with_observers(3, observers)
+            let launcher = zkd_testkit::oracle::Launcher::new();
+            match setup {
+                Setup::ReadOnly { observers } => launcher
+                    .jvm_opts(vec!["-Dreadonlymode.enabled=true".into()])
+                    .cfg(&[
+                        ("localSessionsEnabled", "true"),
+                        ("localSessionsUpgradingEnabled", "true"),
+                    ])
+                    .start_ensemble_with_observers(3, observers),
+                Setup::Reconfig => launcher
+                    .jvm_opt(&format!(
+                        "-Dzookeeper.DigestAuthenticationProvider.superDigest={SUPER_DIGEST}"
+                    ))
+                    .cfg(&[("reconfigEnabled", "true")])
+                    .start_ensemble(3),
+            }
         })
         .await
         .expect("launcher thread")
@@ -177,14 +198,23 @@ async fn run_ensemble_suite(name: &'static str, observers: u64) {
         check_suite(name, &hosts, vec![("ZKD_CONTROL_URL", control.url())]).await;
         return;
     }
-    let members = zkd_server::EnsembleConfig::numbered(3 + observers, 0)
-        .and_then(|e| e.with_observers(observers))
-        .expect("the members");
-    let (server, admin) = zkd_testkit::target::zkd_with_admin(zkd_server::Config {
-        ensemble: Some(members),
-        ..zkd_server::Config::default()
-    })
-    .await;
+    let config = match setup {
+        Setup::ReadOnly { observers } => zkd_server::Config {
+            ensemble: Some(
+                zkd_server::EnsembleConfig::numbered(3 + observers, 0)
+                    .and_then(|e| e.with_observers(observers))
+                    .expect("the members"),
+            ),
+            ..zkd_server::Config::default()
+        },
+        Setup::Reconfig => zkd_server::Config {
+            ensemble: Some(zkd_server::EnsembleConfig::numbered(3, 0).expect("the members")),
+            reconfig_enabled: true,
+            super_digest: Some(SUPER_DIGEST.into()),
+            ..zkd_server::Config::default()
+        },
+    };
+    let (server, admin) = zkd_testkit::target::zkd_with_admin(config).await;
     let control = vec![("ZKD_CONTROL_URL", format!("http://{admin}"))];
     check_suite(name, &server.connect_string(), control).await;
     server.shutdown().await;
@@ -212,66 +242,28 @@ async fn zkcli_suite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn curator_ensemble_failover_suite() {
-    run_ensemble_suite("java-ensemble", 0).await;
+    run_ensemble_suite("java-ensemble", Setup::ReadOnly { observers: 0 }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kazoo_ensemble_failover_and_read_only_suite() {
-    run_ensemble_suite("python-ensemble", 0).await;
-}
-
-/// The superuser's digest (`super:secret`) the reconfig suites authenticate with.
-const SUPER_DIGEST: &str = "super:lK75jTNcA+U9vtVEw5vB51mj/w4=";
-
-/// Runs a reconfig suite against three voting members with reconfiguration on and the
-/// superuser `super:secret`: zkd's (`reconfig_enabled`, `super_digest`), or with
-/// `ZKD_TEST_TARGET=zookeeper` Apache ZooKeeper JVMs with `reconfigEnabled=true` and the
-/// digest as a system property.
-async fn run_reconfig_suite(name: &'static str) {
-    if std::env::var("ZKD_TEST_TARGET").as_deref() == Ok("zookeeper") {
-        let ensemble = tokio::task::spawn_blocking(move || {
-            zkd_testkit::oracle::Launcher::new()
-                .jvm_opt(&format!(
-                    "-Dzookeeper.DigestAuthenticationProvider.superDigest={SUPER_DIGEST}"
-                ))
-                .cfg(&[("reconfigEnabled", "true")])
-                .start_ensemble(3)
-        })
-        .await
-        .expect("launcher thread")
-        .unwrap_or_else(|e| panic!("{e}"));
-        let hosts = ensemble.connect_string();
-        let ensemble = std::sync::Arc::new(std::sync::Mutex::new(ensemble));
-        let control = member_control::MemberControl::start(ensemble.clone());
-        check_suite(name, &hosts, vec![("ZKD_CONTROL_URL", control.url())]).await;
-        return;
-    }
-    let (server, admin) = zkd_testkit::target::zkd_with_admin(zkd_server::Config {
-        ensemble: Some(zkd_server::EnsembleConfig::numbered(3, 0).expect("the members")),
-        reconfig_enabled: true,
-        super_digest: Some(SUPER_DIGEST.into()),
-        ..zkd_server::Config::default()
-    })
-    .await;
-    let control = vec![("ZKD_CONTROL_URL", format!("http://{admin}"))];
-    check_suite(name, &server.connect_string(), control).await;
-    server.shutdown().await;
+    run_ensemble_suite("python-ensemble", Setup::ReadOnly { observers: 0 }).await;
 }
 
 /// kazoo's reconfig removes and adds back a member, with ZooKeeper's refusals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kazoo_ensemble_reconfig_suite() {
-    run_reconfig_suite("python-reconfig").await;
+    run_ensemble_suite("python-reconfig", Setup::Reconfig).await;
 }
 
 /// Curator's reconfig removes the leader and adds it back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn curator_ensemble_reconfig_suite() {
-    run_reconfig_suite("java-reconfig").await;
+    run_ensemble_suite("java-reconfig", Setup::Reconfig).await;
 }
 
 /// An observer serves a kazoo client, moves its session, and counts for nothing in the quorum.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kazoo_ensemble_observer_suite() {
-    run_ensemble_suite("python-observer", 1).await;
+    run_ensemble_suite("python-observer", Setup::ReadOnly { observers: 1 }).await;
 }
