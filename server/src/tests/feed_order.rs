@@ -11,20 +11,11 @@ use crate::{Config, Server};
 
 /// Reads one reply: (xid, zxid, err); `None` once the server closed the connection.
 async fn header(s: &mut TcpStream) -> Option<(i32, i64, i32)> {
-    let mut len = [0u8; 4];
-    tokio::time::timeout(WAIT, s.read_exact(&mut len))
-        .await
-        .expect("reply or close in time")
-        .ok()?;
-    let mut payload = vec![0u8; usize::try_from(i32::from_be_bytes(len)).ok()?];
-    tokio::time::timeout(WAIT, s.read_exact(&mut payload))
-        .await
-        .expect("reply or close in time")
-        .ok()?;
+    let p = super::shared_body::payload(s).await?;
     Some((
-        i32::from_be_bytes(payload[0..4].try_into().ok()?),
-        i64::from_be_bytes(payload[4..12].try_into().ok()?),
-        i32::from_be_bytes(payload[12..16].try_into().ok()?),
+        i32::from_be_bytes(p.get(0..4)?.try_into().ok()?),
+        i64::from_be_bytes(p.get(4..12)?.try_into().ok()?),
+        i32::from_be_bytes(p.get(12..16)?.try_into().ok()?),
     ))
 }
 

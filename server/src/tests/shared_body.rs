@@ -41,20 +41,26 @@ pub(super) fn read_op(xid: i32, op: i32, path: &str) -> Bytes {
     request(xid, op, &rec)
 }
 
-/// Reads one reply; `None` once the server closed the connection. Returns (err, length).
-pub(super) async fn reply(s: &mut TcpStream) -> Option<(i32, usize)> {
+/// Reads one reply's payload; `None` once the server closed the connection.
+pub(super) async fn payload(s: &mut TcpStream) -> Option<Vec<u8>> {
     let mut len = [0u8; 4];
     tokio::time::timeout(WAIT, s.read_exact(&mut len))
         .await
         .expect("reply or close in time")
         .ok()?;
-    let mut payload = vec![0u8; i32::from_be_bytes(len) as usize];
+    let mut payload = vec![0u8; usize::try_from(i32::from_be_bytes(len)).ok()?];
     tokio::time::timeout(WAIT, s.read_exact(&mut payload))
         .await
         .expect("reply or close in time")
         .ok()?;
+    Some(payload)
+}
+
+/// Reads one reply; `None` once the server closed the connection. Returns (err, length).
+pub(super) async fn reply(s: &mut TcpStream) -> Option<(i32, usize)> {
+    let payload = payload(s).await?;
     Some((
-        i32::from_be_bytes(payload[12..16].try_into().ok()?),
+        i32::from_be_bytes(payload.get(12..16)?.try_into().ok()?),
         payload.len(),
     ))
 }
