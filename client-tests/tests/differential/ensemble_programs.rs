@@ -142,6 +142,7 @@ fn zkd_ensemble_matches_three_zookeeper_servers() {
     let run_started = Instant::now();
     let mut differences = Vec::new();
     let mut faults = 0;
+    let mut tally = Tally::default();
     for n in first..first + programs {
         let prog = gen::program(seed, n);
         faults += prog.faults();
@@ -154,6 +155,7 @@ fn zkd_ensemble_matches_three_zookeeper_servers() {
         });
         let report = match (a, b) {
             (Ok(a), Ok(b)) => {
+                tally.add(&b);
                 if show {
                     eprintln!("program {n}:\n{prog}{}", side_by_side(&a, &b));
                 }
@@ -188,11 +190,65 @@ fn zkd_ensemble_matches_three_zookeeper_servers() {
         run_started.elapsed(),
         differences.len()
     );
+    eprintln!("ensemble differential: ZooKeeper's side saw {tally}");
     assert!(
         differences.is_empty(),
         "zkd's ensemble and ZooKeeper's differ in programs {differences:?} of seed {seed:#x} \
          (each is printed above with a replay command)"
     );
+}
+
+/// What one side's clients met over a run, for the summary.
+#[derive(Default)]
+struct Tally {
+    leader_changes: u64,
+    quorum_losses: u64,
+    read_only_probes: u64,
+    abandoned: u64,
+    expired: u64,
+    acknowledged_writes: u64,
+    refused_ops: u64,
+    events: u64,
+}
+
+impl Tally {
+    fn add(&mut self, o: &Observed) {
+        for l in &o.lines {
+            let count = |pat: &str| l.matches(pat).count() as u64;
+            self.leader_changes += count(", new term");
+            self.quorum_losses += count("-> read-only member");
+            self.read_only_probes += count("read-only session (readOnly=true)");
+            self.abandoned += count("-> abandoned");
+            self.refused_ops += count("-> no member serves it");
+            let write = [" create", " set ", " delete "]
+                .iter()
+                .any(|w| l.contains(w));
+            if write && l.contains("-> OK") {
+                self.acknowledged_writes += 1;
+            }
+        }
+        self.expired += o.fates.iter().filter(|f| *f == "expired").count() as u64;
+        self.events += o.events.iter().map(|e| e.len() as u64).sum::<u64>();
+    }
+}
+
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} leader changes, {} quorum losses ({} read-only probes), {} abandoned sessions \
+             ({} expired at the end), {} acknowledged writes, {} operations no member served, \
+             {} watch events",
+            self.leader_changes,
+            self.quorum_losses,
+            self.read_only_probes,
+            self.abandoned,
+            self.expired,
+            self.acknowledged_writes,
+            self.refused_ops,
+            self.events
+        )
+    }
 }
 
 /// `None` when both sides observed the same and each kept its acknowledged writes;

@@ -120,18 +120,52 @@ impl Program {
 /// replayed alone.
 pub fn program(seed: u64, index: u64) -> Program {
     let mut rng = Rng::new(seed ^ index.wrapping_mul(0xd1b5_4a32_d192_ed03));
-    let len = 8 + rng.below(10) as usize;
+    let len = 10 + rng.below(10) as usize;
     let mut state = Members {
         running: [true; MEMBERS as usize],
         known: true,
         starts: 0,
     };
     let mut abandoned = [false; SESSIONS];
-    let mut steps = Vec::new();
+    // Each session starts with a watch (a data, a children and an exists watch), so changes
+    // have watchers from the start.
+    let mut steps = vec![
+        Step::Op {
+            session: 0,
+            op: Op::Read {
+                read: Read::Data,
+                node: 0,
+                watch: true,
+            },
+        },
+        Step::Op {
+            session: 1,
+            op: Op::Read {
+                read: Read::Children,
+                node: 0,
+                watch: true,
+            },
+        },
+        Step::Op {
+            session: 2,
+            op: Op::Read {
+                read: Read::Exists,
+                node: 2,
+                watch: true,
+            },
+        },
+    ];
     let mut faults = 0;
     for i in 0..len {
         let must = faults == 0 && i + 3 >= len;
-        if faults < 3 && (must || rng.chance(22)) {
+        // Without a quorum, operations only show that nothing serves them: end the outage
+        // sooner.
+        let chance = if state.count() * 2 > MEMBERS as usize {
+            15
+        } else {
+            45
+        };
+        if faults < 3 && (must || rng.chance(chance)) {
             if let Some(f) = state.fault(&mut rng, &abandoned) {
                 if let Fault::Abandon(s) = f {
                     abandoned[s] = true;
@@ -220,31 +254,36 @@ impl Members {
 fn op_step(rng: &mut Rng, abandoned: &[bool; SESSIONS]) -> Step {
     let live: Vec<usize> = (0..SESSIONS).filter(|s| !abandoned[*s]).collect();
     let session = rng.pick(&live);
-    let node = rng.below(NODES.len() as u64) as usize;
+    // Mostly the top-level nodes, so writes and watches meet.
+    let node = if rng.chance(75) {
+        rng.below(3) as usize
+    } else {
+        3 + rng.below(2) as usize
+    };
     let op = match rng.below(100) {
-        0..=21 => Op::Create {
+        0..=23 => Op::Create {
             node,
             ephemeral: rng.chance(40),
         },
-        22..=41 => Op::SetData {
+        24..=47 => Op::SetData {
             node,
             data: rng.below(250) as u8 + 1,
         },
-        42..=51 => Op::Delete { node },
-        52..=65 => Op::Read {
+        48..=57 => Op::Delete { node },
+        58..=72 => Op::Read {
             read: Read::Data,
             node,
-            watch: rng.chance(80),
+            watch: rng.chance(90),
         },
-        66..=79 => Op::Read {
+        73..=83 => Op::Read {
             read: Read::Exists,
             node,
-            watch: rng.chance(80),
+            watch: rng.chance(90),
         },
-        80..=91 => Op::Read {
+        84..=94 => Op::Read {
             read: Read::Children,
             node: rng.below(PARENTS.len() as u64) as usize,
-            watch: rng.chance(80),
+            watch: rng.chance(90),
         },
         _ => Op::Sync,
     };
