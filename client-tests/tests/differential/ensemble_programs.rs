@@ -6,8 +6,9 @@
 //! (`POST /zkd/members/{id}/stop|start`: zkd's admin listener, and for the JVMs the endpoint
 //! the ensemble client suites use). What clients can observe is compared, not timings.
 //!
-//! One ensemble per side serves the whole run (both with a 500 ms tick, read-only mode and
-//! local sessions on); both sides run each program at the same time. Program N works under
+//! One ensemble per side serves the whole run, both with a 500 ms tick and read-only mode
+//! (ZooKeeper also with `localSessionsEnabled=true`, see E1); both sides run each program at
+//! the same time. Program N works under
 //! its own root `/eN` (`~` below), which the harness creates with `~/a` and `~/b`. Its three
 //! sessions (3 s timeout, accepting read-only servers, knowing every member) start on members
 //! 1, 2 and 3, and each first creates an ephemeral `~/sK`. Then 8–17 steps run one at a time;
