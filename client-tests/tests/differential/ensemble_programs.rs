@@ -357,3 +357,46 @@ fn local_sessions() {
         ("the session moves to member 2", "the session expired")
     );
 }
+
+/// The generator alone: program N of a seed does not depend on the others, and every
+/// program has a fault, no more than two member starts and no step for an abandoned
+/// session.
+#[test]
+fn ensemble_programs_replay_alone_and_each_has_a_fault() {
+    use gen::{Fault, Step};
+    for n in 1..=300 {
+        let prog = gen::program(DEFAULT_SEED, n);
+        assert_eq!(
+            format!("{prog}"),
+            format!("{}", gen::program(DEFAULT_SEED, n)),
+            "program {n} is the same when made again"
+        );
+        assert!(prog.faults() >= 1, "program {n} has no fault:\n{prog}");
+        let starts = prog
+            .steps
+            .iter()
+            .filter(|s| matches!(s, Step::Fault(Fault::Start(_) | Fault::StartAll)))
+            .count();
+        assert!(
+            starts <= 2,
+            "program {n} starts members {starts} times:\n{prog}"
+        );
+        let mut gone = [false; gen::SESSIONS];
+        for step in &prog.steps {
+            match *step {
+                Step::Fault(Fault::Abandon(s)) => gone[s] = true,
+                Step::Op { session, .. } => {
+                    assert!(
+                        !gone[session],
+                        "program {n} uses an abandoned session:\n{prog}"
+                    )
+                }
+                Step::Fault(_) => {}
+            }
+        }
+    }
+    assert_ne!(
+        format!("{}", gen::program(DEFAULT_SEED, 1)),
+        format!("{}", gen::program(DEFAULT_SEED, 2))
+    );
+}
