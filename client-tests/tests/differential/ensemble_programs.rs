@@ -8,11 +8,12 @@
 //!
 //! One ensemble per side serves the whole run, both with a 500 ms tick and read-only mode
 //! (ZooKeeper also with `localSessionsEnabled=true`, see E1); both sides run each program at
-//! the same time. Program N works under
-//! its own root `/eN` (`~` below), which the harness creates with `~/a` and `~/b`. Its three
-//! sessions (3 s timeout, accepting read-only servers, knowing every member) start on members
-//! 1, 2 and 3, and each first creates an ephemeral `~/sK`. Then 8–17 steps run one at a time;
-//! after each, every connected session syncs, so it has applied and been notified of
+//! the same time. Program N works under its own root `/eN` (`~` below), which the harness
+//! creates with `~/a` and `~/b`. Its three sessions (3 s timeout, accepting read-only
+//! servers, knowing every member) start on members 1, 2 and 3, and each first creates an
+//! ephemeral `~/sK` and leaves a watch (data on `~/a`, children of `~`, exists on `~/c`).
+//! Then 10–19 random steps run one at a time, one to three of them faults (at most two
+//! member starts, each a JVM start on the ZooKeeper side); after each step, every connected session syncs, so it has applied and been notified of
 //! everything committed before the next step runs. A fault step waits until the members
 //! settle (one leader and followers, or the one member left in read-only mode) and then
 //! brings every session back at once where a member serves it (its last member first,
@@ -44,7 +45,8 @@
 //! margin before the next step, so its expiry and its ephemerals' deletion fall at the same
 //! point of the program on both sides. A member that brings the quorum back starts alone and
 //! the election ends before another starts (started together, whichever ZooKeeper JVM comes
-//! up first takes part in the election).
+//! up first takes part in the election). For the same reason no write is in flight while a
+//! fault happens (whether it is acknowledged would depend on timing).
 //!
 //! Differences (explained, not counted as failures):
 //! * E1 — local sessions. ZooKeeper 3.8 serves read-only clients only with
@@ -54,11 +56,13 @@
 //!   local session whose member stops is told it expired when it moves to another member.
 //!   zkd's sessions made with a quorum are global from the start. The programs create an
 //!   ephemeral in each session first, so both sides compare global sessions; the read-only
-//!   probe compares local sessions of a read-only member.
+//!   probe compares local sessions of a read-only member. `local_sessions` (ignored; run
+//!   it with `--ignored`) shows the difference itself.
 //! * E2 — lagging members. zkd can make a member lag (`POST /zkd/members/{id}/lag`);
 //!   ZooKeeper cannot be told to, and no fault a client can cause there has the same
 //!   observable effect (a follower serving stale reads until a sync), so lag is not part of
-//!   the compared fault schedule; `zkd_only/lagging_member.rs` covers it.
+//!   the compared fault schedule (freezing a JVM is no equivalent: its clients get no
+//!   answers at all); `zkd_only/lagging_member.rs` covers lag.
 //! * E3 — skipped epochs. When a member that missed transactions brings the quorum back,
 //!   ZooKeeper 3.8.0's new leader fails its first attempt to establish itself: the member,
 //!   synced by a diff, acknowledges the new leader with a zxid of the old epoch, the leader
