@@ -99,6 +99,8 @@ use zkd_testkit::oracle::{oracle_release, ZookeeperVersion};
 
 const DEFAULT_PROGRAMS: u64 = 12;
 const DEFAULT_SEED: u64 = 0x5eed_e45e_3b1e_0001;
+/// Program N's second attempt works under `/e(N + RETRY_ROOTS)`.
+const RETRY_ROOTS: u64 = 1_000_000;
 
 fn env_number(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
@@ -148,6 +150,7 @@ fn zkd_ensemble_matches_three_zookeeper_servers() {
     let mut differences = Vec::new();
     let mut faults = 0;
     let mut tally = Tally::default();
+    let mut retried = Vec::new();
     for n in first..first + programs {
         let prog = gen::program(seed, n);
         faults += prog.faults();
@@ -158,20 +161,51 @@ fn zkd_ensemble_matches_three_zookeeper_servers() {
                 run_program(&mut zk, &prog, n)
             )
         });
-        let report = match (a, b) {
+        let mut report = match (a, b) {
             (Ok(a), Ok(b)) => {
                 tally.add(&b);
                 if show {
                     eprintln!("program {n}:\n{prog}{}", side_by_side(&a, &b));
                 }
-                compare(&a, &b)
+                compare(&a, &b).map(|r| (r, b.disturbed.is_empty() || !a.disturbed.is_empty()))
             }
-            (a, b) => Some(format!(
-                "a side failed to run the program: zkd {:?}, ZooKeeper {:?}",
-                a.err(),
-                b.err()
+            (a, b) => Some((
+                format!(
+                    "a side failed to run the program: zkd {:?}, ZooKeeper {:?}",
+                    a.err(),
+                    b.err()
+                ),
+                true,
             )),
         };
+        // A difference where only the ZooKeeper side met something no fault caused (the
+        // loaded machine stalled a JVM past a session timeout): the program runs once more
+        // under a fresh root, and only a difference there counts.
+        if let Some((r, false)) = &report {
+            eprintln!(
+                "ensemble differential: program {n}: the ZooKeeper side was disturbed; \
+                 running it again. First attempt:\n{prog}{r}"
+            );
+            let again = rt.block_on(async {
+                tokio::join!(
+                    run_program(&mut zkd, &prog, n + RETRY_ROOTS),
+                    run_program(&mut zk, &prog, n + RETRY_ROOTS)
+                )
+            });
+            report = match again {
+                (Ok(a), Ok(b)) => compare(&a, &b).map(|r| (r, true)),
+                (a, b) => Some((
+                    format!(
+                        "a side failed to run the program again: zkd {:?}, ZooKeeper {:?}",
+                        a.err(),
+                        b.err()
+                    ),
+                    true,
+                )),
+            };
+            retried.push(n);
+        }
+        let report = report.map(|(r, _)| r);
         if progress {
             eprintln!(
                 "ensemble differential: program {n}: {} faults, {:.1?}{}",
@@ -196,6 +230,11 @@ fn zkd_ensemble_matches_three_zookeeper_servers() {
         differences.len()
     );
     eprintln!("ensemble differential: ZooKeeper's side saw {tally}");
+    eprintln!(
+        "ensemble differential: {} programs run again after a disturbance on the ZooKeeper \
+         side: {retried:?}",
+        retried.len()
+    );
     assert!(
         differences.is_empty(),
         "zkd's ensemble and ZooKeeper's differ in programs {differences:?} of seed {seed:#x} \
@@ -259,7 +298,8 @@ impl std::fmt::Display for Tally {
 /// `None` when both sides observed the same and each kept its acknowledged writes;
 /// otherwise both sides' observations, the differing ones marked.
 fn compare(a: &Observed, b: &Observed) -> Option<String> {
-    if a == b && a.lost.is_empty() {
+    let same = a.lines == b.lines && a.events == b.events && a.fates == b.fates && a.tree == b.tree;
+    if same && a.lost.is_empty() && b.lost.is_empty() {
         return None;
     }
     Some(side_by_side(a, b))
@@ -301,6 +341,9 @@ fn side_by_side(a: &Observed, b: &Observed) -> String {
     for (side, o) in [("zkd", a), ("ZooKeeper", b)] {
         for l in &o.lost {
             out.push_str(&format!("!! {side} lost an acknowledged write: {l}\n"));
+        }
+        for d in &o.disturbed {
+            out.push_str(&format!("   {side} was disturbed: {d}\n"));
         }
     }
     out

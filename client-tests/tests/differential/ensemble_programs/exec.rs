@@ -50,6 +50,10 @@ pub struct Observed {
     pub tree: Vec<String>,
     /// Acknowledged writes the final tree does not show (must be empty).
     pub lost: Vec<String>,
+    /// What happened without a fault causing it (a session of a running quorum expired or
+    /// found no member, an epoch no leader was seen with): signs that the machine stalled a
+    /// server or the harness. Not compared.
+    pub disturbed: Vec<String>,
 }
 
 struct Session {
@@ -62,6 +66,8 @@ struct Session {
     at: usize,
     expired: bool,
     abandoned: bool,
+    /// The harness expects it to have expired (it was abandoned).
+    may_expire: bool,
     data_watches: BTreeSet<String>,
     exist_watches: BTreeSet<String>,
     child_watches: BTreeSet<String>,
@@ -87,6 +93,7 @@ struct Run<'a> {
     quorum_lost_at: Option<Instant>,
     /// Read-only sessions opened by probes, tried again once the quorum is back.
     ro_sessions: Vec<(i64, Bytes)>,
+    disturbed: Vec<String>,
 }
 
 fn err_name(code: i32) -> String {
@@ -123,6 +130,7 @@ pub async fn run_program(fleet: &mut Fleet, prog: &Program, n: u64) -> Result<Ob
         unsure: BTreeSet::new(),
         quorum_lost_at: None,
         ro_sessions: Vec::new(),
+        disturbed: Vec::new(),
     };
     let result = run.program(prog).await;
     beat.abort();
@@ -183,6 +191,7 @@ impl Run<'_> {
                 at: s % self.fleet.members.len(),
                 expired: false,
                 abandoned: false,
+                may_expire: false,
                 events: c.events(),
                 client: Some(Arc::new(c)),
                 data_watches: BTreeSet::new(),
@@ -228,6 +237,7 @@ impl Run<'_> {
             let fate = if self.sessions[s].abandoned {
                 // Its client comes back: the session must be gone.
                 self.sessions[s].abandoned = false;
+                self.sessions[s].may_expire = true;
                 match self.connect(s).await {
                     Conn::Up => "came back after its timeout".to_string(),
                     Conn::Expired => "expired".to_string(),
@@ -247,6 +257,13 @@ impl Run<'_> {
         self.flush().await;
         obs.tree = self.final_tree().await?;
         obs.lost = self.check_model(&obs.tree);
+        for l in &obs.lines {
+            if l.contains("of no leader seen") {
+                self.disturbed
+                    .push(format!("a zxid of an epoch no leader was seen with: {l}"));
+            }
+        }
+        obs.disturbed = std::mem::take(&mut self.disturbed);
         obs.events = self
             .sessions
             .iter_mut()
@@ -418,6 +435,10 @@ impl Run<'_> {
                     return Conn::Up;
                 }
                 Err(ClientError::Rejected) => {
+                    if !self.sessions[s].may_expire {
+                        self.disturbed
+                            .push(format!("s{s} expired without its client going away"));
+                    }
                     self.session_ended(s);
                     return Conn::Expired;
                 }
@@ -451,6 +472,16 @@ impl Run<'_> {
     }
 
     async fn op(&mut self, s: usize, op: Op) -> String {
+        let out = self.op_outcome(s, op).await;
+        let quorum = self.fleet.up().len() * 2 > self.fleet.members.len();
+        if quorum && matches!(out.as_str(), "no member serves it" | "connection lost") {
+            self.disturbed
+                .push(format!("s{s}: {out} while a quorum ran"));
+        }
+        out
+    }
+
+    async fn op_outcome(&mut self, s: usize, op: Op) -> String {
         match self.connect(s).await {
             Conn::Up => {}
             Conn::Expired => return "session expired".into(),
