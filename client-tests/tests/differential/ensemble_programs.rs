@@ -12,14 +12,14 @@
 //! creates with `~/a` and `~/b`. Its three sessions (3 s timeout, accepting read-only
 //! servers, knowing every member) start on members 1, 2 and 3, and each first creates an
 //! ephemeral `~/sK` and leaves a watch (data on `~/a`, children of `~`, exists on `~/c`).
-//! Then 10–19 random steps run one at a time, one to three of them faults (at most two
-//! member starts, each a JVM start on the ZooKeeper side); after each step, every connected session syncs, so it has applied and been notified of
-//! everything committed before the next step runs. A fault step waits until the members
-//! settle (one leader and followers, or the one member left in read-only mode) and then
-//! brings every session back at once where a member serves it (its last member first,
-//! resuming with its id, password and last zxid, re-registering its watches). At the end every
-//! stopped member starts again and the final tree is read. Every program has at least one
-//! fault.
+//! Then 10–19 random steps run one at a time, one to three of them faults (at most two member
+//! starts, each a JVM start on the ZooKeeper side); after each step, every connected session
+//! syncs, so it has applied and been notified of everything committed before the next step
+//! runs. A fault step waits until the members settle (one leader and followers, or the one
+//! member left in read-only mode) and then brings every session back at once where a member
+//! serves it (its last member first, resuming with its id, password and last zxid,
+//! re-registering its watches). At the end every stopped member starts again and the final tree
+//! is read. Every program has at least one fault.
 //!
 //! Compared, per program:
 //! * each step's outcome: error code; data, version and owning session of what reads return;
@@ -359,7 +359,8 @@ fn side_by_side(a: &Observed, b: &Observed) -> String {
 
 /// E1 shown: a session without an ephemeral, made on member 1, moves to member 2 after
 /// member 1 stops. ZooKeeper (local sessions on) says it expired; zkd keeps it.
-/// `cargo test -p zkd-client-tests --test differential ensemble_programs::local_sessions -- --ignored --nocapture`.
+/// `cargo test -p zkd-client-tests --test differential ensemble_programs::local_sessions --
+/// --ignored --nocapture`.
 #[test]
 #[ignore]
 fn local_sessions() {

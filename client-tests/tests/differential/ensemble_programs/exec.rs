@@ -917,7 +917,10 @@ impl Run<'_> {
         }
         for node in seen.keys() {
             if !self.model.contains_key(node) && !self.unsure.contains(node) {
-                lost.push(format!("~/{node} exists but its acknowledged delete (or its owner's end) says it should not"));
+                lost.push(format!(
+                    "~/{node} exists but its acknowledged delete (or its owner's end) says it \
+                     should not"
+                ));
             }
         }
         lost
