@@ -81,7 +81,7 @@
 //!   are compared as terms, which counts epochs that clients can see.
 //!
 //! Environment:
-//! * `ZKD_ENSEMBLE_DIFF_PROGRAMS`: number of programs (default 12, about 80 s);
+//! * `ZKD_ENSEMBLE_DIFF_PROGRAMS`: number of programs (default 12, about 70 s);
 //! * `ZKD_ENSEMBLE_DIFF_SEED`: seed (decimal or 0x…; default fixed). Program N of a seed is
 //!   the same whatever the count, and `ZKD_ENSEMBLE_DIFF_FIRST=N` starts the run at program
 //!   N, so a difference is replayed alone (the first program then meets freshly started
