@@ -1,0 +1,233 @@
+//! One side of the ensemble run: three members (zkd `--ensemble 3`, or three ZooKeeper 3.8
+//! JVMs), stopped and started through `POST /zkd/members/{id}/stop|start` (zkd's admin
+//! listener, or the small endpoint of the client suites over the JVMs), and the wait until
+//! the members settle after a change (a leader and followers, or a read-only member).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use zkd_server::ZookeeperVersion;
+use zkd_testkit::oracle::ensemble::serving_mode;
+use zkd_testkit::oracle::{four_letter_word, Launcher, OracleEnsemble};
+
+#[path = "../../external_suites/member_control.rs"]
+mod member_control;
+
+use super::gen::MEMBERS;
+use member_control::MemberControl;
+
+/// The tick both sides run with: ZooKeeper's `tickTime`, zkd's `tick_time`. Sessions get
+/// 2–20 ticks.
+pub const TICK_MS: u64 = 500;
+/// The session timeout every program session asks for (and gets on both sides).
+pub const SESSION_TIMEOUT_MS: i32 = 3_000;
+/// How long the members may take to settle after a change (a JVM start included).
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the members show once settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// A quorum runs, led by this member.
+    Leader(u64),
+    /// One member runs, without quorum, serving read-only clients.
+    ReadOnly(u64),
+    /// Nothing runs.
+    Down,
+}
+
+enum Keep {
+    Zkd {
+        _server: zkd_server::Server,
+    },
+    ZooKeeper {
+        _control: MemberControl,
+        _ensemble: Arc<Mutex<OracleEnsemble>>,
+    },
+}
+
+pub struct Fleet {
+    pub name: &'static str,
+    /// Client addresses, in member id order.
+    pub members: Vec<SocketAddr>,
+    control: String,
+    pub running: [bool; MEMBERS as usize],
+    _keep: Keep,
+}
+
+impl Fleet {
+    /// zkd `--ensemble 3` (read-only mode on, as the flag has it) behaving as 3.8, with the
+    /// admin listener for the member routes.
+    pub async fn zkd(version: ZookeeperVersion) -> Fleet {
+        let members = zkd_server::EnsembleConfig::numbered(MEMBERS, 0).expect("three members");
+        let (server, admin) = zkd_testkit::target::zkd_with_admin(zkd_server::Config {
+            ensemble: Some(members),
+            tick_time: Duration::from_millis(TICK_MS),
+            zookeeper_version: version,
+            ..zkd_server::Config::default()
+        })
+        .await;
+        let addrs = server
+            .members()
+            .expect("an ensemble")
+            .iter()
+            .map(|m| m.client_addr)
+            .collect();
+        Fleet {
+            name: "zkd",
+            members: addrs,
+            control: format!("http://{admin}"),
+            running: [true; MEMBERS as usize],
+            _keep: Keep::Zkd { _server: server },
+        }
+    }
+
+    /// Three ZooKeeper 3.8.0 servers with read-only mode and local sessions on (3.8 serves
+    /// read-only clients only with local sessions) and a short tick.
+    pub async fn zookeeper(version: ZookeeperVersion) -> Fleet {
+        let ensemble = tokio::task::spawn_blocking(move || {
+            Launcher::new()
+                .version(version)
+                .jvm_opt("-Dreadonlymode.enabled=true")
+                .log_level(
+                    &std::env::var("ZKD_ENSEMBLE_DIFF_ZK_LOG").unwrap_or_else(|_| "warn".into()),
+                )
+                .cfg(&[
+                    ("tickTime", &TICK_MS.to_string()),
+                    ("initLimit", "10"),
+                    ("syncLimit", "5"),
+                    ("localSessionsEnabled", "true"),
+                    ("localSessionsUpgradingEnabled", "true"),
+                ])
+                .start_ensemble(MEMBERS)
+        })
+        .await
+        .expect("launcher thread")
+        .unwrap_or_else(|e| panic!("{e}"));
+        let addrs = ensemble.members().iter().map(|m| m.addr).collect();
+        let ensemble = Arc::new(Mutex::new(ensemble));
+        let control = MemberControl::start(ensemble.clone());
+        Fleet {
+            name: "zookeeper",
+            members: addrs,
+            control: control.url(),
+            running: [true; MEMBERS as usize],
+            _keep: Keep::ZooKeeper {
+                _control: control,
+                _ensemble: ensemble,
+            },
+        }
+    }
+
+    /// `POST /zkd/members/{id}/{op}`.
+    async fn member_route(&self, id: u64, op: &str) -> Result<(), String> {
+        let url = format!("{}/zkd/members/{id}/{op}", self.control);
+        tokio::task::spawn_blocking(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(Duration::from_secs(30)))
+                .build()
+                .into();
+            let mut answer = agent
+                .post(&url)
+                .send_empty()
+                .map_err(|e| format!("POST {url}: {e}"))?;
+            let status = answer.status().as_u16();
+            if (200..300).contains(&status) {
+                Ok(())
+            } else {
+                let body = answer.body_mut().read_to_string().unwrap_or_default();
+                Err(format!("POST {url} answered {status}: {body}"))
+            }
+        })
+        .await
+        .map_err(|e| format!("member route thread: {e}"))?
+    }
+
+    pub async fn stop(&mut self, id: u64) -> Result<(), String> {
+        self.member_route(id, "stop").await?;
+        self.running[id as usize - 1] = false;
+        Ok(())
+    }
+
+    pub async fn start(&mut self, id: u64) -> Result<(), String> {
+        self.member_route(id, "start").await?;
+        self.running[id as usize - 1] = true;
+        Ok(())
+    }
+
+    /// The epoch in the `Zxid:` line of member `id`'s `srvr` (a leader's is its own).
+    pub async fn leader_epoch(&self, id: u64) -> Result<i64, String> {
+        let addr = self.members[id as usize - 1];
+        let srvr = tokio::task::spawn_blocking(move || four_letter_word(addr, "srvr"))
+            .await
+            .map_err(|e| format!("srvr thread: {e}"))?
+            .map_err(|e| format!("{}: srvr on member {id}: {e}", self.name))?;
+        srvr.lines()
+            .find_map(|l| l.strip_prefix("Zxid: 0x"))
+            .and_then(|z| i64::from_str_radix(z.trim(), 16).ok())
+            .map(|z| z >> 32)
+            .ok_or_else(|| {
+                format!(
+                    "{}: no Zxid line in member {id}'s srvr: {srvr:?}",
+                    self.name
+                )
+            })
+    }
+
+    /// Member ids that run, in id order.
+    pub fn up(&self) -> Vec<u64> {
+        (1..=MEMBERS)
+            .filter(|id| self.running[*id as usize - 1])
+            .collect()
+    }
+
+    /// Waits until the running members settle: with a quorum, one leader and followers;
+    /// without, the one running member in read-only mode.
+    pub async fn settle(&self) -> Result<Settled, String> {
+        let up = self.up();
+        let addrs: Vec<(u64, SocketAddr)> = up
+            .iter()
+            .map(|id| (*id, self.members[*id as usize - 1]))
+            .collect();
+        if addrs.is_empty() {
+            return Ok(Settled::Down);
+        }
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        loop {
+            let probe = addrs.clone();
+            let modes: Vec<(u64, Option<String>)> = tokio::task::spawn_blocking(move || {
+                probe
+                    .into_iter()
+                    .map(|(id, a)| (id, serving_mode(a)))
+                    .collect()
+            })
+            .await
+            .map_err(|e| format!("srvr thread: {e}"))?;
+            let leaders: Vec<u64> = modes
+                .iter()
+                .filter(|(_, m)| m.as_deref() == Some("leader"))
+                .map(|(id, _)| *id)
+                .collect();
+            let followers = modes
+                .iter()
+                .filter(|(_, m)| m.as_deref() == Some("follower"))
+                .count();
+            if modes.len() * 2 > MEMBERS as usize {
+                if leaders.len() == 1 && followers + 1 == modes.len() {
+                    return Ok(Settled::Leader(leaders[0]));
+                }
+            } else if modes.len() == 1 && modes[0].1.as_deref() == Some("read-only") {
+                return Ok(Settled::ReadOnly(modes[0].0));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{}: the members did not settle within {}s: {modes:?}",
+                    self.name,
+                    SETTLE_TIMEOUT.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+    }
+}
