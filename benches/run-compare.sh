@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The side-by-side run BENCHMARKS.md is written from: zkd and Apache ZooKeeper (3.9.3, or
 # 3.8.0 with ZKD_ZOOKEEPER_VERSION=3.8), every
-# group (footprint, throughput, fan-out with its floor, herd, durable writes), medians of 3 rounds, every
+# group (footprint, throughput, fan-out with its floor, herd; durable writes with
+# `--only footprint,throughput,fanout,herd,durable`), medians of 3 rounds, every
 # target checked. Run it from a checkout of main on a quiet machine. It builds the release
 # binaries, then writes bench-results/compare.{txt,md,csv}, the SVG plots and the progress
 # lines (bench-results/compare.log).
@@ -26,15 +27,10 @@ if [ "$hard" != unlimited ] && [ "$hard" -lt 20000 ]; then
     exit 2
 fi
 
-# zkd is measured as a statically linked release binary (glibc linked in, so no shared C
-# libraries are mapped: about 1 MiB less resident while idle, and no dynamic loading at
-# start-up). An explicit --target keeps the flag off build scripts and proc-macros; the
-# binary lands in target/<host>/release/zkd.
-host=$(rustc -vV | sed -n 's/^host: //p')
-cargo build --release -p zkd-bench
-RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --release -p zkd --target "$host"
-zkd_bin="$PWD/target/$host/release/zkd"
+# zkd is measured as the README builds it: `cargo build --release`, dynamically linked (the
+# release tarball's statically linked binary is smaller still at idle).
+cargo build --release -p zkd -p zkd-bench
+zkd_bin="$PWD/target/release/zkd"
 mkdir -p bench-results
 started=$(date +%s)
 target/release/zkd-bench compare --zkd-bin "$zkd_bin" --out bench-results "$@" 2>&1 |

@@ -2,7 +2,8 @@
 //! on disk — zkd `--data-dir --fsync always` and ZooKeeper `forceSync=yes` (its default) —
 //! plus zkd `--fsync batch` for reference, each with its data directory under the same base
 //! directory (same disk) in the same run. While the writes run, separate reader sessions
-//! each keep one getData in flight; their latencies show whether reads wait for the disk.
+//! each keep one getData in flight, on a thread and runtime of their own (as separate client
+//! processes would be); their latencies show whether reads wait for the disk.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -246,25 +246,19 @@ pub async fn run(
             }
         }
     }
-    let mut reader_tasks = Vec::new();
-    for i in 0..p.readers {
-        let stream = handshake(addr)
-            .await
-            .map_err(|e| format!("reader handshake: {e}"))?;
-        let slot = Slot {
-            node: nodes[i % nodes.len()].clone(),
-            parent: parent.clone(),
-            value: value.clone(),
-            workload: Workload::Get,
-        };
-        reader_tasks.push(tokio::spawn(lean_session(
-            stream,
-            slot,
-            1,
-            (p.sessions + i) as u64 + 1,
-            phase.clone(),
-        )));
-    }
+    let readers = if p.readers > 0 {
+        let slots = (0..p.readers)
+            .map(|i| Slot {
+                node: nodes[i % nodes.len()].clone(),
+                parent: parent.clone(),
+                value: value.clone(),
+                workload: Workload::Get,
+            })
+            .collect();
+        Some(spawn_readers(addr, slots, p.sessions as u64, phase.clone()).await?)
+    } else {
+        None
+    };
     progress.say(format!(
         "{}: {} sessions x {} in flight, warm-up {:?}, measuring {:?}",
         p.what(),
@@ -294,22 +288,28 @@ pub async fn run(
     let mut read_lat: Vec<u32> = Vec::new();
     let mut errors = 0;
     let mut first_error = None;
-    let all = tasks
-        .into_iter()
-        .map(|t| (false, t))
-        .chain(reader_tasks.into_iter().map(|t| (true, t)));
-    for (reader, t) in all {
+    let mut results = Vec::new();
+    for t in tasks {
         match tokio::time::timeout(limit, t).await {
-            Ok(Ok(r)) => {
-                let into = if reader { &mut read_lat } else { &mut lat };
-                into.extend_from_slice(&r.latencies_us);
-                errors += r.errors;
-                if first_error.is_none() {
-                    first_error = r.first_error;
-                }
-            }
+            Ok(Ok(r)) => results.push((false, r)),
             Ok(Err(e)) => return Err(format!("worker failed: {e}")),
             Err(_) => return Err("a worker did not stop within 30 s".into()),
+        }
+    }
+    if let Some(done) = readers {
+        match tokio::time::timeout(limit, done).await {
+            Ok(Ok(Ok(rs))) => results.extend(rs.into_iter().map(|r| (true, r))),
+            Ok(Ok(Err(e))) => return Err(e),
+            Ok(Err(_)) => return Err("the reader thread failed".into()),
+            Err(_) => return Err("the readers did not stop within 30 s".into()),
+        }
+    }
+    for (reader, r) in results {
+        let into = if reader { &mut read_lat } else { &mut lat };
+        into.extend_from_slice(&r.latencies_us);
+        errors += r.errors;
+        if first_error.is_none() {
+            first_error = r.first_error;
         }
     }
     pool::close_all(&clients, limit).await;
@@ -365,6 +365,70 @@ pub async fn run(
 }
 
 /// Opens a session on a socket of our own (for the lean driver).
+/// Starts the reader sessions (one getData in flight each) on a thread and runtime of their
+/// own, so that their latencies are the server's and not the wait for this process's runtime,
+/// which is busy with the writers' replies: like separate client processes. Returns once
+/// every reader has its session; the receiver gives their results after `phase` says stop.
+async fn spawn_readers(
+    addr: SocketAddr,
+    slots: Vec<Slot>,
+    first_seed: u64,
+    phase: Arc<AtomicU8>,
+) -> BenchResult<tokio::sync::oneshot::Receiver<BenchResult<Vec<WorkerResult>>>> {
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<BenchResult<()>>();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let body = move || {
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = ready_tx.send(Err(format!("reader runtime: {e}")));
+                return;
+            }
+        };
+        rt.block_on(async move {
+            let mut sessions = Vec::new();
+            for (i, slot) in slots.into_iter().enumerate() {
+                match handshake(addr).await {
+                    Ok(stream) => sessions.push(tokio::spawn(lean_session(
+                        stream,
+                        slot,
+                        1,
+                        first_seed + i as u64 + 1,
+                        phase.clone(),
+                    ))),
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(format!("reader handshake: {e}")));
+                        return;
+                    }
+                }
+            }
+            let _ = ready_tx.send(Ok(()));
+            let mut out = Vec::new();
+            for s in sessions {
+                match s.await {
+                    Ok(r) => out.push(r),
+                    Err(e) => {
+                        let _ = done_tx.send(Err(format!("reader failed: {e}")));
+                        return;
+                    }
+                }
+            }
+            let _ = done_tx.send(Ok(out));
+        });
+    };
+    std::thread::Builder::new()
+        .name("bench-readers".into())
+        .spawn(body)
+        .map_err(|e| format!("reader thread: {e}"))?;
+    ready_rx
+        .await
+        .map_err(|_| "the reader thread stopped".to_string())??;
+    Ok(done_rx)
+}
+
 pub async fn handshake(addr: SocketAddr) -> std::io::Result<TcpStream> {
     let mut stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;

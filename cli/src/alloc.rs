@@ -8,7 +8,7 @@
 //! schedule, whatever the server does. Only the binary chooses an allocator; the library
 //! leaves that to whoever embeds it.
 
-use tikv_jemalloc_ctl::{background_thread, Access, AsName};
+use tikv_jemalloc_ctl::{background_thread, max_background_threads, Access, AsName};
 
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -29,5 +29,7 @@ pub fn tune() -> Result<(), String> {
     set(b"arenas.muzzy_decay_ms\0", 0)?;
     set(b"arena.0.dirty_decay_ms\0", DECAY_MS)?;
     set(b"arena.0.muzzy_decay_ms\0", 0)?;
+    // One purging thread serves every arena; more would only hold stacks and caches.
+    max_background_threads::write(1).map_err(|e| format!("max_background_threads: {e}"))?;
     background_thread::write(true).map_err(|e| format!("background_thread: {e}"))
 }

@@ -1,7 +1,7 @@
 //! The `zkd` binary: `zkd [FLAGS]` runs the server; subcommands (`zkd ctl ...`) act on a
 //! running one. Each subcommand lives in its own module and is one variant of [`Command`].
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod alloc;
 mod config_file;
@@ -9,6 +9,7 @@ mod ctl;
 mod datadir;
 mod gen_certs;
 mod members;
+mod pow;
 mod serve;
 mod snapshot;
 mod zoocfg;
