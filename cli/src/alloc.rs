@@ -13,6 +13,22 @@ use tikv_jemalloc_ctl::{background_thread, max_background_threads, Access, AsNam
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// Options jemalloc reads once, when it starts (before `main`):
+/// - `percpu_arena:percpu`: one arena per CPU, a thread allocating from its CPU's, instead of
+///   four per CPU each taken by the next new thread. The runtime runs one worker thread per
+///   CPU, so each still mostly has an arena of its own, without the main thread's arena
+///   lying idle beside theirs (measured: about 100 KiB less resident at idle on two CPUs).
+/// - `tcache_nslots_small_max:64`: a thread caches at most 64 freed blocks of a small size
+///   class (200 by default) before returning them to its arena: the caches' arrays are
+///   smaller (about 30 KiB less resident per thread that allocates).
+const CONF: &[u8] = b"percpu_arena:percpu,tcache_nslots_small_max:64\0";
+
+/// jemalloc's `malloc_conf` (a C string it looks up by this name, under the prefix this
+/// build of jemalloc gives its symbols).
+#[allow(unsafe_code)] // `export_name` only: this defines the C symbol jemalloc reads.
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static MALLOC_CONF: &u8 = &CONF[0];
+
 /// How long freed pages may stay resident before the background thread returns them.
 const DECAY_MS: isize = 1000;
 

@@ -52,7 +52,24 @@ static VERSION_LINE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// The server's flags alone, without the subcommands: what starting the server parses first,
+/// so that it neither builds every subcommand's arguments nor touches their code (which would
+/// stay resident for the server's lifetime). Anything it does not take as a plain server
+/// command line (a subcommand, `--help`, `--version`, an error) goes to [`Cli`], which
+/// decides and words every message.
+#[derive(Parser, Debug)]
+#[command(name = "zkd")]
+struct ServeOnly {
+    #[command(flatten)]
+    serve: serve::ServeArgs,
+}
+
 fn main() -> ExitCode {
+    if let Ok(matches) = ServeOnly::command().try_get_matches() {
+        if let Ok(cli) = ServeOnly::from_arg_matches(&matches) {
+            return serve::run(cli.serve, &matches);
+        }
+    }
     let matches = Cli::command().version(VERSION_LINE.as_str()).get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,

@@ -28,7 +28,9 @@
 //! was sent still comes after that write.
 //!
 //! A feeder that keeps finding new batches hands the rest to a fresh task after
-//! [`MAX_ROUNDS`] rounds, so one connection's task is not kept from its own socket for long.
+//! [`MAX_ROUNDS`] rounds, so one connection's task is not kept from its own socket for long;
+//! after a round that fed reads beside writes it hands over at once, and wakes the tasks
+//! waiting for those reads last, so they run before the rest instead of behind more rounds.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,6 +64,11 @@ pub(crate) struct Handed {
 }
 
 impl Handed {
+    /// Whether every frame is a read.
+    pub(crate) fn reads_only(&self) -> bool {
+        self.reads_only
+    }
+
     pub(crate) fn new(
         id: ConnId,
         q: std::sync::Arc<ConnQueue>,

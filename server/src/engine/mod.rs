@@ -640,13 +640,42 @@ impl Shared {
                 }
             }
             let more = self.feed.stop_feeding();
-            wakers.extend(taken.drain(..).filter_map(|b| b.q.fed()));
-            wake(&mut wakers);
-            if !more {
-                return open;
+            // When a round fed reads beside writes, the tasks waiting only for reads are woken
+            // last (the last task woken runs next on this thread) and this feeder stops here:
+            // a task of its own goes on with the rest, queued behind them, so a read does not
+            // also wait for further rounds of writes before its reply is written.
+            let beside_writes = taken.iter().any(|b| !b.reads_only());
+            let mut readers = Vec::new();
+            for b in taken.drain(..) {
+                if let Some(w) = b.q.fed() {
+                    if beside_writes && b.reads_only() {
+                        readers.push(w);
+                    } else {
+                        wakers.push(w);
+                    }
+                }
             }
+            if readers.is_empty() {
+                wake(&mut wakers);
+                if !more {
+                    return open;
+                }
+                continue;
+            }
+            wakers.retain(|w| !readers.iter().any(|r| r.will_wake(w)));
+            if more {
+                self.go_on_feeding();
+            }
+            wake(&mut wakers);
+            wake(&mut readers);
+            return open;
         }
-        // Still more: let a task of its own go on, so this thread returns to its connection.
+        self.go_on_feeding();
+        open
+    }
+
+    /// Lets a task of its own feed what waits, so that this thread returns to its connection.
+    fn go_on_feeding(self: &Arc<Self>) {
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 let shared = self.clone();
@@ -658,7 +687,6 @@ impl Shared {
                 self.feed_waiting(None);
             }
         }
-        open
     }
 
     /// Feeds `batches` to the core in order, all under one lock, each request with its
