@@ -12,6 +12,7 @@ mod members;
 mod pow;
 mod serve;
 mod snapshot;
+mod trim;
 mod zoocfg;
 
 use std::process::ExitCode;

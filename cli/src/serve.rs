@@ -475,6 +475,11 @@ async fn serve(config: Config, zookeeper_lines: bool) -> ExitCode {
         }
         let _ = stdout.flush();
     }
+    // Start-up is over: its code need not stay resident (see `trim`).
+    match crate::trim::drop_code_pages() {
+        Ok(bytes) => tracing::debug!(bytes, "dropped the start-up code's pages"),
+        Err(e) => tracing::debug!(error = %e, "cannot drop the start-up code's pages"),
+    }
     tokio::select! {
         signal = wait_for_signal() => {
             tracing::info!("{signal}: shutting down");

@@ -30,7 +30,9 @@
 //! A feeder that keeps finding new batches hands the rest to a fresh task after
 //! [`MAX_ROUNDS`] rounds, so one connection's task is not kept from its own socket for long;
 //! after a round that fed reads beside writes it hands over at once, and wakes the tasks
-//! waiting for those reads last, so they run before the rest instead of behind more rounds.
+//! waiting for those reads last, so they run before the rest instead of behind more rounds;
+//! when the feeder was a connection's task, that task yields once its own replies are
+//! written (it is told so by [`super::Handover`]) instead of reading and feeding more first.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -41,6 +41,8 @@ pub(crate) mod durable;
 pub(crate) mod ensemble;
 pub(crate) mod facts;
 pub(crate) mod feed;
+#[cfg(test)]
+mod feed_tests;
 pub(crate) mod gate;
 mod input_budget;
 pub(crate) mod latency;
@@ -187,6 +189,25 @@ pub(crate) struct Shared {
     pub(crate) durability: OnceLock<Arc<durable::Durability>>,
     /// Client requests handed over to be fed to the core (see [`feed`]).
     feed: feed::Feed,
+}
+
+/// What handing a batch over ([`Shared::requests`]) tells the connection that handed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Handover {
+    /// False once the connection is known to be closing: read no more.
+    pub(crate) open: bool,
+    /// This call fed the core and woke tasks waiting for reads (see [`feed`]): the caller
+    /// should let this thread run them before it goes on with its own connection.
+    pub(crate) step_aside: bool,
+}
+
+/// What one call of [`Shared::feed_waiting`] did.
+#[derive(Debug, Default)]
+struct Fed {
+    /// Whether the caller's connection is still open after its batch, if this call fed it.
+    open: Option<bool>,
+    /// Tasks waiting only for reads fed beside writes were woken, last.
+    readers_woken: bool,
 }
 
 /// A core call failed (panicked, now or earlier): the server no longer serves, and the
@@ -610,40 +631,46 @@ impl Shared {
     }
 
     /// Hands a connection's batch of requests over to be fed to the core (see [`feed`]) and
-    /// feeds what waits unless another thread is feeding. Returns false once the connection is
-    /// known to be closing (stop reading); a batch another thread will feed returns true, and
-    /// the connection waits for it before reading more ([`queue::ConnQueue::park_fed`]).
-    pub(crate) fn requests(self: &Arc<Self>, batch: feed::Handed) -> bool {
+    /// feeds what waits unless another thread is feeding. `open` turns false once the
+    /// connection is known to be closing (stop reading); a batch another thread will feed
+    /// leaves it true, and the connection waits for it before reading more
+    /// ([`queue::ConnQueue::park_fed`]).
+    pub(crate) fn requests(self: &Arc<Self>, batch: feed::Handed) -> Handover {
         let id = batch.id;
         self.feed.hand_over(batch);
-        self.feed_waiting(Some(id)).unwrap_or(true)
+        let fed = self.feed_waiting(Some(id));
+        Handover {
+            open: fed.open.unwrap_or(true),
+            step_aside: fed.readers_woken,
+        }
     }
 
     /// Feeds the batches handed over, as the feeder, until none waits (or after
     /// [`feed::MAX_ROUNDS`] rounds, when a task of its own takes over); returns at once if
     /// another thread is feeding. With `mine`, whether that connection is still open after
     /// its batch, if this call fed it.
-    fn feed_waiting(self: &Arc<Self>, mine: Option<ConnId>) -> Option<bool> {
-        let mut open = None;
+    fn feed_waiting(self: &Arc<Self>, mine: Option<ConnId>) -> Fed {
+        let mut fed = Fed::default();
         let mut taken = Vec::new();
         let mut wakers = Vec::new();
         for _ in 0..feed::MAX_ROUNDS {
             if !self.feed.start_feeding() {
-                return open;
+                return fed;
             }
             self.feed.take(&mut taken);
             if !taken.is_empty() {
                 match self.feed_batches(&mut taken, mine, &mut wakers) {
-                    Ok(Some(o)) => open = Some(o),
+                    Ok(Some(o)) => fed.open = Some(o),
                     Ok(None) => {}
-                    Err(CoreFailed) => open = Some(false),
+                    Err(CoreFailed) => fed.open = Some(false),
                 }
             }
             let more = self.feed.stop_feeding();
             // When a round fed reads beside writes, the tasks waiting only for reads are woken
             // last (the last task woken runs next on this thread) and this feeder stops here:
             // a task of its own goes on with the rest, queued behind them, so a read does not
-            // also wait for further rounds of writes before its reply is written.
+            // also wait for further rounds of writes before its reply is written; the caller
+            // is told, so that it lets them run before going on with its own connection.
             let beside_writes = taken.iter().any(|b| !b.reads_only());
             let mut readers = Vec::new();
             for b in taken.drain(..) {
@@ -658,7 +685,7 @@ impl Shared {
             if readers.is_empty() {
                 wake(&mut wakers);
                 if !more {
-                    return open;
+                    return fed;
                 }
                 continue;
             }
@@ -668,10 +695,11 @@ impl Shared {
             }
             wake(&mut wakers);
             wake(&mut readers);
-            return open;
+            fed.readers_woken = true;
+            return fed;
         }
         self.go_on_feeding();
-        open
+        fed
     }
 
     /// Lets a task of its own feed what waits, so that this thread returns to its connection.

@@ -404,6 +404,9 @@ struct Conn<S> {
     feeding: bool,
     /// Everything before the core's close was written: shut our side down.
     shutting_down: bool,
+    /// As the core's feeder, this task woke tasks waiting for reads: once its own replies
+    /// are written it yields, so that they run before it reads and feeds more.
+    step_aside: bool,
 }
 
 /// What a connection holds only while something is under way: a round of writes, a pause,
@@ -527,6 +530,7 @@ impl<S: Stream> Conn<S> {
             reading: true,
             feeding: established,
             shutting_down: false,
+            step_aside: false,
         }
     }
 
@@ -565,6 +569,14 @@ impl<S: Stream> Conn<S> {
                 self.registered.finish();
                 return Poll::Ready(self.reading);
             }
+            if self.step_aside && again {
+                // The readers this task woke as the feeder run first (the last one woken is
+                // next on this thread); this task goes to the back of the thread's queue.
+                self.step_aside = false;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            self.step_aside = false;
             if !again {
                 if self.busy.as_ref().is_some_and(|b| b.is_idle()) {
                     self.busy = None;
@@ -679,9 +691,11 @@ impl<S: Stream> Conn<S> {
         }
         let q = self.registered.q.clone();
         let batch = Handed::new(self.id(), q, frames, arrived, bad.is_some());
-        if !self.shared().requests(batch) || bad.is_some() {
+        let handover = self.shared().requests(batch);
+        if !handover.open || bad.is_some() {
             self.feeding = false;
         }
+        self.step_aside |= handover.step_aside;
     }
 
     /// Writes queued frames, many per system call; ready once writing is over (a close, an

@@ -1,0 +1,69 @@
+//! Tests of [`Shared::requests`] as a connection's task sees it: what a feeder that fed reads
+//! beside writes tells the connection it fed for.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+use std::time::Instant;
+
+use bytes::Bytes;
+use zkd_protocol::OpCode;
+
+use super::feed::Handed;
+use super::queue::ConnQueue;
+use super::{Handover, Shared};
+use crate::config::Config;
+use crate::core::{ConnId, Core};
+
+/// A task's waker that counts its wake-ups.
+#[derive(Default)]
+struct Count(AtomicUsize);
+
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// One request of `op` from connection `id` (no session is open: the core only skips it).
+fn handed(id: ConnId, q: &Arc<ConnQueue>, op: OpCode) -> Handed {
+    let mut frame = 7i32.to_be_bytes().to_vec();
+    frame.extend_from_slice(&(op as i32).to_be_bytes());
+    Handed::new(
+        id,
+        q.clone(),
+        vec![Bytes::from(frame)],
+        Instant::now(),
+        false,
+    )
+}
+
+/// Connection 2's `waiting` batch is handed over first and its task parks until it is fed;
+/// then connection 1 hands `op` over and, nobody else feeding, feeds both.
+fn feed_after(shared: &Arc<Shared>, waiting: OpCode, op: OpCode) -> (Handover, usize) {
+    let waiting_q = Arc::new(ConnQueue::default());
+    let count = Arc::new(Count::default());
+    shared.feed.hand_over(handed(2, &waiting_q, waiting));
+    assert!(waiting_q.park_fed(&Waker::from(count.clone())));
+    let handover = shared.requests(handed(1, &Arc::new(ConnQueue::default()), op));
+    (handover, count.0.load(Ordering::SeqCst))
+}
+
+#[test]
+fn a_feeder_that_woke_readers_beside_writes_steps_aside() {
+    let config = Config::default();
+    let shared = Arc::new(Shared::new(&config, 0, Core::new(config.core_config(), 0)));
+    let (handover, woken) = feed_after(&shared, OpCode::GetData, OpCode::SetData);
+    assert!(handover.step_aside, "a read was fed beside a write");
+    assert_eq!(woken, 1, "the reader's task was woken");
+    // Reads alone, or writes alone, leave nobody to make way for.
+    for (waiting, op) in [
+        (OpCode::GetData, OpCode::Exists),
+        (OpCode::SetData, OpCode::Create),
+        (OpCode::SetData, OpCode::GetData),
+    ] {
+        let (handover, woken) = feed_after(&shared, waiting, op);
+        assert!(!handover.step_aside, "{waiting:?} then {op:?}");
+        assert_eq!(woken, 1, "{waiting:?}'s task was woken");
+    }
+}
