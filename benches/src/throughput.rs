@@ -364,7 +364,6 @@ pub async fn run(
     Ok(out)
 }
 
-/// Opens a session on a socket of our own (for the lean driver).
 /// Starts the reader sessions (one getData in flight each) on a thread and runtime of their
 /// own, so that their latencies are the server's and not the wait for this process's runtime,
 /// which is busy with the writers' replies: like separate client processes. Returns once
@@ -429,6 +428,7 @@ async fn spawn_readers(
     Ok(done_rx)
 }
 
+/// Opens a session on a socket of our own (for the lean driver).
 pub async fn handshake(addr: SocketAddr) -> std::io::Result<TcpStream> {
     let mut stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
