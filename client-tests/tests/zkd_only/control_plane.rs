@@ -90,11 +90,16 @@ async fn peer_of(admin: std::net::SocketAddr, sid: i64) -> Option<String> {
 }
 
 /// Waits until session `sid` is connected again from a new client address (the client
-/// noticed the lost connection and reconnected with the same session).
-async fn reconnected(admin: std::net::SocketAddr, sid: i64, old_peer: &str) {
+/// noticed the lost connection and reconnected with the same session), and until the
+/// client has read the server's answer to that reconnect: the server lists the new
+/// connection as soon as it accepts the handshake, which can be before the client
+/// reads the reply and calls itself connected.
+async fn reconnected(admin: std::net::SocketAddr, c: &zk::Client, sid: i64, old_peer: &str) {
     within("the client to reconnect its session", async {
         loop {
-            if peer_of(admin, sid).await.is_some_and(|p| p != old_peer) {
+            if peer_of(admin, sid).await.is_some_and(|p| p != old_peer)
+                && c.state() == zk::SessionState::SyncConnected
+            {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -198,7 +203,7 @@ async fn disconnect_closes_only_the_connection() {
         None,
     )
     .await;
-    reconnected(admin, sid, &old_peer).await;
+    reconnected(admin, &c, sid, &old_peer).await;
     assert_eq!(c.state(), zk::SessionState::SyncConnected);
     assert_eq!(c.session_id().0, sid, "same session after reconnecting");
     assert!(
@@ -545,7 +550,7 @@ async fn zookeeper_controller_commands() {
     let url: &'static str =
         Box::leak(format!("/command/CLOSECONNECTION/{}", c.session_id().0).into_boxed_str());
     assert_eq!(get(url).await.0, 200);
-    reconnected(admin, c.session_id().0, &old_peer).await;
+    reconnected(admin, &c, c.session_id().0, &old_peer).await;
 
     assert_eq!(get("/command/REJECTCONNECTIONS").await.0, 200);
     let addr = server.local_addr().to_string();
