@@ -10,7 +10,10 @@
 //! ([`TxnLog::run_syncer`]) writes what was appended since its last round to the file, in
 //! order, syncs it, and then raises the synced count that replies and notifications wait for.
 //! So the core's lock is held for neither the write nor the sync, and one write and one sync
-//! cover a whole group. A failed write or sync stops the server before anything it did not
+//! cover a whole group. That holds for a new file too: the append that needs one (the first,
+//! and the first after each snapshot) only creates it and buffers its header; the sync
+//! thread writes the header with the group, syncs the file and then the directory that
+//! names it, before any reply waiting on the group is sent. A failed write or sync stops the server before anything it did not
 //! cover is sent; what was only buffered was never acknowledged.
 
 use std::fs::{File, OpenOptions};
@@ -42,6 +45,8 @@ struct LogState {
     /// Files rolled away by a snapshot with writes the sync thread has not synced yet, each
     /// with the entries appended to it and not yet written.
     rolled: Vec<(Arc<File>, BytesMut)>,
+    /// A log file was created (`always`) and the directory naming it is not synced yet.
+    dir_unsynced: bool,
     /// The sync thread waits on [`TxnLog::written`] (so an append must wake it).
     syncer_waiting: bool,
     /// The sync thread is asked to end.
@@ -82,6 +87,7 @@ impl TxnLog {
                 dirty: false,
                 pending: BytesMut::new(),
                 rolled: Vec::new(),
+                dir_unsynced: false,
                 syncer_waiting: false,
                 stopping: false,
                 since_snapshot: 0,
@@ -188,7 +194,7 @@ impl TxnLog {
     /// sync run without holding the log, so appends are not delayed by them.
     pub fn sync_if_dirty(&self) -> Result<(), String> {
         let _one = self.writing.lock().unwrap_or_else(|e| e.into_inner());
-        let (files, written) = {
+        let (files, new_file_in, written) = {
             let mut st = self.lock();
             if !st.dirty {
                 return Ok(());
@@ -198,7 +204,8 @@ impl TxnLog {
             if let Some(f) = st.file.clone() {
                 files.push((f, std::mem::take(&mut st.pending)));
             }
-            (files, self.durability.written())
+            let new_file_in = std::mem::take(&mut st.dir_unsynced).then(|| st.dir.clone());
+            (files, new_file_in, self.durability.written())
         };
         for (f, pending) in &files {
             if !pending.is_empty() {
@@ -207,6 +214,10 @@ impl TxnLog {
                     .map_err(|e| self.failure("write", &e))?;
             }
             self.sync_file(f)?;
+        }
+        if let Some(dir) = new_file_in {
+            // The new file's name, so that a restart finds what was just synced in it.
+            sync_dir(&dir).map_err(|e| self.failure("sync the directory of", &e))?;
         }
         self.durability.synced_up_to(written);
         Ok(())
@@ -238,10 +249,14 @@ impl TxnLog {
                 .create(true)
                 .truncate(true)
                 .open(&path)?;
-            f.write_all(&file_header())?;
             if st.policy == FsyncPolicy::Always {
-                f.sync_all()?;
-                sync_dir(&st.dir)?;
+                // Written and synced by the sync thread with the group, not under the core's
+                // lock. Until then the file is shorter than a header, which a start-up reads
+                // as a log holding no transaction; nothing in it was acknowledged.
+                st.pending.extend_from_slice(&file_header());
+                st.dir_unsynced = true;
+            } else {
+                f.write_all(&file_header())?;
             }
             st.file = Some(Arc::new(f));
         }

@@ -130,3 +130,69 @@ async fn a_failed_sync_stops_the_server_before_the_reply_and_the_notification() 
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The log files of `dir`, with their sizes.
+fn logs(dir: &std::path::Path) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = std::fs::read_dir(dir.join("version-2"))
+        .expect("version-2")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("log."))
+        .map(|n| {
+            let size = std::fs::metadata(dir.join("version-2").join(&n)).map_or(0, |m| m.len());
+            (n, size)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The first write of a log file (as after every snapshot) does not write or sync the file
+/// under the core's lock: while the sync thread is held, the new file is empty and other
+/// sessions are answered; the sync thread writes its header with the group, and the reply
+/// follows.
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_log_file_is_written_and_synced_by_the_sync_thread() {
+    let (server, dir, [mut writer, mut reader, _watcher]) = three_sessions("gc-new-file").await;
+    // The sessions' transactions went to the first log; the snapshot ends it.
+    server.snapshot().await.expect("a snapshot");
+    let before = logs(&dir);
+    let persist = server.persist.clone().expect("a data directory");
+    let held = persist.hold_syncs();
+    writer
+        .write_all(&create(1, "/gc".into(), b"v".to_vec()))
+        .await
+        .expect("send");
+    reader.write_all(&read_op(7, 4, "/")).await.expect("send");
+    assert_eq!(frame(&mut reader, WAIT).await, Some((7, 0)));
+    assert_eq!(
+        frame(&mut writer, QUIET).await,
+        None,
+        "no reply before the sync"
+    );
+    let created = logs(&dir);
+    assert_eq!(
+        created.len(),
+        before.len() + 1,
+        "{before:?} then {created:?}"
+    );
+    let new = created.last().expect("the new log").clone();
+    assert_eq!(new.1, 0, "nothing written under the core: {created:?}");
+
+    drop(held);
+    assert_eq!(frame(&mut writer, WAIT).await, Some((1, 0)), "the create");
+    let synced = logs(&dir);
+    assert_eq!(
+        synced.last().map(|(n, _)| n),
+        Some(&new.0),
+        "the same file, still the newest"
+    );
+    let size = synced.last().map_or(0, |(_, s)| *s);
+    assert!(
+        size > zkd_protocol::disk::txnlog::HEADER_LEN as u64,
+        "the header and the entry: {synced:?}"
+    );
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
