@@ -35,6 +35,14 @@ fn watch_exists(xid: i32, path: &str) -> bytes::Bytes {
     b.into()
 }
 
+/// Another session's read is answered while the writer's write waits for its sync, and the
+/// writer hears nothing meanwhile.
+async fn answered_while_the_write_waits(reader: &mut TcpStream, writer: &mut TcpStream) {
+    reader.write_all(&read_op(7, 4, "/")).await.expect("send");
+    assert_eq!(frame(reader, WAIT).await, Some((7, 0)));
+    assert_eq!(frame(writer, QUIET).await, None, "no reply before the sync");
+}
+
 /// A server with `--fsync always` in a fresh directory (`name`), and three sessions: a
 /// writer, a reader and a watcher with an exists-watch on `/gc`.
 async fn three_sessions(name: &str) -> (Server, std::path::PathBuf, [TcpStream; 3]) {
@@ -70,14 +78,7 @@ async fn replies_and_notifications_wait_for_their_sync_and_reads_do_not() {
     let mut burst = create(1, "/gc".into(), b"v".to_vec()).to_vec();
     burst.extend_from_slice(&read_op(2, 4, "/gc"));
     writer.write_all(&burst).await.expect("send");
-    // Another session's read is answered while the create waits for its sync.
-    reader.write_all(&read_op(7, 4, "/")).await.expect("send");
-    assert_eq!(frame(&mut reader, WAIT).await, Some((7, 0)));
-    assert_eq!(
-        frame(&mut writer, QUIET).await,
-        None,
-        "no reply before the sync"
-    );
+    answered_while_the_write_waits(&mut reader, &mut writer).await;
     assert_eq!(
         frame(&mut watcher, QUIET).await,
         None,
@@ -164,13 +165,7 @@ async fn a_new_log_file_is_written_and_synced_by_the_sync_thread() {
         .write_all(&create(1, "/gc".into(), b"v".to_vec()))
         .await
         .expect("send");
-    reader.write_all(&read_op(7, 4, "/")).await.expect("send");
-    assert_eq!(frame(&mut reader, WAIT).await, Some((7, 0)));
-    assert_eq!(
-        frame(&mut writer, QUIET).await,
-        None,
-        "no reply before the sync"
-    );
+    answered_while_the_write_waits(&mut reader, &mut writer).await;
     let created = logs(&dir);
     assert_eq!(
         created.len(),
