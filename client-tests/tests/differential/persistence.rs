@@ -513,48 +513,124 @@ async fn torn_log_tail_is_cut_at_the_last_good_entry() {
     server.shutdown().await;
 }
 
-/// What ZooKeeper leaves after a crash and a restart: an older log ending in an incomplete
-/// entry, and a newer log that continues from the last good one (and an empty log whose
-/// creation was interrupted). zkd loads it as ZooKeeper does, changing nothing.
-#[tokio::test(flavor = "multi_thread")]
-async fn an_older_log_with_an_incomplete_end_continued_by_the_next_loads() {
-    use zkd_protocol::disk::{txnlog, CreateTxn, NewNode, TxnHeader};
-    let tmp = tempfile::tempdir().unwrap();
-    let log = creates_only_in_the_log(tmp.path(), &[("/a", b"1")]).await;
-    let bytes = std::fs::read(&log).unwrap();
-    let last = txnlog::scan(&bytes[..])
+/// The zxid of the last complete entry of the log `bytes`.
+fn last_zxid_in(bytes: &[u8]) -> i64 {
+    zkd_protocol::disk::txnlog::scan(bytes)
         .unwrap()
         .entries
         .last()
         .unwrap()
         .1
         .header
-        .zxid;
+        .zxid
+}
 
-    let entry = |zxid: i64, path: &str| {
-        let mut txn = bytes::BytesMut::new();
-        TxnHeader {
-            client_id: 0,
-            cxid: 0,
-            zxid,
-            time: 1,
-            txn_type: zkd_protocol::disk::txn_type::CREATE,
-        }
-        .write(&mut txn);
-        CreateTxn {
-            node: NewNode {
-                path: path.into(),
-                data: Some(Bytes::from_static(b"x")),
-                acl: Acl::open_unsafe(),
-            },
-            ephemeral: false,
-            parent_cversion: 0,
-        }
-        .write(&mut txn);
-        let mut framed = bytes::BytesMut::new();
-        txnlog::frame_entry(&txn, &mut framed);
-        framed
-    };
+/// One framed log entry: the create of `path` (data "x") as transaction `zxid`.
+fn entry(zxid: i64, path: &str) -> bytes::BytesMut {
+    use zkd_protocol::disk::{txnlog, CreateTxn, NewNode, TxnHeader};
+    let mut txn = bytes::BytesMut::new();
+    TxnHeader {
+        client_id: 0,
+        cxid: 0,
+        zxid,
+        time: 1,
+        txn_type: zkd_protocol::disk::txn_type::CREATE,
+    }
+    .write(&mut txn);
+    CreateTxn {
+        node: NewNode {
+            path: path.into(),
+            data: Some(Bytes::from_static(b"x")),
+            acl: Acl::open_unsafe(),
+        },
+        ephemeral: false,
+        parent_cversion: 0,
+    }
+    .write(&mut txn);
+    let mut framed = bytes::BytesMut::new();
+    txnlog::frame_entry(&txn, &mut framed);
+    framed
+}
+
+/// A zkd data directory whose log ends in an entry cut in the middle (the create of /torn,
+/// after the one of /kept), and a newer log named after a later transaction holding `newer`:
+/// what a crash leaves when it interrupts the sync thread writing the group of the file a
+/// snapshot rolled away from, after the next file was created. Returns the directory, the
+/// older log and its size after the cut.
+async fn cut_short_before_a_newer_log(newer: &[u8]) -> (tempfile::TempDir, PathBuf, u64) {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = creates_only_in_the_log(tmp.path(), &[("/kept", b"1"), ("/torn", b"2")]).await;
+    let mut bytes = std::fs::read(&log).unwrap();
+    let last = last_zxid_in(&bytes);
+    bytes.truncate(bytes.len() - 10);
+    std::fs::write(&log, &bytes).unwrap();
+    let dir = tmp.path().join("version-2");
+    std::fs::write(dir.join(format!("log.{:x}", last + 1)), newer).unwrap();
+    (tmp, log, bytes.len() as u64)
+}
+
+/// Every log after the cut one holds no transaction (empty, as zkd leaves a new file until
+/// the sync thread writes it, or only a header): nothing after the cut was acknowledged, so
+/// the incomplete entry is cut off as at the end of the newest log, and zkd starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_older_log_cut_short_before_logs_holding_nothing_is_cut_and_loads() {
+    let header = zkd_protocol::disk::txnlog::file_header();
+    for newer in [&b""[..], &header[..]] {
+        let (tmp, log, size) = cut_short_before_a_newer_log(newer).await;
+        let server = start_zkd(tmp.path()).await;
+        let tree = dump(server.local_addr()).await;
+        assert!(tree.contains_key("/kept") && !tree.contains_key("/torn"));
+        let cut = std::fs::metadata(&log).unwrap().len();
+        assert!(
+            cut < size,
+            "the incomplete entry was cut from {}",
+            log.display()
+        );
+        server.shutdown().await;
+    }
+}
+
+/// A newer log that holds transactions and does not continue after the cut one: the
+/// transactions in between are missing, so zkd refuses to start, naming the file and offset,
+/// and changes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_older_log_cut_short_before_a_log_that_does_not_continue_it_refuses_to_start() {
+    let (tmp, log, _) = cut_short_before_a_newer_log(&[]).await;
+    // The empty newer log, named after the cut transaction, is replaced by one starting a
+    // transaction later: the cut one is missing.
+    let empty = files(tmp.path(), "log.").pop().unwrap();
+    let name = empty.file_name().unwrap().to_string_lossy().into_owned();
+    let zxid = i64::from_str_radix(name.trim_start_matches("log."), 16).unwrap() + 1;
+    let mut newer = zkd_protocol::disk::txnlog::file_header().to_vec();
+    newer.extend_from_slice(&entry(zxid, "/later"));
+    std::fs::remove_file(&empty).unwrap();
+    let later = tmp.path().join("version-2").join(format!("log.{zxid:x}"));
+    std::fs::write(&later, &newer).unwrap();
+    let before = contents(tmp.path());
+    let err = zkd_server::Server::start(zkd_config(tmp.path()))
+        .await
+        .err()
+        .expect("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains(&*log.to_string_lossy())
+            && text.contains("ends with an incomplete entry at offset")
+            && text.contains("transactions are missing"),
+        "{text}"
+    );
+    assert_eq!(before, contents(tmp.path()), "nothing changed");
+}
+
+/// What ZooKeeper leaves after a crash and a restart: an older log ending in an incomplete
+/// entry, and a newer log that continues from the last good one (and an empty log whose
+/// creation was interrupted). zkd loads it as ZooKeeper does, changing nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_older_log_with_an_incomplete_end_continued_by_the_next_loads() {
+    use zkd_protocol::disk::txnlog;
+    let tmp = tempfile::tempdir().unwrap();
+    let log = creates_only_in_the_log(tmp.path(), &[("/a", b"1")]).await;
+    let bytes = std::fs::read(&log).unwrap();
+    let last = last_zxid_in(&bytes);
     // The older log: an entry cut off after 20 bytes, then pre-allocated zeros.
     let mut older = bytes.clone();
     older.extend_from_slice(&entry(last + 1, "/lost")[..20]);

@@ -56,6 +56,23 @@ enum Action {
     },
 }
 
+/// Whether none of `later` holds a transaction: each is shorter than a log's header, or a
+/// log with no entry and nothing after its header but zeros. A file that cannot be read as a
+/// log counts as holding something, so damage is never taken for emptiness. After a snapshot
+/// the next log file exists before the sync thread has written the group of the file before
+/// it, so a crash during that write leaves the older file cut short and the newer one empty.
+fn hold_no_transaction(later: &[ZxidFile]) -> bool {
+    later.iter().all(|l| match open_regular(&l.path) {
+        Ok((_, size)) if size < txnlog::HEADER_LEN as u64 => true,
+        Ok(_) => matches!(
+            scan_log(&l.path),
+            Ok((scan, _)) if scan.entries.is_empty()
+                && matches!(scan.end, LogEnd::Clean | LogEnd::Padding(_))
+        ),
+        Err(_) => false,
+    })
+}
+
 /// A log file opened for positioned reads, through a read-ahead window (entries are small
 /// and read in order, so one read serves many of them).
 struct LogFile {
@@ -252,12 +269,19 @@ pub fn load(
                 ));
                 None
             }
-            LogEnd::Torn { offset, reason } if i + 1 == count => {
+            LogEnd::Torn { offset, reason }
+                if i + 1 == count || hold_no_transaction(&logs[i + 1..]) =>
+            {
                 let dropped = scan.size - offset;
+                let later = if i + 1 == count {
+                    ""
+                } else {
+                    " (every later log holds no transaction)"
+                };
                 let what = format!(
                     "{shown}: log, {entries} entries, then an incomplete final entry at offset \
                      {offset} ({reason}): {dropped} bytes, cut off at start-up as a write a \
-                     crash interrupted"
+                     crash interrupted{later}"
                 );
                 findings.push(what.clone());
                 actions.push(Action::Truncate {
