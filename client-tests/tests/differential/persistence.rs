@@ -572,11 +572,25 @@ async fn cut_short_before_a_newer_log(newer: &[u8]) -> (tempfile::TempDir, PathB
 /// Every log after the cut one holds no transaction (empty, as zkd leaves a new file until
 /// the sync thread writes it, or only a header): nothing after the cut was acknowledged, so
 /// the incomplete entry is cut off as at the end of the newest log, and zkd starts.
+/// ZooKeeper starts on the same directory with the same tree.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_older_log_cut_short_before_logs_holding_nothing_is_cut_and_loads() {
     let header = zkd_protocol::disk::txnlog::file_header();
     for newer in [&b""[..], &header[..]] {
         let (tmp, log, size) = cut_short_before_a_newer_log(newer).await;
+        // ZooKeeper starts on a copy of it with the same tree.
+        let base = tempfile::tempdir().unwrap();
+        let copy = base.path().join("data").join("version-2");
+        std::fs::create_dir_all(&copy).unwrap();
+        for f in std::fs::read_dir(tmp.path().join("version-2")).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), copy.join(f.file_name())).unwrap();
+        }
+        let zk = zookeeper_in(base.path(), &[]);
+        let tree = dump(zk.addr()).await;
+        assert!(tree.contains_key("/kept") && !tree.contains_key("/torn"));
+        drop(zk);
+
         let server = start_zkd(tmp.path()).await;
         let tree = dump(server.local_addr()).await;
         assert!(tree.contains_key("/kept") && !tree.contains_key("/torn"));
