@@ -13,8 +13,9 @@
 //! cover a whole group. That holds for a new file too: the append that needs one (the first,
 //! and the first after each snapshot) only creates it and buffers its header; the sync
 //! thread writes the header with the group, syncs the file and then the directory that
-//! names it, before any reply waiting on the group is sent. A failed write or sync stops the server before anything it did not
-//! cover is sent; what was only buffered was never acknowledged.
+//! names it, before any reply waiting on the group is sent. A failed write or sync stops the
+//! server before anything it did not cover is sent; what was only buffered was never
+//! acknowledged.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
