@@ -376,37 +376,48 @@ pub async fn run(o: &Options) -> Comparison {
     if o.groups.contains(&Group::Herd) {
         items.extend(Item::herd(s));
     }
-    if o.groups.contains(&Group::Throughput) {
-        for set in &s.cpu_sets {
-            let (load, text) = set.load_cpus();
-            if let Err(e) = crate::cpus::pin_self(&load) {
-                c.errors.push(e);
-                break;
+    if o.groups.contains(&Group::Throughput) && !s.cpu_sets.is_empty() {
+        // Round by round, every set in turn (the first set of a round alternating), each
+        // with freshly started servers: a machine that gets slower or faster during the run
+        // then weighs on every set alike instead of on whichever set ran last.
+        let mut noted = vec![false; s.cpu_sets.len()];
+        'rounds: for round in 0..s.rounds {
+            for j in set_order(round, s.cpu_sets.len()) {
+                let set = &s.cpu_sets[j];
+                let (load, text) = set.load_cpus();
+                if let Err(e) = crate::cpus::pin_self(&load) {
+                    c.errors.push(e);
+                    break 'rounds;
+                }
+                if !std::mem::replace(&mut noted[j], true) {
+                    c.notes.push(format!("server on CPUs {set}: {text}"));
+                }
+                prog.say(format!(
+                    "round {}/{}: server pinned to CPUs {set}, {text}",
+                    round + 1,
+                    s.rounds
+                ));
+                let pinned = Settings {
+                    server_cpus: Some(set.clone()),
+                    ..s.clone()
+                };
+                let place = Placement {
+                    cpus: Some(set.clone()),
+                    base: None,
+                };
+                let items = Item::throughput(&pinned);
+                let run = Run {
+                    o,
+                    prog: &prog,
+                    started,
+                    s: &pinned,
+                    place: &place,
+                };
+                run.rounds(&mut c, &items, round..round + 1).await;
             }
-            c.notes.push(format!("server on CPUs {set}: {text}"));
-            prog.say(format!("server pinned to CPUs {set}, {text}"));
-            let pinned = Settings {
-                server_cpus: Some(set.clone()),
-                ..s.clone()
-            };
-            let place = Placement {
-                cpus: Some(set.clone()),
-                base: None,
-            };
-            let items = Item::throughput(&pinned);
-            let run = Run {
-                o,
-                prog: &prog,
-                started,
-                s: &pinned,
-                place: &place,
-            };
-            run.items(&mut c, &items).await;
         }
-        if !s.cpu_sets.is_empty() {
-            if let Err(e) = crate::cpus::pin_self(&crate::cpus::CpuSet::online()) {
-                c.errors.push(e);
-            }
+        if let Err(e) = crate::cpus::pin_self(&crate::cpus::CpuSet::online()) {
+            c.errors.push(e);
         }
     }
     let run = Run {
@@ -464,6 +475,11 @@ impl Run<'_> {
     /// Runs `items` on both servers for every round, alternating which goes first, against
     /// one long-lived server per implementation (restarted if it dies).
     async fn items(&self, c: &mut Comparison, items: &[Item]) {
+        self.rounds(c, items, 0..self.s.rounds).await;
+    }
+
+    /// [`Run::items`] for the rounds in `rounds` only, on servers started for them.
+    async fn rounds(&self, c: &mut Comparison, items: &[Item], rounds: std::ops::Range<usize>) {
         if items.is_empty() {
             return;
         }
@@ -471,7 +487,7 @@ impl Run<'_> {
         let specs = [&o.zkd, &o.zookeeper];
         let names = ["zkd", "zookeeper"];
         let mut servers: [Option<ServerProcess>; 2] = [None, None];
-        'rounds: for round in 0..s.rounds {
+        'rounds: for round in rounds {
             for (i, item) in items.iter().enumerate() {
                 for &k in order(round, i).iter() {
                     if self.over_budget(c, "the remaining items") {
@@ -501,7 +517,22 @@ impl Run<'_> {
                         continue;
                     };
                     let (addr, pid) = (server.addr(), Some(server.pid()));
-                    let ours: Vec<u32> = servers.iter().flatten().map(|p| p.pid()).collect();
+                    // The other server idles meanwhile, on the same CPUs: wait until it is
+                    // quiet (a JVM goes on compiling and collecting for a while after a run)
+                    // and count what it does during the measurement as a bystander's work.
+                    if let Some(other) = servers[1 - k].as_ref() {
+                        if let Some(busy) = settle(other.pid()).await {
+                            c.notes.push(format!(
+                                "round {} {} {}: {} still used {busy:.2} cores {}s after its last item; measured anyway",
+                                round + 1,
+                                item.label(s),
+                                names[k],
+                                names[1 - k],
+                                SETTLE_LIMIT.as_secs()
+                            ));
+                        }
+                    }
+                    let ours = [server.pid()];
                     let label = item.label(s);
                     let p = self.prog.sub(format!(
                         "round {}/{} {label} {}",
@@ -521,6 +552,33 @@ impl Run<'_> {
                 }
             }
         }
+    }
+}
+
+/// How long [`settle`] waits at most.
+const SETTLE_LIMIT: Duration = Duration::from_secs(20);
+/// A server using less CPU than this (in cores, over [`SETTLE_WINDOW`]) is idle.
+const SETTLE_CORES: f64 = 0.05;
+const SETTLE_WINDOW: Duration = Duration::from_millis(300);
+
+/// Waits until process `pid` keeps less than [`SETTLE_CORES`] busy over a
+/// [`SETTLE_WINDOW`], for at most [`SETTLE_LIMIT`]; `Some(cores)` if it never did (or `None`
+/// at once when its CPU time cannot be read).
+async fn settle(pid: u32) -> Option<f64> {
+    use crate::proc::CpuSample;
+    let t0 = Instant::now();
+    let mut before = CpuSample::take(pid).ok()?;
+    loop {
+        tokio::time::sleep(SETTLE_WINDOW).await;
+        let now = CpuSample::take(pid).ok()?;
+        let cores = before.until(&now) / SETTLE_WINDOW.as_secs_f64();
+        if cores < SETTLE_CORES {
+            return None;
+        }
+        if t0.elapsed() >= SETTLE_LIMIT {
+            return Some(cores);
+        }
+        before = now;
     }
 }
 
@@ -569,6 +627,15 @@ fn group_of(item: &Item) -> &'static str {
         Item::Throughput(_) => "throughput",
         Item::Fanout(_) | Item::Floor(_) => "fanout",
         Item::Herd(..) => "herd",
+    }
+}
+
+/// The order the CPU sets run in, in `round`: as given in even rounds, reversed in odd ones.
+fn set_order(round: usize, sets: usize) -> Vec<usize> {
+    if round.is_multiple_of(2) {
+        (0..sets).collect()
+    } else {
+        (0..sets).rev().collect()
     }
 }
 
@@ -701,6 +768,15 @@ mod tests {
             .iter()
             .find(|c| c.target == target)
             .unwrap_or_else(|| panic!("no target {target:?}"))
+    }
+
+    #[test]
+    fn cpu_sets_take_turns_round_by_round() {
+        assert_eq!(set_order(0, 2), [0, 1]);
+        assert_eq!(set_order(1, 2), [1, 0]);
+        assert_eq!(set_order(2, 3), [0, 1, 2]);
+        assert_eq!(set_order(3, 3), [2, 1, 0]);
+        assert!(set_order(1, 0).is_empty());
     }
 
     /// Pinned throughput rows are compared set by set, smaller set first, from the rows
