@@ -517,15 +517,15 @@ impl Run<'_> {
                         continue;
                     };
                     let (addr, pid) = (server.addr(), Some(server.pid()));
+                    let label = item.label(s);
                     // The other server idles meanwhile, on the same CPUs: wait until it is
                     // quiet (a JVM goes on compiling and collecting for a while after a run)
                     // and count what it does during the measurement as a bystander's work.
                     if let Some(other) = servers[1 - k].as_ref() {
                         if let Some(busy) = settle(other.pid()).await {
                             c.notes.push(format!(
-                                "round {} {} {}: {} still used {busy:.2} cores {}s after its last item; measured anyway",
+                                "round {} {label} {}: {} still used {busy:.2} cores {}s after its last item; measured anyway",
                                 round + 1,
-                                item.label(s),
                                 names[k],
                                 names[1 - k],
                                 SETTLE_LIMIT.as_secs()
@@ -533,7 +533,6 @@ impl Run<'_> {
                         }
                     }
                     let ours = [server.pid()];
-                    let label = item.label(s);
                     let p = self.prog.sub(format!(
                         "round {}/{} {label} {}",
                         round + 1,
