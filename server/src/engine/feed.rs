@@ -18,20 +18,23 @@
 //! here by what connections have read. A close the reader asks for after a corrupt frame
 //! travels with its batch, so the good frames before it are fed first.
 //!
-//! Reads first, writes in rounds: a feeder takes every batch of reads only (getData, exists,
-//! getChildren, getACL, ping, ...) waiting, then batches of other requests up to about
-//! [`ROUND_REQUESTS`] requests, and leaves the rest for its next round. So a read waits for
-//! at most one round of writes (with `--fsync always` each write also appends to the log), not
-//! for every write that happened to be handed over before it. That changes nothing a client
-//! can tell: only batches of different connections, none of them answered yet, change places,
-//! and a write is answered only after it was fed, so a read handed over after a write's reply
-//! was sent still comes after that write.
+//! Reads and rounds of writes take turns: a round is either every batch of reads only
+//! (getData, exists, getChildren, getACL, ping, ...) waiting, or batches of other requests up
+//! to about [`ROUND_REQUESTS`] requests; when both wait, the next round is of the kind the
+//! last one was not. So a read waits for at most one round of writes (with `--fsync always`
+//! each write also appends to the log), not for every write that happened to be handed over
+//! before it, and the writes are not held back by a stream of reads. That changes nothing a
+//! client can tell: only batches of different connections, none of them answered yet, change
+//! places, and a write is answered only after it was fed, so a read handed over after a
+//! write's reply was sent still comes after that write.
 //!
 //! A feeder that keeps finding new batches hands the rest to a fresh task after
-//! [`MAX_ROUNDS`] rounds, so one connection's task is not kept from its own socket for long;
-//! after a round that fed reads beside writes it hands over at once, and wakes the tasks
-//! waiting for those reads last, so they run before the rest instead of behind more rounds;
-//! when the feeder was a connection's task, that task yields once its own replies are
+//! [`MAX_ROUNDS`] rounds, so one connection's task is not kept from its own socket for long.
+//! A round that fed reads ends the feeder's turn at once: the tasks of the connections whose
+//! reads it fed are woken last (whether they waited for the batch to be fed or for a reply to
+//! write), so they run next on this thread, and a fresh task goes on with whatever waits,
+//! queued behind them; a read's reply is not held behind further rounds. When the feeder was
+//! a connection's task and other work waits, that task yields once its own replies are
 //! written (it is told so by [`super::Handover`]) instead of reading and feeding more first.
 
 use std::collections::VecDeque;
@@ -47,7 +50,7 @@ use crate::core::ConnId;
 
 /// Rounds a feeder runs before handing further batches to a task of their own.
 pub(crate) const MAX_ROUNDS: usize = 8;
-/// Requests of batches other than reads taken in one round (a batch is never split).
+/// Requests of batches other than reads taken in one round of writes (a batch is never split).
 pub(crate) const ROUND_REQUESTS: usize = 64;
 
 /// One connection's complete frames, handed over to be fed to the core in order.
@@ -117,6 +120,9 @@ fn is_read(payload: &[u8]) -> bool {
 pub(crate) struct Feed {
     waiting: Mutex<VecDeque<Handed>>,
     feeding: AtomicBool,
+    /// The last round fed reads while other batches waited: the next one feeds those.
+    /// Touched only under the `waiting` lock.
+    writes_next: AtomicBool,
 }
 
 impl Feed {
@@ -139,32 +145,40 @@ impl Feed {
         !self.waiting().is_empty()
     }
 
-    /// Moves this round's batches into `into`, in the order to feed them: every batch of
-    /// reads only waiting, in order, then the other batches in order up to
-    /// [`ROUND_REQUESTS`] requests (at least one batch). The rest keep their places.
+    /// Moves this round's batches into `into`, in the order to feed them. A round is either
+    /// every batch of reads only waiting, in order, or the other batches in order up to
+    /// [`ROUND_REQUESTS`] requests (at least one batch); when both wait they take turns, so
+    /// neither waits for more than one round of the other. Everything waiting goes at once
+    /// when it is all reads, or one batch. The rest keep their places.
     pub(crate) fn take(&self, into: &mut Vec<Handed>) {
         let mut waiting = self.waiting();
         if waiting.iter().all(|b| b.reads_only) || waiting.len() == 1 {
             into.extend(waiting.drain(..));
+            self.writes_next.store(false, Ordering::Relaxed);
             return;
         }
-        let mut others = VecDeque::with_capacity(waiting.len());
+        let reads_wait = waiting.iter().any(|b| b.reads_only);
+        let reads_turn = reads_wait && !self.writes_next.load(Ordering::Relaxed);
+        self.writes_next.store(reads_turn, Ordering::Relaxed);
+        let mut left = VecDeque::with_capacity(waiting.len());
+        let mut requests = 0;
         for b in waiting.drain(..) {
-            if b.reads_only {
+            if reads_turn {
+                if b.reads_only {
+                    into.push(b);
+                } else {
+                    left.push_back(b);
+                }
+            } else if !b.reads_only && requests < ROUND_REQUESTS {
+                requests += b.frames.len().max(1);
                 into.push(b);
             } else {
-                others.push_back(b);
+                left.push_back(b);
             }
-        }
-        let mut requests = 0;
-        while requests < ROUND_REQUESTS {
-            let Some(b) = others.pop_front() else { break };
-            requests += b.frames.len().max(1);
-            into.push(b);
         }
         // What is left goes back in front of anything handed over meanwhile (nothing could
         // be: this lock is held), in its order.
-        *waiting = others;
+        *waiting = left;
     }
 
     fn waiting(&self) -> std::sync::MutexGuard<'_, VecDeque<Handed>> {
@@ -194,7 +208,7 @@ mod tests {
     }
 
     #[test]
-    fn reads_go_first_and_writes_in_rounds() {
+    fn reads_and_rounds_of_writes_take_turns() {
         let feed = Feed::default();
         feed.hand_over(requests(1, OpCode::SetData, ROUND_REQUESTS - 1));
         feed.hand_over(requests(2, OpCode::Create, 2));
@@ -209,8 +223,16 @@ mod tests {
         feed.hand_over(requests(6, OpCode::Exists, 1));
         let mut taken = Vec::new();
         feed.take(&mut taken);
-        // The reads, then writes up to the round's size (the batch that crosses it included).
-        assert_eq!(ids(&taken), [3, 6, 1, 2]);
+        assert_eq!(ids(&taken), [3, 6], "the reads first");
+        taken.clear();
+        feed.hand_over(requests(7, OpCode::GetData, 1));
+        feed.take(&mut taken);
+        // Then writes up to the round's size (the batch that crosses it included), although
+        // a read waits again: reads and writes take turns.
+        assert_eq!(ids(&taken), [1, 2]);
+        taken.clear();
+        feed.take(&mut taken);
+        assert_eq!(ids(&taken), [7], "the read's turn");
         taken.clear();
         feed.take(&mut taken);
         assert_eq!(ids(&taken), [4, 5], "the rest, in the order handed over");

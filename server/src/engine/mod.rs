@@ -196,9 +196,17 @@ pub(crate) struct Shared {
 pub(crate) struct Handover {
     /// False once the connection is known to be closing: read no more.
     pub(crate) open: bool,
-    /// This call fed the core and woke tasks waiting for reads (see [`feed`]): the caller
-    /// should let this thread run them before it goes on with its own connection.
+    /// This call fed the core and woke tasks waiting for reads while more work waited (see
+    /// [`feed`]): the caller should let this thread run them before it goes on with its own
+    /// connection.
     pub(crate) step_aside: bool,
+}
+
+/// Where feeding a round puts the wakers of the tasks it is to wake: those of connections
+/// whose batch was reads only apart from the rest, to be woken last.
+struct Woken<'a> {
+    others: &'a mut Vec<Waker>,
+    readers: &'a mut Vec<Waker>,
 }
 
 /// What one call of [`Shared::feed_waiting`] did.
@@ -206,7 +214,7 @@ pub(crate) struct Handover {
 struct Fed {
     /// Whether the caller's connection is still open after its batch, if this call fed it.
     open: Option<bool>,
-    /// Tasks waiting only for reads fed beside writes were woken, last.
+    /// Tasks of connections whose reads were fed were woken, last, while more work waited.
     readers_woken: bool,
 }
 
@@ -653,36 +661,42 @@ impl Shared {
         let mut fed = Fed::default();
         let mut taken = Vec::new();
         let mut wakers = Vec::new();
+        let mut readers = Vec::new();
         for _ in 0..feed::MAX_ROUNDS {
             if !self.feed.start_feeding() {
                 return fed;
             }
             self.feed.take(&mut taken);
             if !taken.is_empty() {
-                match self.feed_batches(&mut taken, mine, &mut wakers) {
+                let mut woken = Woken {
+                    others: &mut wakers,
+                    readers: &mut readers,
+                };
+                match self.feed_batches(&mut taken, mine, &mut woken) {
                     Ok(Some(o)) => fed.open = Some(o),
                     Ok(None) => {}
                     Err(CoreFailed) => fed.open = Some(false),
                 }
             }
             let more = self.feed.stop_feeding();
-            // When a round fed reads beside writes, the tasks waiting only for reads are woken
-            // last (the last task woken runs next on this thread) and this feeder stops here:
-            // a task of its own goes on with the rest, queued behind them, so a read does not
-            // also wait for further rounds of writes before its reply is written; the caller
-            // is told, so that it lets them run before going on with its own connection.
-            let beside_writes = taken.iter().any(|b| !b.reads_only());
-            let mut readers = Vec::new();
+            // A round that fed reads ends this feeder's turn: the tasks of the connections whose
+            // reads were fed (woken by their batch being fed or by a reply to write) are woken
+            // last, so the last one runs next on this thread, and a task of its own goes on
+            // with whatever waits, queued behind them: a read's reply (this connection's own
+            // too) does not also wait for further rounds of writes. When other tasks were woken
+            // while more waits, the caller is told, so that it lets them run before going on
+            // with its own connection.
+            let fed_reads = taken.iter().any(feed::Handed::reads_only);
             for b in taken.drain(..) {
                 if let Some(w) = b.q.fed() {
-                    if beside_writes && b.reads_only() {
+                    if b.reads_only() {
                         readers.push(w);
                     } else {
                         wakers.push(w);
                     }
                 }
             }
-            if readers.is_empty() {
+            if !fed_reads {
                 wake(&mut wakers);
                 if !more {
                     return fed;
@@ -694,8 +708,8 @@ impl Shared {
                 self.go_on_feeding();
             }
             wake(&mut wakers);
+            fed.readers_woken = more && !readers.is_empty();
             wake(&mut readers);
-            fed.readers_woken = true;
             return fed;
         }
         self.go_on_feeding();
@@ -723,7 +737,7 @@ impl Shared {
         &self,
         batches: &mut [feed::Handed],
         mine: Option<ConnId>,
-        wakers: &mut Vec<Waker>,
+        woken: &mut Woken<'_>,
     ) -> Result<Option<bool>, CoreFailed> {
         let budget = &self.outbound;
         let latencies = &self.latencies;
@@ -739,6 +753,11 @@ impl Shared {
             let mut mine_open = None;
             for batch in batches.iter_mut() {
                 let id = batch.id;
+                let wakers = if batch.reads_only() {
+                    &mut *woken.readers
+                } else {
+                    &mut *woken.others
+                };
                 for frame in batch.frames.drain(..) {
                     if conns.get(&id).is_none_or(|h| h.closing) {
                         break;
