@@ -19,7 +19,7 @@ fn connect_request() -> Vec<u8> {
 }
 
 /// A server on a free port.
-async fn start() -> Server {
+pub(super) async fn start() -> Server {
     Server::start(Config {
         port: 0,
         ..Config::default()

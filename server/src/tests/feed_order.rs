@@ -5,9 +5,8 @@
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::fail_closed::{session, WAIT};
+use super::fail_closed::{session, start, WAIT};
 use super::shared_body::create;
-use crate::{Config, Server};
 
 /// Reads one reply: (xid, zxid, err); `None` once the server closed the connection.
 async fn header(s: &mut TcpStream) -> Option<(i32, i64, i32)> {
@@ -71,12 +70,7 @@ async fn exchange(
 async fn requests_from_many_threads_keep_each_connections_order_and_one_total_order() {
     const CONNS: usize = 12;
     const CREATES: i32 = 300;
-    let server = Server::start(Config {
-        port: 0,
-        ..Config::default()
-    })
-    .await
-    .expect("start");
+    let server = start().await;
     let mut tasks = Vec::new();
     for c in 0..CONNS {
         let chunks = (1..=CREATES)
@@ -129,12 +123,7 @@ async fn reads_and_writes_from_many_threads_keep_each_connections_order() {
     const CONNS: usize = 12;
     const CHUNKS: i32 = 60;
     const PER_CHUNK: i32 = 5;
-    let server = Server::start(Config {
-        port: 0,
-        ..Config::default()
-    })
-    .await
-    .expect("start");
+    let server = start().await;
     let mut tasks = Vec::new();
     for c in 0..CONNS {
         // Chunks of creates and chunks of exists of the nodes the chunk before created, taking
@@ -197,12 +186,7 @@ async fn reads_and_writes_from_many_threads_keep_each_connections_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_requests_before_a_corrupt_frame_are_applied_before_the_close() {
-    let server = Server::start(Config {
-        port: 0,
-        ..Config::default()
-    })
-    .await
-    .expect("start");
+    let server = start().await;
     let mut s = session(server.local_addr()).await;
     let mut bytes = Vec::new();
     for xid in 1..=3 {
