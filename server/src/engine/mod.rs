@@ -202,13 +202,6 @@ pub(crate) struct Handover {
     pub(crate) step_aside: bool,
 }
 
-/// Where feeding a round puts the wakers of the tasks it is to wake: those of connections
-/// whose batch was reads only apart from the rest, to be woken last.
-struct Woken<'a> {
-    others: &'a mut Vec<Waker>,
-    readers: &'a mut Vec<Waker>,
-}
-
 /// What one call of [`Shared::feed_waiting`] did.
 #[derive(Debug, Default)]
 struct Fed {
@@ -661,41 +654,29 @@ impl Shared {
         let mut fed = Fed::default();
         let mut taken = Vec::new();
         let mut wakers = Vec::new();
-        let mut readers = Vec::new();
         for _ in 0..feed::MAX_ROUNDS {
             if !self.feed.start_feeding() {
                 return fed;
             }
             self.feed.take(&mut taken);
             if !taken.is_empty() {
-                let mut woken = Woken {
-                    others: &mut wakers,
-                    readers: &mut readers,
-                };
-                match self.feed_batches(&mut taken, mine, &mut woken) {
+                match self.feed_batches(&mut taken, mine, &mut wakers) {
                     Ok(Some(o)) => fed.open = Some(o),
                     Ok(None) => {}
                     Err(CoreFailed) => fed.open = Some(false),
                 }
             }
             let more = self.feed.stop_feeding();
-            // A round that fed reads ends this feeder's turn: the tasks of the connections whose
-            // reads were fed (woken by their batch being fed or by a reply to write) are woken
-            // last, so the last one runs next on this thread, and a task of its own goes on
-            // with whatever waits, queued behind them: a read's reply (this connection's own
-            // too) does not also wait for further rounds of writes. When other tasks were woken
-            // while more waits, the caller is told, so that it lets them run before going on
-            // with its own connection.
-            let fed_reads = taken.iter().any(feed::Handed::reads_only);
-            for b in taken.drain(..) {
-                if let Some(w) = b.q.fed() {
-                    if b.reads_only() {
-                        readers.push(w);
-                    } else {
-                        wakers.push(w);
-                    }
-                }
-            }
+            // A round is reads only or writes only ([`feed::Feed::take`]). A round of reads
+            // ends this feeder's turn: a task of its own goes on with whatever waits, and the
+            // tasks of the connections whose reads were fed (woken by their batch being fed or
+            // by a reply to write) are woken after that task is queued, so the last one runs
+            // next on this thread and a read's reply (this connection's own too) does not also
+            // wait for further rounds of writes. When tasks were woken while more waits, the
+            // caller is told, so that it lets them run before going on with its own connection.
+            let fed_reads = taken.first().is_some_and(feed::Handed::reads_only);
+            debug_assert!(taken.iter().all(|b| b.reads_only() == fed_reads));
+            wakers.extend(taken.drain(..).filter_map(|b| b.q.fed()));
             if !fed_reads {
                 wake(&mut wakers);
                 if !more {
@@ -703,13 +684,11 @@ impl Shared {
                 }
                 continue;
             }
-            wakers.retain(|w| !readers.iter().any(|r| r.will_wake(w)));
             if more {
                 self.go_on_feeding();
             }
+            fed.readers_woken = more && !wakers.is_empty();
             wake(&mut wakers);
-            fed.readers_woken = more && !readers.is_empty();
-            wake(&mut readers);
             return fed;
         }
         self.go_on_feeding();
@@ -737,7 +716,7 @@ impl Shared {
         &self,
         batches: &mut [feed::Handed],
         mine: Option<ConnId>,
-        woken: &mut Woken<'_>,
+        wakers: &mut Vec<Waker>,
     ) -> Result<Option<bool>, CoreFailed> {
         let budget = &self.outbound;
         let latencies = &self.latencies;
@@ -753,11 +732,6 @@ impl Shared {
             let mut mine_open = None;
             for batch in batches.iter_mut() {
                 let id = batch.id;
-                let wakers = if batch.reads_only() {
-                    &mut *woken.readers
-                } else {
-                    &mut *woken.others
-                };
                 for frame in batch.frames.drain(..) {
                     if conns.get(&id).is_none_or(|h| h.closing) {
                         break;
