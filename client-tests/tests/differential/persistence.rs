@@ -959,3 +959,99 @@ async fn an_impossible_entry_length_in_the_newest_log_refuses_to_start() {
     })
     .await;
 }
+
+/// A log file missing between two others (deleted by hand, or left out of a copy): the next
+/// log starts after a gap, so its transactions would be replayed onto a tree without the
+/// acknowledged writes in between. zkd refuses to start, naming the log, the offset of its
+/// first entry and the zxids missing, and changes nothing; `zkd datadir check` says the
+/// same; `--recover-truncate` starts with what comes before the gap and sets the log aside.
+/// ZooKeeper 3.8 does not check this: on a copy it starts and serves the write after the gap.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_after_missing_transactions_refuses_to_start() {
+    use zkd_protocol::disk::txnlog;
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    let log = creates_only_in_the_log(&data, &[("/a", b"1"), ("/b", b"2")]).await;
+    let last = last_zxid_in(&std::fs::read(&log).unwrap());
+    // The log of transactions last+1 and last+2 is gone; the next one starts at last+3.
+    let next = last + 3;
+    let mut later = txnlog::file_header().to_vec();
+    later.extend_from_slice(&entry(next, "/later"));
+    let name = format!("log.{next:x}");
+    std::fs::write(data.join("version-2").join(&name), &later).unwrap();
+    let before = contents(&data);
+    let offset = txnlog::HEADER_LEN;
+    let missing = format!(
+        "transactions 0x{:x} to 0x{:x} are missing",
+        last + 1,
+        last + 2
+    );
+
+    let (child, _) = run_zkd_binary(&data, &[]);
+    let (code, stderr) = exit_of(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&name)
+            && stderr.contains(&format!("at offset {offset}"))
+            && stderr.contains(&missing)
+            && stderr.contains("refusing to start"),
+        "{stderr}"
+    );
+    assert!(before == contents(&data), "nothing changed");
+
+    let out = std::process::Command::new(zkd_client_tests::certs::zkd_binary().unwrap())
+        .args(["datadir", "check"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&missing) && stdout.contains(&format!("the 1 entries of {name}")),
+        "{stdout}"
+    );
+    assert!(before == contents(&data));
+
+    // ZooKeeper, on a copy, replays the later log over the gap.
+    let copy = tempfile::tempdir().unwrap();
+    let copied = copy.path().join("data").join("version-2");
+    std::fs::create_dir_all(&copied).unwrap();
+    for (file, body) in &before {
+        std::fs::write(copied.join(file), body).unwrap();
+    }
+    let zk = Launcher::new()
+        .start_in(copy.path(), None)
+        .expect("ZooKeeper starts");
+    let tree = dump(zk.addr()).await;
+    assert!(
+        tree.contains_key("/a") && tree.contains_key("/later"),
+        "{:?}",
+        tree.keys()
+    );
+    drop(zk);
+
+    // Asked to, zkd starts with what precedes the gap and sets the later log aside.
+    let (mut child, _) = run_zkd_binary(&data, &["--recover-truncate"]);
+    let addr = {
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        line.trim()
+            .strip_prefix("zkd listening on ")
+            .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+            .parse::<SocketAddr>()
+            .unwrap()
+    };
+    let tree = dump(addr).await;
+    child.kill().unwrap();
+    let (_, stderr) = exit_of(child);
+    assert!(tree.contains_key("/a") && tree.contains_key("/b"));
+    assert!(!tree.contains_key("/later"));
+    assert!(
+        stderr.contains("dropped the log") && stderr.contains(&format!("dropped.{name}")),
+        "says what it set aside: {stderr}"
+    );
+    let after = contents(&data);
+    assert!(!after.contains_key(&name));
+    assert_eq!(after[&format!("dropped.{name}")], later);
+}

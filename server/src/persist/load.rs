@@ -4,13 +4,14 @@
 //! then every log it needs, entry by entry. Only an incomplete final entry of the newest log
 //! (what a crash in the middle of a write leaves) is cut off on an ordinary start. Any other
 //! damage — a bad entry with valid entries after it, an older log whose successor does not
-//! continue where it stops, a damaged snapshot whose transactions nothing else holds — stops
-//! the start with a sentence naming the file and the offset, and the directory is left as it
-//! was. With [`LoadMode::Recover`] (`--recover-truncate`) the start goes ahead without the
-//! transactions after the damage, and says exactly what it set aside: the dropped bytes of a
-//! log are copied beside it (`dropped.log.<zxid>.from-<offset>`) before it is truncated, and
-//! later logs and snapshots are renamed `dropped.<name>`; neither zkd nor ZooKeeper reads
-//! files of those names.
+//! continue where it stops, a log whose first transaction does not follow the snapshot and
+//! the logs before it (a log file went missing), a damaged snapshot whose transactions nothing
+//! else holds — stops the start with a sentence naming the file and the offset, and the
+//! directory is left as it was. With [`LoadMode::Recover`] (`--recover-truncate`) the start
+//! goes ahead without the transactions after the damage, and says exactly what it set aside:
+//! the dropped bytes of a log are copied beside it (`dropped.log.<zxid>.from-<offset>`) before
+//! it is truncated, and a log after a gap, later logs and snapshots are renamed
+//! `dropped.<name>`; neither zkd nor ZooKeeper reads files of those names.
 
 use std::cell::RefCell;
 use std::fs::{self, File, OpenOptions};
@@ -241,7 +242,35 @@ pub fn load(
             continue;
         }
         let (scan, src) = scan_log(&log.path)?;
-        for (_, entry) in &scan.entries {
+        let shown = log.path.display();
+        // The log's first transaction must follow what was loaded before it: a log file that
+        // went missing (or a snapshot without the logs after it) leaves a gap that no entry
+        // of this log shows as damage.
+        let gap = scan.entries.first().and_then(|(offset, first)| {
+            let (last, next) = (core.last_zxid(), first.header.zxid);
+            (!continues(last, next)).then(|| {
+                let before = if last == 0 && loaded.snapshot.is_none() {
+                    "no snapshot or earlier log holds what comes before it".to_string()
+                } else {
+                    format!("what was loaded before it ends at zxid 0x{last:x}")
+                };
+                (
+                    *offset,
+                    format!(
+                        "{shown} starts with zxid 0x{next:x} (its first entry, at offset \
+                         {offset}), but {before}: transactions 0x{:x} to 0x{:x} are missing",
+                        last + 1,
+                        next - 1
+                    ),
+                )
+            })
+        });
+        let entries_to_replay = if gap.is_some() {
+            &[][..]
+        } else {
+            &scan.entries[..]
+        };
+        for (_, entry) in entries_to_replay {
             match core.replay(entry, now_ms) {
                 Replayed::Applied => loaded.replayed += 1,
                 Replayed::Skipped => {}
@@ -256,9 +285,10 @@ pub fn load(
             }
         }
         let entries = scan.entries.len();
-        let shown = log.path.display();
+        let gapped = gap.is_some();
         // The damage found in this log, if any: (offset, sentence).
         let damage = match &scan.end {
+            _ if gap.is_some() => gap,
             LogEnd::Clean => {
                 findings.push(format!("{shown}: log, {entries} entries, complete"));
                 None
@@ -335,12 +365,20 @@ pub fn load(
         if let Some((offset, sentence)) = damage {
             let lost =
                 txnlog::count_entries_from(&src, offset).map_err(|e| format!("{shown}: {e}"))?;
-            let mut dropped = format!(
-                "the damaged entry and the {lost} valid entries after it ({} bytes from \
-                 offset {offset} to the end of {})",
-                scan.size - offset,
-                name_of(&log.path)
-            );
+            let mut dropped = if gapped {
+                format!(
+                    "the {lost} entries of {} ({} bytes from offset {offset})",
+                    name_of(&log.path),
+                    scan.size - offset
+                )
+            } else {
+                format!(
+                    "the damaged entry and the {lost} valid entries after it ({} bytes from \
+                     offset {offset} to the end of {})",
+                    scan.size - offset,
+                    name_of(&log.path)
+                )
+            };
             let mut later = Vec::new();
             for next in &logs[i + 1..] {
                 // A later file that is not a readable log holds no entry to count.
@@ -370,27 +408,32 @@ pub fn load(
                      {REFUSING}"
                 ));
             }
-            let keep = log
-                .path
-                .with_file_name(format!("dropped.{}.from-{offset}", name_of(&log.path)));
-            actions.push(Action::Truncate {
-                path: log.path.clone(),
-                at: offset,
-                size: scan.size,
-                keep: Some(keep.clone()),
-                what: format!(
-                    "{sentence}; dropped the damaged entry and the {lost} valid entries after \
+            if gapped {
+                // Nothing of this log can be applied: it is set aside whole, like the later ones.
+                later.insert(0, (log.path.clone(), lost, scan.size));
+            } else {
+                let keep = log
+                    .path
+                    .with_file_name(format!("dropped.{}.from-{offset}", name_of(&log.path)));
+                actions.push(Action::Truncate {
+                    path: log.path.clone(),
+                    at: offset,
+                    size: scan.size,
+                    keep: Some(keep.clone()),
+                    what: format!(
+                        "{sentence}; dropped the damaged entry and the {lost} valid entries after \
                      it: {} bytes from offset {offset} of {} (kept in {})",
-                    scan.size - offset,
-                    shown,
-                    name_of(&keep)
-                ),
-            });
+                        scan.size - offset,
+                        shown,
+                        name_of(&keep)
+                    ),
+                });
+            }
             for (p, n, b) in later {
                 actions.push(Action::SetAside {
                     to: aside(&p),
                     what: format!(
-                        "dropped the later log {} ({n} entries, {b} bytes; renamed {})",
+                        "dropped the log {} ({n} entries, {b} bytes; renamed {})",
                         p.display(),
                         name_of(&aside(&p))
                     ),
