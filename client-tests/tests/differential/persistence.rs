@@ -658,13 +658,8 @@ async fn an_older_log_with_an_incomplete_end_continued_by_the_next_loads() {
     // And an empty newest log, as a crash right after creating it leaves.
     std::fs::write(dir.join(format!("log.{:x}", last + 2)), b"").unwrap();
 
-    let out = std::process::Command::new(zkd_client_tests::certs::zkd_binary().unwrap())
-        .args(["datadir", "check"])
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let (code, stdout) = datadir_check(tmp.path());
+    assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("left as it is"), "{stdout}");
     assert!(stdout.contains("shorter than its header"), "{stdout}");
 
@@ -814,6 +809,51 @@ fn exit_of(mut child: std::process::Child) -> (Option<i32>, String) {
     }
 }
 
+/// `zkd datadir check DIR`: its exit code and standard output.
+fn datadir_check(dir: &Path) -> (Option<i32>, String) {
+    let out = std::process::Command::new(zkd_client_tests::certs::zkd_binary().unwrap())
+        .args(["datadir", "check"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// A base directory for ZooKeeper whose data directory holds a copy of `files` (as
+/// [`contents`] gives them).
+fn zookeeper_copy(files: &BTreeMap<String, Vec<u8>>) -> tempfile::TempDir {
+    let copy = tempfile::tempdir().unwrap();
+    let copied = copy.path().join("data").join("version-2");
+    std::fs::create_dir_all(&copied).unwrap();
+    for (file, body) in files {
+        std::fs::write(copied.join(file), body).unwrap();
+    }
+    copy
+}
+
+/// zkd (the binary) started on `dir` with `--recover-truncate`: the tree it serves, and its
+/// stderr once it is killed.
+async fn recovered(dir: &Path) -> (Tree, String) {
+    let (mut child, _) = run_zkd_binary(dir, &["--recover-truncate"]);
+    let addr = {
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        line.trim()
+            .strip_prefix("zkd listening on ")
+            .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+            .parse::<SocketAddr>()
+            .unwrap()
+    };
+    let tree = dump(addr).await;
+    child.kill().unwrap();
+    let (_, stderr) = exit_of(child);
+    (tree, stderr)
+}
+
 /// zkd on `dir` creates each `(path, data)`, then is dropped as if killed: no final snapshot,
 /// the creates are only in the log. Returns the newest log.
 async fn creates_only_in_the_log<P: AsRef<str>>(dir: &Path, nodes: &[(P, &[u8])]) -> PathBuf {
@@ -874,13 +914,8 @@ async fn damaged_log_is_refused(damage: fn(&mut Vec<u8>, usize)) {
     );
 
     // The check command reports the damage (and changes nothing either).
-    let out = std::process::Command::new(zkd_client_tests::certs::zkd_binary().unwrap())
-        .args(["datadir", "check"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let (code, stdout) = datadir_check(&data);
+    assert_eq!(code, Some(1), "{stdout}");
     assert!(
         stdout.contains("damaged") && stdout.contains(&format!("offset {at}")),
         "{stdout}"
@@ -893,12 +928,7 @@ async fn damaged_log_is_refused(damage: fn(&mut Vec<u8>, usize)) {
 
     // ZooKeeper 3.8, on a copy, refuses the same directory (it does not serve the later
     // writes).
-    let copy = tempfile::tempdir().unwrap();
-    let copied = copy.path().join("data").join("version-2");
-    std::fs::create_dir_all(&copied).unwrap();
-    for (file, body) in &before {
-        std::fs::write(copied.join(file), body).unwrap();
-    }
+    let copy = zookeeper_copy(&before);
     match Launcher::new().start_in(copy.path(), None) {
         Err(e) => assert!(e.contains("exited during start-up"), "{e}"),
         Ok(zk) => {
@@ -911,20 +941,7 @@ async fn damaged_log_is_refused(damage: fn(&mut Vec<u8>, usize)) {
     }
 
     // Asked to, zkd starts without the transactions from the damage on and says so.
-    let (mut child, _) = run_zkd_binary(&data, &["--recover-truncate"]);
-    let addr = {
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-        line.trim()
-            .strip_prefix("zkd listening on ")
-            .unwrap_or_else(|| panic!("unexpected line {line:?}"))
-            .parse::<SocketAddr>()
-            .unwrap()
-    };
-    let tree = dump(addr).await;
-    child.kill().unwrap();
-    let (_, stderr) = exit_of(child);
+    let (tree, stderr) = recovered(&data).await;
     assert!(
         tree.contains_key("/n048"),
         "the creates before the damage are kept"
@@ -999,13 +1016,8 @@ async fn a_log_after_missing_transactions_refuses_to_start() {
     );
     assert!(before == contents(&data), "nothing changed");
 
-    let out = std::process::Command::new(zkd_client_tests::certs::zkd_binary().unwrap())
-        .args(["datadir", "check"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let (code, stdout) = datadir_check(&data);
+    assert_eq!(code, Some(1), "{stdout}");
     assert!(
         stdout.contains(&missing) && stdout.contains(&format!("the 1 entries of {name}")),
         "{stdout}"
@@ -1013,12 +1025,7 @@ async fn a_log_after_missing_transactions_refuses_to_start() {
     assert!(before == contents(&data));
 
     // ZooKeeper, on a copy, replays the later log over the gap.
-    let copy = tempfile::tempdir().unwrap();
-    let copied = copy.path().join("data").join("version-2");
-    std::fs::create_dir_all(&copied).unwrap();
-    for (file, body) in &before {
-        std::fs::write(copied.join(file), body).unwrap();
-    }
+    let copy = zookeeper_copy(&before);
     let zk = Launcher::new()
         .start_in(copy.path(), None)
         .expect("ZooKeeper starts");
@@ -1031,20 +1038,7 @@ async fn a_log_after_missing_transactions_refuses_to_start() {
     drop(zk);
 
     // Asked to, zkd starts with what precedes the gap and sets the later log aside.
-    let (mut child, _) = run_zkd_binary(&data, &["--recover-truncate"]);
-    let addr = {
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-        line.trim()
-            .strip_prefix("zkd listening on ")
-            .unwrap_or_else(|| panic!("unexpected line {line:?}"))
-            .parse::<SocketAddr>()
-            .unwrap()
-    };
-    let tree = dump(addr).await;
-    child.kill().unwrap();
-    let (_, stderr) = exit_of(child);
+    let (tree, stderr) = recovered(&data).await;
     assert!(tree.contains_key("/a") && tree.contains_key("/b"));
     assert!(!tree.contains_key("/later"));
     assert!(
