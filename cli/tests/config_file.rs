@@ -672,8 +672,8 @@ fn a_three_server_zoo_cfg_runs_a_simulated_ensemble() {
     let cfg = write(
         dir.path(),
         "zoo.cfg",
-        "tickTime=2000\ninitLimit=10\nsyncLimit=5\nclientPort=0\nadmin.enableServer=false\n\
-         4lw.commands.whitelist=srvr,isro\nreadonlymode.enabled=true\n\
+        "tickTime=2000\ninitLimit=7\nsyncLimit=3\nclientPort=0\nadmin.enableServer=false\n\
+         4lw.commands.whitelist=srvr,isro,conf\nreadonlymode.enabled=true\n\
          server.1=localhost:2888:3888\nserver.2=localhost:2889:3889\n\
          server.3=localhost:2890:3890\n",
     );
@@ -696,6 +696,11 @@ fn a_three_server_zoo_cfg_runs_a_simulated_ensemble() {
     assert_eq!(modes(&zkd.members), ["follower", "follower", "leader"]);
     for m in &zkd.members {
         assert_eq!(four_letter(*m, "isro"), "rw");
+        let conf = four_letter(*m, "conf");
+        assert!(
+            conf.contains("\ninitLimit=7\nsyncLimit=3\nelectionAlg=3\n"),
+            "{conf}"
+        );
     }
     let hosts: Vec<String> = zkd.members.iter().map(ToString::to_string).collect();
     assert_eq!(

@@ -139,6 +139,11 @@ pub struct EnsembleConfig {
     /// (`readonlymode.enabled`); when false they close client connections until quorum
     /// returns. On by default with `--ensemble`.
     pub read_only: bool,
+    /// `initLimit` and `syncLimit` in ticks, as a zoo.cfg gives them; `conf` shows them. The
+    /// members share one process and copy no data over links, so neither limits anything.
+    /// 10 and 5 by default, the values of the sample configuration ZooKeeper ships.
+    pub init_limit: i32,
+    pub sync_limit: i32,
 }
 
 /// One member of a simulated ensemble.
@@ -154,6 +159,9 @@ pub struct MemberConfig {
 }
 
 impl EnsembleConfig {
+    /// `initLimit` and `syncLimit` of an ensemble whose configuration does not give them.
+    pub const DEFAULT_LIMITS: (i32, i32) = (10, 5);
+
     /// `n` members with ids 1..=n: with `port` 0 each gets a free port, otherwise member
     /// `i` listens on `port + i - 1` (the `--ensemble N` scheme). Read-only mode on.
     pub fn numbered(n: u64, port: u16) -> Result<EnsembleConfig, String> {
@@ -183,6 +191,8 @@ impl EnsembleConfig {
         Ok(EnsembleConfig {
             members,
             read_only: true,
+            init_limit: Self::DEFAULT_LIMITS.0,
+            sync_limit: Self::DEFAULT_LIMITS.1,
         })
     }
 

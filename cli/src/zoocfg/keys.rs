@@ -45,6 +45,9 @@ pub struct Settings {
     pub force_sync: Option<Set<bool>>,
     pub container_check_interval: Option<Set<u64>>,
     pub servers: Vec<ServerLine>,
+    /// `initLimit` and `syncLimit` (ticks): an ensemble's `conf` shows them.
+    pub init_limit: Option<Set<i32>>,
+    pub sync_limit: Option<Set<i32>>,
     pub standalone_enabled: Option<Set<bool>>,
     pub read_only_enabled: Option<Set<bool>>,
     pub reconfig_enabled: Option<Set<bool>>,
@@ -302,6 +305,23 @@ fn interpret_one(s: &mut Settings, e: &Entry) -> Result<(), ConfigError> {
             e.origin
         ))),
         key if key.starts_with("server.") => s.servers.push(servers::parse(e)?),
+        // Read as ZooKeeper reads them (any int) for `conf`; otherwise inapplicable.
+        key @ ("initLimit" | "syncLimit") => {
+            let n = i32::try_from(int(e)?)
+                .map_err(|_| ConfigError::at(e, format!("{v} is outside the range of an int")))?;
+            if key == "initLimit" {
+                s.init_limit = set(e, n);
+            } else {
+                s.sync_limit = set(e, n);
+            }
+            if let Some(reason) = inapplicable(key) {
+                s.notes.push(Note::info(format!(
+                    "{}: key {key} does not apply to zkd ({reason}); accepted, and shown by \
+                     `conf` on an ensemble",
+                    e.origin
+                )));
+            }
+        }
         key => {
             if let Some(reason) = inapplicable(key) {
                 s.notes.push(Note::info(format!(
@@ -506,6 +526,14 @@ mod tests {
             s.notes[0].text
         );
         assert!(s.notes[5].text.contains("key metricsProvider.httpPort"));
+        let limit = |l: &Option<Set<i32>>| l.as_ref().map(|l| l.value);
+        assert_eq!(
+            (limit(&s.init_limit), limit(&s.sync_limit)),
+            (Some(10), Some(5))
+        );
+        assert!(s.notes[1]
+            .text
+            .ends_with("accepted, and shown by `conf` on an ensemble"));
     }
 
     #[test]
@@ -577,6 +605,14 @@ mod tests {
             ("maxClientCnxns=-2", "key maxClientCnxns: -2 is outside"),
             ("jute.maxbuffer=0", "key jute.maxbuffer: 0 is outside"),
             ("snapCount=1", "key snapCount: 1 is outside 2..="),
+            (
+                "initLimit=ten",
+                "key initLimit: \"ten\" is not a whole number",
+            ),
+            (
+                "syncLimit=3000000000",
+                "key syncLimit: 3000000000 is outside the range of an int",
+            ),
             (
                 "autopurge.snapRetainCount=many",
                 "key autopurge.snapRetainCount",

@@ -122,7 +122,13 @@ pub fn ensemble(
             observer: l.role == Role::Observer,
         })
         .collect();
-    Ok(EnsembleConfig { members, read_only })
+    let (init, sync) = EnsembleConfig::DEFAULT_LIMITS;
+    Ok(EnsembleConfig {
+        members,
+        read_only,
+        init_limit: s.init_limit.as_ref().map_or(init, |l| l.value),
+        sync_limit: s.sync_limit.as_ref().map_or(sync, |l| l.value),
+    })
 }
 
 /// `server.1 on 2181, server.2 on 2182, server.3 (observer) on 2183, ...` (0: a free port).
@@ -176,6 +182,15 @@ mod tests {
             notes[0].text.contains("a simulated ensemble of 3 members"),
             "{notes:?}"
         );
+    }
+
+    #[test]
+    fn init_and_sync_limits_are_kept_for_conf_with_the_sample_values_by_default() {
+        let lines = "server.1=a:1:2;2181\nserver.2=b:1:2;2182\nserver.3=c:1:2;2183\n";
+        let (e, _) = run(&format!("{lines}initLimit=7\nsyncLimit=3\n"), None).unwrap();
+        assert_eq!((e.init_limit, e.sync_limit), (7, 3));
+        let (e, _) = run(lines, None).unwrap();
+        assert_eq!((e.init_limit, e.sync_limit), (10, 5));
     }
 
     #[test]

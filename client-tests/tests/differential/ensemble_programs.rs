@@ -38,6 +38,10 @@
 //!   hold every acknowledged write (each node's last acknowledged write; no node that an
 //!   acknowledged delete or its owner's end removed), whatever the other side says.
 //!
+//! Before the programs, member 1's `conf` is compared: its lines in order, with the values
+//! that depend on neither ports nor directories (tick, server id, `initLimit`, `syncLimit`,
+//! election algorithm, peer type).
+//!
 //! Normalised: session ids, absolute zxids (only terms are compared), timings, which member
 //! a session lands on. Timing-free by construction: a quorum loss lasts longer than the
 //! session timeout on both sides (so sessions survive it only because session time stands
@@ -153,6 +157,13 @@ fn zkd_ensemble_matches_three_zookeeper_servers() {
         zk.members,
         started.elapsed(),
         first + programs - 1
+    );
+    // `conf` on a member: the same lines in the same order (the quorum's among them).
+    let (ours, theirs) = rt.block_on(async { tokio::join!(zkd.conf_shape(1), zk.conf_shape(1)) });
+    assert_eq!(
+        ours.unwrap(),
+        theirs.unwrap(),
+        "conf of member 1: zkd, then ZooKeeper"
     );
     let run_started = Instant::now();
     let mut differences = Vec::new();

@@ -115,6 +115,8 @@ pub struct Membership {
     read_only: bool,
     /// The configuration text (`/zookeeper/config`'s data, which the core owns).
     config: String,
+    /// `initLimit` and `syncLimit`, for `conf`.
+    limits: (i32, i32),
 }
 
 impl Membership {
@@ -138,6 +140,7 @@ impl Membership {
             leader: None,
             read_only,
             config: String::new(),
+            limits: crate::config::EnsembleConfig::DEFAULT_LIMITS,
         };
         m.elect(&|_| 0);
         m
@@ -364,6 +367,16 @@ impl Membership {
     /// Records the configuration text the core holds.
     pub fn set_config_text(&mut self, text: String) {
         self.config = text;
+    }
+
+    /// Records `initLimit` and `syncLimit`, which `conf` shows.
+    pub fn set_limits(&mut self, init_limit: i32, sync_limit: i32) {
+        self.limits = (init_limit, sync_limit);
+    }
+
+    /// `initLimit` and `syncLimit`.
+    pub fn limits(&self) -> (i32, i32) {
+        self.limits
     }
 
     /// Applies a membership a reconfig committed: members it names vote or observe as it

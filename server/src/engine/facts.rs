@@ -37,6 +37,8 @@ impl NetView<'_> {
             followers: m.followers(),
             observers: m.observers(),
             membership: m.config_text().to_string(),
+            init_limit: m.limits().0,
+            sync_limit: m.limits().1,
             non_voting_followers: m.non_voting_followers(),
             leader_id: m.leader(),
             leader_ip: m
@@ -79,6 +81,9 @@ pub struct MemberFacts {
     pub observers: u64,
     /// The membership text of `/zookeeper/config`.
     pub membership: String,
+    /// `initLimit` and `syncLimit` (`conf`).
+    pub init_limit: i32,
+    pub sync_limit: i32,
     /// Followers that do not vote (`zk_synced_non_voting_followers`): members a reconfig
     /// removed that still run.
     pub non_voting_followers: u64,

@@ -31,6 +31,7 @@ pub(crate) fn start_all(
         });
     }
     let mut membership = Membership::new(specs, config.read_only);
+    membership.set_limits(config.init_limit, config.sync_limit);
     let now = shared.now();
     shared
         .with_state(|state| {

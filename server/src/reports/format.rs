@@ -223,8 +223,9 @@ pub fn conf(view: &FourLetterView) -> String {
             let peer_type = u8::from(m.observer);
             let _ = write!(
                 s,
-                "electionAlg=3\nelectionPort={election}\nquorumPort={quorum}\n\
-                 peerType={peer_type}\n"
+                "initLimit={}\nsyncLimit={}\nelectionAlg=3\nelectionPort={election}\n\
+                 quorumPort={quorum}\npeerType={peer_type}\n",
+                m.init_limit, m.sync_limit
             );
             s.push_str("membership: \n");
             s.push_str(&m.membership);
@@ -533,6 +534,8 @@ mod tests {
                 non_voting_followers: 0,
                 membership: "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nversion=0"
                     .into(),
+                init_limit: 10,
+                sync_limit: 5,
                 leader_id: Some(2),
                 leader_ip: Some("127.0.0.1".into()),
             }),
@@ -578,7 +581,7 @@ mod tests {
             (isro(&ro), isro(&leader), isro(&sample())),
             ("ro".into(), "rw".into(), "rw".into())
         );
-        assert!(conf(&follower).ends_with("serverId=2\nelectionAlg=3\nelectionPort=3889\nquorumPort=2889\npeerType=0\nmembership: \nserver.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nversion=0\n"));
+        assert!(conf(&follower).ends_with("serverId=2\ninitLimit=10\nsyncLimit=5\nelectionAlg=3\nelectionPort=3889\nquorumPort=2889\npeerType=0\nmembership: \nserver.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nversion=0\n"));
         let observer = as_member(MemberMode::Observer);
         assert!(srvr(&observer).contains("Mode: observer\nNode count: 8\n"));
         let o = mntr(&observer, &HostInfo::default());

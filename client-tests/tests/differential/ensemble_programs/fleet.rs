@@ -156,6 +156,33 @@ impl Fleet {
         Ok(())
     }
 
+    /// Member `id`'s `conf` as the sides can agree on it: every line's key in order (the
+    /// membership lines' too), with the value where it does not depend on ports or
+    /// directories.
+    pub async fn conf_shape(&self, id: u64) -> Result<Vec<String>, String> {
+        let addr = self.members[id as usize - 1];
+        let conf = tokio::task::spawn_blocking(move || four_letter_word(addr, "conf"))
+            .await
+            .map_err(|e| format!("conf thread: {e}"))?
+            .map_err(|e| format!("{}: conf on member {id}: {e}", self.name))?;
+        const SAME: [&str; 6] = [
+            "tickTime",
+            "serverId",
+            "initLimit",
+            "syncLimit",
+            "electionAlg",
+            "peerType",
+        ];
+        Ok(conf
+            .lines()
+            .map(|l| match l.split_once('=') {
+                Some((k, _)) if SAME.contains(&k) => l.to_string(),
+                Some((k, _)) => k.to_string(),
+                None => l.to_string(),
+            })
+            .collect())
+    }
+
     /// The epoch in the `Zxid:` line of member `id`'s `srvr` (a leader's is its own).
     pub async fn leader_epoch(&self, id: u64) -> Result<i64, String> {
         let addr = self.members[id as usize - 1];
