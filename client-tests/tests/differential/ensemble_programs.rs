@@ -29,7 +29,8 @@
 //!   so on; after each fault, which member leads and whether its term is new, or which
 //!   member is left read-only, and for each session whether it came back, expired or waits;
 //! * read-only behaviour, after each quorum loss: a new read-only session on the member left
-//!   (what it reads, the answers to a create and a sync), the program's own (global)
+//!   (what it reads, the answers to a create and a sync; its `conf` lines and its `mntr`
+//!   state lines: server state, quorum size, peer state), the program's own (global)
 //!   sessions not being served there (they wait), and whether the members take the
 //!   read-only session once the quorum is back;
 //! * each session's watch events (type and path) in arrival order over the whole program;

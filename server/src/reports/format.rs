@@ -227,9 +227,12 @@ pub fn conf(view: &FourLetterView) -> String {
                  quorumPort={quorum}\npeerType={peer_type}\n",
                 m.init_limit, m.sync_limit
             );
-            s.push_str("membership: \n");
-            s.push_str(&m.membership);
-            s.push('\n');
+            // A read-only member's server prints no membership.
+            if m.mode != MemberMode::ReadOnly {
+                s.push_str("membership: \n");
+                s.push_str(&m.membership);
+                s.push('\n');
+            }
         }
     }
     s
@@ -581,6 +584,15 @@ mod tests {
             (isro(&ro), isro(&leader), isro(&sample())),
             ("ro".into(), "rw".into(), "rw".into())
         );
+        // ZooKeeper's read-only server registers no quorum gauges and prints no membership.
+        let m = mntr(&ro, &HostInfo::default());
+        assert!(
+            m.contains("zk_server_state\tread-only\n") && !m.contains("zk_quorum_size"),
+            "{m}"
+        );
+        assert!(conf(&ro).ends_with(
+            "\nsyncLimit=5\nelectionAlg=3\nelectionPort=3889\nquorumPort=2889\npeerType=0\n"
+        ));
         assert!(conf(&follower).ends_with("serverId=2\ninitLimit=10\nsyncLimit=5\nelectionAlg=3\nelectionPort=3889\nquorumPort=2889\npeerType=0\nmembership: \nserver.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nversion=0\n"));
         let observer = as_member(MemberMode::Observer);
         assert!(srvr(&observer).contains("Mode: observer\nNode count: 8\n"));

@@ -230,8 +230,12 @@ pub fn monitor(view: &FourLetterView, host: &HostInfo) -> Vec<(String, Metric)> 
 
 /// The gauges ZooKeeper registers for an ensemble member: the quorum size (voting members)
 /// and peer state, on the leader its learners (followers and observers), proposal sizes and
-/// per-learner queue summaries, on an observer the member it observes through.
+/// per-learner queue summaries, on an observer the member it observes through. A read-only
+/// member runs ZooKeeper's plain server, which registers none of them.
 fn member(out: &mut Vec<(String, Metric)>, view: &FourLetterView, m: &crate::engine::MemberFacts) {
+    if m.mode == MemberMode::ReadOnly {
+        return;
+    }
     out.push(("quorum_size".into(), int(m.quorum_size)));
     match m.mode {
         MemberMode::Leader => {

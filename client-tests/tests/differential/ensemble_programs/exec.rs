@@ -836,6 +836,16 @@ impl Run<'_> {
         }
         self.ro_sessions.push((c.session_id, c.passwd.clone()));
         c.abort().await;
+        // What the member reports about itself while read-only.
+        out.push(match self.fleet.conf_shape(id).await {
+            Ok(lines) => format!("conf: {}", lines.join(" ")),
+            Err(e) => format!("conf: {e}"),
+        });
+        const STATE: &[&str] = &["zk_server_state", "zk_quorum_size", "zk_peer_state"];
+        out.push(match self.fleet.mntr_lines(id, STATE).await {
+            Ok(lines) => format!("mntr: {}", lines.join(" ")),
+            Err(e) => format!("mntr: {e}"),
+        });
         out.join(", ")
     }
 

@@ -156,15 +156,20 @@ impl Fleet {
         Ok(())
     }
 
+    /// Member `id`'s answer to the four-letter word `w`.
+    async fn word(&self, id: u64, w: &'static str) -> Result<String, String> {
+        let addr = self.members[id as usize - 1];
+        tokio::task::spawn_blocking(move || four_letter_word(addr, w))
+            .await
+            .map_err(|e| format!("{w} thread: {e}"))?
+            .map_err(|e| format!("{}: {w} on member {id}: {e}", self.name))
+    }
+
     /// Member `id`'s `conf` as the sides can agree on it: every line's key in order (the
     /// membership lines' too), with the value where it does not depend on ports or
     /// directories.
     pub async fn conf_shape(&self, id: u64) -> Result<Vec<String>, String> {
-        let addr = self.members[id as usize - 1];
-        let conf = tokio::task::spawn_blocking(move || four_letter_word(addr, "conf"))
-            .await
-            .map_err(|e| format!("conf thread: {e}"))?
-            .map_err(|e| format!("{}: conf on member {id}: {e}", self.name))?;
+        let conf = self.word(id, "conf").await?;
         const SAME: [&str; 6] = [
             "tickTime",
             "serverId",
@@ -183,13 +188,19 @@ impl Fleet {
             .collect())
     }
 
+    /// The lines of member `id`'s `mntr` that start with one of `keys`, in order.
+    pub async fn mntr_lines(&self, id: u64, keys: &'static [&str]) -> Result<Vec<String>, String> {
+        let mntr = self.word(id, "mntr").await?;
+        Ok(mntr
+            .lines()
+            .filter(|l| keys.iter().any(|k| l.starts_with(k)))
+            .map(str::to_string)
+            .collect())
+    }
+
     /// The epoch in the `Zxid:` line of member `id`'s `srvr` (a leader's is its own).
     pub async fn leader_epoch(&self, id: u64) -> Result<i64, String> {
-        let addr = self.members[id as usize - 1];
-        let srvr = tokio::task::spawn_blocking(move || four_letter_word(addr, "srvr"))
-            .await
-            .map_err(|e| format!("srvr thread: {e}"))?
-            .map_err(|e| format!("{}: srvr on member {id}: {e}", self.name))?;
+        let srvr = self.word(id, "srvr").await?;
         srvr.lines()
             .find_map(|l| l.strip_prefix("Zxid: 0x"))
             .and_then(|z| i64::from_str_radix(z.trim(), 16).ok())
