@@ -1049,3 +1049,84 @@ async fn a_log_after_missing_transactions_refuses_to_start() {
     assert!(!after.contains_key(&name));
     assert_eq!(after[&format!("dropped.{name}")], later);
 }
+
+/// Entries cut out of the middle of a log (by hand, or by a tool that rewrote the file): the
+/// entries after the cut are whole and their checksums hold, but their zxids jump past the
+/// missing ones. zkd refuses to start, naming the log, the entry's offset and the zxids
+/// missing, and changes nothing; `zkd datadir check` says the same; `--recover-truncate`
+/// cuts the log at that entry, keeping the bytes from there beside it. ZooKeeper 3.8 does
+/// not check this either: on a copy it starts and serves the writes after the jump.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_whose_zxids_jump_refuses_to_start() {
+    use zkd_protocol::disk::txnlog::{self, LogEnd};
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    let log = creates_only_in_the_log(&data, &[("/a", b"1"), ("/b", b"2")]).await;
+    let mut bytes = std::fs::read(&log).unwrap();
+    let last = last_zxid_in(&bytes);
+    match txnlog::scan(&bytes[..]).unwrap().end {
+        LogEnd::Padding(at) => bytes.truncate(at as usize),
+        end => assert_eq!(end, LogEnd::Clean),
+    }
+    // Transaction last+1 is cut out; last+2 and last+3 follow /b directly.
+    let offset = bytes.len();
+    let mut tail = entry(last + 2, "/later").to_vec();
+    tail.extend_from_slice(&entry(last + 3, "/latest"));
+    bytes.extend_from_slice(&tail);
+    std::fs::write(&log, &bytes).unwrap();
+    let name = log.file_name().unwrap().to_string_lossy().into_owned();
+    let before = contents(&data);
+    let jump = format!(
+        "{name} jumps from zxid 0x{last:x} to 0x{:x} at offset {offset}",
+        last + 2
+    );
+    let missing = format!(
+        "transactions 0x{:x} to 0x{:x} are missing",
+        last + 1,
+        last + 1
+    );
+
+    let (child, _) = run_zkd_binary(&data, &[]);
+    let (code, stderr) = exit_of(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&jump) && stderr.contains(&missing) && stderr.contains("refusing to start"),
+        "{stderr}"
+    );
+    assert!(before == contents(&data), "nothing changed");
+
+    let (code, stdout) = datadir_check(&data);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&jump)
+            && stdout.contains(&format!("the 2 entries from there to the end of {name}")),
+        "{stdout}"
+    );
+    assert!(before == contents(&data));
+
+    // ZooKeeper, on a copy, replays the entries after the jump.
+    let copy = zookeeper_copy(&before);
+    let zk = Launcher::new()
+        .start_in(copy.path(), None)
+        .expect("ZooKeeper starts");
+    let tree = dump(zk.addr()).await;
+    assert!(
+        tree.contains_key("/b") && tree.contains_key("/latest"),
+        "{:?}",
+        tree.keys()
+    );
+    drop(zk);
+
+    // Asked to, zkd starts with the entries before the jump and keeps the rest beside the log.
+    let (tree, stderr) = recovered(&data).await;
+    assert!(tree.contains_key("/a") && tree.contains_key("/b"));
+    assert!(!tree.contains_key("/later") && !tree.contains_key("/latest"));
+    let kept = format!("dropped.{name}.from-{offset}");
+    assert!(
+        stderr.contains("dropped the 2 entries from there on") && stderr.contains(&kept),
+        "says what it cut: {stderr}"
+    );
+    let after = contents(&data);
+    assert_eq!(after[&name], bytes[..offset]);
+    assert_eq!(after[&kept], tail);
+}

@@ -5,7 +5,8 @@
 //! (what a crash in the middle of a write leaves) is cut off on an ordinary start. Any other
 //! damage — a bad entry with valid entries after it, an older log whose successor does not
 //! continue where it stops, a log whose first transaction does not follow the snapshot and
-//! the logs before it (a log file went missing), a damaged snapshot whose transactions nothing
+//! the logs before it (a log file went missing), an entry whose zxid jumps past the next one
+//! inside a log (entries cut out of it), a damaged snapshot whose transactions nothing
 //! else holds — stops the start with a sentence naming the file and the offset, and the
 //! directory is left as it was. With [`LoadMode::Recover`] (`--recover-truncate`) the start
 //! goes ahead without the transactions after the damage, and says exactly what it set aside:
@@ -148,6 +149,24 @@ fn continues(last: i64, next: i64) -> bool {
     next <= last.saturating_add(1) || (next >> 32) > (last >> 32)
 }
 
+/// The first of `entries` that does not continue the transactions before it, the state
+/// loaded so far ending at `last`: its index, its offset, and the zxid it should have
+/// followed. Entries the state already holds (a snapshot taken while the log was written)
+/// continue it.
+fn first_gap(
+    entries: &[(u64, zkd_protocol::disk::TxnEntry)],
+    mut last: i64,
+) -> Option<(usize, u64, i64)> {
+    for (index, (offset, entry)) in entries.iter().enumerate() {
+        let next = entry.header.zxid;
+        if !continues(last, next) {
+            return Some((index, *offset, last));
+        }
+        last = last.max(next);
+    }
+    None
+}
+
 const REFUSING: &str = "refusing to start; nothing in the data directory was changed. \
      `zkd datadir check DIR` reports the damage; starting with --recover-truncate gives up \
      the transactions from the damage on (the dropped bytes are kept beside the log)";
@@ -243,32 +262,41 @@ pub fn load(
         }
         let (scan, src) = scan_log(&log.path)?;
         let shown = log.path.display();
-        // The log's first transaction must follow what was loaded before it: a log file that
-        // went missing (or a snapshot without the logs after it) leaves a gap that no entry
-        // of this log shows as damage.
-        let gap = scan.entries.first().and_then(|(offset, first)| {
-            let (last, next) = (core.last_zxid(), first.header.zxid);
-            (!continues(last, next)).then(|| {
+        // Every transaction must follow the one before it. A log file that went missing (or
+        // a snapshot without the logs after it) leaves a gap before a log's first entry, and
+        // entries cut out of a file leave one inside it; neither shows as a damaged entry.
+        let gap = first_gap(&scan.entries, core.last_zxid()).map(|(index, offset, last)| {
+            let next = scan.entries[index].1.header.zxid;
+            let missing = format!(
+                "transactions 0x{:x} to 0x{:x} are missing",
+                last + 1,
+                next - 1
+            );
+            let sentence = if index > 0 {
+                format!(
+                    "{shown} jumps from zxid 0x{last:x} to 0x{next:x} at offset {offset} (its \
+                     entry {}): {missing}",
+                    index + 1
+                )
+            } else {
                 let before = if last == 0 && loaded.snapshot.is_none() {
                     "no snapshot or earlier log holds what comes before it".to_string()
                 } else {
                     format!("what was loaded before it ends at zxid 0x{last:x}")
                 };
-                (
-                    *offset,
-                    format!(
-                        "{shown} starts with zxid 0x{next:x} (its first entry, at offset \
-                         {offset}), but {before}: transactions 0x{:x} to 0x{:x} are missing",
-                        last + 1,
-                        next - 1
-                    ),
+                format!(
+                    "{shown} starts with zxid 0x{next:x} (its first entry, at offset \
+                     {offset}), but {before}: {missing}"
                 )
-            })
+            };
+            (index, offset, sentence)
         });
-        let entries_to_replay = if gap.is_some() {
-            &[][..]
-        } else {
-            &scan.entries[..]
+        // A gap before the first entry sets the whole log aside; one inside it cuts it there.
+        let gapped = gap.as_ref().is_some_and(|(index, _, _)| *index == 0);
+        let jumped = gap.is_some() && !gapped;
+        let entries_to_replay = match &gap {
+            Some((index, _, _)) => &scan.entries[..*index],
+            None => &scan.entries[..],
         };
         for (_, entry) in entries_to_replay {
             match core.replay(entry, now_ms) {
@@ -285,10 +313,9 @@ pub fn load(
             }
         }
         let entries = scan.entries.len();
-        let gapped = gap.is_some();
         // The damage found in this log, if any: (offset, sentence).
         let damage = match &scan.end {
-            _ if gap.is_some() => gap,
+            _ if gap.is_some() => gap.map(|(_, offset, sentence)| (offset, sentence)),
             LogEnd::Clean => {
                 findings.push(format!("{shown}: log, {entries} entries, complete"));
                 None
@@ -371,6 +398,13 @@ pub fn load(
                     name_of(&log.path),
                     scan.size - offset
                 )
+            } else if jumped {
+                format!(
+                    "the {lost} entries from there to the end of {} ({} bytes from offset \
+                     {offset})",
+                    name_of(&log.path),
+                    scan.size - offset
+                )
             } else {
                 format!(
                     "the damaged entry and the {lost} valid entries after it ({} bytes from \
@@ -421,8 +455,12 @@ pub fn load(
                     size: scan.size,
                     keep: Some(keep.clone()),
                     what: format!(
-                        "{sentence}; dropped the damaged entry and the {lost} valid entries after \
-                     it: {} bytes from offset {offset} of {} (kept in {})",
+                        "{sentence}; dropped {}: {} bytes from offset {offset} of {} (kept in {})",
+                        if jumped {
+                            format!("the {lost} entries from there on")
+                        } else {
+                            format!("the damaged entry and the {lost} valid entries after it")
+                        },
                         scan.size - offset,
                         shown,
                         name_of(&keep)
