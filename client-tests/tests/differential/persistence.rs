@@ -1004,38 +1004,14 @@ async fn a_log_after_missing_transactions_refuses_to_start() {
         last + 2
     );
 
-    let (child, _) = run_zkd_binary(&data, &[]);
-    let (code, stderr) = exit_of(child);
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(
-        stderr.contains(&name)
-            && stderr.contains(&format!("at offset {offset}"))
-            && stderr.contains(&missing)
-            && stderr.contains("refusing to start"),
-        "{stderr}"
+    let at = format!("at offset {offset}");
+    refused_and_reported(
+        &data,
+        &[&name, &at, &missing],
+        &[&missing, &format!("the 1 entries of {name}")],
     );
-    assert!(before == contents(&data), "nothing changed");
-
-    let (code, stdout) = datadir_check(&data);
-    assert_eq!(code, Some(1), "{stdout}");
-    assert!(
-        stdout.contains(&missing) && stdout.contains(&format!("the 1 entries of {name}")),
-        "{stdout}"
-    );
-    assert!(before == contents(&data));
-
     // ZooKeeper, on a copy, replays the later log over the gap.
-    let copy = zookeeper_copy(&before);
-    let zk = Launcher::new()
-        .start_in(copy.path(), None)
-        .expect("ZooKeeper starts");
-    let tree = dump(zk.addr()).await;
-    assert!(
-        tree.contains_key("/a") && tree.contains_key("/later"),
-        "{:?}",
-        tree.keys()
-    );
-    drop(zk);
+    zookeeper_serves(&before, &["/a", "/later"]).await;
 
     // Asked to, zkd starts with what precedes the gap and sets the later log aside.
     let (tree, stderr) = recovered(&data).await;
@@ -1086,36 +1062,16 @@ async fn a_log_whose_zxids_jump_refuses_to_start() {
         last + 1
     );
 
-    let (child, _) = run_zkd_binary(&data, &[]);
-    let (code, stderr) = exit_of(child);
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(
-        stderr.contains(&jump) && stderr.contains(&missing) && stderr.contains("refusing to start"),
-        "{stderr}"
+    refused_and_reported(
+        &data,
+        &[&jump, &missing],
+        &[
+            &jump,
+            &format!("the 2 entries from there to the end of {name}"),
+        ],
     );
-    assert!(before == contents(&data), "nothing changed");
-
-    let (code, stdout) = datadir_check(&data);
-    assert_eq!(code, Some(1), "{stdout}");
-    assert!(
-        stdout.contains(&jump)
-            && stdout.contains(&format!("the 2 entries from there to the end of {name}")),
-        "{stdout}"
-    );
-    assert!(before == contents(&data));
-
     // ZooKeeper, on a copy, replays the entries after the jump.
-    let copy = zookeeper_copy(&before);
-    let zk = Launcher::new()
-        .start_in(copy.path(), None)
-        .expect("ZooKeeper starts");
-    let tree = dump(zk.addr()).await;
-    assert!(
-        tree.contains_key("/b") && tree.contains_key("/latest"),
-        "{:?}",
-        tree.keys()
-    );
-    drop(zk);
+    zookeeper_serves(&before, &["/b", "/latest"]).await;
 
     // Asked to, zkd starts with the entries before the jump and keeps the rest beside the log.
     let (tree, stderr) = recovered(&data).await;
@@ -1129,4 +1085,38 @@ async fn a_log_whose_zxids_jump_refuses_to_start() {
     let after = contents(&data);
     assert_eq!(after[&name], bytes[..offset]);
     assert_eq!(after[&kept], tail);
+}
+
+/// zkd refuses to start on `data` (exit 1, saying each of `start_says` and that it refuses),
+/// `zkd datadir check` reports the damage (exit 1, saying each of `check_says`), and neither
+/// changes a file.
+fn refused_and_reported(data: &Path, start_says: &[&str], check_says: &[&str]) {
+    let before = contents(data);
+    let (child, _) = run_zkd_binary(data, &[]);
+    let (code, stderr) = exit_of(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        start_says.iter().all(|s| stderr.contains(s)) && stderr.contains("refusing to start"),
+        "{stderr}"
+    );
+    assert!(before == contents(data), "nothing changed");
+    let (code, stdout) = datadir_check(data);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(check_says.iter().all(|s| stdout.contains(s)), "{stdout}");
+    assert!(before == contents(data), "nothing changed");
+}
+
+/// ZooKeeper, started on a copy of `files` (as [`contents`] gives them), serves every one of
+/// `paths`.
+async fn zookeeper_serves(files: &BTreeMap<String, Vec<u8>>, paths: &[&str]) {
+    let copy = zookeeper_copy(files);
+    let zk = Launcher::new()
+        .start_in(copy.path(), None)
+        .expect("ZooKeeper starts");
+    let tree = dump(zk.addr()).await;
+    assert!(
+        paths.iter().all(|p| tree.contains_key(*p)),
+        "{:?}",
+        tree.keys()
+    );
 }
