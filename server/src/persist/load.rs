@@ -619,4 +619,47 @@ mod tests {
         assert!(continues(0x1_0000_0005, 0x2_0000_0001));
         assert!(!continues(0x2_0000_0005, 0x2_0000_0009));
     }
+
+    #[test]
+    fn the_first_gap_inside_a_log() {
+        use zkd_protocol::disk::{TxnBody, TxnEntry, TxnHeader};
+        // Entries at offsets 16, 116, 216, ... with these zxids.
+        let log = |zxids: &[i64]| -> Vec<(u64, TxnEntry)> {
+            zxids
+                .iter()
+                .enumerate()
+                .map(|(i, &zxid)| {
+                    let header = TxnHeader {
+                        client_id: 0,
+                        cxid: 0,
+                        zxid,
+                        time: 0,
+                        txn_type: 0,
+                    };
+                    let body = TxnBody::Other;
+                    (16 + 100 * i as u64, TxnEntry { header, body })
+                })
+                .collect()
+        };
+        assert_eq!(first_gap(&log(&[4, 5, 6]), 3), None);
+        // Entries the state already holds (a snapshot taken while the log was written).
+        assert_eq!(first_gap(&log(&[2, 3, 4, 5]), 3), None);
+        assert_eq!(
+            first_gap(&log(&[6]), 3),
+            Some((0, 16, 3)),
+            "before the first"
+        );
+        assert_eq!(first_gap(&log(&[4, 5, 7, 8]), 3), Some((2, 216, 5)));
+        // A new epoch may start at any counter; within it the counter goes on by one.
+        let e2 = 0x2_0000_0000;
+        assert_eq!(first_gap(&log(&[4, e2 + 1, e2 + 2]), 3), None);
+        assert_eq!(
+            first_gap(&log(&[4, e2 + 7, e2 + 9]), 3),
+            Some((2, 216, e2 + 7))
+        );
+        // Extreme zxids neither overflow nor hide a gap.
+        assert_eq!(first_gap(&log(&[i64::MAX, 1]), 0), None);
+        assert_eq!(first_gap(&log(&[-1, 1, 3]), 0), Some((2, 216, 1)));
+        assert_eq!(first_gap(&[], 7), None);
+    }
 }
