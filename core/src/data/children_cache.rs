@@ -5,6 +5,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::data::keyed::KeyedMap;
+use crate::data::work;
 
 /// Lists shorter than this are encoded for each reply (cheap, and not worth an entry).
 const MIN_CHILDREN: usize = 32;
@@ -41,6 +42,7 @@ impl ChildrenCache {
             zkd_protocol::jute::write_bytes(&mut out, n.as_bytes());
         }
         let out = out.freeze();
+        work::add(out.len());
         if count >= MIN_CHILDREN && out.len() <= MAX_BYTES {
             if self.bytes + out.len() > MAX_BYTES {
                 self.lists.clear();
@@ -63,43 +65,13 @@ impl ChildrenCache {
         }
     }
 
-    /// `name` left the children of `path`: a cached list loses that entry, the others keep
-    /// their order (a copy of the bytes instead of encoding every name again).
-    pub fn child_removed(&mut self, path: &str, name: &str) {
-        let Some(list) = self.lists.get_mut(path) else {
-            return;
-        };
-        match without(list, name) {
-            Some((count, shorter)) if count >= MIN_CHILDREN => {
-                self.bytes -= list.len() - shorter.len();
-                *list = shorter;
-            }
-            _ => self.invalidate(path),
-        }
+    /// A child left the children of `path`: the cached list, if any, is dropped, in constant
+    /// time. (Cutting the name out of the list would copy the whole list on every delete:
+    /// with a million children cached, deleting them one by one would copy terabytes. The
+    /// next getChildren encodes the list again, which costs what its reply holds.)
+    pub fn child_removed(&mut self, path: &str) {
+        self.invalidate(path);
     }
-}
-
-/// `list` (count, then each name) without the entry `name`, and its new count; `None` if
-/// `name` is not in it.
-fn without(list: &[u8], name: &str) -> Option<(usize, Bytes)> {
-    let be32 = |at: usize| -> Option<usize> {
-        let b: [u8; 4] = list.get(at..at + 4)?.try_into().ok()?;
-        usize::try_from(i32::from_be_bytes(b)).ok()
-    };
-    let count = be32(0)?.checked_sub(1)?;
-    let mut at = 4;
-    while at < list.len() {
-        let end = at + 4 + be32(at)?;
-        if list.get(at + 4..end)? == name.as_bytes() {
-            let mut out = BytesMut::with_capacity(list.len() - (end - at));
-            out.put_i32(count as i32);
-            out.extend_from_slice(&list[4..at]);
-            out.extend_from_slice(&list[end..]);
-            return Some((count, out.freeze()));
-        }
-        at = end;
-    }
-    None
 }
 
 #[cfg(test)]
@@ -123,32 +95,22 @@ mod tests {
     }
 
     #[test]
-    fn a_removed_child_is_cut_out_of_the_cached_list() {
+    fn a_removed_child_drops_the_cached_list() {
         let mut names: Vec<String> = (0..40).map(|i| format!("c-{i:03}")).collect();
         let mut c = ChildrenCache::default();
         let encode = |c: &mut ChildrenCache, names: &[String]| {
             c.encoded("/p", names.len(), names.iter().map(String::as_str))
         };
         encode(&mut c, &names);
-        for gone in ["c-000", "c-017", "c-039"] {
-            names.retain(|n| n != gone);
-            c.child_removed("/p", gone);
-            let cached = c.encoded("/p", 0, std::iter::empty());
-            assert_eq!(
-                cached,
-                ChildrenCache::default().encoded(
-                    "/x",
-                    names.len(),
-                    names.iter().map(String::as_str)
-                ),
-                "after removing {gone}"
-            );
-            assert_eq!(c.bytes, cached.len());
-        }
-        c.child_removed("/p", "absent");
-        assert_eq!(c.bytes, 0, "an unknown name drops the entry");
-        encode(&mut c, &names[..32]);
-        c.child_removed("/p", "c-001");
-        assert_eq!(c.bytes, 0, "a list that becomes short is dropped");
+        assert!(c.cached("/p").is_some());
+        names.remove(17);
+        c.child_removed("/p");
+        assert!(c.cached("/p").is_none() && c.bytes == 0);
+        let fresh = encode(&mut c, &names);
+        assert_eq!(&fresh[..4], &39i32.to_be_bytes());
+        assert_eq!(c.cached("/p"), Some(fresh.clone()), "cached again");
+        assert_eq!(c.bytes, fresh.len());
+        c.child_removed("/other");
+        assert_eq!(c.cached("/p"), Some(fresh), "other lists stay");
     }
 }

@@ -1,5 +1,6 @@
 //! The data the core holds: the znode tree, its node slab, the shared ACL lists, the cache of
-//! encoded child lists, path rules and the keyed hashing of its tables.
+//! encoded child lists, path rules, the keyed hashing of its tables, and the count of work
+//! done that the tests keep.
 
 pub(crate) mod acl_table;
 pub(crate) mod children_cache;
@@ -7,3 +8,4 @@ pub mod keyed;
 pub mod path;
 pub(crate) mod tree;
 pub(crate) mod tree_slab;
+pub(crate) mod work;

@@ -17,6 +17,7 @@ use crate::data::acl_table::AclTable;
 use crate::data::children_cache::ChildrenCache;
 use crate::data::keyed::{path_hasher, PathHasher};
 use crate::data::path;
+use crate::data::work;
 use crate::data::tree_slab::{
     child_indices, has_path, hash_path, hash_slot, sorted_children, Slab, Slot,
 };
@@ -245,8 +246,8 @@ pub struct Tree {
     data_bytes: u64,
     /// While a snapshot is being written: the old versions of nodes it has yet to write.
     pub(crate) cow: CowSlot,
-    /// Encoded child lists: a removed child is cut out of its cached list; an insert or a
-    /// restore drops the list.
+    /// Encoded child lists: any change to a node's children drops its list (encoded again
+    /// by the next getChildren).
     children_enc: ChildrenCache,
 }
 
@@ -479,6 +480,7 @@ impl Tree {
         );
         let i = self.slab.alloc(slot);
         self.link(parent, i);
+        self.count_below(parent, 1);
         let scratch = std::cell::RefCell::new(Vec::new());
         self.index.insert_unique(h, i, |&j| {
             hash_slot(&self.slab, &self.hasher, j, &mut scratch.borrow_mut())
@@ -542,10 +544,31 @@ impl Tree {
         child_indices(&self.slab, i)
     }
 
+    /// Adds `by` (positive or negative) to the descendant counts of the node at `i` and of
+    /// every node above it: as many steps as the path has components.
+    fn count_below(&mut self, mut i: u32, by: i64) {
+        while i != NIL {
+            work::add(1);
+            let s = self.slab.at_mut(i);
+            s.descendants = (i64::from(s.descendants) + by).clamp(0, i64::from(u32::MAX)) as u32;
+            i = s.parent;
+        }
+    }
+
     /// Takes the node at `i` (path `path`, not the root) and everything below it out of the
-    /// tree; its parent's bookkeeping is left alone.
+    /// tree; its parent's bookkeeping is left alone but for the descendant counts above it.
     /// `h` is the hash of `path`.
     fn detach(&mut self, i: u32, path: &str, h: u64) -> (Meta, AclList) {
+        let (parent, below) = {
+            let s = self.slab.at(i);
+            (s.parent, s.descendants)
+        };
+        self.count_below(parent, -(i64::from(below) + 1));
+        self.drop_subtree(i, path, h)
+    }
+
+    /// [`Tree::detach`] without the counts above `i` (the whole subtree goes).
+    fn drop_subtree(&mut self, i: u32, path: &str, h: u64) -> (Meta, AclList) {
         let kids: Vec<String> = self
             .child_indices(i)
             .map(|c| path::join(path, self.slab.at(c).name()))
@@ -553,9 +576,10 @@ impl Tree {
         for k in kids {
             if let Some((c, hc)) = self.find_hashed(&k) {
                 self.keep_old(&k);
-                self.detach(c, &k, hc);
+                self.drop_subtree(c, &k, hc);
             }
         }
+        work::add(1);
         let (meta, data_len) = {
             let s = self.slab.at(i);
             (s.meta, s.data_len())
@@ -603,7 +627,7 @@ impl Tree {
         self.keep_old(path);
         let p = self.slab.at(i).parent;
         let node = self.detach(i, path, h);
-        self.children_enc.child_removed(parent, path::name(path));
+        self.children_enc.child_removed(parent);
         self.slab.at_mut(p).meta.pzxid = zxid;
         Some(node)
     }
@@ -709,16 +733,47 @@ impl Tree {
         self.iter().map(|(p, _)| p).collect()
     }
 
-    /// Number of nodes strictly below `path`.
-    pub fn descendants(&self, path: &str) -> i32 {
-        let Some(i) = self.find(path) else { return 0 };
-        let mut count = 0i32;
-        let mut stack: Vec<u32> = self.child_indices(i).collect();
-        while let Some(c) = stack.pop() {
-            count = count.saturating_add(1);
-            stack.extend(self.child_indices(c));
+    /// The path of a node with no children, found by following first children down from a
+    /// child of the root not named `keep`; `None` when the root has no other child. Taking
+    /// such leaves one after the other removes a tree deepest first; each costs the length
+    /// of the path found.
+    pub fn leaf_outside(&self, keep: &str) -> Option<String> {
+        let mut i = self
+            .child_indices(ROOT)
+            .find(|&c| self.slab.at(c).name() != keep)?;
+        loop {
+            work::add(1);
+            match self.slab.at(i).first_child {
+                NIL => return Some(self.path_of(i)),
+                c => i = c,
+            }
         }
-        count
+    }
+
+    /// Number of nodes strictly below `path` (a count the tree keeps: no walk).
+    pub fn descendants(&self, path: &str) -> i32 {
+        self.find(path).map_or(0, |i| {
+            i32::try_from(self.slab.at(i).descendants).unwrap_or(i32::MAX)
+        })
+    }
+
+    /// Checks every node's descendant count against its children's (for the invariant
+    /// checks; walks the whole tree).
+    pub fn check_descendant_counts(&self) -> Result<(), String> {
+        for (i, s) in self.slab.live() {
+            let below: u64 = self
+                .child_indices(i)
+                .map(|c| u64::from(self.slab.at(c).descendants) + 1)
+                .sum();
+            if below != u64::from(s.descendants) {
+                return Err(format!(
+                    "{}: {} descendants counted, {below} below",
+                    self.path_of(i),
+                    s.descendants
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

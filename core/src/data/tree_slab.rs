@@ -6,6 +6,7 @@ use std::hash::{BuildHasher, Hasher};
 
 use crate::data::keyed::PathHasher;
 use crate::data::tree::{Meta, NIL, ROOT};
+use crate::data::work;
 
 /// Set in [`Slot::name_len`] when the node has data (possibly empty) rather than none.
 const HAS_DATA: u32 = 1 << 31;
@@ -25,6 +26,9 @@ pub(crate) struct Slot {
     pub(crate) next: u32,
     pub(crate) prev: u32,
     pub(crate) num_children: u32,
+    /// Nodes strictly below this one (kept along the ancestors on every insert and removal,
+    /// so getAllChildrenNumber reads it instead of walking the subtree).
+    pub(crate) descendants: u32,
 }
 
 impl Slot {
@@ -38,6 +42,7 @@ impl Slot {
             next: NIL,
             prev: NIL,
             num_children: 0,
+            descendants: 0,
         };
         slot.blob = blob(name.as_bytes(), data);
         slot.name_len = name.len() as u32 | if data.is_some() { HAS_DATA } else { 0 };
@@ -192,6 +197,7 @@ pub(crate) fn child_indices(slab: &Slab, i: u32) -> impl Iterator<Item = u32> + 
     let mut next = slab.at(i).first_child;
     std::iter::from_fn(move || {
         (next != NIL).then(|| {
+            work::add(1);
             let cur = next;
             next = slab.at(cur).next;
             cur

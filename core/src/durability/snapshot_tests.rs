@@ -57,6 +57,10 @@ enum Op {
     },
     Expire,
     Snapshot,
+    /// A reset, `slice` nodes per transaction.
+    Reset {
+        slice: usize,
+    },
 }
 
 const PATHS: [&str; 6] = ["/a", "/a/b", "/a/c", "/b", "/a/b/d", "/c"];
@@ -73,6 +77,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => s.prop_map(|s| Op::Close { s }),
         1 => Just(Op::Expire),
         1 => Just(Op::Snapshot),
+        1 => (1usize..4).prop_map(|slice| Op::Reset { slice }),
     ]
 }
 
@@ -218,6 +223,10 @@ impl World {
                 self.now += 30_000;
                 self.core.tick(self.now, &mut RecordingOutbox::counting());
                 self.conns = vec![None; SESSIONS];
+            }
+            Op::Reset { slice } => {
+                let out = &mut RecordingOutbox::counting();
+                while self.core.reset_slice(slice, self.now, out) > 0 {}
             }
             Op::Snapshot => {
                 let (zxid, bytes) = self.core.export_snapshot();

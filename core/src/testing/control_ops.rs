@@ -32,6 +32,9 @@ pub enum SessionOpError {
     NotConnected,
 }
 
+/// Nodes one slice of [`Core::reset`] deletes.
+pub const RESET_SLICE: usize = 256;
+
 impl Core {
     /// Every live session, ordered by id.
     pub fn sessions_report(&self, now: impl Into<Now>) -> Vec<SessionReport> {
@@ -136,9 +139,10 @@ impl Core {
         conns.len()
     }
 
-    /// Deletes every node except `/` and the `/zookeeper` subtree, in one transaction (one
-    /// zxid); watches fire as for any delete. With `expire_sessions`, every session is
-    /// expired first. Returns how many nodes were deleted.
+    /// Deletes every node except `/` and the `/zookeeper` subtree, a slice of
+    /// [`RESET_SLICE`] nodes at a time (see [`Core::reset_slice`]); watches fire as for any
+    /// delete. With `expire_sessions`, every session is expired first. Returns how many
+    /// nodes were deleted. The server does the same with its lock released between slices.
     pub fn reset(
         &mut self,
         expire_sessions: bool,
@@ -149,46 +153,50 @@ impl Core {
         if expire_sessions {
             self.expire_all_sessions(now, out);
         }
-        // Post-order: children before their parent.
-        let mut doomed: Vec<String> = Vec::new();
-        let mut stack: Vec<(String, bool)> = self
-            .tree
-            .children("/")
-            .map(|names| {
-                names
-                    .into_iter()
-                    .filter(|c| *c != "zookeeper")
-                    .map(|c| (format!("/{c}"), false))
-                    .collect()
-            })
-            .unwrap_or_default();
-        while let Some((p, expanded)) = stack.pop() {
-            if expanded {
-                doomed.push(p);
-                continue;
+        let mut deleted = 0;
+        loop {
+            match self.reset_slice(RESET_SLICE, now, out) {
+                0 => return deleted,
+                n => deleted += n,
             }
-            let children: Vec<String> = self
-                .tree
-                .children(&p)
-                .map(|names| names.iter().map(|c| format!("{p}/{c}")).collect())
-                .unwrap_or_default();
-            stack.push((p, true));
-            stack.extend(children.into_iter().map(|c| (c, false)));
         }
-        if doomed.is_empty() {
+    }
+
+    /// One slice of a reset: deletes up to `max_nodes` nodes outside `/zookeeper`, deepest
+    /// first (every node after its children), as one transaction of its own (one zxid,
+    /// logged as a multi of deletes by no session); watches fire as for any delete. Returns
+    /// how many were deleted: 0 when nothing is left. The work is the length of the deleted
+    /// paths, whatever the size of the tree.
+    pub fn reset_slice(
+        &mut self,
+        max_nodes: usize,
+        now: impl Into<Now>,
+        out: &mut dyn Outbox,
+    ) -> usize {
+        let now = now.into();
+        if self.tree.leaf_outside("zookeeper").is_none() {
             return 0;
         }
         let zxid = self.next_zxid(now.mono);
         let mut txn = Txn::new(zxid, now, false);
-        for p in &doomed {
-            let parent = path::canonical(path::parent(p).unwrap_or("")).to_string();
-            self.delete_node(&mut txn, p, &parent);
-            self.log_deleted(p);
+        let mut deleted = 0;
+        while deleted < max_nodes.max(1) {
+            let Some(p) = self.tree.leaf_outside("zookeeper") else {
+                break;
+            };
+            let parent = path::canonical(path::parent(&p).unwrap_or("")).to_string();
+            let before = self.tree.len();
+            self.delete_node(&mut txn, &p, &parent);
+            if self.tree.len() == before {
+                // Never expected; stops a slice that would find the same leaf forever.
+                break;
+            }
+            self.log_deleted(&p);
+            deleted += 1;
         }
-        // Logged (with a data directory) as one multi of deletes by no session.
         self.log_write(0, 0, txn.zxid, now.wall, true, None);
         self.commit(txn, out);
-        doomed.len()
+        deleted
     }
 
     /// Makes sessions expire exactly `timeout` after they were last heard from (+1 ms)

@@ -118,6 +118,52 @@ fn reset_leaves_only_zookeeper_and_sessions_keep_working() {
 }
 
 #[test]
+fn reset_slices_delete_deepest_first_one_transaction_each() {
+    let (mut h, [a, w]) = Harness::with_sessions();
+    h.create_all(
+        a,
+        &[
+            ("/app", 0),
+            ("/app/x", 0),
+            ("/app/x/y", 0),
+            ("/app/z", 0),
+            ("/b", 0),
+        ],
+    );
+    let req = Request::AddWatch(AddWatchRequest {
+        path: "/".into(),
+        mode: add_watch_mode::PERSISTENT_RECURSIVE,
+    });
+    assert_eq!(h.reply(w, &req).err, 0);
+    let before = h.core.last_zxid();
+    let mut slices = Vec::new();
+    loop {
+        match h.core.reset_slice(2, h.now, &mut h.out) {
+            0 => break,
+            n => slices.push(n),
+        }
+    }
+    assert_eq!(slices, [2, 2, 1]);
+    assert_eq!(h.core.last_zxid(), before + 3, "one transaction per slice");
+    let deleted: Vec<String> = h
+        .events(w)
+        .into_iter()
+        .filter(|(e, _)| *e == event_type::NODE_DELETED)
+        .map(|(_, p)| p)
+        .collect();
+    assert_eq!(deleted.len(), 5);
+    for (k, p) in deleted.iter().enumerate() {
+        assert!(
+            deleted[k + 1..].iter().all(|later| !later.starts_with(&format!("{p}/"))),
+            "{p} deleted before its children: {deleted:?}"
+        );
+    }
+    assert_eq!(h.core.reset_slice(2, h.now, &mut h.out), 0);
+    assert_eq!(h.core.last_zxid(), before + 3, "nothing left: no transaction");
+    h.core.check_invariants().unwrap();
+}
+
+#[test]
 fn fault_rules_match_and_count() {
     let mut h = Harness::new();
     let (a, sid, _) = h.session(30000);

@@ -21,6 +21,7 @@ impl Core {
         if self.tree.get("/").is_none() {
             return Err("the root node is missing".into());
         }
+        self.tree.check_descendant_counts()?;
         let mut data_bytes = 0u64;
         let mut listed = 0usize;
         for (p, n) in self.tree.iter() {

@@ -16,3 +16,5 @@ mod control_tests;
 pub(crate) mod harness;
 #[cfg(test)]
 mod model_tests;
+#[cfg(test)]
+mod work_tests;

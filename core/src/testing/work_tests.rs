@@ -1,0 +1,172 @@
+//! The work of each step, counted: programs with wide parents whose child lists are cached,
+//! many single deletes, big multis of deletes (one that commits, one that rolls back),
+//! getAllChildrenNumber and a reset done in slices. Each step's count of elements copied or
+//! visited (`data::work`) must stay within a constant times the bytes of its request and of
+//! every frame it sends.
+
+use proptest::prelude::*;
+use zkd_protocol::*;
+
+use crate::data::work;
+use crate::testing::harness::*;
+use crate::ConnId;
+
+/// Work allowed per byte of a step's input and output.
+const PER_BYTE: u64 = 8;
+/// Work any step may do whatever its size (a lookup, a reply header).
+const FIXED: u64 = 64;
+
+/// Runs one step; gives the work it did and the bytes of the frames it sent (all of them are
+/// then forgotten).
+fn measured(h: &mut Harness, step: impl FnOnce(&mut Harness)) -> (u64, u64) {
+    h.out.clear();
+    work::take();
+    step(h);
+    let done = work::take();
+    let sent = h.out.frames.iter().map(|(_, f)| f.len() as u64).sum();
+    h.out.clear();
+    (done, sent)
+}
+
+/// Sends `req` from `conn` as one step; fails when its work is out of bounds.
+fn bounded_request(h: &mut Harness, conn: ConnId, req: &Request, what: &str) -> u64 {
+    h.xid += 1;
+    let frame = req.to_frame(h.xid);
+    let input = frame.len() as u64;
+    let (done, sent) = measured(h, |h| {
+        h.core.request(conn, frame.slice(4..), h.now, &mut h.out);
+    });
+    assert!(
+        done <= FIXED + PER_BYTE * (input + sent),
+        "{what}: {done} elements of work for {input} bytes in and {sent} out"
+    );
+    sent
+}
+
+fn all_children_number(path: &str) -> Request {
+    Request::GetAllChildrenNumber(PathRequest { path: path.into() })
+}
+
+fn delete_op(path: String) -> MultiOp {
+    MultiOp::Delete(DeleteRequest { path, version: -1 })
+}
+
+/// What one program does.
+#[derive(Debug, Clone)]
+struct Program {
+    /// Children of the wide parent.
+    width: usize,
+    /// Single deletes, each after a fresh listing when `relist` says so.
+    singles: usize,
+    relist: bool,
+    /// Deletes in the multi that commits.
+    multi: usize,
+    /// Nodes per reset slice.
+    slice: usize,
+    /// A recursive watch on `/` (every delete then sends an event).
+    watch_all: bool,
+}
+
+fn program() -> impl Strategy<Value = Program> {
+    (
+        2000usize..3000,
+        20usize..60,
+        any::<bool>(),
+        300usize..800,
+        1usize..200,
+        any::<bool>(),
+    )
+        .prop_map(|(width, singles, relist, multi, slice, watch_all)| Program {
+            width,
+            singles,
+            relist,
+            multi,
+            slice,
+            watch_all,
+        })
+}
+
+fn run(p: &Program) {
+    let (mut h, [a, w]) = Harness::with_sessions();
+    if p.watch_all {
+        let req = Request::AddWatch(AddWatchRequest {
+            path: "/".into(),
+            mode: add_watch_mode::PERSISTENT_RECURSIVE,
+        });
+        assert_eq!(h.reply(w, &req).err, 0);
+    }
+    h.create(a, "/wide", 0);
+    h.create(a, "/deep", 0);
+    let child = |i: usize| format!("/wide/item-{i:06}");
+    for i in 0..p.width {
+        h.create(a, &child(i), 0);
+    }
+    let mut deep = String::from("/deep");
+    for i in 0..50 {
+        deep.push_str(&format!("/d{i}"));
+        h.create(a, &deep, 0);
+        h.create(a, &format!("{deep}-leaf"), 0);
+    }
+    h.out.clear();
+    let list = children("/wide", false);
+    // The consumer's pattern: list (the list is cached), then delete one item.
+    let mut next = 0;
+    for _ in 0..p.singles {
+        if p.relist || next == 0 {
+            bounded_request(&mut h, a, &list, "getChildren");
+        }
+        bounded_request(&mut h, a, &delete(&child(next), -1), "delete");
+        next += 1;
+    }
+    bounded_request(&mut h, a, &list, "getChildren");
+    let ops: Vec<MultiOp> = (next..next + p.multi).map(|i| delete_op(child(i))).collect();
+    next += p.multi;
+    // One that fails at its last op: everything before it is put back.
+    let mut failing = ops.clone();
+    failing.push(delete_op("/wide/absent".into()));
+    bounded_request(&mut h, a, &Request::Multi(failing), "failed multi");
+    bounded_request(&mut h, a, &list, "getChildren");
+    bounded_request(&mut h, a, &Request::Multi(ops), "multi of deletes");
+    let left = p.width - next;
+    assert_eq!(
+        h.reply(a, &all_children_number("/wide"))
+            .decode::<AllChildrenNumberResponse>()
+            .total as usize,
+        left
+    );
+    bounded_request(&mut h, a, &all_children_number("/"), "getAllChildrenNumber /");
+    bounded_request(&mut h, a, &all_children_number("/wide"), "getAllChildrenNumber");
+    bounded_request(&mut h, a, &list, "getChildren");
+    // Reset, a slice at a time; each slice's output is the nodes it deletes (their paths
+    // are logged, their events sent).
+    let mut deleted = 0;
+    loop {
+        let mut n = 0;
+        let (done, sent) = measured(&mut h, |h| {
+            n = h.core.reset_slice(p.slice, h.now, &mut h.out);
+        });
+        assert!(n <= p.slice);
+        let paths = if n == 0 { 0 } else { (n * "/wide/item-000000".len()) as u64 };
+        assert!(
+            done <= FIXED + PER_BYTE * (paths + sent),
+            "reset slice of {n}: {done} elements of work, {sent} bytes sent"
+        );
+        if n == 0 {
+            break;
+        }
+        deleted += n;
+    }
+    assert_eq!(deleted, left + 2 + 2 * 50, "every node but /zookeeper's");
+    let kids: Children2Response = h.reply(a, &children("/", false)).decode();
+    assert_eq!(kids.children, ["zookeeper"]);
+    h.core.check_invariants().unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_step_is_bounded_by_its_input_and_output(p in program()) {
+        run(&p);
+    }
+}
