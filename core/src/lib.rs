@@ -119,7 +119,7 @@ use request::txn::Txn;
 use session::connection::Conn;
 pub use session::connection::Serving;
 use session::sessions::Sessions;
-pub use testing::control_ops::{SessionOpError, SessionReport};
+pub use testing::control_ops::{SessionOpError, SessionReport, RESET_SLICE};
 pub use testing::fault::{FaultAction, FaultRule, FaultStatus, MAX_FAULT_RULES};
 pub use testing::fixture_nodes::{FixtureKind, FixtureNode, TreeEntry, TreeWalk};
 #[cfg(any(test, feature = "test-support"))]

@@ -17,10 +17,10 @@ use crate::data::acl_table::AclTable;
 use crate::data::children_cache::ChildrenCache;
 use crate::data::keyed::{path_hasher, PathHasher};
 use crate::data::path;
-use crate::data::work;
 use crate::data::tree_slab::{
     child_indices, has_path, hash_path, hash_slot, sorted_children, Slab, Slot,
 };
+use crate::data::work;
 use crate::durability::snapshot_cow::CowSlot;
 
 /// Owner value marking a container node.
@@ -198,6 +198,7 @@ impl NodeRef<'_> {
 
     /// The data as an owned buffer (for a reply).
     pub fn data_bytes(&self) -> Option<Bytes> {
+        work::add(self.data.map_or(0, <[u8]>::len));
         self.data.map(Bytes::copy_from_slice)
     }
 
@@ -410,7 +411,7 @@ impl Tree {
     /// Every change to a node goes through here first: a snapshot being written keeps the
     /// version it has yet to write.
     fn keep_old(&mut self, path: &str) {
-        if self.cow.0.is_some() {
+        if self.cow.0.as_ref().is_some_and(|cow| cow.wants(path)) {
             let current = self.get(path).map(|n| n.to_node());
             if let Some(cow) = &mut self.cow.0 {
                 cow.before_change(path, current.as_ref());

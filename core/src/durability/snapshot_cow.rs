@@ -52,7 +52,7 @@ impl CowLog {
     /// Called by the tree before it changes (or creates, or removes) the node at `path`;
     /// `current` is the node as it is now.
     pub fn before_change(&mut self, path: &str, current: Option<&Node>) {
-        if self.saved.contains_key(path) || self.is_written(path) {
+        if !self.wants(path) {
             return;
         }
         if current.is_some() && path != "/" {
@@ -63,6 +63,13 @@ impl CowLog {
                 .push(path::name(path).into());
         }
         self.saved.insert(path.into(), current.cloned());
+    }
+
+    /// Whether a change to `path` needs its old version kept (the tree copies the node only
+    /// then: a node changed again and again, such as the parent of many deletes, is copied
+    /// once).
+    pub fn wants(&self, path: &str) -> bool {
+        !self.saved.contains_key(path) && !self.is_written(path)
     }
 
     fn is_written(&self, path: &str) -> bool {

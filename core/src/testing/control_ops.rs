@@ -88,15 +88,26 @@ impl Core {
         Ok(())
     }
 
-    /// Expires every session (in id order); returns how many.
+    /// Expires every session (in id order); returns how many. Takes as long as expiring
+    /// them all; the server expires them a slice at a time ([`Core::expire_sessions`]).
     pub fn expire_all_sessions(&mut self, now: impl Into<Now>, out: &mut dyn Outbox) -> usize {
-        let now = now.into();
         let mut ids: Vec<i64> = self.sessions.iter().map(|s| s.id).collect();
         ids.sort_unstable();
-        for &sid in &ids {
-            let _ = self.expire_session(sid, now, out);
-        }
-        ids.len()
+        self.expire_sessions(&ids, now, out)
+    }
+
+    /// Expires the sessions of `ids` still live, in the order given (a slice of an
+    /// "expire every session"); returns how many.
+    pub fn expire_sessions(
+        &mut self,
+        ids: &[i64],
+        now: impl Into<Now>,
+        out: &mut dyn Outbox,
+    ) -> usize {
+        let now = now.into();
+        ids.iter()
+            .filter(|&&sid| self.expire_session(sid, now, out).is_ok())
+            .count()
     }
 
     /// Closes the connection of session `sid` (after what is queued on it is written); the
@@ -125,18 +136,32 @@ impl Core {
     }
 
     /// Closes every client connection; sessions live on. Returns how many were closed.
+    /// The server closes them a slice at a time ([`Core::disconnect_connections`]).
     pub fn disconnect_all(&mut self, out: &mut dyn Outbox) -> usize {
-        let mut conns: Vec<ConnId> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| !c.closing)
-            .map(|(id, _)| *id)
-            .collect();
+        let mut conns = self.connection_ids();
         conns.sort_unstable();
-        for &c in &conns {
-            self.finish_connection(c, out);
+        self.disconnect_connections(&conns, out)
+    }
+
+    /// Closes the connections of `conns` still open, in the order given (sessions live
+    /// on); returns how many were closed.
+    pub fn disconnect_connections(&mut self, conns: &[ConnId], out: &mut dyn Outbox) -> usize {
+        let mut closed = 0;
+        for &c in conns {
+            if self.conns.get(&c).is_some_and(|c| !c.closing) {
+                self.finish_connection(c, out);
+                closed += 1;
+            }
         }
-        conns.len()
+        closed
+    }
+
+    /// Nodes a reset would delete: every one but `/` and the `/zookeeper` subtree (read
+    /// from the tree's counts, without a walk).
+    pub fn reset_pending(&self) -> usize {
+        let all = self.tree.descendants("/");
+        let kept = self.tree.descendants("/zookeeper") + 1;
+        usize::try_from(all - kept).unwrap_or(0)
     }
 
     /// Deletes every node except `/` and the `/zookeeper` subtree, a slice of

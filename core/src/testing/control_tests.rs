@@ -154,12 +154,18 @@ fn reset_slices_delete_deepest_first_one_transaction_each() {
     assert_eq!(deleted.len(), 5);
     for (k, p) in deleted.iter().enumerate() {
         assert!(
-            deleted[k + 1..].iter().all(|later| !later.starts_with(&format!("{p}/"))),
+            deleted[k + 1..]
+                .iter()
+                .all(|later| !later.starts_with(&format!("{p}/"))),
             "{p} deleted before its children: {deleted:?}"
         );
     }
     assert_eq!(h.core.reset_slice(2, h.now, &mut h.out), 0);
-    assert_eq!(h.core.last_zxid(), before + 3, "nothing left: no transaction");
+    assert_eq!(
+        h.core.last_zxid(),
+        before + 3,
+        "nothing left: no transaction"
+    );
     h.core.check_invariants().unwrap();
 }
 

@@ -10,7 +10,7 @@ pub(crate) mod members;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::core::SessionOpError;
+use crate::core::{SessionOpError, RESET_SLICE};
 use crate::engine::{CoreFailed, Shared};
 use crate::ClockMode;
 
@@ -146,11 +146,22 @@ pub(crate) fn expire_session(shared: &Shared, sid: i64) -> Result<(), ControlErr
         .map_err(|e| session_err(sid, e))
 }
 
-// Only the admin routes ask for this one.
-#[cfg_attr(not(feature = "admin"), allow(dead_code))]
+/// Sessions expired, or connections closed, per hold of the core's lock when a control
+/// operation acts on all of them.
+const SLICE: usize = 256;
+
+/// Expires every session (in id order), a slice at a time, releasing the core's lock in
+/// between; returns how many expired. Sessions made meanwhile live on.
 pub(crate) fn expire_all_sessions(shared: &Shared) -> Result<usize, ControlError> {
-    let now = shared.now();
-    Ok(shared.with_core(|core, out| core.expire_all_sessions(now, out))?)
+    let mut ids = shared.inspect(|core, _| core.session_ids())?;
+    ids.sort_unstable();
+    let mut expired = 0;
+    for chunk in ids.chunks(SLICE) {
+        let now = shared.now();
+        expired += shared.with_core(|core, out| core.expire_sessions(chunk, now, out))?;
+        std::thread::yield_now();
+    }
+    Ok(expired)
 }
 
 pub(crate) fn disconnect_session(shared: &Shared, sid: i64) -> Result<(), ControlError> {
@@ -159,10 +170,19 @@ pub(crate) fn disconnect_session(shared: &Shared, sid: i64) -> Result<(), Contro
         .map_err(|e| session_err(sid, e))
 }
 
+/// Closes every client connection, a slice at a time, releasing the core's lock in between;
+/// returns how many were closed. Sessions live on.
 // Only the admin routes ask for this one.
 #[cfg_attr(not(feature = "admin"), allow(dead_code))]
 pub(crate) fn disconnect_all(shared: &Shared) -> Result<usize, ControlError> {
-    Ok(shared.with_core(|core, out| core.disconnect_all(out))?)
+    let mut conns = shared.inspect(|core, _| core.connection_ids())?;
+    conns.sort_unstable();
+    let mut closed = 0;
+    for chunk in conns.chunks(SLICE) {
+        closed += shared.with_core(|core, out| core.disconnect_connections(chunk, out))?;
+        std::thread::yield_now();
+    }
+    Ok(closed)
 }
 
 /// Starts a pause. A timed pause ends by itself (unless resumed and paused again before).
@@ -226,10 +246,28 @@ pub(crate) fn remove_fault(shared: &Shared, id: u64) -> Result<(), ControlError>
 }
 
 /// Deletes every node but `/zookeeper` (and expires every session first if asked); returns
-/// how many nodes were deleted.
+/// how many nodes were deleted. The nodes go a slice at a time ([`RESET_SLICE`], deepest
+/// first, each slice a transaction of its own), with the core's lock released between
+/// slices, so clients are served while a big tree is deleted. Nodes created meanwhile are
+/// deleted too, up to as many again as there were at the start: the reset ends even while
+/// clients keep creating.
 pub(crate) fn reset(shared: &Shared, expire_sessions: bool) -> Result<usize, ControlError> {
-    let now = shared.now();
-    Ok(shared.with_core(|core, out| core.reset(expire_sessions, now, out))?)
+    if expire_sessions {
+        expire_all_sessions(shared)?;
+    }
+    let at_start = shared.inspect(|core, _| core.reset_pending())?;
+    let most = at_start.saturating_mul(2).max(RESET_SLICE);
+    let mut deleted = 0;
+    while deleted < most {
+        let now = shared.now();
+        let slice = RESET_SLICE.min(most - deleted);
+        match shared.with_core(|core, out| core.reset_slice(slice, now, out))? {
+            0 => break,
+            n => deleted += n,
+        }
+        std::thread::yield_now();
+    }
+    Ok(deleted)
 }
 
 /// Moves the manual clock forward and runs everything that fell due, in order.
