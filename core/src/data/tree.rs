@@ -781,7 +781,7 @@ impl Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::tree_slab::CHUNK;
+    use crate::data::tree_slab::{Slot, CHUNK};
 
     fn tree() -> Tree {
         let open: AclList = Arc::from(Acl::open_unsafe());
@@ -822,8 +822,11 @@ mod tests {
         for n in names.iter().step_by(4) {
             assert!(t.insert(&format!("/p/{n}"), node(&t, Some("x")), 4, true));
         }
-        let slots = t.slab.chunks.iter().map(Vec::len).sum::<usize>();
-        assert_eq!(slots, 4 + 1 + names.len(), "removed slots are reused");
+        assert_eq!(
+            t.slab.slots_made(),
+            4 + 1 + names.len(),
+            "removed slots are reused"
+        );
         let expected: Vec<&str> = sorted
             .iter()
             .copied()
@@ -856,6 +859,44 @@ mod tests {
             .map(|b| b as u64)
             .sum();
         assert_eq!(t.approximate_data_size(), size);
+    }
+
+    #[test]
+    fn a_mass_deletion_gives_the_slab_memory_back() {
+        let mut t = tree();
+        let empty = t.slab.bytes_held();
+        t.insert("/p", node(&t, None), 1, true);
+        t.insert("/q", node(&t, None), 1, true);
+        let n = 100 * CHUNK;
+        for i in 0..n {
+            assert!(t.insert(&format!("/p/c{i}"), node(&t, None), 2, true));
+        }
+        let full = t.slab.bytes_held();
+        // One node survives at the far end.
+        assert!(t.insert("/q/last", node(&t, None), 3, true));
+        for i in 0..n {
+            assert!(t.remove(&format!("/p/c{i}"), 4).is_some());
+        }
+        let after = t.slab.bytes_held();
+        println!(
+            "slab: {empty} bytes empty, {full} with {n} nodes, {after} after deleting them \
+             ({} bytes per slot)",
+            std::mem::size_of::<Option<Slot>>()
+        );
+        assert!(full > n * std::mem::size_of::<Option<Slot>>());
+        // The first chunk (the root's) and the survivor's with their lists of free slots, and
+        // a few words per chunk ever made.
+        assert!(
+            after <= empty + CHUNK * (std::mem::size_of::<Option<Slot>>() + 4) + 128 * 64,
+            "{after} bytes held after the deletion"
+        );
+        // Freed slots are reused lowest first: the survivor's chunk fills before a new one.
+        for i in 0..2 * CHUNK {
+            assert!(t.insert(&format!("/p/d{i}"), node(&t, None), 5, true));
+        }
+        assert!(t.slab.slots_made() <= 2 * CHUNK + CHUNK);
+        assert_eq!(t.descendants("/"), t.len() as i32 - 1);
+        t.check_descendant_counts().unwrap();
     }
 
     #[test]

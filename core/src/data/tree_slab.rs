@@ -2,6 +2,7 @@
 //! `u32` index, each record holding its name and data in one allocation, and the walks over
 //! names and parent links that hash and check a path.
 
+use std::collections::BTreeSet;
 use std::hash::{BuildHasher, Hasher};
 
 use crate::data::keyed::PathHasher;
@@ -81,39 +82,93 @@ fn blob(name: &[u8], data: Option<&[u8]>) -> Box<[u8]> {
 }
 
 /// Nodes by index, in chunks that are never moved (growing never copies what is there).
+///
+/// A freed slot is reused before a new one is made, from the lowest chunk with room, so the
+/// nodes gather in the low chunks. A chunk whose last node goes gives back its memory at
+/// once (the chunk stays as an empty record of a few words, made again when needed), so
+/// after a mass deletion the slab holds only the chunks that still have a live node: at
+/// most [`CHUNK`] slots per live node in the worst case of one survivor per chunk, and in
+/// the usual cases (a wide parent emptied, a reset) next to nothing.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Slab {
-    pub(crate) chunks: Vec<Vec<Option<Slot>>>,
-    pub(crate) free: Vec<u32>,
+    chunks: Vec<Chunk>,
+    /// Chunks with a free slot, made or not.
+    room: BTreeSet<u32>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Chunk {
+    /// Up to [`CHUNK`] slots, made as needed; no allocation while the chunk is empty.
+    slots: Vec<Option<Slot>>,
+    /// Free slots below `slots.len()`.
+    holes: Vec<u16>,
+    live: u32,
+}
+
+impl Chunk {
+    fn has_room(&self) -> bool {
+        !self.holes.is_empty() || self.slots.len() < CHUNK
+    }
 }
 
 impl Slab {
     pub(crate) fn alloc(&mut self, slot: Slot) -> u32 {
-        if let Some(i) = self.free.pop() {
-            *self.entry(i) = Some(slot);
-            return i;
+        let c = match self.room.first() {
+            Some(&c) => c as usize,
+            None => {
+                self.chunks.push(Chunk::default());
+                let c = self.chunks.len() - 1;
+                self.room.insert(c as u32);
+                c
+            }
+        };
+        let chunk = &mut self.chunks[c];
+        let j = match chunk.holes.pop() {
+            Some(j) => {
+                chunk.slots[j as usize] = Some(slot);
+                j as usize
+            }
+            None => {
+                if chunk.slots.capacity() == 0 {
+                    chunk.slots.reserve_exact(CHUNK);
+                }
+                chunk.slots.push(Some(slot));
+                chunk.slots.len() - 1
+            }
+        };
+        chunk.live += 1;
+        if !chunk.has_room() {
+            self.room.remove(&(c as u32));
         }
-        if self.chunks.last().is_none_or(|c| c.len() == CHUNK) {
-            self.chunks.push(Vec::with_capacity(CHUNK));
-        }
-        let n = self.chunks.len() - 1;
-        let chunk = &mut self.chunks[n];
-        chunk.push(Some(slot));
-        ((n << CHUNK_BITS) + chunk.len() - 1) as u32
+        ((c << CHUNK_BITS) + j) as u32
     }
 
     pub(crate) fn release(&mut self, i: u32) -> Option<Slot> {
-        let slot = self.entry(i).take();
-        self.free.push(i);
-        slot
+        let c = (i >> CHUNK_BITS) as usize;
+        let j = i as usize & (CHUNK - 1);
+        let chunk = self.chunks.get_mut(c)?;
+        let slot = chunk.slots.get_mut(j)?.take()?;
+        let had_room = chunk.has_room();
+        chunk.live -= 1;
+        if chunk.live == 0 {
+            // The chunk's memory goes back (a constant: one chunk of slots).
+            chunk.slots = Vec::new();
+            chunk.holes = Vec::new();
+        } else {
+            chunk.holes.push(j as u16);
+        }
+        if !had_room {
+            self.room.insert(c as u32);
+        }
+        Some(slot)
     }
 
     pub(crate) fn entry(&mut self, i: u32) -> &mut Option<Slot> {
-        &mut self.chunks[(i >> CHUNK_BITS) as usize][i as usize & (CHUNK - 1)]
+        &mut self.chunks[(i >> CHUNK_BITS) as usize].slots[i as usize & (CHUNK - 1)]
     }
 
     pub(crate) fn at(&self, i: u32) -> &Slot {
-        self.chunks[(i >> CHUNK_BITS) as usize][i as usize & (CHUNK - 1)]
+        self.chunks[(i >> CHUNK_BITS) as usize].slots[i as usize & (CHUNK - 1)]
             .as_ref()
             .expect("a linked node index is live")
     }
@@ -125,10 +180,27 @@ impl Slab {
     pub(crate) fn live(&self) -> impl Iterator<Item = (u32, &Slot)> {
         self.chunks.iter().enumerate().flat_map(|(c, chunk)| {
             chunk
+                .slots
                 .iter()
                 .enumerate()
                 .filter_map(move |(j, s)| s.as_ref().map(|s| (((c << CHUNK_BITS) + j) as u32, s)))
         })
+    }
+
+    /// Slots made in chunks that hold memory (live nodes and free slots among them).
+    #[cfg(test)]
+    pub(crate) fn slots_made(&self) -> usize {
+        self.chunks.iter().map(|c| c.slots.len()).sum()
+    }
+
+    /// Bytes the slab holds for its slots (not counting each node's name and data).
+    #[cfg(test)]
+    pub(crate) fn bytes_held(&self) -> usize {
+        let slots: usize = self.chunks.iter().map(|c| c.slots.capacity()).sum();
+        let holes: usize = self.chunks.iter().map(|c| c.holes.capacity()).sum();
+        slots * std::mem::size_of::<Option<Slot>>()
+            + holes * 2
+            + self.chunks.capacity() * std::mem::size_of::<Chunk>()
     }
 }
 
