@@ -6,6 +6,8 @@
 
 pub(crate) mod member_lag;
 pub(crate) mod members;
+#[cfg(test)]
+mod reset_tests;
 
 use std::sync::Arc;
 use std::time::Duration;
