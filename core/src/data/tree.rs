@@ -3,7 +3,8 @@
 //! Nodes live in a slab of fixed-size chunks, addressed by `u32` index. A node stores its
 //! name (not its full path) together with its data in one allocation, its parent's index,
 //! its children as a linked list of indices, and its ACL as an index into a shared table.
-//! Paths are found through a hash table of indices keyed by the path's hash and checked by
+//! Paths are found through a hash table of indices keyed by the path's hash (each entry keeps
+//! a 32-bit key of it, so growing the table never walks a path again) and checked by
 //! walking the name/parent links up to the root.
 
 use std::ops::Deref;
@@ -18,7 +19,7 @@ use crate::data::children_cache::ChildrenCache;
 use crate::data::keyed::{path_hasher, PathHasher};
 use crate::data::path;
 use crate::data::tree_slab::{
-    child_indices, has_path, hash_path, hash_slot, sorted_children, Slab, Slot,
+    child_indices, has_path, hash_path, key_of, sorted_children, spread, Slab, Slot,
 };
 use crate::data::work;
 use crate::durability::snapshot_cow::CowSlot;
@@ -240,8 +241,8 @@ pub struct Located {
 #[derive(Debug, Clone)]
 pub struct Tree {
     slab: Slab,
-    /// Node indices by the hash of their path.
-    index: HashTable<u32>,
+    /// Node indices by the hash of their path, each with its path's key (see [`hash_path`]).
+    index: HashTable<(u32, u32)>,
     hasher: PathHasher,
     acls: AclTable,
     data_bytes: u64,
@@ -286,7 +287,8 @@ impl Tree {
             .slab
             .alloc(Slot::new(root.meta(acl), "", root.data.as_deref(), NIL));
         let h = hash_path(&tree.hasher, "/");
-        tree.index.insert_unique(h, i, |_| h);
+        tree.index
+            .insert_unique(h, (key_of(h), i), |&(k, _)| spread(k));
         tree.data_bytes = root.data.as_ref().map_or(0, |d| d.len()) as u64;
         tree
     }
@@ -303,19 +305,19 @@ impl Tree {
         }
         let h = hash_path(&self.hasher, path);
         self.index
-            .find(h, |&i| has_path(&self.slab, i, path))
-            .map(|&i| (i, h))
+            .find(h, |&(_, i)| has_path(&self.slab, i, path))
+            .map(|&(_, i)| (i, h))
     }
 
     /// The index of the child called `name` of the node at `parent`, given the hash `h` of
     /// the child's path: a candidate is checked by its parent index and name alone.
     fn find_child(&self, h: u64, parent: u32, name: &str) -> Option<u32> {
         self.index
-            .find(h, |&i| {
+            .find(h, |&(_, i)| {
                 let s = self.slab.at(i);
                 s.parent == parent && s.name_bytes() == name.as_bytes()
             })
-            .copied()
+            .map(|&(_, i)| i)
     }
 
     /// Looks up the node at `path`.
@@ -482,10 +484,8 @@ impl Tree {
         let i = self.slab.alloc(slot);
         self.link(parent, i);
         self.count_below(parent, 1);
-        let scratch = std::cell::RefCell::new(Vec::new());
-        self.index.insert_unique(h, i, |&j| {
-            hash_slot(&self.slab, &self.hasher, j, &mut scratch.borrow_mut())
-        });
+        self.index
+            .insert_unique(h, (key_of(h), i), |&(k, _)| spread(k));
         true
     }
 
@@ -587,7 +587,7 @@ impl Tree {
         };
         let acl = self.acls.get(meta.acl).clone();
         self.unlink(i);
-        if let Ok(e) = self.index.find_entry(h, |&j| j == i) {
+        if let Ok(e) = self.index.find_entry(h, |&(_, j)| j == i) {
             e.remove();
         }
         self.slab.release(i);

@@ -220,33 +220,27 @@ fn components_rev(path: &str) -> impl Iterator<Item = &[u8]> {
     })
 }
 
-/// The hash of a path (starting with `/`): its bytes in one piece.
+/// The hash of a path (starting with `/`) as the node index uses it: the path's bytes hashed
+/// in one piece, folded to a 32-bit key that the index stores beside each node, and spread
+/// back over 64 bits by [`spread`]. Keeping the key makes a growing index rehash its entries
+/// from what it holds (no path is walked again), so the one insert that grows it costs a
+/// copy of the index, not a walk of every node's path.
 pub(crate) fn hash_path(state: &PathHasher, path: &str) -> u64 {
     let mut h = state.build_hasher();
     h.write(path.as_bytes());
-    h.finish()
+    let full = h.finish();
+    spread((full >> 32) as u32 ^ full as u32)
 }
 
-/// The hash of the path of the node at `i`, the same as [`hash_path`] of that path (which
-/// is spelled out in `scratch`; only a growing table hashes its entries again).
-pub(crate) fn hash_slot(slab: &Slab, state: &PathHasher, i: u32, scratch: &mut Vec<u8>) -> u64 {
-    scratch.clear();
-    let mut j = i;
-    while j != ROOT {
-        let s = slab.at(j);
-        let name = s.name_bytes();
-        // Written backwards, then turned around once.
-        scratch.extend(name.iter().rev());
-        scratch.push(b'/');
-        j = s.parent;
-    }
-    if scratch.is_empty() {
-        scratch.push(b'/');
-    }
-    scratch.reverse();
-    let mut h = state.build_hasher();
-    h.write(scratch);
-    h.finish()
+/// The index hash of a stored key: the key in the high half (whose top bits the table uses
+/// as tags) and an odd multiple of it in the low half (whose low bits pick the bucket).
+pub(crate) fn spread(key: u32) -> u64 {
+    (u64::from(key) << 32) | u64::from(key.wrapping_mul(0x9E37_79B9))
+}
+
+/// The key [`spread`] made `h` from.
+pub(crate) fn key_of(h: u64) -> u32 {
+    (h >> 32) as u32
 }
 
 /// Whether the node at `i` has the path `path` (starting with `/`).
