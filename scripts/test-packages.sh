@@ -11,7 +11,8 @@
 #   * java:   the jar target/java/zkd-testing-<version>.jar alone, with no zkd on PATH and no
 #             ZKD_BINARY: its Curator tests (server and cluster) and the JUnit 5 extension's
 #             run on the binary it carries, extracted to a fresh per-user cache, two JVMs
-#             starting at once sharing one extraction (java/zkd-testing/build.sh);
+#             starting at once sharing one extraction, and, as root, a second local user's
+#             attacks on that cache (java/zkd-testing/build.sh, cache-safety-test.sh);
 #   * rust:   `cargo package` of the publishable crates, then `cargo install --offline` of the
 #             packaged `zkd` crate (its path dependencies from their packages too) into a
 #             temporary root, and that binary serves kazoo.

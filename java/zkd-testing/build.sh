@@ -17,6 +17,9 @@
 #                 neither ZKD_BINARY nor -Dzkd.binary, so the binary it carries is extracted
 #                 to a fresh cache; two JVMs start at the same time and one reuses the other's
 #                 copy, and a damaged copy is replaced
+#
+# `test` also runs cache-safety-test.sh, which must run as root (it adds a second local user
+# to attack the extraction cache; about a minute).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -117,6 +120,10 @@ else
     done
     JCP="$OUT/zkd-testing-junit5.jar:$CP:$JUNIT_CP"
 fi
+# The extraction cache against a second local user (needs root, as CI runs; fails otherwise):
+# the library's classes with a stand-in binary that runs the real one.
+if [ -n "${ZKD_TESTING_JAR:-}" ]; then real_zkd=$bin; else real_zkd=$ZKD_BINARY; fi
+bash "$HERE/cache-safety-test.sh" "$LIB_CP" "$OUT/test-classes" "$real_zkd"
 rm -rf "$OUT/junit5-test-classes" && mkdir -p "$OUT/junit5-test-classes"
 javac -nowarn -d "$OUT/junit5-test-classes" -cp "$JCP" $(find "$HERE/src/junit5-test/java" -name '*.java')
 timeout -k 10 300 java -XX:+UseSerialGC -jar "$LIB/junit-platform-console-standalone.jar" \

@@ -8,12 +8,13 @@ import java.io.UncheckedIOException;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.AtomicMoveNotSupportedException;
-import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFileAttributeView;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -77,7 +78,17 @@ public final class ZkdBinary {
      * first time and reused after: its SHA-256 is checked against the one recorded in the jar
      * before it is used, a damaged copy is replaced, and JVMs starting at the same time take
      * turns through a lock file, so one extracts and the others reuse its copy (each copy is
-     * written to a temporary file and renamed into place, so no JVM ever sees half a file).
+     * written to a temporary file, made read-only (0500), checked, and renamed into place, so
+     * no JVM ever sees half a file).
+     *
+     * <p>The cache is used only when no other local user can change it: every folder from
+     * {@code /} down to the cache root is owned by this user or root and writable by no one
+     * else unless sticky (as {@code /tmp}); {@code zkd-testing/} and the version's folder are
+     * this user's (made with mode 0700) and writable by no one else; no symbolic link is
+     * followed inside them. Otherwise (another user's folder, a link, a shared folder) a
+     * warning names the reason and the binary is extracted to a new folder of
+     * {@code java.io.tmpdir} only this user can enter, for this JVM alone, removed at exit.
+     * So the file whose hash was checked is the file that runs: no one else can swap it.
      *
      * @throws IllegalStateException when the jar carries no binary for this platform, or it
      *     cannot be extracted
@@ -133,36 +144,65 @@ public final class ZkdBinary {
         return os + "-" + arch;
     }
 
+    /**
+     * Extracts to the shared cache when every folder on its way is safe (see
+     * {@link PrivateFolders#trustedFolder}), else to a fresh private folder for this JVM.
+     */
     private static Path extract(String expected) throws IOException {
-        Path dir = cacheRoot().resolve(version() + "-" + expected.substring(0, 16));
-        createPrivateDirectories(dir);
+        PrivateFolders folders = PrivateFolders.forThisProcess();
+        Path base = cacheBase();
+        String refusal;
+        try {
+            Path root = folders.ownFolder(folders.trustedFolder(base), "zkd-testing");
+            Path dir = folders.ownFolder(root, version() + "-" + expected.substring(0, 16));
+            return extractShared(folders, dir, expected);
+        } catch (IOException e) {
+            refusal = e instanceof PrivateFolders.UnsafeException ? e.getMessage() : e.toString();
+        }
+        LOG.log(System.Logger.Level.WARNING, "zkd-testing: not using the cache in " + base
+                + " for the bundled zkd binary: " + refusal + "; extracting it to a private folder for this JVM");
+        Path tmp = Paths.get(System.getProperty("java.io.tmpdir"));
+        Path dir;
+        try {
+            dir = folders.freshFolder(folders.trustedFolder(tmp), "zkd-testing-bin-");
+        } catch (IOException e) {
+            throw new IOException("neither the cache in " + base + " (" + refusal + ") nor java.io.tmpdir " + tmp
+                    + " (" + e.getMessage() + ") is safe from other users; set -D" + PROPERTY
+                    + "=/path/to/zkd or " + ENV, e);
+        }
+        // Deleted at exit in the reverse order of these calls: the file, then its folder.
+        dir.toFile().deleteOnExit();
         Path target = dir.resolve("zkd");
-        if (intact(target, expected)) {
+        target.toFile().deleteOnExit();
+        Files.createFile(target, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+        fill(folders, target, expected);
+        LOG.log(System.Logger.Level.INFO, "zkd-testing: extracted the bundled zkd binary to " + target
+                + " (this JVM's alone, removed at exit)");
+        return target;
+    }
+
+    /**
+     * Extracts to {@code dir}, a folder of the cache only this user can write, unless an intact
+     * copy is there. JVMs take turns through {@code .lock} (opened without following a link).
+     */
+    private static Path extractShared(PrivateFolders folders, Path dir, String expected) throws IOException {
+        Path target = dir.resolve("zkd");
+        if (intact(folders, target, expected)) {
             return target;
         }
+        Path lockPath = dir.resolve(".lock");
         // Closing the channel releases the lock.
-        try (FileChannel lockFile = FileChannel.open(dir.resolve(".lock"),
-                StandardOpenOption.CREATE, StandardOpenOption.WRITE)) {
+        try (FileChannel lockFile = FileChannel.open(lockPath, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
+                LinkOption.NOFOLLOW_LINKS)) {
+            folders.checkOwnFile(lockPath);
             lockFile.lock();
             // Another JVM may have extracted it while this one waited for the lock.
-            if (intact(target, expected)) {
+            if (intact(folders, target, expected)) {
                 return target;
             }
             Path tmp = Files.createTempFile(dir, "zkd-", ".part");
             try {
-                String got;
-                try (InputStream in = ZkdBinary.class.getResourceAsStream(RESOURCE_DIR + "zkd");
-                        OutputStream out = Files.newOutputStream(tmp)) {
-                    if (in == null) {
-                        throw new IOException("the jar records a hash for " + RESOURCE_DIR + "zkd but not the file");
-                    }
-                    got = copyHashing(in, out);
-                }
-                if (!got.equals(expected)) {
-                    throw new IOException("the binary in the jar has SHA-256 " + got + ", but the jar records "
-                            + expected + " (a damaged jar)");
-                }
-                Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rwx------"));
+                fill(folders, tmp, expected);
                 try {
                     Files.move(tmp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
                 } catch (AtomicMoveNotSupportedException e) {
@@ -176,12 +216,40 @@ public final class ZkdBinary {
         }
     }
 
-    /** Whether {@code file} is an executable with the SHA-256 {@code expected}. */
-    private static boolean intact(Path file, String expected) throws IOException {
-        if (!Files.isRegularFile(file) || !Files.isExecutable(file)) {
+    /**
+     * Writes the jar's binary into {@code file} (this user's, new, in a folder no one else can
+     * write), makes it read-only and runnable by its owner (0500), and checks its SHA-256 after.
+     */
+    private static void fill(PrivateFolders folders, Path file, String expected) throws IOException {
+        String got;
+        try (InputStream in = ZkdBinary.class.getResourceAsStream(RESOURCE_DIR + "zkd");
+                OutputStream out = Files.newOutputStream(file, StandardOpenOption.WRITE,
+                        StandardOpenOption.TRUNCATE_EXISTING, LinkOption.NOFOLLOW_LINKS)) {
+            if (in == null) {
+                throw new IOException("the jar records a hash for " + RESOURCE_DIR + "zkd but not the file");
+            }
+            got = copyHashing(in, out);
+        }
+        if (!got.equals(expected)) {
+            throw new IOException("the binary in the jar has SHA-256 " + got + ", but the jar records "
+                    + expected + " (a damaged jar)");
+        }
+        Files.getFileAttributeView(file, PosixFileAttributeView.class, LinkOption.NOFOLLOW_LINKS)
+                .setPermissions(PosixFilePermissions.fromString("r-x------"));
+        if (!intact(folders, file, expected)) {
+            throw new IOException(file + " changed while it was written");
+        }
+    }
+
+    /**
+     * Whether {@code file} is a regular file this user owns and no one else may write, runnable,
+     * with the SHA-256 {@code expected}; links are not followed.
+     */
+    private static boolean intact(PrivateFolders folders, Path file, String expected) throws IOException {
+        if (!folders.isOwnExecutable(file)) {
             return false;
         }
-        try (InputStream in = Files.newInputStream(file)) {
+        try (InputStream in = Files.newInputStream(file, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
             return copyHashing(in, OutputStream.nullOutputStream()).equals(expected);
         }
     }
@@ -205,27 +273,13 @@ public final class ZkdBinary {
         return hex.toString();
     }
 
-    private static Path cacheRoot() {
+    /** {@code $XDG_CACHE_HOME} when it is an absolute path, else {@code ~/.cache}. */
+    private static Path cacheBase() {
         String xdg = System.getenv("XDG_CACHE_HOME");
-        Path base = xdg != null && !xdg.isEmpty()
-                ? Paths.get(xdg)
-                : Paths.get(System.getProperty("user.home"), ".cache");
-        return base.resolve("zkd-testing");
-    }
-
-    private static void createPrivateDirectories(Path dir) throws IOException {
-        if (Files.isDirectory(dir)) {
-            return;
+        if (xdg != null && !xdg.isEmpty() && Paths.get(xdg).isAbsolute()) {
+            return Paths.get(xdg);
         }
-        Path parent = dir.getParent();
-        if (parent != null) {
-            Files.createDirectories(parent);
-        }
-        try {
-            Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
-        } catch (FileAlreadyExistsException e) {
-            // Made by another JVM at the same moment.
-        }
+        return Paths.get(System.getProperty("user.home"), ".cache");
     }
 
     private static String version() {
