@@ -35,10 +35,13 @@ fn watch_exists(xid: i32, path: &str) -> bytes::Bytes {
     b.into()
 }
 
-/// Another session's read is answered while the writer's write waits for its sync, and the
-/// writer hears nothing meanwhile.
+/// Another session's read of a node the write does not change is answered while the
+/// writer's write waits for its sync, and the writer hears nothing meanwhile.
 async fn answered_while_the_write_waits(reader: &mut TcpStream, writer: &mut TcpStream) {
-    reader.write_all(&read_op(7, 4, "/")).await.expect("send");
+    reader
+        .write_all(&read_op(7, 4, "/zookeeper"))
+        .await
+        .expect("send");
     assert_eq!(frame(reader, WAIT).await, Some((7, 0)));
     assert_eq!(frame(writer, QUIET).await, None, "no reply before the sync");
 }
@@ -187,6 +190,108 @@ async fn a_new_log_file_is_written_and_synced_by_the_sync_thread() {
     assert!(
         size > zkd_protocol::disk::txnlog::HEADER_LEN as u64,
         "the header and the entry: {synced:?}"
+    );
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Under `always`, a read of another session that depends on a transaction not yet synced
+/// is answered only after the sync (`getData` of the new node, `getChildren` of its parent,
+/// `exists` with a watch, which registers its watch on the state it shows), and a session's
+/// later replies stay behind its held one; a read of an unrelated node is answered at once.
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_of_unsynced_changes_wait_for_the_sync_and_unrelated_reads_do_not() {
+    let (server, dir, [mut writer, mut reader, _watcher]) = three_sessions("gc-reads").await;
+    let addr = server.local_addr();
+    for (xid, path) in [(1, "/p"), (2, "/other")] {
+        writer
+            .write_all(&create(xid, path.into(), b"v".to_vec()))
+            .await
+            .expect("send");
+        assert_eq!(frame(&mut writer, WAIT).await, Some((xid, 0)));
+    }
+    let mut children = session(addr).await;
+    let mut exists = session(addr).await;
+    let mut unrelated = session(addr).await;
+    let persist = server.persist.clone().expect("a data directory");
+    let durability = server
+        .shared
+        .durability
+        .get()
+        .expect("group commit")
+        .clone();
+    let held = persist.hold_syncs();
+    let before = durability.written();
+    writer
+        .write_all(&create(3, "/p/c".into(), b"new".to_vec()))
+        .await
+        .expect("send");
+    // The create is applied (and written, not synced) before the reads are sent.
+    let applied = tokio::time::timeout(WAIT, async {
+        while durability.written() == before {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    applied.await.expect("the create is applied");
+    // The reader's getData of the new node, then a read that depends on nothing unsynced
+    // on the same connection: both wait, in order.
+    let mut burst = read_op(10, 4, "/p/c").to_vec();
+    burst.extend_from_slice(&read_op(11, 4, "/other"));
+    reader.write_all(&burst).await.expect("send");
+    children
+        .write_all(&read_op(20, 8, "/p"))
+        .await
+        .expect("send");
+    exists
+        .write_all(&watch_exists(30, "/p/c"))
+        .await
+        .expect("send");
+    // Another session reading an unrelated node is answered while the sync is held.
+    unrelated
+        .write_all(&read_op(40, 4, "/other"))
+        .await
+        .expect("send");
+    assert_eq!(frame(&mut unrelated, WAIT).await, Some((40, 0)));
+    for (s, what) in [
+        (&mut reader, "getData of the new node"),
+        (&mut children, "getChildren of its parent"),
+        (&mut exists, "exists with a watch"),
+        (&mut writer, "the create"),
+    ] {
+        assert_eq!(frame(s, QUIET).await, None, "{what} waits for the sync");
+    }
+    assert!(durability.unsynced_len().0 > 0, "/p/c and /p are recorded");
+
+    drop(held);
+    assert_eq!(frame(&mut writer, WAIT).await, Some((3, 0)), "the create");
+    assert_eq!(
+        frame(&mut reader, WAIT).await,
+        Some((10, 0)),
+        "the new node"
+    );
+    assert_eq!(
+        frame(&mut reader, WAIT).await,
+        Some((11, 0)),
+        "then the next read"
+    );
+    assert_eq!(frame(&mut children, WAIT).await, Some((20, 0)));
+    assert_eq!(frame(&mut exists, WAIT).await, Some((30, 0)), "it exists");
+    // The exists watch was set on the node that now exists: a change fires it.
+    writer
+        .write_all(&super::shared_body::set_data(4, "/p/c", b"x"))
+        .await
+        .expect("send");
+    assert_eq!(
+        frame(&mut exists, WAIT).await,
+        Some((-1, 0)),
+        "NodeDataChanged"
+    );
+    assert_eq!(frame(&mut writer, WAIT).await, Some((4, 0)));
+    assert_eq!(
+        durability.unsynced_len(),
+        (0, 0),
+        "the sync forgot what it covered"
     );
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
