@@ -2,8 +2,9 @@
 //! process is killed mid-load, and a restart on the same data directory must hold every
 //! write a client saw acknowledged (for each `--fsync` policy: killing the process loses
 //! nothing under any of them; the policies differ only on power loss), also when snapshots
-//! are being taken during the load. And a log that cannot be written stops the binary with
-//! an ERROR line and exit code 1 before anything is acknowledged.
+//! are being taken during the load. Under `always`, readers of other sessions never see a
+//! value the kill could still take away. And a log that cannot be written stops the binary
+//! with an ERROR line and exit code 1 before anything is acknowledged.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -13,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use zkd_protocol::{PathWatchRequest, Request};
+use zkd_protocol::{GetDataResponse, PathWatchRequest, Request, SetDataRequest};
 use zkd_testkit::raw::{self, RawClient};
 
 mod common;
@@ -166,6 +167,165 @@ async fn kill_9_during_snapshots_loses_no_acknowledged_write() {
     for fsync in ["always", "batch", "never"] {
         kill_under_load(fsync, &["--snap-count", "50"]).await;
     }
+}
+
+/// The counter in a node's data (0 for anything else).
+fn counter(data: Option<&[u8]>) -> u64 {
+    data.and_then(|d| std::str::from_utf8(d).ok())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Sets `{prefix}{key}` to 1, 2, 3, … with 16 writes in flight, until the connection dies.
+async fn counting_writer(addr: SocketAddr, prefix: String, key: usize) {
+    let Ok(c) = RawClient::connect(addr, 30_000).await else {
+        return;
+    };
+    let mut inflight = std::collections::VecDeque::new();
+    for i in 1u64.. {
+        let req = Request::SetData(SetDataRequest {
+            path: format!("{prefix}{key}"),
+            data: Some(Bytes::from(i.to_string())),
+            version: -1,
+        });
+        let Ok(rx) = c.send(&req).await else { break };
+        inflight.push_back(rx);
+        if inflight.len() >= 16 {
+            let Some(rx) = inflight.pop_front() else {
+                break;
+            };
+            match rx.await {
+                Ok(reply) if reply.err == 0 => {}
+                Ok(reply) => panic!("setData failed with {}", reply.err),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Reads every key `{prefix}{key}` over and over (a few reads in flight) until the
+/// connection dies, raising `seen[key]` to the highest counter any reply showed.
+async fn counting_reader(addr: SocketAddr, prefix: String, seen: Arc<Mutex<Vec<u64>>>) {
+    let Ok(c) = RawClient::connect(addr, 30_000).await else {
+        return;
+    };
+    let keys = seen.lock().unwrap().len();
+    let mut inflight = std::collections::VecDeque::new();
+    for i in 0.. {
+        let key = i % keys;
+        let req = Request::GetData(PathWatchRequest {
+            path: format!("{prefix}{key}"),
+            watch: false,
+        });
+        let Ok(rx) = c.send(&req).await else { break };
+        inflight.push_back((key, rx));
+        if inflight.len() >= 4 {
+            let Some((key, rx)) = inflight.pop_front() else {
+                break;
+            };
+            let Ok(reply) = rx.await else { break };
+            let data = reply.decode::<GetDataResponse>().expect("a getData reply");
+            let v = counter(data.data.as_deref());
+            let mut seen = seen.lock().unwrap();
+            seen[key] = seen[key].max(v);
+        }
+    }
+}
+
+/// The keys of round `round` whose counter in the server at `addr` is below what a reader
+/// saw: (key, seen, now).
+async fn values_lost(addr: SocketAddr, round: usize, seen: &[u64]) -> Vec<(usize, u64, u64)> {
+    let c = RawClient::connect(addr, 30_000).await.expect("connect");
+    let mut lost = Vec::new();
+    for (key, &saw) in seen.iter().enumerate() {
+        let req = Request::GetData(PathWatchRequest {
+            path: format!("/vals/r{round}k{key}"),
+            watch: false,
+        });
+        let reply = c.call(&req).await.expect("reply");
+        let data = reply.decode::<GetDataResponse>().expect("a getData reply");
+        let now = counter(data.data.as_deref());
+        if now < saw {
+            lost.push((key, saw, now));
+        }
+    }
+    lost
+}
+
+/// Under `always`, writers count up their keys while several reader sessions read them;
+/// the process is killed mid-run, restarted on its directory, and this is done a few times.
+/// Every counter value any reader saw must be in the restarted server (its key holds that
+/// value or a later one): a read never showed a write that was not yet on disk. Before
+/// reads waited for the sync of what they show, they saw writes still buffered for the
+/// sync thread, which the kill took away.
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_loses_no_value_a_reader_saw_with_fsync_always() {
+    const KEYS: usize = 8;
+    const ROUNDS: usize = 6;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut before: Option<(usize, Vec<u64>)> = None;
+    let mut lost = Vec::new();
+    for round in 0..=ROUNDS {
+        let (mut child, addr) = start(tmp.path(), "always", &[], Stdio::inherit());
+        if let Some((r, seen)) = before.take() {
+            let gone = values_lost(addr, r, &seen).await;
+            if !gone.is_empty() {
+                lost.push((r, gone, seen));
+            }
+        }
+        if round == ROUNDS {
+            child.kill().expect("stop");
+            child.wait().expect("reaped");
+            break;
+        }
+        let prefix = format!("/vals/r{round}k");
+        let setup = RawClient::connect(addr, 30_000).await.expect("connect");
+        if round == 0 {
+            assert_eq!(
+                setup
+                    .call(&raw::create("/vals", None, 0))
+                    .await
+                    .expect("reply")
+                    .err,
+                0
+            );
+        }
+        for key in 0..KEYS {
+            let req = raw::create(&format!("{prefix}{key}"), Some(Bytes::from_static(b"0")), 0);
+            assert_eq!(setup.call(&req).await.expect("reply").err, 0);
+        }
+        let seen = Arc::new(Mutex::new(vec![0u64; KEYS]));
+        let mut tasks: Vec<_> = (0..KEYS)
+            .map(|key| tokio::spawn(counting_writer(addr, prefix.clone(), key)))
+            .collect();
+        tasks.extend(
+            (0..4).map(|_| tokio::spawn(counting_reader(addr, prefix.clone(), seen.clone()))),
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if seen.lock().unwrap().iter().sum::<u64>() >= 1_000 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "readers saw {:?} after 30 s",
+                seen.lock().unwrap()
+            );
+        }
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+        for t in tasks {
+            let _ = t.await;
+        }
+        let seen = seen.lock().unwrap().clone();
+        before = Some((round, seen));
+    }
+    assert!(
+        lost.is_empty(),
+        "values readers saw are gone after kill -9 (round, [(key, seen, after restart)], \
+         seen): {lost:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
