@@ -202,8 +202,50 @@ async fn a_new_log_file_is_written_and_synced_by_the_sync_thread() {
 #[allow(clippy::await_holding_lock)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_of_unsynced_changes_wait_for_the_sync_and_unrelated_reads_do_not() {
-    let (server, dir, [mut writer, mut reader, _watcher]) = three_sessions("gc-reads").await;
+    let (server, dir, [writer, reader, _watcher]) = three_sessions("gc-reads").await;
     let addr = server.local_addr();
+    unsynced_reads_wait(server, dir, writer, reader, addr).await;
+}
+
+/// The same in a simulated ensemble: the write goes to member 1, the reads to members 2 and
+/// 3, which serve the same state and wait for the same sync.
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_an_ensemble_reads_of_unsynced_changes_wait_for_the_sync() {
+    let dir = std::env::temp_dir().join(format!("zkd-gc-ens-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let server = Server::start(Config {
+        port: 0,
+        data_dir: Some(dir.clone()),
+        fsync: FsyncPolicy::Always,
+        ensemble: Some(crate::config::EnsembleConfig::numbered(3, 0).expect("three members")),
+        ..Config::default()
+    })
+    .await
+    .expect("start");
+    let members = server.members().expect("members");
+    let addr_of = |id: u64| {
+        members
+            .iter()
+            .find(|m| m.id == id)
+            .map(|m| m.client_addr)
+            .expect("the member")
+    };
+    let writer = session(addr_of(1)).await;
+    let reader = session(addr_of(2)).await;
+    unsynced_reads_wait(server, dir, writer, reader, addr_of(3)).await;
+}
+
+/// `writer` creates `/p/c` while the sync thread is held; `reader` and sessions opened at
+/// `addr` read it, its parent and an unrelated node.
+#[allow(clippy::await_holding_lock)]
+async fn unsynced_reads_wait(
+    server: Server,
+    dir: std::path::PathBuf,
+    mut writer: TcpStream,
+    mut reader: TcpStream,
+    addr: std::net::SocketAddr,
+) {
     for (xid, path) in [(1, "/p"), (2, "/other")] {
         writer
             .write_all(&create(xid, path.into(), b"v".to_vec()))
