@@ -338,3 +338,45 @@ async fn unsynced_reads_wait(
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Sends a four-letter word on a fresh connection; its answer, or `None` when nothing came
+/// within `within`.
+async fn word(addr: std::net::SocketAddr, w: &str, within: Duration) -> Option<String> {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(w.as_bytes()).await.expect("send");
+    let mut out = Vec::new();
+    tokio::time::timeout(within, s.read_to_end(&mut out))
+        .await
+        .ok()?
+        .expect("read");
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// A report that shows the tree's state (`srvr`: the zxid and node count) waits for the
+/// sync of what was written when it was gathered; `ruok` does not.
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_showing_state_wait_for_the_sync() {
+    let (server, dir, [mut writer, _reader, _watcher]) = three_sessions("gc-words").await;
+    let addr = server.local_addr();
+    let persist = server.persist.clone().expect("a data directory");
+    let held = persist.hold_syncs();
+    writer
+        .write_all(&create(1, "/gc".into(), b"v".to_vec()))
+        .await
+        .expect("send");
+    tokio::time::sleep(QUIET).await;
+    assert_eq!(word(addr, "ruok", WAIT).await.as_deref(), Some("imok"));
+    let srvr = tokio::spawn(word(addr, "srvr", WAIT));
+    tokio::time::sleep(QUIET).await;
+    assert!(!srvr.is_finished(), "srvr waits for the sync");
+    drop(held);
+    let text = srvr
+        .await
+        .expect("joined")
+        .expect("answered after the sync");
+    assert!(text.contains("Node count:"), "{text}");
+    assert_eq!(frame(&mut writer, WAIT).await, Some((1, 0)));
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
