@@ -253,8 +253,12 @@ struct Registry<'a> {
     /// With group commit: the log's counts, and how many transactions were written when
     /// this core call began (what the call queues after writing more waits for their sync).
     durable: Option<(&'a durable::Durability, u64)>,
-    /// With group commit: the newest unsynced transaction the request this call runs reads
-    /// (see [`unsynced`]); what the call queues waits for its sync.
+    /// With group commit: the connection whose request this call runs, if any, and the
+    /// newest unsynced transaction that request reads (see [`unsynced`]); what the call
+    /// queues for it waits for that sync. What it queues for any other connection without
+    /// having written (a lagging member's held replies, released by this call or a tick)
+    /// waits for every transaction written so far.
+    requester: Option<ConnId>,
     reads: u64,
     /// Tasks to wake once the core's lock is released (see [`wake`]).
     wakers: &'a mut Vec<Waker>,
@@ -272,15 +276,28 @@ impl<'a> Registry<'a> {
             conns,
             budget,
             durable,
+            requester: None,
             reads: 0,
             wakers,
         }
     }
 
-    /// What this call queues also waits for transaction `n` (a read depends on it).
-    fn reading(mut self, n: u64) -> Self {
+    /// This call runs a request of `conn` that reads what transaction `n` changed (0:
+    /// nothing unsynced).
+    fn reading(mut self, conn: ConnId, n: u64) -> Self {
+        self.requester = Some(conn);
         self.reads = n;
         self
+    }
+
+    /// The newest unsynced transaction what this call queues for `conn` depends on, when
+    /// the call wrote nothing.
+    fn reads_for(&self, conn: ConnId) -> u64 {
+        match (self.requester, self.durable) {
+            (Some(r), _) if r == conn => self.reads,
+            (_, Some((d, _))) => d.written(),
+            (_, None) => 0,
+        }
     }
 }
 
@@ -322,13 +339,14 @@ impl Outbox for Registry<'_> {
     }
 
     fn send_frame(&mut self, conn: ConnId, frame: Frame) {
+        let reads = self.reads_for(conn);
         let Some(h) = self.conns.get_mut(&conn) else {
             return;
         };
         if h.closing {
             return;
         }
-        let barrier = barrier_for(self.durable, self.reads, h);
+        let barrier = barrier_for(self.durable, reads, h);
         let len = frame.len();
         let queued = h.q.queued.add(len, len - frame.body.len(), self.budget);
         if queued > self.budget.per_conn {
@@ -361,12 +379,13 @@ impl Outbox for Registry<'_> {
     }
 
     fn close(&mut self, conn: ConnId) {
+        let reads = self.reads_for(conn);
         let Some(h) = self.conns.get_mut(&conn) else {
             return;
         };
         if !h.closing {
             h.closing = true;
-            if let Some(n) = barrier_for(self.durable, self.reads, h) {
+            if let Some(n) = barrier_for(self.durable, reads, h) {
                 h.barrier = n;
                 if let Ok(w) = h.q.push(Out::Durable(n)) {
                     self.wakers.extend(w);
@@ -777,7 +796,7 @@ impl Shared {
                         break;
                     }
                     let reads = read_barrier(durable, &frame);
-                    let mut out = Registry::new(conns, budget, durable, wakers).reading(reads);
+                    let mut out = Registry::new(conns, budget, durable, wakers).reading(id, reads);
                     // The header (xid, opcode) says which distribution the time goes to.
                     let mut head = [0u8; 8];
                     let n = frame.len().min(8);

@@ -380,3 +380,84 @@ async fn reports_showing_state_wait_for_the_sync() {
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A lagging member's client whose read waited behind its own write is answered when the
+/// member catches up, in a call of another caller (here the control plane's): that read
+/// shows the state the member caught up to, which may hold another session's unsynced
+/// write, so it waits for the sync too.
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_members_held_read_waits_for_the_sync_of_what_it_shows() {
+    use crate::core::Lag;
+    let dir = std::env::temp_dir().join(format!("zkd-gc-lag-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let server = Server::start(Config {
+        port: 0,
+        data_dir: Some(dir.clone()),
+        fsync: FsyncPolicy::Always,
+        ensemble: Some(crate::config::EnsembleConfig::numbered(3, 0).expect("three members")),
+        ..Config::default()
+    })
+    .await
+    .expect("start");
+    let members = server.members().expect("members");
+    let addr_of = |id: u64| {
+        members
+            .iter()
+            .find(|m| m.id == id)
+            .map(|m| m.client_addr)
+            .expect("the member")
+    };
+    let mut writer = session(addr_of(1)).await;
+    let mut lagging = session(addr_of(2)).await;
+    for (xid, path) in [(1, "/x"), (2, "/y")] {
+        writer
+            .write_all(&create(xid, path.into(), b"v".to_vec()))
+            .await
+            .expect("send");
+        assert_eq!(frame(&mut writer, WAIT).await, Some((xid, 0)));
+    }
+    server
+        .set_member_lag(2, Lag::Stalled)
+        .expect("stall member 2");
+    // Its write waits for the member, and its read waits behind the write.
+    let mut burst = super::shared_body::set_data(1, "/x", b"a").to_vec();
+    burst.extend_from_slice(&read_op(2, 4, "/y"));
+    lagging.write_all(&burst).await.expect("send");
+    assert_eq!(
+        frame(&mut lagging, QUIET).await,
+        None,
+        "the member is stalled"
+    );
+    let persist = server.persist.clone().expect("a data directory");
+    let held = persist.hold_syncs();
+    writer
+        .write_all(&super::shared_body::set_data(3, "/y", b"new"))
+        .await
+        .expect("send");
+    tokio::time::sleep(QUIET).await;
+    // The member catches up to the unsynced setData of /y and runs the held read.
+    server
+        .set_member_lag(2, Lag::Lockstep)
+        .expect("member 2 in step");
+    let mut got = Vec::new();
+    while let Some(f) = frame(&mut lagging, QUIET).await {
+        got.push(f);
+    }
+    assert!(
+        !got.contains(&(2, 0)),
+        "the read of the unsynced /y is answered before its sync: {got:?}"
+    );
+    drop(held);
+    while got.len() < 2 {
+        got.push(
+            frame(&mut lagging, WAIT)
+                .await
+                .expect("answered after the sync"),
+        );
+    }
+    assert_eq!(got, [(1, 0), (2, 0)], "its write, then its read");
+    assert_eq!(frame(&mut writer, WAIT).await, Some((3, 0)));
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
