@@ -461,3 +461,52 @@ async fn a_lagging_members_held_read_waits_for_the_sync_of_what_it_shows() {
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// An admin route that shows the tree (`GET /zkd/tree`) answers only once what was written
+/// when its handler finished is synced.
+#[cfg(feature = "admin")]
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_routes_wait_for_the_sync() {
+    let dir = std::env::temp_dir().join(format!("zkd-gc-admin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let server = Server::start(Config {
+        port: 0,
+        admin_port: Some(0),
+        data_dir: Some(dir.clone()),
+        fsync: FsyncPolicy::Always,
+        ..Config::default()
+    })
+    .await
+    .expect("start");
+    let admin = server.admin_addr().expect("the admin listener");
+    let mut writer = session(server.local_addr()).await;
+    let persist = server.persist.clone().expect("a data directory");
+    let held = persist.hold_syncs();
+    writer
+        .write_all(&create(1, "/gc".into(), b"v".to_vec()))
+        .await
+        .expect("send");
+    tokio::time::sleep(QUIET).await;
+    let get = tokio::spawn(async move {
+        let mut s = TcpStream::connect(admin).await.expect("connect");
+        let req = format!("GET /zkd/tree HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.expect("send");
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.expect("read");
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    tokio::time::sleep(QUIET).await;
+    assert!(!get.is_finished(), "the tree waits for the sync");
+    drop(held);
+    let answer = tokio::time::timeout(WAIT, get)
+        .await
+        .expect("answered after the sync")
+        .expect("joined");
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains("/gc"),
+        "{answer}"
+    );
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
