@@ -419,6 +419,7 @@ async fn throughput_figures(w: Workload, at: At<'_>) -> BenchResult<Figures> {
         warmup: s.tp_warmup,
         duration: s.tp_duration,
         readers: 0,
+        unrelated_readers: false,
     };
     let o = throughput::run(at.addr, at.pid, &p, at.progress).await?;
     let item = throughput_item(w, s);

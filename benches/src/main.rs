@@ -539,6 +539,11 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
                 zkd_bench::durable::filesystem_of(&base),
                 p.readers,
             );
+            println!(
+                "getData rows: \"during the writes\" read the nodes being written (with zkd \
+                 always such a read waits for the sync of the write it shows); \"of an \
+                 unwritten node\" read, from as many sessions, a node nobody writes\n"
+            );
             print!(
                 "{}\n{}",
                 c.table().render(),

@@ -91,7 +91,11 @@ pub struct Params {
     pub duration: Duration,
     /// Extra sessions that each keep one getData of a data node in flight during the same
     /// window, timed apart from the workload (reads issued while writes are under way).
+    /// Each reads one of the nodes being written.
     pub readers: usize,
+    /// As many more reader sessions again, each reading a node no request writes (a read
+    /// that depends on no write under way), timed apart from the others.
+    pub unrelated_readers: bool,
 }
 
 impl Params {
@@ -120,6 +124,9 @@ pub struct Outcome {
     pub client_cores: f64,
     /// The reader sessions' getData latencies (when `Params::readers` > 0).
     pub readers: Option<Latencies>,
+    /// The getData latencies of the readers of a node nobody writes (with
+    /// `Params::unrelated_readers`).
+    pub unrelated_readers: Option<Latencies>,
 }
 
 /// Latency percentiles of a set of operations.
@@ -181,8 +188,10 @@ pub async fn run(
     let (admin, parent) = session_with_node(addr, &prefix, None, limit, "the parent").await?;
     let value = Bytes::from(vec![b'v'; p.value_size]);
     let nodes: Vec<String> = (0..p.sessions).map(|i| format!("{parent}/n-{i}")).collect();
+    // The node the unrelated readers read; no request writes it.
+    let quiet = format!("{parent}/quiet");
     let mut rxs = Vec::new();
-    for n in &nodes {
+    for n in nodes.iter().chain(std::iter::once(&quiet)) {
         rxs.push(
             admin
                 .send(&create(n, Some(value.clone()), 0))
@@ -259,6 +268,20 @@ pub async fn run(
     } else {
         None
     };
+    let unrelated = if p.readers > 0 && p.unrelated_readers {
+        let slots = (0..p.readers)
+            .map(|_| Slot {
+                node: quiet.clone(),
+                parent: parent.clone(),
+                value: value.clone(),
+                workload: Workload::Get,
+            })
+            .collect();
+        let seed = (p.sessions + p.readers) as u64;
+        Some(spawn_readers(addr, slots, seed, phase.clone()).await?)
+    } else {
+        None
+    };
     progress.say(format!(
         "{}: {} sessions x {} in flight, warm-up {:?}, measuring {:?}",
         p.what(),
@@ -304,6 +327,23 @@ pub async fn run(
             Err(_) => return Err("the readers did not stop within 30 s".into()),
         }
     }
+    let mut unrelated_lat: Vec<u32> = Vec::new();
+    if let Some(done) = unrelated {
+        match tokio::time::timeout(limit, done).await {
+            Ok(Ok(Ok(rs))) => {
+                for r in rs {
+                    unrelated_lat.extend_from_slice(&r.latencies_us);
+                    errors += r.errors;
+                    if first_error.is_none() {
+                        first_error = r.first_error;
+                    }
+                }
+            }
+            Ok(Ok(Err(e))) => return Err(e),
+            Ok(Err(_)) => return Err("the reader thread failed".into()),
+            Err(_) => return Err("the readers did not stop within 30 s".into()),
+        }
+    }
     for (reader, r) in results {
         let into = if reader { &mut read_lat } else { &mut lat };
         into.extend_from_slice(&r.latencies_us);
@@ -316,7 +356,7 @@ pub async fn run(
     drop(clients);
     // Remove the data nodes (ephemerals went with their sessions).
     let mut rxs = Vec::new();
-    for n in &nodes {
+    for n in nodes.iter().chain(std::iter::once(&quiet)) {
         if let Ok(rx) = admin.send(&delete(n.clone())).await {
             rxs.push(rx);
         }
@@ -344,6 +384,8 @@ pub async fn run(
         server_cores: server_cpu.map(|c| c / secs),
         client_cores: me0.zip(me1).map_or(f64::NAN, |(a, b)| a.until(&b)) / secs,
         readers: (p.readers > 0).then(|| Latencies::of(&read_lat)),
+        unrelated_readers: (p.readers > 0 && p.unrelated_readers)
+            .then(|| Latencies::of(&unrelated_lat)),
     };
     progress.say(format!(
         "{}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us, server CPU {} us/op",
@@ -358,6 +400,12 @@ pub async fn run(
     if let Some(r) = &out.readers {
         progress.say(format!(
             "{} reader sessions meanwhile: {} getData, p50 {:.0} us, p99 {:.0} us",
+            p.readers, r.ops, r.p50_us, r.p99_us
+        ));
+    }
+    if let Some(r) = &out.unrelated_readers {
+        progress.say(format!(
+            "{} reader sessions of a node nobody writes: {} getData, p50 {:.0} us, p99 {:.0} us",
             p.readers, r.ops, r.p50_us, r.p99_us
         ));
     }

@@ -2,8 +2,9 @@
 //! process is killed mid-load, and a restart on the same data directory must hold every
 //! write a client saw acknowledged (for each `--fsync` policy: killing the process loses
 //! nothing under any of them; the policies differ only on power loss), also when snapshots
-//! are being taken during the load. And a log that cannot be written stops the binary with
-//! an ERROR line and exit code 1 before anything is acknowledged.
+//! are being taken during the load. Under `always`, readers of other sessions never see a
+//! value the kill could still take away. And a log that cannot be written stops the binary
+//! with an ERROR line and exit code 1 before anything is acknowledged.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -13,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use zkd_protocol::{PathWatchRequest, Request};
+use zkd_protocol::{GetDataResponse, PathWatchRequest, Request, SetDataRequest};
 use zkd_testkit::raw::{self, RawClient};
 
 mod common;
@@ -42,13 +43,23 @@ fn start(data: &Path, fsync: &str, extra: &[&str], stderr: Stdio) -> (Child, Soc
 /// Pipelined creates from one client until the connection dies; acknowledged paths go to
 /// `acked`.
 async fn writer(addr: SocketAddr, id: usize, acked: Arc<Mutex<BTreeSet<String>>>) {
+    writer_of(addr, id, acked, Bytes::from_static(b"payload")).await
+}
+
+/// [`writer`] with `payload` as each node's data.
+async fn writer_of(
+    addr: SocketAddr,
+    id: usize,
+    acked: Arc<Mutex<BTreeSet<String>>>,
+    payload: Bytes,
+) {
     let Ok(c) = RawClient::connect(addr, 30_000).await else {
         return;
     };
     let mut inflight = std::collections::VecDeque::new();
     for i in 0.. {
         let path = format!("/load/w{id}-{i:08}");
-        let req = raw::create(&path, Some(Bytes::from_static(b"payload")), 0);
+        let req = raw::create(&path, Some(payload.clone()), 0);
         let Ok(rx) = c.send(&req).await else { break };
         inflight.push_back((path, rx));
         if inflight.len() >= 16 {
@@ -121,17 +132,7 @@ async fn kill_under_load(fsync: &str, extra: &[&str]) {
     assert!(acked.len() >= 300);
 
     let (mut child, addr) = start(tmp.path(), fsync, &[], Stdio::inherit());
-    let c = RawClient::connect(addr, 30_000).await.expect("connect");
-    let mut missing = Vec::new();
-    for path in &acked {
-        let req = Request::Exists(PathWatchRequest {
-            path: path.clone(),
-            watch: false,
-        });
-        if c.call(&req).await.expect("reply").err != 0 {
-            missing.push(path.clone());
-        }
-    }
+    let missing = missing(addr, &acked).await;
     child.kill().expect("stop");
     child.wait().expect("reaped");
     assert!(
@@ -141,6 +142,22 @@ async fn kill_under_load(fsync: &str, extra: &[&str]) {
         acked.len(),
         missing.first()
     );
+}
+
+/// The paths of `acked` the server at `addr` does not hold.
+async fn missing(addr: SocketAddr, acked: &BTreeSet<String>) -> Vec<String> {
+    let c = RawClient::connect(addr, 30_000).await.expect("connect");
+    let mut missing = Vec::new();
+    for path in acked {
+        let req = Request::Exists(PathWatchRequest {
+            path: path.clone(),
+            watch: false,
+        });
+        if c.call(&req).await.expect("reply").err != 0 {
+            missing.push(path.clone());
+        }
+    }
+    missing
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -166,6 +183,165 @@ async fn kill_9_during_snapshots_loses_no_acknowledged_write() {
     for fsync in ["always", "batch", "never"] {
         kill_under_load(fsync, &["--snap-count", "50"]).await;
     }
+}
+
+/// The counter in a node's data (0 for anything else).
+fn counter(data: Option<&[u8]>) -> u64 {
+    data.and_then(|d| std::str::from_utf8(d).ok())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Sets `{prefix}{key}` to 1, 2, 3, … with 16 writes in flight, until the connection dies.
+async fn counting_writer(addr: SocketAddr, prefix: String, key: usize) {
+    let Ok(c) = RawClient::connect(addr, 30_000).await else {
+        return;
+    };
+    let mut inflight = std::collections::VecDeque::new();
+    for i in 1u64.. {
+        let req = Request::SetData(SetDataRequest {
+            path: format!("{prefix}{key}"),
+            data: Some(Bytes::from(i.to_string())),
+            version: -1,
+        });
+        let Ok(rx) = c.send(&req).await else { break };
+        inflight.push_back(rx);
+        if inflight.len() >= 16 {
+            let Some(rx) = inflight.pop_front() else {
+                break;
+            };
+            match rx.await {
+                Ok(reply) if reply.err == 0 => {}
+                Ok(reply) => panic!("setData failed with {}", reply.err),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Reads every key `{prefix}{key}` over and over (a few reads in flight) until the
+/// connection dies, raising `seen[key]` to the highest counter any reply showed.
+async fn counting_reader(addr: SocketAddr, prefix: String, seen: Arc<Mutex<Vec<u64>>>) {
+    let Ok(c) = RawClient::connect(addr, 30_000).await else {
+        return;
+    };
+    let keys = seen.lock().unwrap().len();
+    let mut inflight = std::collections::VecDeque::new();
+    for i in 0.. {
+        let key = i % keys;
+        let req = Request::GetData(PathWatchRequest {
+            path: format!("{prefix}{key}"),
+            watch: false,
+        });
+        let Ok(rx) = c.send(&req).await else { break };
+        inflight.push_back((key, rx));
+        if inflight.len() >= 4 {
+            let Some((key, rx)) = inflight.pop_front() else {
+                break;
+            };
+            let Ok(reply) = rx.await else { break };
+            let data = reply.decode::<GetDataResponse>().expect("a getData reply");
+            let v = counter(data.data.as_deref());
+            let mut seen = seen.lock().unwrap();
+            seen[key] = seen[key].max(v);
+        }
+    }
+}
+
+/// The keys of round `round` whose counter in the server at `addr` is below what a reader
+/// saw: (key, seen, now).
+async fn values_lost(addr: SocketAddr, round: usize, seen: &[u64]) -> Vec<(usize, u64, u64)> {
+    let c = RawClient::connect(addr, 30_000).await.expect("connect");
+    let mut lost = Vec::new();
+    for (key, &saw) in seen.iter().enumerate() {
+        let req = Request::GetData(PathWatchRequest {
+            path: format!("/vals/r{round}k{key}"),
+            watch: false,
+        });
+        let reply = c.call(&req).await.expect("reply");
+        let data = reply.decode::<GetDataResponse>().expect("a getData reply");
+        let now = counter(data.data.as_deref());
+        if now < saw {
+            lost.push((key, saw, now));
+        }
+    }
+    lost
+}
+
+/// Under `always`, writers count up their keys while several reader sessions read them;
+/// the process is killed mid-run, restarted on its directory, and this is done a few times.
+/// Every counter value any reader saw must be in the restarted server (its key holds that
+/// value or a later one): a read never showed a write that was not yet on disk. Before
+/// reads waited for the sync of what they show, they saw writes still buffered for the
+/// sync thread, which the kill took away.
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_loses_no_value_a_reader_saw_with_fsync_always() {
+    const KEYS: usize = 8;
+    const ROUNDS: usize = 6;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut before: Option<(usize, Vec<u64>)> = None;
+    let mut lost = Vec::new();
+    for round in 0..=ROUNDS {
+        let (mut child, addr) = start(tmp.path(), "always", &[], Stdio::inherit());
+        if let Some((r, seen)) = before.take() {
+            let gone = values_lost(addr, r, &seen).await;
+            if !gone.is_empty() {
+                lost.push((r, gone, seen));
+            }
+        }
+        if round == ROUNDS {
+            child.kill().expect("stop");
+            child.wait().expect("reaped");
+            break;
+        }
+        let prefix = format!("/vals/r{round}k");
+        let setup = RawClient::connect(addr, 30_000).await.expect("connect");
+        if round == 0 {
+            assert_eq!(
+                setup
+                    .call(&raw::create("/vals", None, 0))
+                    .await
+                    .expect("reply")
+                    .err,
+                0
+            );
+        }
+        for key in 0..KEYS {
+            let req = raw::create(&format!("{prefix}{key}"), Some(Bytes::from_static(b"0")), 0);
+            assert_eq!(setup.call(&req).await.expect("reply").err, 0);
+        }
+        let seen = Arc::new(Mutex::new(vec![0u64; KEYS]));
+        let mut tasks: Vec<_> = (0..KEYS)
+            .map(|key| tokio::spawn(counting_writer(addr, prefix.clone(), key)))
+            .collect();
+        tasks.extend(
+            (0..4).map(|_| tokio::spawn(counting_reader(addr, prefix.clone(), seen.clone()))),
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if seen.lock().unwrap().iter().sum::<u64>() >= 1_000 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "readers saw {:?} after 30 s",
+                seen.lock().unwrap()
+            );
+        }
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+        for t in tasks {
+            let _ = t.await;
+        }
+        let seen = seen.lock().unwrap().clone();
+        before = Some((round, seen));
+    }
+    assert!(
+        lost.is_empty(),
+        "values readers saw are gone after kill -9 (round, [(key, seen, after restart)], \
+         seen): {lost:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -206,6 +382,205 @@ async fn a_full_log_device_stops_zkd_with_an_error_and_exit_code_1() {
         "{stderr}"
     );
     std::fs::remove_file(&log).unwrap();
+}
+
+/// A tmpfs mounted for a test, unmounted when dropped.
+struct Mounted(std::path::PathBuf);
+
+impl Mounted {
+    /// Mounts a tmpfs of `size` at `at`. Mounting needs root: without it the test fails
+    /// saying so (a disk-full run is part of the durability checks, never skipped).
+    fn tmpfs(at: &Path, size: &str) -> Mounted {
+        Self::mount(
+            at,
+            &["-t", "tmpfs", "-o", &format!("size={size}")],
+            Path::new("tmpfs"),
+        )
+    }
+
+    /// Mounts a fresh ext4 file system of `size` bytes at `at`, on a loop device over an
+    /// image file next to it: a disk whose syncs take the time a journal commit takes, so
+    /// that writes wait for them as on a real disk (a tmpfs syncs at once).
+    fn ext4(at: &Path, size: u64) -> Mounted {
+        let img = at.with_extension("img");
+        std::fs::File::create(&img).unwrap().set_len(size).unwrap();
+        let out = std::process::Command::new("mkfs.ext4")
+            .args(["-q", "-F"])
+            .arg(&img)
+            .output()
+            .expect("mkfs.ext4 runs (e2fsprogs)");
+        assert!(
+            out.status.success(),
+            "mkfs.ext4 {}: {}",
+            img.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self::mount(at, &["-o", "loop"], &img)
+    }
+
+    /// `mount ARGS SOURCE AT`, as root (the test fails saying why otherwise).
+    fn mount(at: &Path, args: &[&str], source: &Path) -> Mounted {
+        let uid = std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .expect("id runs");
+        let uid = String::from_utf8_lossy(&uid.stdout).trim().to_string();
+        assert_eq!(
+            uid, "0",
+            "the disk-full test mounts a small file system as the data directory, which needs \
+             root (uid 0, with the right to mount); this run has uid {uid}"
+        );
+        std::fs::create_dir_all(at).unwrap();
+        let out = std::process::Command::new("mount")
+            .args(args)
+            .arg(source)
+            .arg(at)
+            .output()
+            .expect("mount runs");
+        assert!(
+            out.status.success(),
+            "cannot mount {} at {} for the disk-full test: {}",
+            source.display(),
+            at.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Mounted(at.to_path_buf())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Lists `/load` over and over until the connection dies, adding every child it saw to
+/// `seen`.
+async fn listing_reader(addr: SocketAddr, seen: Arc<Mutex<BTreeSet<String>>>) {
+    let Ok(c) = RawClient::connect(addr, 30_000).await else {
+        return;
+    };
+    let req = Request::GetChildren(PathWatchRequest {
+        path: "/load".into(),
+        watch: false,
+    });
+    while let Ok(reply) = c.call(&req).await {
+        let names = reply.decode::<Vec<String>>().expect("a child list");
+        seen.lock()
+            .unwrap()
+            .extend(names.into_iter().map(|n| format!("/load/{n}")));
+    }
+}
+
+/// zkd with `--fsync fsync` on a 512 KiB tmpfs, 8 clients creating 2 KiB nodes until the
+/// disk is full while 3 others list them: zkd stops with exit code 1 and an ERROR line
+/// naming the full disk; its files, copied to a directory with room, start a zkd that holds
+/// every create a client saw acknowledged and every node a reader saw listed. Under
+/// `always` nothing was acknowledged or shown before it was synced; under `batch` nothing
+/// before the operating system had it, which a clean stop (here the disk-full stop) keeps.
+async fn full_disk_loses_no_acknowledged_write(fsync: &str, ext4: bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let small = tmp.path().join("small");
+    let mounted = if ext4 {
+        Mounted::ext4(&small, 2 << 20)
+    } else {
+        Mounted::tmpfs(&small, "512k")
+    };
+    let (mut child, addr) = start(&small, fsync, &[], Stdio::piped());
+    let setup = RawClient::connect(addr, 30_000).await.expect("connect");
+    assert_eq!(
+        setup
+            .call(&raw::create("/load", None, 0))
+            .await
+            .expect("reply")
+            .err,
+        0
+    );
+    let acked = Arc::new(Mutex::new(BTreeSet::new()));
+    let payload = Bytes::from(vec![b'x'; 2048]);
+    let writers: Vec<_> = (0..8)
+        .map(|id| tokio::spawn(writer_of(addr, id, acked.clone(), payload.clone())))
+        .collect();
+    let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    let readers: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(listing_reader(addr, seen.clone())))
+        .collect();
+    let mut status = None;
+    for _ in 0..1200 {
+        if let Some(s) = child.try_wait().expect("wait") {
+            status = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("--fsync {fsync}: zkd still runs after 60 s of writes to a small disk");
+    };
+    for t in writers.into_iter().chain(readers) {
+        let _ = t.await;
+    }
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert_eq!(status.code(), Some(1), "--fsync {fsync}: {stderr}");
+    assert!(
+        stderr.contains("ERROR") && stderr.contains("No space left on device"),
+        "--fsync {fsync}: {stderr}"
+    );
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        acked.len() >= 50,
+        "--fsync {fsync}: only {} acknowledged",
+        acked.len()
+    );
+
+    // The files, moved to a disk with room.
+    let big = tmp.path().join("big").join("version-2");
+    std::fs::create_dir_all(&big).unwrap();
+    for e in std::fs::read_dir(small.join("version-2")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), big.join(e.file_name())).unwrap();
+    }
+    drop(mounted);
+    let (mut child, addr) = start(&tmp.path().join("big"), fsync, &[], Stdio::inherit());
+    eprintln!(
+        "DBG acked {} seen {}",
+        acked.len(),
+        seen.lock().unwrap().len()
+    );
+    let missing_acked = missing(addr, &acked).await;
+    let seen = seen.lock().unwrap().clone();
+    let missing_seen = missing(addr, &seen).await;
+    child.kill().expect("stop");
+    child.wait().expect("reaped");
+    assert!(
+        missing_acked.is_empty(),
+        "--fsync {fsync}: {} of {} acknowledged writes lost after the disk filled, e.g. {:?}",
+        missing_acked.len(),
+        acked.len(),
+        missing_acked.first()
+    );
+    assert!(
+        missing_seen.is_empty(),
+        "--fsync {fsync}: {} of {} nodes readers saw are gone after the disk filled, e.g. {:?}",
+        missing_seen.len(),
+        seen.len(),
+        missing_seen.first()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_disk_loses_no_acknowledged_write_with_fsync_always() {
+    full_disk_loses_no_acknowledged_write("always", false).await;
+    full_disk_loses_no_acknowledged_write("always", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_disk_loses_no_acknowledged_write_with_fsync_batch() {
+    full_disk_loses_no_acknowledged_write("batch", false).await;
+    full_disk_loses_no_acknowledged_write("batch", true).await;
 }
 
 /// The "with a warning" half of crash safety, through the binary: a damaged newest snapshot

@@ -113,10 +113,29 @@ fn guarded(routes: Router<AdminState>, state: AdminState) -> Router {
     routes
         .fallback(unknown_route)
         .layer(axum::middleware::from_fn_with_state(
+            state.shared.clone(),
+            after_sync,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
             state.policy.clone(),
             guard::check,
         ))
         .with_state(state)
+}
+
+/// With group commit (`--fsync always`), an answer is sent only once every transaction
+/// written when its handler finished is synced, so no route (the tree, sessions, the
+/// AdminServer's commands, metrics) shows a change a crash could still undo. Without it, or
+/// with nothing unsynced, nothing waits. A streamed answer waits again before each later
+/// page (`GET /zkd/tree`).
+async fn after_sync(
+    axum::extract::State(shared): axum::extract::State<Arc<Shared>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let res = next.run(req).await;
+    shared.synced_now().await;
+    res
 }
 
 /// Runs `f` on the reports' worker (a thread at lowered priority), for handlers that copy or

@@ -47,7 +47,11 @@ async fn tree(State(st): State<AdminState>) -> ApiResult<Response> {
                 return Some((bytes, None));
             }
             let next = match next_page(&shared, page.state).await {
-                Ok(next) => Some(next),
+                Ok(next) => {
+                    // What the page shows is on disk before it is sent (group commit).
+                    shared.synced_now().await;
+                    Some(next)
+                }
                 Err(e) => {
                     tracing::warn!(error = %e.message, "tree export stopped midway");
                     return Some((Err(std::io::Error::other(e.message.clone())), None));

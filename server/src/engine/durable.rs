@@ -7,14 +7,22 @@
 //! each `fsync`, which covers everything written before it started. The outbox puts a
 //! barrier ([`super::Out::Durable`]) in front of each frame a core call queues after
 //! writing a transaction; a connection's writer holds what follows a barrier until the
-//! synced count reaches it. Reads and writes of every session keep being ordered and
-//! answered while the disk works; only what depends on an unsynced transaction waits.
+//! synced count reaches it. The log writer also records which paths each transaction
+//! changed ([`super::unsynced`]), so that a read of any session that depends on an unsynced
+//! transaction gets a barrier in front of its reply as well. Reads and writes of every
+//! session keep being ordered and answered while the disk works; only what depends on an
+//! unsynced transaction waits.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use bytes::Bytes;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+use super::unsynced::{Reads, Unsynced};
 
 /// Transactions written to the log and transactions synced, as counts since start.
 #[derive(Debug)]
@@ -23,13 +31,21 @@ pub(crate) struct Durability {
     written: AtomicU64,
     /// Raised by the sync thread after each sync.
     synced: watch::Sender<u64>,
+    /// The paths changed by transactions written and not synced. Taken under the core's
+    /// lock (by the log writer and by the engine before a read) and by the sync thread
+    /// after each sync, a bounded number of entries at a time.
+    unsynced: Mutex<Unsynced>,
 }
+
+/// Entries the sync thread forgets per hold of [`Durability::unsynced`].
+const FORGET_PER_HOLD: usize = 1024;
 
 impl Default for Durability {
     fn default() -> Self {
         Durability {
             written: AtomicU64::new(0),
             synced: watch::Sender::new(0),
+            unsynced: Mutex::default(),
         }
     }
 }
@@ -43,6 +59,34 @@ impl Durability {
     /// One more transaction is written (not yet synced); returns its number.
     pub(crate) fn wrote_one(&self) -> u64 {
         self.written.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// One more transaction is written (not yet synced), `txn` as logged: counts it and
+    /// records the paths it changed.
+    pub(crate) fn wrote(&self, txn: Bytes) -> u64 {
+        let n = self.wrote_one();
+        self.unsynced().wrote(n, txn);
+        n
+    }
+
+    /// The number of the newest unsynced transaction that a request reading `reads`
+    /// depends on; 0 when it depends on none.
+    pub(crate) fn needs(&self, reads: &Reads) -> u64 {
+        let (written, synced) = (self.written(), self.synced());
+        if written <= synced || *reads == Reads::Nothing {
+            return 0;
+        }
+        self.unsynced().needs(reads, written, synced)
+    }
+
+    fn unsynced(&self) -> MutexGuard<'_, Unsynced> {
+        self.unsynced.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Entries of the paths table (paths, entries in write order), for tests.
+    #[cfg(test)]
+    pub(crate) fn unsynced_len(&self) -> (usize, usize) {
+        self.unsynced().len()
     }
 
     /// Transactions synced so far.
@@ -59,6 +103,8 @@ impl Durability {
             }
             raised
         });
+        // What the sync covered no longer holds reads back.
+        while self.unsynced().forget_synced(n, FORGET_PER_HOLD) {}
     }
 
     /// Resolves once the first `n` transactions are synced, or once `failed` is cancelled

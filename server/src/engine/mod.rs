@@ -13,7 +13,8 @@
 //!   the server; nothing enters the core again ([`Shared::failure`]).
 //! * Group commit (`--fsync always`, [`durable`]): what a core call queues after writing a
 //!   transaction waits behind a barrier in each connection's queue until the log's sync
-//!   thread has synced it; the core never waits for the disk.
+//!   thread has synced it, and so does the reply to a read of anything such a transaction
+//!   changed ([`unsynced`]); the core never waits for the disk.
 //! * The session and wall clocks ([`clock`]), the pause and refusal switches ([`gate`]), the
 //!   request latencies ([`latency`]), the ensemble's membership ([`ensemble`]) and its
 //!   members' listeners ([`listeners`]).
@@ -49,6 +50,7 @@ pub(crate) mod latency;
 pub(crate) mod listeners;
 pub(crate) mod outbound;
 pub(crate) mod queue;
+pub(crate) mod unsynced;
 
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -251,6 +253,13 @@ struct Registry<'a> {
     /// With group commit: the log's counts, and how many transactions were written when
     /// this core call began (what the call queues after writing more waits for their sync).
     durable: Option<(&'a durable::Durability, u64)>,
+    /// With group commit: the connection whose request this call runs, if any, and the
+    /// newest unsynced transaction that request reads (see [`unsynced`]); what the call
+    /// queues for it waits for that sync. What it queues for any other connection without
+    /// having written (a lagging member's held replies, released by this call or a tick)
+    /// waits for every transaction written so far.
+    requester: Option<ConnId>,
+    reads: u64,
     /// Tasks to wake once the core's lock is released (see [`wake`]).
     wakers: &'a mut Vec<Waker>,
 }
@@ -267,9 +276,37 @@ impl<'a> Registry<'a> {
             conns,
             budget,
             durable,
+            requester: None,
+            reads: 0,
             wakers,
         }
     }
+
+    /// This call runs a request of `conn` that reads what transaction `n` changed (0:
+    /// nothing unsynced).
+    fn reading(mut self, conn: ConnId, n: u64) -> Self {
+        self.requester = Some(conn);
+        self.reads = n;
+        self
+    }
+
+    /// The newest unsynced transaction what this call queues for `conn` depends on, when
+    /// the call wrote nothing.
+    fn reads_for(&self, conn: ConnId) -> u64 {
+        match (self.requester, self.durable) {
+            (Some(r), _) if r == conn => self.reads,
+            (_, Some((d, _))) => d.written(),
+            (_, None) => 0,
+        }
+    }
+}
+
+/// The newest unsynced transaction the client request `frame` reads (0: none, or no group
+/// commit). Nothing is decoded while every written transaction is synced.
+fn read_barrier(durable: Option<&durable::Durability>, frame: &Bytes) -> u64 {
+    durable
+        .filter(|d| d.written() > d.synced())
+        .map_or(0, |d| d.needs(&unsynced::read_needs(frame)))
 }
 
 /// Wakes the tasks a core call queued frames for; called after the core's lock is released,
@@ -281,12 +318,19 @@ fn wake(wakers: &mut Vec<Waker>) {
 }
 
 /// The barrier `h` needs before what a core call queues next: the number of the last
-/// transaction written, when this call wrote it and it is not synced yet (and not already
-/// barred on this connection). `durable` is [`Registry::durable`].
-fn barrier_for(durable: Option<(&durable::Durability, u64)>, h: &ConnHandle) -> Option<u64> {
+/// transaction written, when this call wrote it, or else of the newest one the call's read
+/// depends on (`reads`), when it is not synced yet (and not already barred on this
+/// connection). `durable` is [`Registry::durable`]. A connection's frames leave in the order
+/// they were queued, so whatever it is sent later waits behind the same barrier.
+fn barrier_for(
+    durable: Option<(&durable::Durability, u64)>,
+    reads: u64,
+    h: &ConnHandle,
+) -> Option<u64> {
     let (d, at_start) = durable?;
     let written = d.written();
-    (written > at_start && written > h.barrier && written > d.synced()).then_some(written)
+    let need = if written > at_start { written } else { reads };
+    (need > h.barrier && need > d.synced()).then_some(need)
 }
 
 impl Outbox for Registry<'_> {
@@ -295,13 +339,14 @@ impl Outbox for Registry<'_> {
     }
 
     fn send_frame(&mut self, conn: ConnId, frame: Frame) {
+        let reads = self.reads_for(conn);
         let Some(h) = self.conns.get_mut(&conn) else {
             return;
         };
         if h.closing {
             return;
         }
-        let barrier = barrier_for(self.durable, h);
+        let barrier = barrier_for(self.durable, reads, h);
         let len = frame.len();
         let queued = h.q.queued.add(len, len - frame.body.len(), self.budget);
         if queued > self.budget.per_conn {
@@ -334,12 +379,13 @@ impl Outbox for Registry<'_> {
     }
 
     fn close(&mut self, conn: ConnId) {
+        let reads = self.reads_for(conn);
         let Some(h) = self.conns.get_mut(&conn) else {
             return;
         };
         if !h.closing {
             h.closing = true;
-            if let Some(n) = barrier_for(self.durable, h) {
+            if let Some(n) = barrier_for(self.durable, reads, h) {
                 h.barrier = n;
                 if let Ok(w) = h.q.push(Out::Durable(n)) {
                     self.wakers.extend(w);
@@ -503,6 +549,19 @@ impl Shared {
     /// Transactions synced so far with group commit (all of them without it).
     pub(crate) fn synced(&self) -> u64 {
         self.durability.get().map_or(u64::MAX, |d| d.synced())
+    }
+
+    /// Resolves once every transaction written so far is synced (at once without group
+    /// commit): a report that shows the tree's state is sent only after this, so it shows no
+    /// change that a crash could still undo.
+    pub(crate) async fn synced_now(&self) {
+        let Some(d) = self.durability.get() else {
+            return;
+        };
+        let n = d.written();
+        if d.synced() < n {
+            d.wait_synced(n, self.failed.clone()).await;
+        }
     }
 
     /// What a writer holding a group-commit barrier waits on: `None` when the first `n`
@@ -736,7 +795,8 @@ impl Shared {
                     if conns.get(&id).is_none_or(|h| h.closing) {
                         break;
                     }
-                    let mut out = Registry::new(conns, budget, durable, wakers);
+                    let reads = read_barrier(durable, &frame);
+                    let mut out = Registry::new(conns, budget, durable, wakers).reading(id, reads);
                     // The header (xid, opcode) says which distribution the time goes to.
                     let mut head = [0u8; 8];
                     let n = frame.len().min(8);

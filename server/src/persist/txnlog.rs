@@ -295,7 +295,8 @@ impl TxnSink for TxnLog {
             }
             let error = Self::append_entry(&mut st, zxid, &txn).err();
             if error.is_none() && st.policy == FsyncPolicy::Always {
-                self.durability.wrote_one();
+                // Counted, with the paths it changed: reads of them wait for its sync.
+                self.durability.wrote(txn);
                 if st.syncer_waiting {
                     // Once per group: the thread is not waiting again until it has synced.
                     st.syncer_waiting = false;

@@ -122,8 +122,35 @@ pub fn is_health_check(word: FourLetterWord) -> bool {
 /// (`dump`, `cons`, `stat`, `wchc`, `wchp`) on the reports' worker, where a long list is
 /// copied in chunks and formatted off the async runtime, after taking one of the asking
 /// address's turns ([`gate`]). `None` when the server no longer serves, or when `from` waited
-/// too long for its turn.
+/// too long for its turn. With group commit, a word that shows the tree's state
+/// ([`shows_state`]) is sent only once every transaction written when it was gathered is
+/// synced, so it never shows a change a crash could still undo.
 pub(crate) async fn answer(
+    shared: std::sync::Arc<Shared>,
+    word: FourLetterWord,
+    member: MemberId,
+    from: std::net::IpAddr,
+) -> Option<String> {
+    let text = gather_and_render(shared.clone(), word, member, from).await?;
+    if shows_state(word) {
+        shared.synced_now().await;
+    }
+    Some(text)
+}
+
+/// The words whose answer shows what the transactions changed (the zxid, node and
+/// ephemeral counts and lists, watched paths, connections' last zxids): with group commit
+/// they wait for the sync of what was written when they were gathered. `ruok`, `isro`,
+/// `conf`, `envi`, `dirs`, the trace mask and the counter resets answer at once.
+pub fn shows_state(word: FourLetterWord) -> bool {
+    use FourLetterWord as W;
+    matches!(
+        word,
+        W::Srvr | W::Stat | W::Cons | W::Dump | W::Wchs | W::Wchc | W::Wchp | W::Mntr | W::Hash
+    )
+}
+
+async fn gather_and_render(
     shared: std::sync::Arc<Shared>,
     word: FourLetterWord,
     member: MemberId,

@@ -35,10 +35,13 @@ fn watch_exists(xid: i32, path: &str) -> bytes::Bytes {
     b.into()
 }
 
-/// Another session's read is answered while the writer's write waits for its sync, and the
-/// writer hears nothing meanwhile.
+/// Another session's read of a node the write does not change is answered while the
+/// writer's write waits for its sync, and the writer hears nothing meanwhile.
 async fn answered_while_the_write_waits(reader: &mut TcpStream, writer: &mut TcpStream) {
-    reader.write_all(&read_op(7, 4, "/")).await.expect("send");
+    reader
+        .write_all(&read_op(7, 4, "/zookeeper"))
+        .await
+        .expect("send");
     assert_eq!(frame(reader, WAIT).await, Some((7, 0)));
     assert_eq!(frame(writer, QUIET).await, None, "no reply before the sync");
 }
@@ -187,6 +190,322 @@ async fn a_new_log_file_is_written_and_synced_by_the_sync_thread() {
     assert!(
         size > zkd_protocol::disk::txnlog::HEADER_LEN as u64,
         "the header and the entry: {synced:?}"
+    );
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Under `always`, a read of another session that depends on a transaction not yet synced
+/// is answered only after the sync (`getData` of the new node, `getChildren` of its parent,
+/// `exists` with a watch, which registers its watch on the state it shows), and a session's
+/// later replies stay behind its held one; a read of an unrelated node is answered at once.
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_of_unsynced_changes_wait_for_the_sync_and_unrelated_reads_do_not() {
+    let (server, dir, [writer, reader, _watcher]) = three_sessions("gc-reads").await;
+    let addr = server.local_addr();
+    unsynced_reads_wait(server, dir, writer, reader, addr).await;
+}
+
+/// The same in a simulated ensemble: the write goes to member 1, the reads to members 2 and
+/// 3, which serve the same state and wait for the same sync.
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_an_ensemble_reads_of_unsynced_changes_wait_for_the_sync() {
+    let dir = std::env::temp_dir().join(format!("zkd-gc-ens-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let server = Server::start(Config {
+        port: 0,
+        data_dir: Some(dir.clone()),
+        fsync: FsyncPolicy::Always,
+        ensemble: Some(crate::config::EnsembleConfig::numbered(3, 0).expect("three members")),
+        ..Config::default()
+    })
+    .await
+    .expect("start");
+    let members = server.members().expect("members");
+    let addr_of = |id: u64| {
+        members
+            .iter()
+            .find(|m| m.id == id)
+            .map(|m| m.client_addr)
+            .expect("the member")
+    };
+    let writer = session(addr_of(1)).await;
+    let reader = session(addr_of(2)).await;
+    unsynced_reads_wait(server, dir, writer, reader, addr_of(3)).await;
+}
+
+/// `writer` creates `/p/c` while the sync thread is held; `reader` and sessions opened at
+/// `addr` read it, its parent and an unrelated node.
+#[allow(clippy::await_holding_lock)]
+async fn unsynced_reads_wait(
+    server: Server,
+    dir: std::path::PathBuf,
+    mut writer: TcpStream,
+    mut reader: TcpStream,
+    addr: std::net::SocketAddr,
+) {
+    for (xid, path) in [(1, "/p"), (2, "/other")] {
+        writer
+            .write_all(&create(xid, path.into(), b"v".to_vec()))
+            .await
+            .expect("send");
+        assert_eq!(frame(&mut writer, WAIT).await, Some((xid, 0)));
+    }
+    let mut children = session(addr).await;
+    let mut exists = session(addr).await;
+    let mut unrelated = session(addr).await;
+    let persist = server.persist.clone().expect("a data directory");
+    let durability = server
+        .shared
+        .durability
+        .get()
+        .expect("group commit")
+        .clone();
+    let held = persist.hold_syncs();
+    let before = durability.written();
+    writer
+        .write_all(&create(3, "/p/c".into(), b"new".to_vec()))
+        .await
+        .expect("send");
+    // The create is applied (and written, not synced) before the reads are sent.
+    let applied = tokio::time::timeout(WAIT, async {
+        while durability.written() == before {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    applied.await.expect("the create is applied");
+    // The reader's getData of the new node, then a read that depends on nothing unsynced
+    // on the same connection: both wait, in order.
+    let mut burst = read_op(10, 4, "/p/c").to_vec();
+    burst.extend_from_slice(&read_op(11, 4, "/other"));
+    reader.write_all(&burst).await.expect("send");
+    children
+        .write_all(&read_op(20, 8, "/p"))
+        .await
+        .expect("send");
+    exists
+        .write_all(&watch_exists(30, "/p/c"))
+        .await
+        .expect("send");
+    // Another session reading an unrelated node is answered while the sync is held.
+    unrelated
+        .write_all(&read_op(40, 4, "/other"))
+        .await
+        .expect("send");
+    assert_eq!(frame(&mut unrelated, WAIT).await, Some((40, 0)));
+    for (s, what) in [
+        (&mut reader, "getData of the new node"),
+        (&mut children, "getChildren of its parent"),
+        (&mut exists, "exists with a watch"),
+        (&mut writer, "the create"),
+    ] {
+        assert_eq!(frame(s, QUIET).await, None, "{what} waits for the sync");
+    }
+    assert!(durability.unsynced_len().0 > 0, "/p/c and /p are recorded");
+
+    drop(held);
+    assert_eq!(frame(&mut writer, WAIT).await, Some((3, 0)), "the create");
+    assert_eq!(
+        frame(&mut reader, WAIT).await,
+        Some((10, 0)),
+        "the new node"
+    );
+    assert_eq!(
+        frame(&mut reader, WAIT).await,
+        Some((11, 0)),
+        "then the next read"
+    );
+    assert_eq!(frame(&mut children, WAIT).await, Some((20, 0)));
+    assert_eq!(frame(&mut exists, WAIT).await, Some((30, 0)), "it exists");
+    // The exists watch was set on the node that now exists: a change fires it.
+    writer
+        .write_all(&super::shared_body::set_data(4, "/p/c", b"x"))
+        .await
+        .expect("send");
+    assert_eq!(
+        frame(&mut exists, WAIT).await,
+        Some((-1, 0)),
+        "NodeDataChanged"
+    );
+    assert_eq!(frame(&mut writer, WAIT).await, Some((4, 0)));
+    assert_eq!(
+        durability.unsynced_len(),
+        (0, 0),
+        "the sync forgot what it covered"
+    );
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Sends a four-letter word on a fresh connection; its answer, or `None` when nothing came
+/// within `within`.
+async fn word(addr: std::net::SocketAddr, w: &str, within: Duration) -> Option<String> {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(w.as_bytes()).await.expect("send");
+    let mut out = Vec::new();
+    tokio::time::timeout(within, s.read_to_end(&mut out))
+        .await
+        .ok()?
+        .expect("read");
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// A report that shows the tree's state (`srvr`: the zxid and node count) waits for the
+/// sync of what was written when it was gathered; `ruok` does not.
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_showing_state_wait_for_the_sync() {
+    let (server, dir, [mut writer, _reader, _watcher]) = three_sessions("gc-words").await;
+    let addr = server.local_addr();
+    let persist = server.persist.clone().expect("a data directory");
+    let held = persist.hold_syncs();
+    writer
+        .write_all(&create(1, "/gc".into(), b"v".to_vec()))
+        .await
+        .expect("send");
+    tokio::time::sleep(QUIET).await;
+    assert_eq!(word(addr, "ruok", WAIT).await.as_deref(), Some("imok"));
+    let srvr = tokio::spawn(word(addr, "srvr", WAIT));
+    tokio::time::sleep(QUIET).await;
+    assert!(!srvr.is_finished(), "srvr waits for the sync");
+    drop(held);
+    let text = srvr
+        .await
+        .expect("joined")
+        .expect("answered after the sync");
+    assert!(text.contains("Node count:"), "{text}");
+    assert_eq!(frame(&mut writer, WAIT).await, Some((1, 0)));
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A lagging member's client whose read waited behind its own write is answered when the
+/// member catches up, in a call of another caller (here the control plane's): that read
+/// shows the state the member caught up to, which may hold another session's unsynced
+/// write, so it waits for the sync too.
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_members_held_read_waits_for_the_sync_of_what_it_shows() {
+    use crate::core::Lag;
+    let dir = std::env::temp_dir().join(format!("zkd-gc-lag-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let server = Server::start(Config {
+        port: 0,
+        data_dir: Some(dir.clone()),
+        fsync: FsyncPolicy::Always,
+        ensemble: Some(crate::config::EnsembleConfig::numbered(3, 0).expect("three members")),
+        ..Config::default()
+    })
+    .await
+    .expect("start");
+    let members = server.members().expect("members");
+    let addr_of = |id: u64| {
+        members
+            .iter()
+            .find(|m| m.id == id)
+            .map(|m| m.client_addr)
+            .expect("the member")
+    };
+    let mut writer = session(addr_of(1)).await;
+    let mut lagging = session(addr_of(2)).await;
+    for (xid, path) in [(1, "/x"), (2, "/y")] {
+        writer
+            .write_all(&create(xid, path.into(), b"v".to_vec()))
+            .await
+            .expect("send");
+        assert_eq!(frame(&mut writer, WAIT).await, Some((xid, 0)));
+    }
+    server
+        .set_member_lag(2, Lag::Stalled)
+        .expect("stall member 2");
+    // Its write waits for the member, and its read waits behind the write.
+    let mut burst = super::shared_body::set_data(1, "/x", b"a").to_vec();
+    burst.extend_from_slice(&read_op(2, 4, "/y"));
+    lagging.write_all(&burst).await.expect("send");
+    assert_eq!(
+        frame(&mut lagging, QUIET).await,
+        None,
+        "the member is stalled"
+    );
+    let persist = server.persist.clone().expect("a data directory");
+    let held = persist.hold_syncs();
+    writer
+        .write_all(&super::shared_body::set_data(3, "/y", b"new"))
+        .await
+        .expect("send");
+    tokio::time::sleep(QUIET).await;
+    // The member catches up to the unsynced setData of /y and runs the held read.
+    server
+        .set_member_lag(2, Lag::Lockstep)
+        .expect("member 2 in step");
+    let mut got = Vec::new();
+    while let Some(f) = frame(&mut lagging, QUIET).await {
+        got.push(f);
+    }
+    assert!(
+        !got.contains(&(2, 0)),
+        "the read of the unsynced /y is answered before its sync: {got:?}"
+    );
+    drop(held);
+    while got.len() < 2 {
+        got.push(
+            frame(&mut lagging, WAIT)
+                .await
+                .expect("answered after the sync"),
+        );
+    }
+    assert_eq!(got, [(1, 0), (2, 0)], "its write, then its read");
+    assert_eq!(frame(&mut writer, WAIT).await, Some((3, 0)));
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An admin route that shows the tree (`GET /zkd/tree`) answers only once what was written
+/// when its handler finished is synced.
+#[cfg(feature = "admin")]
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_routes_wait_for_the_sync() {
+    let dir = std::env::temp_dir().join(format!("zkd-gc-admin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let server = Server::start(Config {
+        port: 0,
+        admin_port: Some(0),
+        data_dir: Some(dir.clone()),
+        fsync: FsyncPolicy::Always,
+        ..Config::default()
+    })
+    .await
+    .expect("start");
+    let admin = server.admin_addr().expect("the admin listener");
+    let mut writer = session(server.local_addr()).await;
+    let persist = server.persist.clone().expect("a data directory");
+    let held = persist.hold_syncs();
+    writer
+        .write_all(&create(1, "/gc".into(), b"v".to_vec()))
+        .await
+        .expect("send");
+    tokio::time::sleep(QUIET).await;
+    let get = tokio::spawn(async move {
+        let mut s = TcpStream::connect(admin).await.expect("connect");
+        let req = format!("GET /zkd/tree HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.expect("send");
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.expect("read");
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    tokio::time::sleep(QUIET).await;
+    assert!(!get.is_finished(), "the tree waits for the sync");
+    drop(held);
+    let answer = tokio::time::timeout(WAIT, get)
+        .await
+        .expect("answered after the sync")
+        .expect("joined");
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains("/gc"),
+        "{answer}"
     );
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);

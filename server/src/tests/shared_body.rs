@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use zkd_protocol::frame::encode_frame;
 use zkd_protocol::jute::Jute;
-use zkd_protocol::records::{Acl, CreateRequest, PathWatchRequest, RequestHeader};
+use zkd_protocol::records::{Acl, CreateRequest, PathWatchRequest, RequestHeader, SetDataRequest};
 
 use super::fail_closed::{session, WAIT};
 use crate::{Config, Server};
@@ -31,6 +31,15 @@ pub(super) fn create(xid: i32, path: String, data: Vec<u8>) -> Bytes {
         flags: 0,
     };
     request(xid, 1, &rec)
+}
+
+pub(super) fn set_data(xid: i32, path: &str, data: &[u8]) -> Bytes {
+    let rec = SetDataRequest {
+        path: path.into(),
+        data: Some(Bytes::copy_from_slice(data)),
+        version: -1,
+    };
+    request(xid, 5, &rec)
 }
 
 pub(super) fn read_op(xid: i32, op: i32, path: &str) -> Bytes {
