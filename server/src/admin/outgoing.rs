@@ -57,11 +57,16 @@ pub(crate) fn counted(bytes: Vec<u8>) -> Bytes {
     Bytes::from_owner(Counted(bytes))
 }
 
-/// `bytes` counted, or `Err` with the refusal's reason when they would take the total past
-/// [`MAX_UNSENT`].
+/// Answers up to this size are never refused for the cap (the connection caps bound them:
+/// 256 connections a listener), so health checks and small reports are answered however
+/// many long answers wait.
+const SMALL: usize = 64 << 10;
+
+/// `bytes` counted, or `Err` with the refusal's reason when an answer longer than [`SMALL`]
+/// would take the total past [`MAX_UNSENT`].
 pub(crate) fn counted_whole(bytes: Vec<u8>) -> Result<Bytes, String> {
     let now = unsent();
-    if now.saturating_add(bytes.len()) > MAX_UNSENT {
+    if bytes.len() > SMALL && now.saturating_add(bytes.len()) > MAX_UNSENT {
         return Err(format!(
             "the HTTP listeners hold {now} bytes of answers their clients have not read yet \
              (at most {MAX_UNSENT}); this {}-byte answer must wait: ask again later",
@@ -226,6 +231,13 @@ mod tests {
         assert!(unsent() >= before + 1000, "a slice still holds the buffer");
         drop(b);
         assert!(counted_whole(vec![0; MAX_UNSENT + 1]).is_err());
+        let held = counted(vec![0; MAX_UNSENT]);
+        assert!(counted_whole(vec![0; SMALL + 1]).is_err(), "no room");
+        assert!(
+            counted_whole(vec![0; SMALL]).is_ok(),
+            "a small answer goes out"
+        );
+        drop(held);
     }
 
     const SHORT: Duration = Duration::from_millis(200);
