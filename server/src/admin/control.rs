@@ -131,10 +131,13 @@ struct SessionPages {
     next: usize,
     /// Sessions written so far.
     written: usize,
+    /// `ids`' bytes, counted with the listeners' unsent answers while the listing lives.
+    _held: super::outgoing::Reserved,
 }
 
 /// `GET /zkd/sessions`: `{"sessions":[...]}`, as a chunked body made a page at a time as the
-/// client reads it (see [`super::outgoing::paged`]): the ids are copied once, then each page's
+/// client reads it (see [`super::outgoing::paged`]): the ids are copied once (and counted
+/// with the listeners' unsent answers: 503 when there is no room), then each page's
 /// sessions in one short hold of the core's lock, and encoded on the reports' worker. A
 /// session that ends during the listing is left out; one that starts is not seen.
 async fn sessions(State(st): State<AdminState>) -> ApiResult<axum::response::Response> {
@@ -155,10 +158,13 @@ async fn sessions(State(st): State<AdminState>) -> ApiResult<axum::response::Res
                 .map_err(|e| e.message)
         })
     });
+    let held = super::outgoing::reserve(ids.len() * std::mem::size_of::<i64>())
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?;
     let first = SessionPages {
         ids,
         next: 0,
         written: 0,
+        _held: held,
     };
     let body = super::outgoing::paged("GET /zkd/sessions", first, next);
     Ok((

@@ -57,6 +57,30 @@ pub(crate) fn counted(bytes: Vec<u8>) -> Bytes {
     Bytes::from_owner(Counted(bytes))
 }
 
+/// `n` bytes an answer under way holds besides its pages (the ids a listing walks), counted
+/// in [`unsent`] until dropped.
+pub(crate) struct Reserved(usize);
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        UNSENT.fetch_sub(self.0, Ordering::Relaxed);
+    }
+}
+
+/// Reserves `n` bytes in [`unsent`], or `Err` with the refusal's reason when they would take
+/// the total past [`MAX_UNSENT`].
+pub(crate) fn reserve(n: usize) -> Result<Reserved, String> {
+    let now = unsent();
+    if now.saturating_add(n) > MAX_UNSENT {
+        return Err(format!(
+            "the HTTP listeners hold {now} bytes for answers their clients have not read yet \
+             (at most {MAX_UNSENT}); this answer needs {n} more: ask again later"
+        ));
+    }
+    UNSENT.fetch_add(n, Ordering::Relaxed);
+    Ok(Reserved(n))
+}
+
 /// Answers up to this size are never refused for the cap (the connection caps bound them:
 /// 256 connections a listener), so health checks and small reports are answered however
 /// many long answers wait.

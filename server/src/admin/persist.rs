@@ -26,7 +26,7 @@ const TREE_CHUNK: usize = 256;
 /// Nodes looked at per turn of the core's lock while exporting the tree.
 const NODES_PER_TURN: usize = 16;
 /// A page ends once its nodes' data passes this many bytes (nodes hold up to a megabyte).
-const PAGE_DATA: usize = 256 << 10;
+const PAGE_DATA: usize = 64 << 10;
 
 /// Every node outside `/zookeeper` except ephemerals: the format `--seed` reads, as a chunked
 /// HTTP body produced a page at a time. Each page is copied from the core in one short hold
