@@ -3,6 +3,7 @@
 //! O(1), per-session and per-connection summaries are a few numbers each, and node listings
 //! are paged, so none of them copies the tree or the watch tables under the lock.
 
+pub use crate::watch::watches::PathsSlice;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
@@ -324,6 +325,14 @@ impl Core {
                 Some(SessionWatches { session_id, paths })
             })
             .collect()
+    }
+
+    /// One slice of one connection's data-table watches, under its session (0 for a
+    /// connection without one): the slice's paths, where the next starts and the
+    /// connection's change count ([`PathsSlice`]).
+    pub fn data_watches_slice(&self, conn: ConnId, from: usize, max: usize) -> (i64, PathsSlice) {
+        let session_id = self.conns.get(&conn).and_then(|c| c.session).unwrap_or(0);
+        (session_id, self.watches.data_paths_slice(conn, from, max))
     }
 
     /// The data-table watches grouped by the watching connection's session, by session id.

@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use zkd_protocol::{
@@ -460,6 +461,55 @@ async fn observers_serve_clients_but_never_vote_or_lead() {
     assert_eq!(list["members"][3]["mode"], "observer");
     assert_eq!(list["members"][3]["type"], "observer");
     assert_eq!(list["members"][0]["type"], "participant");
+
+    // The leader's AdminServer `observers` lists its two observers as ZooKeeper 3.9's leader
+    // does (one object per observer, keys in its order); a follower lists none.
+    let obsr = admin::ok(admin, "GET", "/commands/observers?member=3", None).await;
+    assert_eq!(obsr["synced_observers"], json!(2), "{obsr}");
+    assert_eq!(obsr["command"], json!("observers"));
+    assert_eq!(obsr["error"], json!(null));
+    let observers = obsr["observers"].as_array().expect("a list");
+    assert_eq!(observers.len(), 2, "{obsr}");
+    let keys = [
+        "remote_socket_address",
+        "sid",
+        "established",
+        "queued_packets",
+        "queued_packets_size",
+        "packets_received",
+        "packets_sent",
+        "requests",
+        "last_zxid",
+    ];
+    for (o, sid) in observers.iter().zip([4, 5]) {
+        let got: Vec<&str> = o
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut want = keys.to_vec();
+        want.sort_unstable();
+        let mut got_sorted = got.clone();
+        got_sorted.sort_unstable();
+        assert_eq!(got_sorted, want, "{o}");
+        assert_eq!(o["sid"], json!(sid), "{o}");
+        assert_eq!(
+            o["remote_socket_address"],
+            json!(format!("/127.0.0.1:{}", 2887 + sid)),
+            "{o}"
+        );
+        for k in &keys[2..] {
+            assert!(o[k].is_i64(), "{k} is a number: {o}");
+        }
+        assert!(
+            o["established"].as_i64().unwrap() > 1_600_000_000_000,
+            "{o}"
+        );
+    }
+    let follower = admin::ok(admin, "GET", "/commands/observers?member=1", None).await;
+    assert_eq!(follower["synced_observers"], json!(0));
+    assert_eq!(follower["observers"], json!([]));
 
     // A session on observer 4: its writes apply, reads see the others' and a watch fires.
     let on_observer = RawClient::connect(a[3], 30_000).await.expect("session");

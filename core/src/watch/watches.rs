@@ -241,6 +241,8 @@ struct ConnWatches {
     paths: HashMap<Box<str>, Kinds>,
     /// Paths where it holds a data-table kind.
     in_table: usize,
+    /// Paths added or removed so far: a report copied in slices starts over when it moved.
+    changes: u64,
 }
 
 /// Running totals, kept on every change so that reports (`wchs`, `mntr`, `srvr`) read them
@@ -289,6 +291,19 @@ impl Counts {
             _ => {}
         }
     }
+}
+
+/// One slice of a connection's data-table watch paths ([`Watches::data_paths_slice`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PathsSlice {
+    /// The paths of the slice's entries that hold a data-table kind, in no order.
+    pub paths: Vec<String>,
+    /// Entries of the table the slice took (with or without a data-table kind).
+    pub walked: usize,
+    /// Where the next slice starts; `None` after the last.
+    pub next: Option<usize>,
+    /// The connection's table's change count when the slice was copied.
+    pub changes: u64,
 }
 
 /// The data table's summary, as `wchs` shows it.
@@ -340,6 +355,7 @@ impl Watches {
             }
             None => {
                 cw.paths.insert(path.into(), Kinds::NONE.with(kind));
+                cw.changes += 1;
                 Kinds::NONE
             }
         };
@@ -407,6 +423,7 @@ impl Watches {
                 self.counts.pair_changed(old, *mask, &mut cw.in_table);
                 if mask.is_empty() {
                     cw.paths.remove(path);
+                    cw.changes += 1;
                     shrink_if_sparse(&mut cw.paths);
                 }
             }
@@ -607,6 +624,36 @@ impl Watches {
         })
     }
 
+    /// A slice of one connection's data-table watch paths, for a report copied across
+    /// several holds of the core's lock: the paths among the entries at positions
+    /// `from..from + max` of the connection's table (in the table's own order), the position
+    /// after them (`None` once the table is done, or when the connection holds no watch), and
+    /// the table's change count. Entries keep their positions while nothing is added to or
+    /// removed from the table, so a caller whose slices all show the same count has copied
+    /// every path once; when the count moved, it starts over. Costs `max` copies and a walk
+    /// (without copying) past the `from` entries before them.
+    pub fn data_paths_slice(&self, conn: ConnId, from: usize, max: usize) -> PathsSlice {
+        let Some(cw) = self.by_conn.get(&conn) else {
+            return PathsSlice::default();
+        };
+        let paths = cw
+            .paths
+            .iter()
+            .skip(from)
+            .take(max)
+            .filter(|(_, m)| m.in_table())
+            .map(|(path, _)| path.to_string())
+            .collect();
+        let walked = cw.paths.len().saturating_sub(from).min(max);
+        let next = from + walked;
+        PathsSlice {
+            paths,
+            walked,
+            next: (next < cw.paths.len()).then_some(next),
+            changes: cw.changes,
+        }
+    }
+
     /// The watches one connection holds, with their kinds, sorted by path.
     pub fn of_conn(&self, conn: ConnId) -> Vec<(String, Vec<WatchKind>)> {
         let mut v: Vec<(String, Vec<WatchKind>)> = self
@@ -771,6 +818,41 @@ mod tests {
     use super::*;
     use crate::ZookeeperVersion::{V3_8, V3_9};
     use zkd_protocol::event_type::*;
+
+    #[test]
+    fn a_connections_paths_come_in_slices_that_tell_a_change() {
+        let mut w = Watches::default();
+        for i in 0..1000 {
+            w.add(1, &format!("/p{i}"), Data);
+        }
+        w.add(1, "/children-only", Child);
+        let (mut from, mut all) = (0, Vec::new());
+        let first = w.data_paths_slice(1, 0, 64).changes;
+        loop {
+            let s = w.data_paths_slice(1, from, 64);
+            assert!(s.walked <= 64 && s.paths.len() <= s.walked);
+            assert_eq!(s.changes, first, "nothing changed");
+            all.extend(s.paths);
+            match s.next {
+                Some(n) => from = n,
+                None => break,
+            }
+        }
+        all.sort();
+        all.dedup();
+        assert_eq!(
+            all.len(),
+            1000,
+            "each data watch once, the child watch left out"
+        );
+        w.add(1, "/new", Data);
+        assert_ne!(
+            w.data_paths_slice(1, 0, 64).changes,
+            first,
+            "an added path shows"
+        );
+        assert_eq!(w.data_paths_slice(2, 0, 64), PathsSlice::default());
+    }
 
     /// A watch table holding `watches` (connection, path, kind), and an empty list for the
     /// connections a trigger notifies.

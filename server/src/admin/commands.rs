@@ -260,7 +260,88 @@ fn run(st: &AdminState, name: &str, params: &BTreeMap<String, String>) -> ApiRes
         .shared
         .trace_mask
         .load(std::sync::atomic::Ordering::Relaxed);
-    Ok(render(cmd, &view, &host, trace_mask))
+    let mut body = render(cmd, &view, &host, trace_mask);
+    if cmd == "observers" {
+        let observers = observers_of(st, &view, now)?;
+        if let Value::Object(m) = &mut body {
+            m.extend(observers);
+        }
+    }
+    Ok(body)
+}
+
+/// `observers` as ZooKeeper's leader answers it: `synced_observers`, the observers following
+/// it, and `observers`, one object per such observer with the keys of ZooKeeper's learner
+/// handler report (`remote_socket_address`, `sid`, `established`, `queued_packets`,
+/// `queued_packets_size`, `packets_received`, `packets_sent`, `requests`, `last_zxid`), by
+/// id. The simulated members exchange no packets: the address is the observer's quorum
+/// address, `established` when the server started (ms since the epoch), the packet counts
+/// 0 and `last_zxid` the last zxid the observer applied. Any other member (and a standalone
+/// server) answers 0 and an empty list, as a ZooKeeper follower without an observer master
+/// does.
+fn observers_of(st: &AdminState, view: &FourLetterView, now: i64) -> ApiResult<Map<String, Value>> {
+    let mut list = Vec::new();
+    if let Some(m) = view
+        .member
+        .as_ref()
+        .filter(|m| m.mode == MemberMode::Leader)
+    {
+        for (sid, quorum_addr) in observer_lines(&m.membership) {
+            let summary = Needs {
+                summary: true,
+                ..Needs::default()
+            };
+            let their = reports::gather(&st.shared, sid, summary, now)?;
+            if !their
+                .member
+                .as_ref()
+                .is_some_and(|o| o.mode == MemberMode::Observer)
+            {
+                continue;
+            }
+            let mut o = Map::new();
+            o.insert(
+                "remote_socket_address".into(),
+                json!(format!("/{quorum_addr}")),
+            );
+            o.insert("sid".into(), json!(sid));
+            o.insert("established".into(), json!(now - their.uptime_ms));
+            for k in [
+                "queued_packets",
+                "queued_packets_size",
+                "packets_received",
+                "packets_sent",
+                "requests",
+            ] {
+                o.insert(k.into(), json!(0));
+            }
+            o.insert("last_zxid".into(), json!(their.last_zxid));
+            list.push(Value::Object(o));
+        }
+    }
+    Ok(obj(
+        json!({ "synced_observers": list.len(), "observers": list }),
+    ))
+}
+
+/// The observers of a membership text (`server.N=host:quorum:election:observer;...` lines):
+/// each one's id and quorum address (`host:quorum`).
+fn observer_lines(membership: &str) -> Vec<(u64, String)> {
+    let mut v: Vec<(u64, String)> = membership
+        .lines()
+        .filter_map(|l| {
+            let (id, spec) = l.strip_prefix("server.")?.split_once('=')?;
+            let servers = spec.split(';').next()?;
+            let mut parts = servers.rsplitn(4, ':');
+            let role = parts.next()?;
+            let _election = parts.next()?;
+            let quorum = parts.next()?;
+            let host = parts.next()?;
+            (role == "observer").then(|| Some((id.parse().ok()?, format!("{host}:{quorum}"))))?
+        })
+        .collect();
+    v.sort_unstable();
+    v
 }
 
 /// The JSON answer of command `cmd` (a primary name).

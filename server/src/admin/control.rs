@@ -120,12 +120,88 @@ fn session_json(s: &SessionReport) -> Value {
     })
 }
 
+/// Sessions listed per page of `/zkd/sessions` (one short hold of the core's lock each).
+const SESSIONS_PER_PAGE: usize = 256;
+
+/// Where a `/zkd/sessions` answer stands between pages.
+struct SessionPages {
+    /// Every session id when the listing began, sorted.
+    ids: Vec<i64>,
+    /// The first id of the next page.
+    next: usize,
+    /// Sessions written so far.
+    written: usize,
+    /// `ids`' bytes, counted with the listeners' unsent answers while the listing lives.
+    _held: super::outgoing::Reserved,
+}
+
+/// `GET /zkd/sessions`: `{"sessions":[...]}`, as a chunked body made a page at a time as the
+/// client reads it (see [`super::outgoing::paged`]): the ids are copied once (and counted
+/// with the listeners' unsent answers: 503 when there is no room), then each page's
+/// sessions in one short hold of the core's lock, and encoded on the reports' worker. A
+/// session that ends during the listing is left out; one that starts is not seen.
 async fn sessions(State(st): State<AdminState>) -> ApiResult<axum::response::Response> {
-    super::off_runtime(move || {
-        let list = control::sessions(&st.shared)?;
-        super::json_body(&json!({ "sessions": list.iter().map(session_json).collect::<Vec<_>>() }))
+    use axum::response::IntoResponse;
+    let shared = st.shared.clone();
+    let ids = super::off_runtime(move || {
+        let mut ids = shared.inspect(|core, _| core.session_ids())?;
+        ids.sort_unstable();
+        Ok(ids)
     })
-    .await
+    .await?;
+    let shared = st.shared.clone();
+    let next: super::outgoing::NextPage<SessionPages> = std::sync::Arc::new(move |p| {
+        let shared = shared.clone();
+        Box::pin(async move {
+            crate::reports::worker::run(move || sessions_page(&shared, p))
+                .await?
+                .map_err(|e| e.message)
+        })
+    });
+    let held = super::outgoing::reserve(ids.len() * std::mem::size_of::<i64>())
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?;
+    let first = SessionPages {
+        ids,
+        next: 0,
+        written: 0,
+        _held: held,
+    };
+    let body = super::outgoing::paged("GET /zkd/sessions", first, next);
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
+}
+
+/// The next page of a `/zkd/sessions` answer: the opening with the first, the closing with
+/// the last.
+fn sessions_page(
+    shared: &crate::engine::Shared,
+    mut p: SessionPages,
+) -> ApiResult<(Vec<u8>, Option<SessionPages>)> {
+    let mut bytes = Vec::new();
+    if p.next == 0 {
+        bytes.extend_from_slice(b"{\"sessions\":[");
+    }
+    let end = (p.next + SESSIONS_PER_PAGE).min(p.ids.len());
+    let now = shared.now();
+    let chunk = &p.ids[p.next..end];
+    let list = shared.inspect(|core, _| core.sessions_report_for(chunk, now))?;
+    for s in &list {
+        if p.written > 0 {
+            bytes.push(b',');
+        }
+        serde_json::to_writer(&mut bytes, &session_json(s))
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        p.written += 1;
+    }
+    p.next = end;
+    if p.next == p.ids.len() {
+        bytes.extend_from_slice(b"]}");
+        return Ok((bytes, None));
+    }
+    Ok((bytes, Some(p)))
 }
 
 async fn expire(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {

@@ -111,10 +111,9 @@ impl Policy {
         };
         let host = text(header::HOST)?;
         for name in host.into_iter().chain(authority) {
-            let host_only = name
-                .parse::<axum::http::uri::Authority>()
-                .map_err(|_| forbidden(format!("Host {name:?} is not a host name")))?;
-            if !self.any_host && !self.host_allowed(host_only.host(), local) {
+            let host_only = split_host_port(name)
+                .map_err(|why| forbidden(format!("Host {name:?} is not a host name: {why}")))?;
+            if !self.any_host && !self.host_allowed(host_only, local) {
                 return Err(forbidden(format!(
                     "Host {name:?} is not this server: this listener answers requests addressed \
                      to localhost, a loopback address or the address it is reached on (name \
@@ -196,6 +195,41 @@ fn opens_the_page(method: &Method, path: &str, headers: &HeaderMap) -> bool {
         && path == "/"
         && is("sec-fetch-mode", "navigate")
         && is("sec-fetch-dest", "document")
+}
+
+/// The host part of a `Host` header or a request target's authority, `host[:port]`, read
+/// strictly: the host is a name (letters, digits, `-`, `_` and dots), an IPv4 address or an
+/// IPv6 address in brackets; the port, when a colon follows, is one to five digits naming a
+/// port from 1 to 65535, with nothing after it. `Err` says what is wrong.
+pub(crate) fn split_host_port(text: &str) -> Result<&str, &'static str> {
+    let (host, rest) = if let Some(inner) = text.strip_prefix('[') {
+        let Some((addr, rest)) = inner.split_once(']') else {
+            return Err("an IPv6 address opens a bracket it does not close");
+        };
+        if addr.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err("the text in brackets is not an IPv6 address");
+        }
+        (&text[..addr.len() + 2], rest)
+    } else {
+        let end = text.find(':').unwrap_or(text.len());
+        let (host, rest) = text.split_at(end);
+        let name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+        if host.is_empty() || !host.chars().all(name_char) {
+            return Err("the host is not a name or an address (an IPv6 address goes in brackets)");
+        }
+        (host, rest)
+    };
+    if rest.is_empty() {
+        return Ok(host);
+    }
+    let Some(port) = rest.strip_prefix(':') else {
+        return Err("something other than a port follows the host");
+    };
+    let digits = !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit());
+    match port.parse::<u32>() {
+        Ok(n) if digits && (1..=65535).contains(&n) => Ok(host),
+        _ => Err("the port is not a number from 1 to 65535 with nothing after it"),
+    }
 }
 
 /// Lower case, without a trailing dot (`LocalHost.` is `localhost`).
@@ -305,6 +339,19 @@ mod tests {
             "zk2.example",
             "",
             "a b",
+            "localhost:1.evil.example",
+            "127.0.0.1:1x",
+            "[::1]:80.evil.example",
+            "localhost:",
+            "localhost:0",
+            "localhost:65536",
+            "localhost:+80",
+            "localhost:80:80",
+            "user@localhost",
+            "[::1",
+            "[localhost]",
+            "::1",
+            "[::1]x",
         ] {
             assert!(!admit(&p, Method::GET, "/", &[("host", bad)]), "{bad}");
         }
@@ -327,6 +374,15 @@ mod tests {
         ));
         // No Host at all (HTTP/1.0 from a program): nothing to check.
         assert!(admit(&p, Method::GET, "/", &[]));
+        assert!(admit(&p, Method::GET, "/", &[("host", "localhost:65535")]));
+        assert!(admit(&p, Method::GET, "/", &[("host", "[::1]")]));
+        // Parsed strictly on a listener taking any host too.
+        assert!(!admit(
+            &open,
+            Method::GET,
+            "/",
+            &[("host", "zk:1.evil.example")]
+        ));
         // An absolute request target is checked too.
         let h = headers(&[("host", "localhost")]);
         assert!(p

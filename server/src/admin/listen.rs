@@ -4,6 +4,8 @@
 //! - a connection must send a complete request head within [`HEADER_DEADLINE`] (also between
 //!   two requests on a kept-alive connection), or it is closed, and the head may be at most
 //!   [`MAX_HEAD`] bytes;
+//! - a connection whose client reads nothing of an answer for
+//!   [`super::outgoing::WRITE_DEADLINE`] is closed (see [`super::outgoing`]);
 //! - each listener holds at most [`Limits::per_address`] connections from one address and
 //!   [`Limits::total`] in all; one over either is answered 503 and closed at once;
 //! - the listeners leave a reserve of file descriptors to the client port: when the process
@@ -177,6 +179,8 @@ async fn serve_one(stream: TcpStream, info: ConnInfo, app: Router, shutdown: Can
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_DEADLINE)
         .max_buf_size(MAX_HEAD);
+    let stream = super::outgoing::Deadlined::new(stream);
+    let stalled = stream.stalled.clone();
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     let result = tokio::select! {
@@ -194,6 +198,15 @@ async fn serve_one(stream: TcpStream, info: ConnInfo, app: Router, shutdown: Can
                 &format!(
                     "HTTP connection closed: no complete request head within {} s",
                     HEADER_DEADLINE.as_secs()
+                ),
+            );
+        } else if stalled.load(std::sync::atomic::Ordering::Relaxed) {
+            log_refusal(
+                Refusal::Stalled,
+                Some(info.peer),
+                &format!(
+                    "HTTP connection closed: the client read nothing of its answer for {} s",
+                    super::outgoing::WRITE_DEADLINE.as_secs()
                 ),
             );
         } else {
@@ -225,10 +238,13 @@ pub(crate) enum Refusal {
     Deadline,
     /// A request the guard refused.
     Request,
+    /// A connection closed at the write deadline (its client read nothing of an answer).
+    Stalled,
 }
 
 /// Per kind of refusal: refusals since the last log line, and when that line was written.
-static REFUSALS: [Mutex<(u64, Option<Instant>)>; 4] = [
+static REFUSALS: [Mutex<(u64, Option<Instant>)>; 5] = [
+    Mutex::new((0, None)),
     Mutex::new((0, None)),
     Mutex::new((0, None)),
     Mutex::new((0, None)),

@@ -19,6 +19,7 @@ mod listen;
 mod member_lag;
 mod members;
 mod metrics;
+mod outgoing;
 mod persist;
 mod web;
 mod zk_controller;
@@ -152,10 +153,14 @@ pub(crate) async fn off_runtime<T: Send + 'static>(
 /// A JSON answer serialized by the caller: handlers that run [`off_runtime`] serialize there,
 /// so neither the encoding of a large answer nor the freeing of its value runs on the async
 /// runtime's threads.
+/// The bytes count in the listeners' unsent total until written ([`outgoing`]); an answer
+/// that would take that total past its limit is refused with 503.
 pub(crate) fn json_body(v: &serde_json::Value) -> ApiResult<axum::response::Response> {
     use axum::response::IntoResponse;
     let bytes = serde_json::to_vec(v)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let bytes = outgoing::counted_whole(bytes)
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?;
     Ok((
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         bytes,

@@ -4,16 +4,14 @@
 
 use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::stream;
 use serde_json::{json, Value};
 
-use super::{AdminState, ApiError, ApiResult};
+use super::{outgoing, AdminState, ApiError, ApiResult};
 use crate::engine::Shared;
 use crate::reports::worker;
 
@@ -23,14 +21,19 @@ pub(crate) fn routes() -> Router<AdminState> {
         .route("/zkd/snapshot", post(snapshot))
 }
 
-/// Nodes looked at per turn of the core's lock while exporting the tree (one page of the
-/// answer).
+/// Most nodes of one page of the answer.
 const TREE_CHUNK: usize = 256;
+/// Nodes looked at per turn of the core's lock while exporting the tree.
+const NODES_PER_TURN: usize = 16;
+/// A page ends once its nodes' data passes this many bytes (nodes hold up to a megabyte).
+const PAGE_DATA: usize = 64 << 10;
 
 /// Every node outside `/zookeeper` except ephemerals: the format `--seed` reads, as a chunked
 /// HTTP body produced a page at a time. Each page is copied from the core in one short hold
 /// of its lock and encoded on the reports' worker; the next page is made only when the
-/// socket has taken the previous ones, so an export never holds the whole answer. The bytes
+/// socket has taken the previous ones (and the listeners' unsent answers have room), so an
+/// export never holds the whole answer, and a client that reads nothing for the write
+/// deadline is closed ([`outgoing`]). The bytes
 /// are those of the whole document encoded at once. With writes going on meanwhile the
 /// export is not one point in time (a node created under a part already walked is missed);
 /// `POST /zkd/snapshot` is. Should the server stop serving midway, the body ends early
@@ -38,31 +41,31 @@ const TREE_CHUNK: usize = 256;
 async fn tree(State(st): State<AdminState>) -> ApiResult<Response> {
     let first = next_page(&st.shared, TreeState::default()).await?;
     let shared = st.shared.clone();
-    let pages = stream::unfold(Some(first), move |page| {
+    let next: outgoing::NextPage<TreePage> = Arc::new(move |page: TreePage| {
         let shared = shared.clone();
-        async move {
-            let page = page?;
-            let bytes = Ok::<_, std::io::Error>(Bytes::from(page.bytes));
-            if page.state.walk.done() {
-                return Some((bytes, None));
-            }
-            let next = match next_page(&shared, page.state).await {
-                Ok(next) => {
-                    // What the page shows is on disk before it is sent (group commit).
-                    shared.synced_now().await;
-                    Some(next)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e.message, "tree export stopped midway");
-                    return Some((Err(std::io::Error::other(e.message.clone())), None));
-                }
+        Box::pin(async move {
+            // A page made ahead (the first) goes out as it is; the others are made now.
+            let page = if page.made {
+                page
+            } else {
+                let next = next_page(&shared, page.state)
+                    .await
+                    .map_err(|e| e.message)?;
+                // What the page shows is on disk before it is sent (group commit).
+                shared.synced_now().await;
+                next
             };
-            Some((bytes, next))
-        }
+            let rest = (!page.state.walk.done()).then_some(TreePage {
+                bytes: Vec::new(),
+                state: page.state,
+                made: false,
+            });
+            Ok((page.bytes, rest))
+        })
     });
     Ok((
         [(header::CONTENT_TYPE, "application/json")],
-        Body::from_stream(pages),
+        outgoing::paged("GET /zkd/tree", first, next),
     )
         .into_response())
 }
@@ -82,6 +85,8 @@ struct TreeState {
 struct TreePage {
     bytes: Vec<u8>,
     state: TreeState,
+    /// Whether `bytes` holds the page (`false`: the page after `state` is still to make).
+    made: bool,
 }
 
 /// Copies and encodes the next page on the reports' worker: the document's opening with the
@@ -94,11 +99,18 @@ async fn next_page(shared: &Arc<Shared>, mut state: TreeState) -> ApiResult<Tree
             bytes.extend_from_slice(b"{\"nodes\":[");
             state.opened = true;
         }
-        let mut entries = Vec::new();
+        let mut entries: Vec<crate::core::TreeEntry> = Vec::new();
+        let mut data = 0;
         // Skipped ephemerals can make a turn of the lock yield nothing.
-        while entries.is_empty() && !state.walk.done() {
-            shared
-                .inspect(|core, _| core.export_some(&mut state.walk, TREE_CHUNK, &mut entries))?;
+        while entries.len() < TREE_CHUNK && data < PAGE_DATA && !state.walk.done() {
+            let before = entries.len();
+            shared.inspect(|core, _| {
+                core.export_some(&mut state.walk, NODES_PER_TURN, &mut entries)
+            })?;
+            data += entries[before..]
+                .iter()
+                .map(|e| e.node.data.as_ref().map_or(0, |d| d.len()))
+                .sum::<usize>();
         }
         for e in &mut entries {
             if state.written > 0 {
@@ -111,7 +123,11 @@ async fn next_page(shared: &Arc<Shared>, mut state: TreeState) -> ApiResult<Tree
         if state.walk.done() {
             bytes.extend_from_slice(b"]}");
         }
-        Ok(TreePage { bytes, state })
+        Ok(TreePage {
+            bytes,
+            state,
+            made: true,
+        })
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))??;

@@ -65,7 +65,7 @@ const MAX_BATCH_BYTES: usize = 4 << 20;
 const LINGER: Duration = Duration::from_secs(5);
 /// After our side is shut down, how long to wait for the client's EOF.
 const DRAIN: Duration = Duration::from_secs(1);
-/// Time allowed for writing a four-letter word's reply.
+/// Time a four-letter word's reply may go without the client taking a piece of it.
 const FOUR_LETTER_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Tells the core the connection is gone, once: explicitly once the socket is shut down,
@@ -371,16 +371,71 @@ async fn answer_four_letter_word<S: Stream>(
         }
         reports::answer(shared.clone(), word, member, remote.ip()).await?
     };
-    let written = timeout(FOUR_LETTER_WRITE_TIMEOUT, async {
-        stream.write_all(text.as_bytes()).await?;
-        stream.shutdown().await
-    })
-    .await;
-    if !matches!(written, Ok(Ok(()))) {
-        tracing::debug!(conn = id, %remote, %word, "could not deliver the four-letter reply");
+    let mut held = hold_answer(shared, text)
+        .map_err(|why| tracing::warn!(conn = id, %remote, %word, "not answered: {why}"))
+        .ok()?;
+    // Written a piece at a time, each piece let go of (and off the outbound total) once
+    // written; a client that takes nothing for the write timeout is closed.
+    while let Some(piece) = held.pop_front() {
+        match timeout(FOUR_LETTER_WRITE_TIMEOUT, stream.write_all(&piece.body)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(conn = id, %remote, %word, error = %e, "could not deliver the four-letter reply");
+                return None;
+            }
+            Err(_) => {
+                tracing::info!(
+                    conn = id,
+                    %remote,
+                    %word,
+                    unsent = piece.body.len() + held.iter().map(|h| h.body.len()).sum::<usize>(),
+                    "closing connection: the client read none of its four-letter answer for {} s",
+                    FOUR_LETTER_WRITE_TIMEOUT.as_secs()
+                );
+                return None;
+            }
+        }
+    }
+    if !matches!(
+        timeout(FOUR_LETTER_WRITE_TIMEOUT, stream.shutdown()).await,
+        Ok(Ok(()))
+    ) {
         return None;
     }
     Some(stream)
+}
+
+/// Bytes of a four-letter answer written at once (and counted apart in the outbound total).
+const FOUR_LETTER_PIECE: usize = 64 << 10;
+
+/// A four-letter answer cut into pieces, each counted in the server-wide outbound total
+/// until written (see [`crate::engine::outbound`]). Refused, with the reason, when the answer
+/// is longer than one connection may hold unwritten (`--max-outbound-bytes`) or would take
+/// the total past half its limit (`--max-total-outbound-bytes`): answers to words never take
+/// more than half of what the clients' queues may hold together.
+fn hold_answer(shared: &Shared, text: String) -> Result<VecDeque<HeldBody>, String> {
+    let budget = &shared.outbound;
+    let len = text.len();
+    if len > budget.per_conn {
+        return Err(format!(
+            "the answer is {len} bytes, more than one connection may hold unwritten \
+             (--max-outbound-bytes {})",
+            budget.per_conn
+        ));
+    }
+    let total = budget.total();
+    if total.saturating_add(len) > budget.limit / 2 {
+        return Err(format!(
+            "the server holds {total} unwritten bytes; this {len}-byte answer would take \
+             that past half the server-wide limit (--max-total-outbound-bytes {})",
+            budget.limit
+        ));
+    }
+    let text = Bytes::from(text);
+    Ok((0..len)
+        .step_by(FOUR_LETTER_PIECE)
+        .map(|at| budget.hold(text.slice(at..(at + FOUR_LETTER_PIECE).min(len))))
+        .collect())
 }
 
 /// Frames read while a pause started, with the time they arrived: fed when it ends.

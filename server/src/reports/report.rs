@@ -15,9 +15,9 @@ pub(crate) use super::host::HostInfo;
 /// Connections, sessions or watching connections reported per turn of the core's lock.
 const CHUNK: usize = 256;
 
-/// Watched paths copied per turn of the core's lock (at least one connection's, however
-/// many it holds).
-const PATHS_PER_TURN: usize = 16_384;
+/// Entries of the connections' watch tables copied per turn of the core's lock (a
+/// connection holding more is copied in slices: see [`copy_watches`]).
+pub(crate) const PATHS_PER_TURN: usize = 16_384;
 
 /// Gathers what `needs` asks for, as ensemble member `member` reports (see
 /// [`Shared::inspect_member`]). The core's lock is taken once for the summary and
@@ -103,27 +103,95 @@ pub(crate) fn gather(
             }));
     }
     if let Some(ids) = watchers {
-        let mut all = Vec::new();
-        let mut rest = &ids[..];
-        while !rest.is_empty() {
-            // Up to CHUNK connections per turn, fewer once PATHS_PER_TURN paths are copied.
-            inspect(&mut |core, _| {
-                let (mut taken, mut copied) = (0, 0);
-                for conn in rest.iter().take(CHUNK) {
-                    taken += 1;
-                    let got = core.data_watches_of(std::slice::from_ref(conn));
-                    copied += got.iter().map(|w| w.paths.len()).sum::<usize>();
-                    all.extend(got);
-                    if copied >= PATHS_PER_TURN {
-                        break;
-                    }
-                }
-                rest = &rest[taken..];
-            })?;
-        }
+        let (all, turns) = copy_watches(&ids, PATHS_PER_TURN, &mut |f| inspect(f))?;
+        view.watch_copy = turns;
         view.data_watches = crate::core::report::merge_watches(all);
     }
     Ok(view)
+}
+
+/// How many times a connection's watches are copied again from the start when they keep
+/// changing while copied; after that its last copy (duplicates removed) is taken as it is.
+const RESTARTS: u32 = 3;
+
+/// What copying the watched paths took: turns of the core's lock, and the most table
+/// entries one turn went through.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CopyTurns {
+    pub turns: usize,
+    pub most_paths: usize,
+}
+
+/// Copies the data-table watches of the connections `ids`, at most `per_turn` entries of
+/// their tables per turn of the core's lock (`inspect`), a connection's table in as many
+/// slices as it needs. What the copy guarantees: a watch held from the start of the copy to
+/// its end is shown exactly once (a connection whose table changed between two of its
+/// slices is copied again from its start, up to [`RESTARTS`] times; after that a watch held
+/// throughout may be missing from it, and nothing is shown twice); a watch added or
+/// removed meanwhile may or may not be shown. Connections that close meanwhile drop out.
+#[allow(clippy::type_complexity)]
+pub(crate) fn copy_watches(
+    ids: &[crate::core::ConnId],
+    per_turn: usize,
+    inspect: &mut dyn FnMut(
+        &mut dyn FnMut(&crate::core::Core, &NetView<'_>),
+    ) -> Result<(), CoreFailed>,
+) -> Result<(Vec<crate::core::report::SessionWatches>, CopyTurns), CoreFailed> {
+    let mut all = Vec::new();
+    let mut turns = CopyTurns::default();
+    // The connection being copied: its index, where its next slice starts, its change
+    // count, the paths so far, and how often it started over.
+    let mut at = 0;
+    let mut from = 0;
+    let mut changes: Option<u64> = None;
+    let mut session = 0;
+    let mut paths: Vec<String> = Vec::new();
+    let mut restarts = 0;
+    while at < ids.len() {
+        let mut budget = per_turn.max(1);
+        let mut copied = 0;
+        inspect(&mut |core, _| {
+            while budget > 0 && at < ids.len() {
+                let (sid, slice) = core.data_watches_slice(ids[at], from, budget);
+                budget = budget.saturating_sub(slice.walked.max(1));
+                copied += slice.walked;
+                let moved = changes.is_some_and(|c| c != slice.changes);
+                if moved && restarts < RESTARTS {
+                    // Its table changed since the last slice: start it over.
+                    restarts += 1;
+                    paths.clear();
+                    from = 0;
+                    changes = None;
+                    continue;
+                }
+                changes = Some(slice.changes);
+                session = sid;
+                paths.extend(slice.paths);
+                match slice.next {
+                    Some(next) => from = next,
+                    None => {
+                        if !paths.is_empty() {
+                            if restarts >= RESTARTS {
+                                paths.sort_unstable();
+                                paths.dedup();
+                            }
+                            all.push(crate::core::report::SessionWatches {
+                                session_id: session,
+                                paths: std::mem::take(&mut paths),
+                            });
+                        }
+                        at += 1;
+                        from = 0;
+                        changes = None;
+                        restarts = 0;
+                    }
+                }
+            }
+        })?;
+        turns.turns += 1;
+        turns.most_paths = turns.most_paths.max(copied);
+    }
+    Ok((all, turns))
 }
 
 fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &NetView<'_>) {
@@ -205,6 +273,8 @@ pub struct FourLetterView {
     pub sessions: Vec<SessionInfo>,
     /// The data/exist-watch table (not child watches), grouped by watching connection.
     pub data_watches: Vec<ConnWatches>,
+    /// What copying `data_watches` took.
+    pub watch_copy: CopyTurns,
     /// Total number of watches, data and child tables together (`zk_watch_count`).
     pub watch_count: u64,
     /// The data table's counts from the core's running totals (`wchs`), when gathered with

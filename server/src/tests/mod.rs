@@ -6,3 +6,4 @@ mod feed_order;
 mod group_commit;
 mod shared_body;
 mod slow_client;
+mod watch_report;

@@ -16,7 +16,7 @@ use crate::{Config, Server};
 
 const CAP: usize = 4 << 20;
 
-fn request<T: Jute>(xid: i32, op: i32, rec: &T) -> Bytes {
+pub(super) fn request<T: Jute>(xid: i32, op: i32, rec: &T) -> Bytes {
     encode_frame(|out| {
         RequestHeader { xid, op }.write(out);
         rec.write(out);
