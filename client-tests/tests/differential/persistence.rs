@@ -513,9 +513,12 @@ async fn torn_log_tail_is_cut_at_the_last_good_entry() {
     server.shutdown().await;
 }
 
+/// The largest log entry zkd and ZooKeeper read with the default jute.maxbuffer.
+const LOG_LIMIT: u64 = 2 * 0xfffff;
+
 /// The zxid of the last complete entry of the log `bytes`.
 fn last_zxid_in(bytes: &[u8]) -> i64 {
-    zkd_protocol::disk::txnlog::scan(bytes)
+    zkd_protocol::disk::txnlog::scan(bytes, LOG_LIMIT)
         .unwrap()
         .entries
         .last()
@@ -834,20 +837,23 @@ fn zookeeper_copy(files: &BTreeMap<String, Vec<u8>>) -> tempfile::TempDir {
     copy
 }
 
+/// The client address a started zkd binary prints on its first line of standard output.
+fn listening_addr(child: &mut std::process::Child) -> SocketAddr {
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    line.trim()
+        .strip_prefix("zkd listening on ")
+        .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+        .parse::<SocketAddr>()
+        .unwrap()
+}
+
 /// zkd (the binary) started on `dir` with `--recover-truncate`: the tree it serves, and its
 /// stderr once it is killed.
 async fn recovered(dir: &Path) -> (Tree, String) {
     let (mut child, _) = run_zkd_binary(dir, &["--recover-truncate"]);
-    let addr = {
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-        line.trim()
-            .strip_prefix("zkd listening on ")
-            .unwrap_or_else(|| panic!("unexpected line {line:?}"))
-            .parse::<SocketAddr>()
-            .unwrap()
-    };
+    let addr = listening_addr(&mut child);
     let tree = dump(addr).await;
     child.kill().unwrap();
     let (_, stderr) = exit_of(child);
@@ -873,7 +879,7 @@ async fn hundred_writes_in_the_log(dir: &Path) -> (std::path::PathBuf, Vec<u64>)
     let nodes: Vec<(String, &[u8])> = (0..100).map(|i| (format!("/n{i:03}"), &b"v"[..])).collect();
     let log = creates_only_in_the_log(dir, &nodes).await;
     let bytes = std::fs::read(&log).unwrap();
-    let scan = zkd_protocol::disk::txnlog::scan(&bytes[..]).expect("a log");
+    let scan = zkd_protocol::disk::txnlog::scan(&bytes[..], LOG_LIMIT).expect("a log");
     let creates: Vec<u64> = scan
         .entries
         .iter()
@@ -977,6 +983,76 @@ async fn an_impossible_entry_length_in_the_newest_log_refuses_to_start() {
     .await;
 }
 
+/// Under `--fsync always`, 300 creates acknowledged, zkd killed (SIGKILL), then one bit
+/// flipped inside the final entry of the newest log. The entry is whole — its length and
+/// end-of-record byte are intact — so it was written completely and changed since: not an
+/// interrupted write, and the create it holds was acknowledged. zkd refuses to start (exit 1,
+/// naming the log and the entry's offset) and changes nothing; `zkd datadir check` reports
+/// it; ZooKeeper 3.8 and 3.9 refuse a copy ("CRC check failed"); `--recover-truncate` starts
+/// with the 299 creates before it and keeps the entry's bytes beside the log.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flipped_bit_in_the_final_whole_entry_refuses_to_start() {
+    use zkd_protocol::disk::{txnlog, TxnBody};
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let (mut child, _) = run_zkd_binary(&data, &["--fsync", "always"]);
+    let addr = listening_addr(&mut child);
+    let c = client(addr).await;
+    for i in 0..300 {
+        ok(
+            &c,
+            create(&format!("/n{i:03}"), Some(b"v"), Acl::open_unsafe(), 0),
+        )
+        .await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    c.abort().await;
+
+    let log = files(&data, "log.").pop().expect("a log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let scan = txnlog::scan(&bytes[..], LOG_LIMIT).unwrap();
+    let (at, last) = scan.entries.last().expect("entries");
+    assert!(
+        matches!(&last.body, TxnBody::Create(c) if c.node.path == "/n299"),
+        "{last:?}"
+    );
+    let at = *at as usize;
+    bytes[at + 30] ^= 0x04;
+    std::fs::write(&log, &bytes).unwrap();
+    let name = log.file_name().unwrap().to_string_lossy().into_owned();
+    let before = contents(&data);
+
+    let offset = format!("offset {at}");
+    refused_and_reported(
+        &data,
+        &[&name, &offset, "checksum mismatch"],
+        &[&name, &offset, "checksum mismatch", "damaged"],
+    );
+    // ZooKeeper refuses a copy too, in both releases.
+    for version in [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9] {
+        let copy = zookeeper_copy(&before);
+        match Launcher::new().version(version).start_in(copy.path(), None) {
+            Err(e) => assert!(e.contains("exited during start-up"), "{e}"),
+            Ok(zk) => {
+                let tree = dump(zk.addr()).await;
+                panic!(
+                    "ZooKeeper {version:?} started on the damaged log, serving /n298: {}",
+                    tree.contains_key("/n298")
+                );
+            }
+        }
+    }
+
+    // Asked to, zkd starts without it and keeps its bytes.
+    let (tree, stderr) = recovered(&data).await;
+    assert!(tree.contains_key("/n298") && !tree.contains_key("/n299"));
+    let kept = format!("dropped.{name}.from-{at}");
+    assert!(stderr.contains(&kept), "says what it cut: {stderr}");
+    assert_eq!(contents(&data)[&kept], bytes[at..]);
+}
+
 /// A log file missing between two others (deleted by hand, or left out of a copy): the next
 /// log starts after a gap, so its transactions would be replayed onto a tree without the
 /// acknowledged writes in between. zkd refuses to start, naming the log, the offset of its
@@ -1040,7 +1116,7 @@ async fn a_log_whose_zxids_jump_refuses_to_start() {
     let log = creates_only_in_the_log(&data, &[("/a", b"1"), ("/b", b"2")]).await;
     let mut bytes = std::fs::read(&log).unwrap();
     let last = last_zxid_in(&bytes);
-    match txnlog::scan(&bytes[..]).unwrap().end {
+    match txnlog::scan(&bytes[..], LOG_LIMIT).unwrap().end {
         LogEnd::Padding(at) => bytes.truncate(at as usize),
         end => assert_eq!(end, LogEnd::Clean),
     }

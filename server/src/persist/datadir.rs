@@ -106,8 +106,14 @@ impl DataDir {
 
     /// Loads the newest valid snapshot into `core` and replays the logs after it; see
     /// [`super::load`] for what is done about damage.
-    pub fn load(&self, core: &mut Core, now_ms: i64, mode: LoadMode) -> Result<Loaded, String> {
-        super::load::load(self, core, now_ms, mode, &mut Vec::new())
+    pub fn load(
+        &self,
+        core: &mut Core,
+        now_ms: i64,
+        mode: LoadMode,
+        max_entry: u64,
+    ) -> Result<Loaded, String> {
+        super::load::load(self, core, now_ms, mode, max_entry, &mut Vec::new())
     }
 
     /// Writes a snapshot crash-safely: a temporary file, synced, renamed into place, and the

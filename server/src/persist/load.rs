@@ -63,11 +63,11 @@ enum Action {
 /// log counts as holding something, so damage is never taken for emptiness. After a snapshot
 /// the next log file exists before the sync thread has written the group of the file before
 /// it, so a crash during that write leaves the older file cut short and the newer one empty.
-fn hold_no_transaction(later: &[ZxidFile]) -> bool {
+fn hold_no_transaction(later: &[ZxidFile], max_entry: u64) -> bool {
     later.iter().all(|l| match open_regular(&l.path) {
         Ok((_, size)) if size < txnlog::HEADER_LEN as u64 => true,
         Ok(_) => matches!(
-            scan_log(&l.path),
+            scan_log(&l.path, max_entry),
             Ok((scan, _)) if scan.entries.is_empty()
                 && matches!(scan.end, LogEnd::Clean | LogEnd::Padding(_))
         ),
@@ -120,17 +120,24 @@ impl LogSource for LogFile {
     }
 }
 
-/// Reads and decodes a snapshot file incrementally (never more than the file holds).
+/// Reads and decodes a snapshot file incrementally (never more than the file holds), with
+/// the default jute.maxbuffer.
 pub fn read_snapshot_file(path: &Path) -> Result<SnapshotImage, String> {
+    let limit = txnlog::max_entry_len(txnlog::DEFAULT_JUTE_MAXBUFFER);
+    read_snapshot_limited(path, limit)
+}
+
+/// [`read_snapshot_file`], refusing buffers longer than `max_len`.
+fn read_snapshot_limited(path: &Path, max_len: u64) -> Result<SnapshotImage, String> {
     let (file, size) = open_regular(path)?;
-    zkd_protocol::disk::snapshot::read_snapshot_from(io::BufReader::new(file), size)
+    zkd_protocol::disk::snapshot::read_snapshot_limited(io::BufReader::new(file), size, max_len)
         .map_err(|e| e.to_string())
 }
 
-fn scan_log(path: &Path) -> Result<(LogScan, LogFile), String> {
+fn scan_log(path: &Path, max_entry: u64) -> Result<(LogScan, LogFile), String> {
     let (file, size) = open_regular(path)?;
     let src = LogFile::new(file, size);
-    let scan = txnlog::scan(&src).map_err(|e| format!("{}: {e}", path.display()))?;
+    let scan = txnlog::scan(&src, max_entry).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((scan, src))
 }
 
@@ -172,12 +179,15 @@ const REFUSING: &str = "refusing to start; nothing in the data directory was cha
      the transactions from the damage on (the dropped bytes are kept beside the log)";
 
 /// Loads `dir` into `core` (see the module documentation for what is done about damage).
-/// `findings` gets, file by file, what was found and what is done about it.
+/// `findings` gets, file by file, what was found and what is done about it. A log entry
+/// longer than `max_entry` bytes (`txnlog::max_entry_len` of the server's jute.maxbuffer) is
+/// damage.
 pub fn load(
     dir: &DataDir,
     core: &mut Core,
     now_ms: i64,
     mode: LoadMode,
+    max_entry: u64,
     findings: &mut Vec<String>,
 ) -> Result<Loaded, String> {
     let mut loaded = Loaded::default();
@@ -190,7 +200,7 @@ pub fn load(
     let mut damaged_snaps: Vec<(ZxidFile, String)> = Vec::new();
     let mut chosen: Option<(ZxidFile, SnapshotImage)> = None;
     for snap in snaps.iter().rev() {
-        match read_snapshot_file(&snap.path) {
+        match read_snapshot_limited(&snap.path, max_entry) {
             Ok(image) => {
                 findings.push(format!(
                     "{}: snapshot, {} nodes, {} sessions",
@@ -260,7 +270,7 @@ pub fn load(
             i += 1;
             continue;
         }
-        let (scan, src) = scan_log(&log.path)?;
+        let (scan, src) = scan_log(&log.path, max_entry)?;
         let shown = log.path.display();
         // Every transaction must follow the one before it. A log file that went missing (or
         // a snapshot without the logs after it) leaves a gap before a log's first entry, and
@@ -327,7 +337,7 @@ pub fn load(
                 None
             }
             LogEnd::Torn { offset, reason }
-                if i + 1 == count || hold_no_transaction(&logs[i + 1..]) =>
+                if i + 1 == count || hold_no_transaction(&logs[i + 1..], max_entry) =>
             {
                 let dropped = scan.size - offset;
                 let later = if i + 1 == count {
@@ -380,18 +390,18 @@ pub fn load(
                 next_entry,
             } => {
                 let after = match next_entry {
-                    Some(n) => format!("a valid entry follows at offset {n}"),
-                    None => "its checksum holds, so it is not an interrupted write".into(),
+                    Some(n) => format!("; a valid entry follows at offset {n}"),
+                    None => String::new(),
                 };
                 Some((
                     *offset,
-                    format!("{shown} is damaged at offset {offset} ({reason}); {after}"),
+                    format!("{shown} is damaged at offset {offset} ({reason}){after}"),
                 ))
             }
         };
         if let Some((offset, sentence)) = damage {
-            let lost =
-                txnlog::count_entries_from(&src, offset).map_err(|e| format!("{shown}: {e}"))?;
+            let lost = txnlog::count_entries_from(&src, offset, max_entry)
+                .map_err(|e| format!("{shown}: {e}"))?;
             let mut dropped = if gapped {
                 format!(
                     "the {lost} entries of {} ({} bytes from offset {offset})",
@@ -416,9 +426,10 @@ pub fn load(
             let mut later = Vec::new();
             for next in &logs[i + 1..] {
                 // A later file that is not a readable log holds no entry to count.
-                let (n, size) = match scan_log(&next.path) {
+                let (n, size) = match scan_log(&next.path, max_entry) {
                     Ok((s, f)) => (
-                        txnlog::count_entries_from(&f, txnlog::HEADER_LEN as u64).unwrap_or(0),
+                        txnlog::count_entries_from(&f, txnlog::HEADER_LEN as u64, max_entry)
+                            .unwrap_or(0),
                         s.size,
                     ),
                     Err(_) => (0, fs::metadata(&next.path).map_or(0, |m| m.len())),

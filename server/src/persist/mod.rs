@@ -55,9 +55,10 @@ pub struct DirCheck {
     pub nodes: usize,
 }
 
-/// Reads a data directory (`root/version-2`) as a start would, without changing anything.
-/// `Err` when it cannot be read at all (e.g. it does not exist).
-pub fn check_data_dir(root: &std::path::Path) -> Result<DirCheck, String> {
+/// Reads a data directory (`root/version-2`) as a start would with `jute.maxbuffer` set to
+/// `jute_maxbuffer`, without changing anything. `Err` when it cannot be read at all (e.g. it
+/// does not exist).
+pub fn check_data_dir(root: &std::path::Path, jute_maxbuffer: u64) -> Result<DirCheck, String> {
     let dir = DataDir::existing(root).map_err(|e| {
         format!(
             "{} is not a data directory: {e}",
@@ -66,7 +67,15 @@ pub fn check_data_dir(root: &std::path::Path) -> Result<DirCheck, String> {
     })?;
     let mut core = Core::new(Config::default().core_config(), 0);
     let mut findings = Vec::new();
-    let result = load::load(&dir, &mut core, 0, load::LoadMode::Check, &mut findings);
+    let max_entry = zkd_protocol::disk::txnlog::max_entry_len(jute_maxbuffer);
+    let result = load::load(
+        &dir,
+        &mut core,
+        0,
+        load::LoadMode::Check,
+        max_entry,
+        &mut findings,
+    );
     Ok(match result {
         Ok(loaded) => DirCheck {
             findings,
@@ -116,7 +125,8 @@ impl Persistence {
         } else {
             load::LoadMode::Start
         };
-        let loaded = dir.load(core, now_ms, mode)?;
+        let max_entry = zkd_protocol::disk::txnlog::max_entry_len(config.max_frame_len as u64);
+        let loaded = dir.load(core, now_ms, mode, max_entry)?;
         tracing::info!(
             dir = %root.display(),
             snapshot = ?loaded.snapshot,
