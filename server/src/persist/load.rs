@@ -597,6 +597,7 @@ fn truncate(path: &Path, len: u64) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
 
     #[test]
     fn the_read_ahead_window_returns_the_bytes_asked_for() {
@@ -672,5 +673,98 @@ mod tests {
         assert_eq!(first_gap(&log(&[i64::MAX, 1]), 0), None);
         assert_eq!(first_gap(&log(&[-1, 1, 3]), 0), Some((2, 216, 1)));
         assert_eq!(first_gap(&[], 7), None);
+    }
+
+    /// The process's peak resident memory, from `/proc/self/status` (`VmHWM`), in KiB.
+    fn peak_rss_kib() -> u64 {
+        let status = fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM")
+    }
+
+    /// A data directory under `base/name` holding one file `file` of `size` bytes: `head`,
+    /// then a hole.
+    fn sparse_dir(base: &Path, name: &str, file: &str, head: &[u8], size: u64) -> PathBuf {
+        let root = base.join(name);
+        let dir = root.join(super::super::datadir::VERSION_DIR);
+        fs::create_dir_all(&dir).expect("mkdir");
+        let f = File::create(dir.join(file)).expect("create");
+        f.write_all_at(head, 0).expect("write");
+        f.set_len(size).expect("sparse file");
+        root
+    }
+
+    /// Sparse files claiming what their bytes do not hold: a 100 GB snapshot claiming 2^31-1
+    /// sessions, a log entry claiming 0x7ffffff0 bytes in a 4 GiB file, a 100 GB log of
+    /// zeros. Each is judged (`zkd datadir check`, as a start reads it) in well under a
+    /// second and a few MiB. Run in a child process of its own, whose peak resident memory
+    /// (`VmHWM`) is all this test's.
+    #[test]
+    fn sparse_files_are_judged_in_little_memory_and_time() {
+        const CHILD: &str = "ZKD_SPARSE_FILES_CHILD";
+        const NAME: &str =
+            "persist::load::tests::sparse_files_are_judged_in_little_memory_and_time";
+        if std::env::var_os(CHILD).is_none() {
+            let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+                .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+                .env(CHILD, "1")
+                .output()
+                .expect("runs");
+            assert!(
+                out.status.success(),
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        use zkd_protocol::disk::{snapshot::SnapshotWriter, txnlog};
+        let base = std::env::temp_dir().join(format!("zkd-sparse-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        let rss_before = peak_rss_kib();
+
+        let mut snap = SnapshotWriter::new(0).finish().to_vec();
+        snap.truncate(16);
+        snap.extend_from_slice(&i32::MAX.to_be_bytes());
+        let snapshot = sparse_dir(&base, "snap", "snapshot.5", &snap, 100 << 30);
+
+        let mut log = txnlog::file_header().to_vec();
+        log.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 1]);
+        log.extend_from_slice(&0x7fff_fff0i32.to_be_bytes());
+        let huge_entry = sparse_dir(&base, "entry", "log.1", &log, 4 << 30);
+
+        let zeros = sparse_dir(&base, "zeros", "log.1", &txnlog::file_header(), 100 << 30);
+
+        for (root, says) in [
+            (&snapshot, "session 0x0 listed twice"),
+            (&huge_entry, "entry length 2147483632 is impossible"),
+        ] {
+            let t = Instant::now();
+            let check = super::super::check_data_dir(root, txnlog::DEFAULT_JUTE_MAXBUFFER)
+                .expect("a data directory");
+            let damage = check.damage.expect("damaged");
+            assert!(damage.contains(says), "{damage}");
+            assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        }
+        let t = Instant::now();
+        let check = super::super::check_data_dir(&zeros, txnlog::DEFAULT_JUTE_MAXBUFFER)
+            .expect("a data directory");
+        assert_eq!(check.damage, None);
+        assert!(
+            check
+                .findings
+                .iter()
+                .any(|f| f.contains("zero pre-allocation")),
+            "{:?}",
+            check.findings
+        );
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+
+        let grew = peak_rss_kib().saturating_sub(rss_before);
+        let _ = fs::remove_dir_all(&base);
+        assert!(grew < 64 << 10, "peak resident memory grew by {grew} KiB");
     }
 }
