@@ -759,6 +759,32 @@ async fn a_log_write_failure_stops_the_server_before_the_reply() {
     }
 }
 
+/// A full disk at start: the first snapshot cannot be written (its temporary file is a link
+/// to `/dev/full`, where every write fails with ENOSPC). zkd exits 1 with a sentence naming
+/// the data directory, the snapshot file and the system's error, not a listening failure.
+#[test]
+fn a_full_disk_at_start_is_reported_as_such() {
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    let dir = data.join("version-2");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink("/dev/full", dir.join("tmp.snapshot.0")).unwrap();
+    let (child, _) = run_zkd_binary(&data, &[]);
+    let (code, stderr) = exit_of(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    let snapshot = dir.join("snapshot.0");
+    assert!(
+        stderr.contains(&format!(
+            "cannot write to the data directory {}: cannot write snapshot {}: No space left on \
+             device",
+            data.display(),
+            snapshot.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("cannot listen"), "{stderr}");
+}
+
 /// Every file of a data directory with its bytes (the file list and each file's content).
 fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     std::fs::read_dir(dir.join("version-2"))

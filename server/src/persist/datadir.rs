@@ -123,10 +123,14 @@ impl DataDir {
         // Not starting with "snapshot." so no reader takes a half-written file for one.
         let tmp = self.dir.join(format!("tmp.{name}"));
         let dest = self.dir.join(&name);
-        {
-            let mut f = File::create(&tmp)?;
+        let written = File::create(&tmp).and_then(|mut f| {
             f.write_all(bytes)?;
-            f.sync_all()?;
+            f.sync_all()
+        });
+        if let Err(e) = written {
+            // A partial file would only take room (a full disk is the likely cause).
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
         }
         fs::rename(&tmp, &dest)?;
         sync_dir(&self.dir)?;

@@ -92,6 +92,26 @@ pub fn check_data_dir(root: &std::path::Path, jute_maxbuffer: u64) -> Result<Dir
     })
 }
 
+/// A data directory that cannot be written at start-up (the first snapshot, e.g. on a full
+/// disk): the sentence names the directory, the file and the system's error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataDirWriteError {
+    pub dir: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for DataDirWriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot write to the data directory {}: {}",
+            self.dir, self.reason
+        )
+    }
+}
+
+impl std::error::Error for DataDirWriteError {}
+
 /// The persistence of one server.
 pub(crate) struct Persistence {
     dir: DataDir,
@@ -197,8 +217,11 @@ impl Persistence {
         let zxid = job.zxid();
         let path = self.dir.write_snapshot(zxid, &bytes).map_err(|e| {
             format!(
-                "cannot write snapshot in {}: {e}",
-                self.dir.path().display()
+                "cannot write snapshot {}: {e}",
+                self.dir
+                    .path()
+                    .join(datadir::file_name("snapshot", zxid))
+                    .display()
             )
         })?;
         *self.last_snapshot.lock().unwrap_or_else(|e| e.into_inner()) = zxid;
@@ -239,6 +262,11 @@ impl Persistence {
     /// What the admin reports show of the data directory: its `version-2` path, the bytes
     /// its files hold, and the newest snapshot (zxid, file modification time in seconds), if
     /// its file exists. Reads the directory; takes no lock of the core.
+    /// The data directory given (`--data-dir`; its files are in `version-2` below it).
+    pub(crate) fn dir_path(&self) -> &std::path::Path {
+        self.dir.path().parent().unwrap_or(self.dir.path())
+    }
+
     pub(crate) fn report(&self) -> crate::engine::DataDirInfo {
         let path = self.dir.path();
         let zxid = *self.last_snapshot.lock().unwrap_or_else(|e| e.into_inner());
