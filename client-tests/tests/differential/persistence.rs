@@ -785,6 +785,90 @@ fn a_full_disk_at_start_is_reported_as_such() {
     assert!(!stderr.contains("cannot listen"), "{stderr}");
 }
 
+/// `mntr`'s numeric lines as a map (`zk_` prefix kept).
+async fn mntr(addr: SocketAddr) -> BTreeMap<String, f64> {
+    let text = tokio::task::spawn_blocking(move || {
+        zkd_testkit::oracle::four_letter_word(addr, "mntr").expect("mntr")
+    })
+    .await
+    .unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('\t')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// Every sync of the transaction log is timed (`fsynctime` in `mntr`), and one longer than
+/// `fsync.warningthresholdms` is counted (the AdminServer's `fsync_threshold_exceed_count`)
+/// and logged. With a threshold of -1 ms every sync is over it; with the default (1 s) none
+/// of these. ZooKeeper, given the same zoo.cfg key, times its syncs in `mntr` the same way.
+#[tokio::test(flavor = "multi_thread")]
+async fn log_syncs_are_timed_and_counted_over_the_threshold() {
+    use zkd_server::FsyncPolicy;
+    for threshold in [-1, 1000] {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = zkd_server::Config {
+            fsync: FsyncPolicy::Always,
+            fsync_warning_threshold_ms: threshold,
+            admin_server_port: Some(0),
+            ..zkd_config(tmp.path())
+        };
+        let server = zkd_server::Server::start(config).await.expect("starts");
+        let before = mntr(server.local_addr()).await;
+        let c = client(server.local_addr()).await;
+        for i in 0..20 {
+            ok(
+                &c,
+                create(&format!("/n{i}"), Some(b"v"), Acl::open_unsafe(), 0),
+            )
+            .await;
+        }
+        let after = mntr(server.local_addr()).await;
+        let syncs = after["zk_cnt_fsynctime"];
+        assert!(
+            syncs >= before["zk_cnt_fsynctime"] + 1.0 && syncs <= 21.0,
+            "{syncs} syncs for 20 creates"
+        );
+        assert!(after["zk_max_fsynctime"] >= after["zk_min_fsynctime"]);
+        let admin = server.admin_server_addr().expect("AdminServer");
+        let stats: serde_json::Value = tokio::task::spawn_blocking(move || {
+            let url = format!("http://{admin}/commands/stats");
+            let mut r = ureq::get(&url).call().expect("GET stats");
+            serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap()
+        })
+        .await
+        .unwrap();
+        let exceeded = stats["server_stats"]["fsync_threshold_exceed_count"]
+            .as_f64()
+            .expect("a count");
+        let expected = if threshold < 0 { syncs } else { 0.0 };
+        assert_eq!(
+            exceeded, expected,
+            "threshold {threshold} ms, {syncs} syncs"
+        );
+        c.abort().await;
+        server.shutdown().await;
+    }
+
+    let base = tempfile::tempdir().unwrap();
+    let zk = zookeeper_in(
+        base.path(),
+        &[("forceSync", "yes"), ("fsync.warningthresholdms", "-1")],
+    );
+    let c = client(zk.addr()).await;
+    for i in 0..20 {
+        ok(
+            &c,
+            create(&format!("/n{i}"), Some(b"v"), Acl::open_unsafe(), 0),
+        )
+        .await;
+    }
+    let after = mntr(zk.addr()).await;
+    assert!(after["zk_cnt_fsynctime"] >= 1.0, "{after:?}");
+}
+
 /// Every file of a data directory with its bytes (the file list and each file's content).
 fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     std::fs::read_dir(dir.join("version-2"))

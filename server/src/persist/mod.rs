@@ -160,7 +160,12 @@ impl Persistence {
         let mut stats = PersistStats::default();
         stats.db_init_ms.add(started.elapsed().as_millis() as u64);
         stats.txns_loaded.add(loaded.replayed);
-        let log = TxnLog::new(dir.path().to_path_buf(), config.fsync, config.snap_count);
+        let log = TxnLog::new(
+            dir.path().to_path_buf(),
+            config.fsync,
+            config.snap_count,
+            config.fsync_warning_threshold_ms,
+        );
         core.set_txn_sink(Some(log.sink()));
         // Like ZooKeeper, start from a snapshot of what was loaded when logs were replayed
         // (or nothing existed), so the next start reads one file.
@@ -259,14 +264,14 @@ impl Persistence {
         Ok(info)
     }
 
-    /// What the admin reports show of the data directory: its `version-2` path, the bytes
-    /// its files hold, and the newest snapshot (zxid, file modification time in seconds), if
-    /// its file exists. Reads the directory; takes no lock of the core.
     /// The data directory given (`--data-dir`; its files are in `version-2` below it).
     pub(crate) fn dir_path(&self) -> &std::path::Path {
         self.dir.path().parent().unwrap_or(self.dir.path())
     }
 
+    /// What the admin reports show of the data directory: its `version-2` path, the bytes
+    /// its files hold, the newest snapshot (zxid, file modification time in seconds), if
+    /// its file exists, and the timings. Reads the directory; takes no lock of the core.
     pub(crate) fn report(&self) -> crate::engine::DataDirInfo {
         let path = self.dir.path();
         let zxid = *self.last_snapshot.lock().unwrap_or_else(|e| e.into_inner());
@@ -291,7 +296,13 @@ impl Persistence {
                 .to_string(),
             size_bytes: size,
             last_snapshot: std::fs::metadata(&snap).ok().map(|m| (zxid, secs(m))),
-            stats: *self.stats.lock().unwrap_or_else(|e| e.into_inner()),
+            stats: {
+                let mut stats = *self.stats.lock().unwrap_or_else(|e| e.into_inner());
+                let fsyncs = self.log.fsync_stats();
+                stats.fsync_ms = fsyncs.times_ms;
+                stats.fsync_over_threshold = fsyncs.over_threshold;
+                stats
+            },
         }
     }
 
