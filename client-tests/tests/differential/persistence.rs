@@ -785,6 +785,63 @@ fn a_full_disk_at_start_is_reported_as_such() {
     assert!(!stderr.contains("cannot listen"), "{stderr}");
 }
 
+/// The zxids of the snapshots in `dir`, oldest first.
+fn snapshot_zxids(dir: &Path) -> Vec<i64> {
+    let mut zxids: Vec<i64> = files(dir, "snapshot.")
+        .iter()
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?;
+            i64::from_str_radix(name.strip_prefix("snapshot.")?, 16).ok()
+        })
+        .collect();
+    zxids.sort_unstable();
+    zxids
+}
+
+/// Waits up to 10 s for a snapshot of epoch `epoch` in `dir`; its zxid.
+async fn snapshot_of_epoch(dir: &Path, epoch: i64) -> i64 {
+    for _ in 0..500 {
+        if let Some(z) = snapshot_zxids(dir).into_iter().find(|z| z >> 32 == epoch) {
+            return z;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("no snapshot of epoch {epoch}: {:x?}", snapshot_zxids(dir));
+}
+
+/// A leader starting an epoch snapshots the state the epoch starts from, as ZooKeeper's
+/// leader does when it takes over (before its first proposal): an ensemble with a data
+/// directory has a snapshot of epoch 1 once it has started, and when the leader stops and
+/// another takes over, one of epoch 2 holding what was written before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_epoch_takes_a_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = zkd_server::Config {
+        ensemble: Some(zkd_server::EnsembleConfig::numbered(3, 0).unwrap()),
+        ..zkd_config(tmp.path())
+    };
+    let server = zkd_server::Server::start(config).await.expect("starts");
+    let first = snapshot_of_epoch(tmp.path(), 1).await;
+    assert_eq!(first, 1 << 32, "the state epoch 1 starts from");
+    let members = server.members().expect("an ensemble");
+    let c = client(members[0].client_addr).await;
+    ok(&c, create("/before", Some(b"1"), Acl::open_unsafe(), 0)).await;
+    c.abort().await;
+    // Member 3 leads; stopping it makes member 2 lead, in epoch 2.
+    server.stop_member(3).await.expect("stops");
+    let second = snapshot_of_epoch(tmp.path(), 2).await;
+    let snap = tmp
+        .path()
+        .join("version-2")
+        .join(format!("snapshot.{second:x}"));
+    let image = zkd_server::read_snapshot_file(&snap).expect("reads");
+    assert!(
+        image.nodes.iter().any(|n| n.path == "/before"),
+        "the snapshot of epoch 2 holds what epoch 1 wrote"
+    );
+    server.shutdown().await;
+}
+
 /// `mntr`'s numeric lines as a map (`zk_` prefix kept).
 async fn mntr(addr: SocketAddr) -> BTreeMap<String, f64> {
     let text = tokio::task::spawn_blocking(move || {

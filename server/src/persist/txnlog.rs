@@ -329,6 +329,13 @@ impl TxnLog {
 }
 
 impl TxnSink for TxnLog {
+    /// A new epoch: a snapshot of the state it starts from is due (the persistence task takes
+    /// it at once, a slice at a time; several epochs in a row make one snapshot).
+    fn epoch_started(&mut self, epoch: i64) {
+        tracing::info!(epoch, "a new epoch starts: taking a snapshot");
+        self.snapshot_due.notify_one();
+    }
+
     /// Appends one transaction. When it cannot be written (under every policy) or synced
     /// (`always`), this returns [`StopServing`]: the core queues nothing more (not the reply
     /// to the transaction, nor its notifications), and the server stops serving.
