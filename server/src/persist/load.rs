@@ -767,4 +767,85 @@ mod tests {
         let _ = fs::remove_dir_all(&base);
         assert!(grew < 64 << 10, "peak resident memory grew by {grew} KiB");
     }
+
+    /// A data directory under `base/name` holding logs named after their first zxid, each
+    /// with the creates of the zxids given (and, with `padding`, zeros after them).
+    fn dir_of_logs(base: &Path, name: &str, logs: &[&[i64]], padding: usize) -> PathBuf {
+        use zkd_protocol::disk::{txn_type, CreateTxn, NewNode, TxnHeader};
+        use zkd_protocol::{Acl, Jute};
+        let root = base.join(name);
+        let dir = root.join(super::super::datadir::VERSION_DIR);
+        fs::create_dir_all(&dir).expect("mkdir");
+        for zxids in logs {
+            let mut bytes = txnlog::file_header().to_vec();
+            for &zxid in *zxids {
+                let mut txn = bytes::BytesMut::new();
+                TxnHeader {
+                    client_id: 0,
+                    cxid: 0,
+                    zxid,
+                    time: 1,
+                    txn_type: txn_type::CREATE,
+                }
+                .write(&mut txn);
+                CreateTxn {
+                    node: NewNode {
+                        path: format!("/n{zxid:x}"),
+                        data: None,
+                        acl: Acl::open_unsafe(),
+                    },
+                    ephemeral: false,
+                    parent_cversion: 0,
+                }
+                .write(&mut txn);
+                let mut framed = bytes::BytesMut::new();
+                txnlog::frame_entry(&txn, &mut framed);
+                bytes.extend_from_slice(&framed);
+            }
+            bytes.resize(bytes.len() + padding, 0);
+            fs::write(dir.join(format!("log.{:x}", zxids[0])), bytes).expect("write");
+        }
+        root
+    }
+
+    /// Two logs that each end cleanly (or in pre-allocated zeros), the second starting past
+    /// the zxid after the first's last: the start refuses it as it refuses a jump inside one
+    /// log, naming the later log, its first entry's offset and the zxids missing. A later
+    /// epoch may start anywhere; the next zxid, or one already loaded, continues.
+    #[test]
+    fn a_gap_between_two_complete_logs_is_refused() {
+        let base = std::env::temp_dir().join(format!("zkd-log-gap-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        let e2 = 0x2_0000_0000;
+        for padding in [0, 4096] {
+            let gap = dir_of_logs(
+                &base,
+                &format!("gap{padding}"),
+                &[&[1, 2, 3], &[6, 7]],
+                padding,
+            );
+            let check = super::super::check_data_dir(&gap, txnlog::DEFAULT_JUTE_MAXBUFFER)
+                .expect("a data directory");
+            let damage = check.damage.expect("refused");
+            assert!(
+                damage.contains(
+                    "log.6 starts with zxid 0x6 (its first entry, at offset 16), but what was \
+                     loaded before it ends at zxid 0x3: transactions 0x4 to 0x5 are missing"
+                ),
+                "{damage}"
+            );
+            assert!(damage.contains("refusing to start"), "{damage}");
+            for (name, logs) in [
+                ("next", &[&[1i64, 2, 3][..], &[4, 5]][..]),
+                ("overlap", &[&[1, 2, 3], &[3, 4]]),
+                ("epoch", &[&[1, 2, 3], &[e2 + 5, e2 + 6]]),
+            ] {
+                let ok = dir_of_logs(&base, &format!("{name}{padding}"), logs, padding);
+                let check = super::super::check_data_dir(&ok, txnlog::DEFAULT_JUTE_MAXBUFFER)
+                    .expect("a data directory");
+                assert_eq!(check.damage, None, "{name}: {:?}", check.findings);
+            }
+        }
+        let _ = fs::remove_dir_all(&base);
+    }
 }
