@@ -20,12 +20,20 @@ enum Op {
     Check {
         /// The data directory (the one given to --data-dir; its files are in DIR/version-2).
         dir: PathBuf,
+        /// The jute.maxbuffer the server runs with: a log entry longer than twice this is
+        /// damage, as for ZooKeeper's reader.
+        #[arg(long, value_name = "BYTES", default_value_t = 0xfffff,
+              value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64))]
+        jute_maxbuffer: u64,
     },
 }
 
 pub fn run(args: DatadirArgs) -> ExitCode {
-    let Op::Check { dir } = args.op;
-    let check = match zkd_server::check_data_dir(&dir) {
+    let Op::Check {
+        dir,
+        jute_maxbuffer,
+    } = args.op;
+    let check = match zkd_server::check_data_dir(&dir, jute_maxbuffer) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("zkd datadir check: {e}");

@@ -442,6 +442,13 @@ async fn serve(config: Config, zookeeper_lines: bool) -> ExitCode {
             eprintln!("zkd: cannot start: {e}");
             return ExitCode::from(2);
         }
+        Err(e)
+            if e.get_ref()
+                .is_some_and(|e| e.is::<zkd_server::DataDirWriteError>()) =>
+        {
+            eprintln!("zkd: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
         Err(e) => {
             let at = std::net::SocketAddr::new(bind, port);
             eprintln!("zkd: cannot listen on {at}: {e}");

@@ -74,6 +74,9 @@ pub struct Config {
     pub snap_interval: Option<Duration>,
     /// When the transaction log is synced to disk (default `batch`).
     pub fsync: FsyncPolicy,
+    /// A sync of the transaction log taking longer than this many milliseconds is logged as
+    /// a warning and counted (`fsync.warningthresholdms`, default 1000).
+    pub fsync_warning_threshold_ms: i64,
     /// Snapshots kept in the data directory, with the logs they need (default 3, minimum 1).
     pub snap_retain_count: usize,
     /// Start even when the data directory is damaged, giving up the transactions from the
@@ -350,6 +353,7 @@ impl Default for Config {
             snap_count: 100_000,
             snap_interval: None,
             fsync: FsyncPolicy::default(),
+            fsync_warning_threshold_ms: 1000,
             snap_retain_count: 3,
             recover_truncate: false,
             seed: Vec::new(),

@@ -40,7 +40,7 @@ pub use control::{
 pub use engine::ensemble::{MemberMode, MemberReport};
 pub use engine::ServerFailure;
 pub use persist::load::read_snapshot_file;
-pub use persist::{check_data_dir, DirCheck, SnapshotInfo};
+pub use persist::{check_data_dir, DataDirWriteError, DirCheck, SnapshotInfo};
 pub use reports::{BUILD_COMMIT, BUILD_DATE};
 pub use server::Server;
 pub use version_string::{version_string, VersionString};

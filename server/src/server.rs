@@ -131,10 +131,13 @@ impl Server {
                 }
                 if snapshot_now || seeded {
                     let (p2, s2) = (p.clone(), shared.clone());
+                    let dir = p.dir_path().display().to_string();
                     tokio::task::spawn_blocking(move || p2.snapshot(&s2))
                         .await
                         .map_err(io::Error::other)?
-                        .map_err(io::Error::other)?;
+                        .map_err(|reason| {
+                            io::Error::other(crate::persist::DataDirWriteError { dir, reason })
+                        })?;
                 }
                 let task = tokio::spawn(Persistence::run(
                     p.clone(),

@@ -184,6 +184,9 @@ pub fn apply(
     if let Some(v) = from_file(given, "snap_count", &s.snap_count) {
         c.snap_count = *v;
     }
+    if let Some(v) = &s.fsync_warning_threshold_ms {
+        c.fsync_warning_threshold_ms = v.value;
+    }
     if unless("fsync") {
         c.fsync = if s.force_sync.as_ref().is_none_or(|f| f.value) {
             FsyncPolicy::Always
@@ -504,7 +507,8 @@ mod tests {
              jute.maxbuffer=2048\ndataDir=/tmp/zk\nautopurge.snapRetainCount=4\nsnapCount=50\n\
              forceSync=no\nadmin.serverPort=9090\nadmin.serverAddress=0.0.0.0\n\
              DigestAuthenticationProvider.superDigest=super:x\nsuperUser=alice\n\
-             X509AuthenticationProvider.superUser=CN=root\nreconfigEnabled=true\n",
+             X509AuthenticationProvider.superUser=CN=root\nreconfigEnabled=true\n\
+             fsync.warningthresholdms=-1\n",
         );
         assert!(c.reconfig_enabled);
         assert!(
@@ -522,6 +526,12 @@ mod tests {
         assert_eq!(c.max_frame_len, 2048);
         assert_eq!(c.data_dir, Some(PathBuf::from("/tmp/zk")));
         assert_eq!((c.snap_retain_count, c.snap_count), (4, 50));
+        assert_eq!(c.fsync_warning_threshold_ms, -1);
+        assert_eq!(
+            file("clientPort=2281\n").fsync_warning_threshold_ms,
+            1000,
+            "ZooKeeper's default"
+        );
         assert_eq!(c.fsync, FsyncPolicy::Never);
         assert_eq!(c.admin_server_port, Some(9090));
         assert_eq!(c.admin_server_bind, IpAddr::V4(Ipv4Addr::UNSPECIFIED));

@@ -41,6 +41,9 @@ pub struct Settings {
     pub data_dir: Option<Set<PathBuf>>,
     pub snap_retain_count: Option<Set<u64>>,
     pub snap_count: Option<Set<u64>>,
+    /// `fsync.warningthresholdms` (ms; ZooKeeper reads it from zoo.cfg too, as a system
+    /// property of the same name).
+    pub fsync_warning_threshold_ms: Option<Set<i64>>,
     /// `forceSync`: false only for `no`.
     pub force_sync: Option<Set<bool>>,
     pub container_check_interval: Option<Set<u64>>,
@@ -104,7 +107,6 @@ const INAPPLICABLE: &[(&[&str], &str)] = &[
             "snapSizeLimitInKb",
             "txnLogSizeLimitInKb",
             "commitLogCount",
-            "fsync.warningthresholdms",
             "digest.enabled",
         ],
         "zkd keeps its log beside its snapshots in dataDir and prunes old files after \
@@ -238,6 +240,7 @@ fn interpret_one(s: &mut Settings, e: &Entry) -> Result<(), ConfigError> {
             s.snap_retain_count = set(e, n);
         }
         "snapCount" => s.snap_count = set(e, whole(e, 2, i32::MAX as u64)?),
+        "fsync.warningthresholdms" => s.fsync_warning_threshold_ms = set(e, int(e)?),
         "forceSync" => s.force_sync = set(e, v != "no"),
         "znode.container.checkIntervalMs" => {
             s.container_check_interval = set(e, whole(e, 1, i64::MAX as u64)?)

@@ -513,9 +513,12 @@ async fn torn_log_tail_is_cut_at_the_last_good_entry() {
     server.shutdown().await;
 }
 
+/// The largest log entry zkd and ZooKeeper read with the default jute.maxbuffer.
+const LOG_LIMIT: u64 = 2 * 0xfffff;
+
 /// The zxid of the last complete entry of the log `bytes`.
 fn last_zxid_in(bytes: &[u8]) -> i64 {
-    zkd_protocol::disk::txnlog::scan(bytes)
+    zkd_protocol::disk::txnlog::scan(bytes, LOG_LIMIT)
         .unwrap()
         .entries
         .last()
@@ -756,6 +759,173 @@ async fn a_log_write_failure_stops_the_server_before_the_reply() {
     }
 }
 
+/// A full disk at start: the first snapshot cannot be written (its temporary file is a link
+/// to `/dev/full`, where every write fails with ENOSPC). zkd exits 1 with a sentence naming
+/// the data directory, the snapshot file and the system's error, not a listening failure.
+#[test]
+fn a_full_disk_at_start_is_reported_as_such() {
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    let dir = data.join("version-2");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink("/dev/full", dir.join("tmp.snapshot.0")).unwrap();
+    let (child, _) = run_zkd_binary(&data, &[]);
+    let (code, stderr) = exit_of(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    let snapshot = dir.join("snapshot.0");
+    assert!(
+        stderr.contains(&format!(
+            "cannot write to the data directory {}: cannot write snapshot {}: No space left on \
+             device",
+            data.display(),
+            snapshot.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("cannot listen"), "{stderr}");
+}
+
+/// The zxids of the snapshots in `dir`, oldest first.
+fn snapshot_zxids(dir: &Path) -> Vec<i64> {
+    let mut zxids: Vec<i64> = files(dir, "snapshot.")
+        .iter()
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?;
+            i64::from_str_radix(name.strip_prefix("snapshot.")?, 16).ok()
+        })
+        .collect();
+    zxids.sort_unstable();
+    zxids
+}
+
+/// Waits up to 10 s for a snapshot of epoch `epoch` in `dir`; its zxid.
+async fn snapshot_of_epoch(dir: &Path, epoch: i64) -> i64 {
+    for _ in 0..500 {
+        if let Some(z) = snapshot_zxids(dir).into_iter().find(|z| z >> 32 == epoch) {
+            return z;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("no snapshot of epoch {epoch}: {:x?}", snapshot_zxids(dir));
+}
+
+/// A leader starting an epoch snapshots the state the epoch starts from, as ZooKeeper's
+/// leader does when it takes over (before its first proposal): an ensemble with a data
+/// directory has a snapshot of epoch 1 once it has started, and when the leader stops and
+/// another takes over, one of epoch 2 holding what was written before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_epoch_takes_a_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = zkd_server::Config {
+        ensemble: Some(zkd_server::EnsembleConfig::numbered(3, 0).unwrap()),
+        ..zkd_config(tmp.path())
+    };
+    let server = zkd_server::Server::start(config).await.expect("starts");
+    let first = snapshot_of_epoch(tmp.path(), 1).await;
+    assert_eq!(first, 1 << 32, "the state epoch 1 starts from");
+    let members = server.members().expect("an ensemble");
+    let c = client(members[0].client_addr).await;
+    ok(&c, create("/before", Some(b"1"), Acl::open_unsafe(), 0)).await;
+    c.abort().await;
+    // Member 3 leads; stopping it makes member 2 lead, in epoch 2.
+    server.stop_member(3).await.expect("stops");
+    let second = snapshot_of_epoch(tmp.path(), 2).await;
+    let snap = tmp
+        .path()
+        .join("version-2")
+        .join(format!("snapshot.{second:x}"));
+    let image = zkd_server::read_snapshot_file(&snap).expect("reads");
+    assert!(
+        image.nodes.iter().any(|n| n.path == "/before"),
+        "the snapshot of epoch 2 holds what epoch 1 wrote"
+    );
+    server.shutdown().await;
+}
+
+/// `mntr`'s numeric lines as a map (`zk_` prefix kept).
+async fn mntr(addr: SocketAddr) -> BTreeMap<String, f64> {
+    let text = tokio::task::spawn_blocking(move || {
+        zkd_testkit::oracle::four_letter_word(addr, "mntr").expect("mntr")
+    })
+    .await
+    .unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('\t')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// Every sync of the transaction log is timed (`fsynctime` in `mntr`), and one longer than
+/// `fsync.warningthresholdms` is counted (the AdminServer's `fsync_threshold_exceed_count`)
+/// and logged. With a threshold of -1 ms every sync is over it; with the default (1 s) none
+/// of these. ZooKeeper, given the same zoo.cfg key, times its syncs in `mntr` the same way.
+#[tokio::test(flavor = "multi_thread")]
+async fn log_syncs_are_timed_and_counted_over_the_threshold() {
+    use zkd_server::FsyncPolicy;
+    for threshold in [-1, 1000] {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = zkd_server::Config {
+            fsync: FsyncPolicy::Always,
+            fsync_warning_threshold_ms: threshold,
+            admin_server_port: Some(0),
+            ..zkd_config(tmp.path())
+        };
+        let server = zkd_server::Server::start(config).await.expect("starts");
+        let before = mntr(server.local_addr()).await;
+        let c = client(server.local_addr()).await;
+        for i in 0..20 {
+            ok(
+                &c,
+                create(&format!("/n{i}"), Some(b"v"), Acl::open_unsafe(), 0),
+            )
+            .await;
+        }
+        let after = mntr(server.local_addr()).await;
+        let syncs = after["zk_cnt_fsynctime"];
+        assert!(
+            syncs >= before["zk_cnt_fsynctime"] + 1.0 && syncs <= 21.0,
+            "{syncs} syncs for 20 creates"
+        );
+        assert!(after["zk_max_fsynctime"] >= after["zk_min_fsynctime"]);
+        let admin = server.admin_server_addr().expect("AdminServer");
+        let stats: serde_json::Value = tokio::task::spawn_blocking(move || {
+            let url = format!("http://{admin}/commands/stats");
+            let mut r = ureq::get(&url).call().expect("GET stats");
+            serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap()
+        })
+        .await
+        .unwrap();
+        let exceeded = stats["server_stats"]["fsync_threshold_exceed_count"]
+            .as_f64()
+            .expect("a count");
+        let expected = if threshold < 0 { syncs } else { 0.0 };
+        assert_eq!(
+            exceeded, expected,
+            "threshold {threshold} ms, {syncs} syncs"
+        );
+        c.abort().await;
+        server.shutdown().await;
+    }
+
+    let base = tempfile::tempdir().unwrap();
+    let zk = zookeeper_in(
+        base.path(),
+        &[("forceSync", "yes"), ("fsync.warningthresholdms", "-1")],
+    );
+    let c = client(zk.addr()).await;
+    for i in 0..20 {
+        ok(
+            &c,
+            create(&format!("/n{i}"), Some(b"v"), Acl::open_unsafe(), 0),
+        )
+        .await;
+    }
+    let after = mntr(zk.addr()).await;
+    assert!(after["zk_cnt_fsynctime"] >= 1.0, "{after:?}");
+}
+
 /// Every file of a data directory with its bytes (the file list and each file's content).
 fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     std::fs::read_dir(dir.join("version-2"))
@@ -834,20 +1004,23 @@ fn zookeeper_copy(files: &BTreeMap<String, Vec<u8>>) -> tempfile::TempDir {
     copy
 }
 
+/// The client address a started zkd binary prints on its first line of standard output.
+fn listening_addr(child: &mut std::process::Child) -> SocketAddr {
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    line.trim()
+        .strip_prefix("zkd listening on ")
+        .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+        .parse::<SocketAddr>()
+        .unwrap()
+}
+
 /// zkd (the binary) started on `dir` with `--recover-truncate`: the tree it serves, and its
 /// stderr once it is killed.
 async fn recovered(dir: &Path) -> (Tree, String) {
     let (mut child, _) = run_zkd_binary(dir, &["--recover-truncate"]);
-    let addr = {
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-        line.trim()
-            .strip_prefix("zkd listening on ")
-            .unwrap_or_else(|| panic!("unexpected line {line:?}"))
-            .parse::<SocketAddr>()
-            .unwrap()
-    };
+    let addr = listening_addr(&mut child);
     let tree = dump(addr).await;
     child.kill().unwrap();
     let (_, stderr) = exit_of(child);
@@ -873,7 +1046,7 @@ async fn hundred_writes_in_the_log(dir: &Path) -> (std::path::PathBuf, Vec<u64>)
     let nodes: Vec<(String, &[u8])> = (0..100).map(|i| (format!("/n{i:03}"), &b"v"[..])).collect();
     let log = creates_only_in_the_log(dir, &nodes).await;
     let bytes = std::fs::read(&log).unwrap();
-    let scan = zkd_protocol::disk::txnlog::scan(&bytes[..]).expect("a log");
+    let scan = zkd_protocol::disk::txnlog::scan(&bytes[..], LOG_LIMIT).expect("a log");
     let creates: Vec<u64> = scan
         .entries
         .iter()
@@ -977,6 +1150,76 @@ async fn an_impossible_entry_length_in_the_newest_log_refuses_to_start() {
     .await;
 }
 
+/// Under `--fsync always`, 300 creates acknowledged, zkd killed (SIGKILL), then one bit
+/// flipped inside the final entry of the newest log. The entry is whole — its length and
+/// end-of-record byte are intact — so it was written completely and changed since: not an
+/// interrupted write, and the create it holds was acknowledged. zkd refuses to start (exit 1,
+/// naming the log and the entry's offset) and changes nothing; `zkd datadir check` reports
+/// it; ZooKeeper 3.8 and 3.9 refuse a copy ("CRC check failed"); `--recover-truncate` starts
+/// with the 299 creates before it and keeps the entry's bytes beside the log.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flipped_bit_in_the_final_whole_entry_refuses_to_start() {
+    use zkd_protocol::disk::{txnlog, TxnBody};
+    let base = tempfile::tempdir().unwrap();
+    let data = base.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let (mut child, _) = run_zkd_binary(&data, &["--fsync", "always"]);
+    let addr = listening_addr(&mut child);
+    let c = client(addr).await;
+    for i in 0..300 {
+        ok(
+            &c,
+            create(&format!("/n{i:03}"), Some(b"v"), Acl::open_unsafe(), 0),
+        )
+        .await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    c.abort().await;
+
+    let log = files(&data, "log.").pop().expect("a log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let scan = txnlog::scan(&bytes[..], LOG_LIMIT).unwrap();
+    let (at, last) = scan.entries.last().expect("entries");
+    assert!(
+        matches!(&last.body, TxnBody::Create(c) if c.node.path == "/n299"),
+        "{last:?}"
+    );
+    let at = *at as usize;
+    bytes[at + 30] ^= 0x04;
+    std::fs::write(&log, &bytes).unwrap();
+    let name = log.file_name().unwrap().to_string_lossy().into_owned();
+    let before = contents(&data);
+
+    let offset = format!("offset {at}");
+    refused_and_reported(
+        &data,
+        &[&name, &offset, "checksum mismatch"],
+        &[&name, &offset, "checksum mismatch", "damaged"],
+    );
+    // ZooKeeper refuses a copy too, in both releases.
+    for version in [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9] {
+        let copy = zookeeper_copy(&before);
+        match Launcher::new().version(version).start_in(copy.path(), None) {
+            Err(e) => assert!(e.contains("exited during start-up"), "{e}"),
+            Ok(zk) => {
+                let tree = dump(zk.addr()).await;
+                panic!(
+                    "ZooKeeper {version:?} started on the damaged log, serving /n298: {}",
+                    tree.contains_key("/n298")
+                );
+            }
+        }
+    }
+
+    // Asked to, zkd starts without it and keeps its bytes.
+    let (tree, stderr) = recovered(&data).await;
+    assert!(tree.contains_key("/n298") && !tree.contains_key("/n299"));
+    let kept = format!("dropped.{name}.from-{at}");
+    assert!(stderr.contains(&kept), "says what it cut: {stderr}");
+    assert_eq!(contents(&data)[&kept], bytes[at..]);
+}
+
 /// A log file missing between two others (deleted by hand, or left out of a copy): the next
 /// log starts after a gap, so its transactions would be replayed onto a tree without the
 /// acknowledged writes in between. zkd refuses to start, naming the log, the offset of its
@@ -1040,7 +1283,7 @@ async fn a_log_whose_zxids_jump_refuses_to_start() {
     let log = creates_only_in_the_log(&data, &[("/a", b"1"), ("/b", b"2")]).await;
     let mut bytes = std::fs::read(&log).unwrap();
     let last = last_zxid_in(&bytes);
-    match txnlog::scan(&bytes[..]).unwrap().end {
+    match txnlog::scan(&bytes[..], LOG_LIMIT).unwrap().end {
         LogEnd::Padding(at) => bytes.truncate(at as usize),
         end => assert_eq!(end, LogEnd::Clean),
     }

@@ -20,6 +20,13 @@ pub trait TxnSink: Send {
     /// serving (see [`Core::stopped`]) and queues nothing more, not even the reply to the
     /// write that was being logged.
     fn append(&mut self, zxid: i64, txn: Bytes) -> Result<(), StopServing>;
+
+    /// A leader starts epoch `epoch` ([`Core::new_epoch`]); the state is the one the
+    /// previous epoch ended with. A data directory snapshots it then, as ZooKeeper's leader
+    /// does when it takes over. Nothing by default.
+    fn epoch_started(&mut self, epoch: i64) {
+        let _ = epoch;
+    }
 }
 
 /// Why the core stopped serving: the sentence a [`TxnSink`] gave when it could not keep a

@@ -28,13 +28,17 @@ impl Core {
     /// A newly elected leader took over at `now`: zxids continue in the next epoch
     /// (`epoch << 32 | counter`, the counter starting again from 0, so the first transaction
     /// of the epoch is `epoch << 32 | 1`), and every global session's deadline restarts at
-    /// `now` plus its timeout, as the new leader's session tracker does. Returns the epoch.
+    /// `now` plus its timeout, as the new leader's session tracker does. The transaction sink
+    /// hears of it first ([`crate::TxnSink::epoch_started`]). Returns the epoch.
     pub fn new_epoch(&mut self, now: impl Into<Now>) -> i64 {
         if self.stopped.is_some() {
             return self.epoch();
         }
         let now = now.into();
         let epoch = self.epoch() + 1;
+        if let Some(sink) = self.txn_sink.as_mut() {
+            sink.epoch_started(epoch);
+        }
         // The epoch's zxid 0 is the leader's own NEWLEADER proposal: lagging members record
         // it like any other, so their replicas reach the new epoch too.
         self.zxid = (epoch << 32) - 1;

@@ -152,6 +152,8 @@ struct Input<R> {
     pos: u64,
     size: u64,
     sum: Adler32,
+    /// The longest buffer or string accepted (ZooKeeper's reader refuses longer ones).
+    max_len: u64,
 }
 
 impl<R: std::io::Read> Input<R> {
@@ -203,6 +205,11 @@ impl<R: std::io::Read> Input<R> {
                 "malformed snapshot (invalid length {n}, {} bytes left in the file)",
                 self.left()
             ))),
+            n if n as u64 > self.max_len => Err(self.fail(format!(
+                "malformed snapshot (length {n} is over the limit of {} bytes; a larger \
+                 jute.maxbuffer raises it)",
+                self.max_len
+            ))),
             n => {
                 let mut v = vec![0u8; n as usize];
                 self.fill(&mut v)?;
@@ -244,8 +251,16 @@ impl<R: std::io::Read> Input<R> {
     }
 
     fn acl(&mut self) -> Result<Acl, SnapshotError> {
+        let at = self.pos;
         let perms = self.i32()?;
         let scheme = self.string()?.unwrap_or_default();
+        if scheme.is_empty() {
+            // No writer stores one (every ACL names its scheme): zeros where ACLs should be.
+            return Err(SnapshotError {
+                offset: at as usize,
+                reason: "ACL entry without a scheme".into(),
+            });
+        }
         let id = self.string()?.unwrap_or_default();
         Ok(Acl::new(perms, &scheme, &id))
     }
@@ -275,16 +290,32 @@ impl<R: std::io::Read> Input<R> {
 
 /// Decodes a snapshot of `size` bytes from `r` incrementally (a file is never read whole
 /// into memory; a length larger than what the file holds is refused before anything is
-/// allocated), verifying the header, the structure and the checksum.
+/// allocated), verifying the header, the structure and the checksum. Buffers longer than
+/// ZooKeeper's reader accepts with the default `jute.maxbuffer` are refused.
 pub fn read_snapshot_from<R: std::io::Read>(
     r: R,
     size: u64,
+) -> Result<SnapshotImage, SnapshotError> {
+    let limit = super::txnlog::max_entry_len(super::txnlog::DEFAULT_JUTE_MAXBUFFER);
+    read_snapshot_limited(r, size, limit)
+}
+
+/// [`read_snapshot_from`], refusing a buffer or string longer than `max_len` bytes. Memory
+/// grows only with what the file really holds: no count is trusted for an allocation beyond
+/// a small start, and what no writer leaves — a session listed twice, an ACL cache index
+/// listed twice, an ACL without a scheme, a node twice — is refused where it is found, so a
+/// sparse or zero-filled file is refused within its first zeros.
+pub fn read_snapshot_limited<R: std::io::Read>(
+    r: R,
+    size: u64,
+    max_len: u64,
 ) -> Result<SnapshotImage, SnapshotError> {
     let mut r = Input {
         r,
         pos: 0,
         size,
         sum: Adler32::new(),
+        max_len,
     };
     let magic = r.i32()?;
     if magic != SNAP_MAGIC {
@@ -311,17 +342,36 @@ pub fn read_snapshot_from<R: std::io::Read>(
         ..Default::default()
     };
 
+    /// Elements reserved ahead of reading them; beyond this the vectors grow as they are read.
+    const RESERVE: usize = 1 << 12;
     let count = r.count(12, "session count")?;
-    image.sessions.reserve(count);
+    image.sessions.reserve(count.min(RESERVE));
+    let mut ids = std::collections::HashSet::with_capacity(count.min(RESERVE));
     for _ in 0..count {
+        let at = r.pos as usize;
         let id = r.i64()?;
         let timeout = r.i32()?;
+        if !ids.insert(id) {
+            return Err(SnapshotError {
+                offset: at,
+                reason: format!("session 0x{id:x} listed twice"),
+            });
+        }
         image.sessions.push((id, timeout));
     }
+    drop(ids);
 
     let count = r.count(12, "ACL cache size")?;
+    let mut indexes = std::collections::HashSet::with_capacity(count.min(RESERVE));
     for _ in 0..count {
+        let at = r.pos as usize;
         let index = r.i64()?;
+        if !indexes.insert(index) {
+            return Err(SnapshotError {
+                offset: at,
+                reason: format!("ACL cache index {index} listed twice"),
+            });
+        }
         let n = r.i32()?;
         if n < 0 || n as u64 > r.left() / 12 {
             return Err(r.fail(if n == -1 {
@@ -566,5 +616,64 @@ mod streaming_tests {
         };
         let err = read_snapshot_from(r, 512 << 20).expect_err("refused");
         assert!(err.reason.contains("invalid length"), "{err}");
+    }
+
+    /// `head`, then zeros without end (a sparse file), counting the bytes read.
+    struct ZerosAfter {
+        inner: std::io::Chain<std::io::Cursor<Vec<u8>>, std::io::Repeat>,
+        read: u64,
+    }
+
+    impl std::io::Read for ZerosAfter {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read += n as u64;
+            Ok(n)
+        }
+    }
+
+    /// Reads a 100 GB "file": the header, `then`, and zeros. The error, and the bytes read.
+    fn huge(then: &[i32]) -> (SnapshotError, u64) {
+        use std::io::Read as _;
+        let mut head = BytesMut::new();
+        FileHeader {
+            magic: SNAP_MAGIC,
+            version: FORMAT_VERSION,
+            dbid: -1,
+        }
+        .write(&mut head);
+        for v in then {
+            head.put_i32(*v);
+        }
+        let mut r = ZerosAfter {
+            inner: std::io::Cursor::new(head.to_vec()).chain(std::io::repeat(0)),
+            read: 0,
+        };
+        let err = read_snapshot_from(&mut r, 100 << 30).expect_err("refused");
+        (err, r.read)
+    }
+
+    #[test]
+    fn counts_a_sparse_file_claims_are_refused_within_its_first_zeros() {
+        // 2^31-1 sessions: the second session 0 is refused.
+        let (err, read) = huge(&[i32::MAX]);
+        assert!(err.reason.contains("session 0x0 listed twice"), "{err}");
+        assert_eq!(err.offset, 16 + 4 + 12);
+        assert!(read < 1 << 20, "read {read} bytes");
+        // An ACL cache of 2^31-1 entries: index 0 twice.
+        let (err, read) = huge(&[0, i32::MAX]);
+        assert!(
+            err.reason.contains("ACL cache index 0 listed twice"),
+            "{err}"
+        );
+        assert!(read < 1 << 20, "read {read} bytes");
+        // One ACL list of 2^31-1 entries: the first has no scheme.
+        let (err, read) = huge(&[0, 1, 0, 1, i32::MAX]);
+        assert!(err.reason.contains("ACL entry without a scheme"), "{err}");
+        assert!(read < 1 << 20, "read {read} bytes");
+        // A root node whose data claims 0x7ffffff0 bytes: over ZooKeeper's limit.
+        let (err, read) = huge(&[0, 0, 0, 0x7fff_fff0]);
+        assert!(err.reason.contains("over the limit"), "{err}");
+        assert!(read < 1 << 20, "read {read} bytes");
     }
 }

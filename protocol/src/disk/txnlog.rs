@@ -6,9 +6,15 @@
 //! `'B'`. Writers may pre-allocate the file with zeros; a zero length marks the end.
 //!
 //! The scanner reads a file entry by entry through [`LogSource`] (never the whole file at
-//! once), checks every length against the file's real size before reading, and tells an
-//! incomplete final entry (what a crash mid-write leaves) from damage with intact entries
-//! after it: when an entry is bad it looks for a valid entry anywhere later in the file.
+//! once), checks every length against the file's real size and against the largest entry a
+//! reader accepts before reading, and judges a bad entry as ZooKeeper's reader does: an
+//! entry whose bytes end before its length says, or whose end-of-record byte is missing
+//! (pre-allocated zeros where the write did not reach), is where the log ends — what a crash
+//! mid-write leaves; a whole entry whose checksum fails, or a length no writer produces, is
+//! damage. zkd is stricter in one way: when the log seems to end, it looks for a valid entry
+//! later in the file, and one found makes the file damaged. That search ends at the first
+//! page of zeros after the bad entry (pre-allocation), so a huge zero-filled tail costs one
+//! page to judge.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -23,6 +29,18 @@ pub const HEADER_LEN: usize = 16;
 const ENTRY_HEAD: usize = 12;
 /// How much of the file the search for a later valid entry reads at once.
 const SEARCH_WINDOW: usize = 1 << 20;
+/// A page of zeros (aligned to this size in the file) ends the search for a later entry.
+pub const ZERO_PAGE: u64 = 4096;
+/// ZooKeeper's default `jute.maxbuffer` (the largest request it accepts).
+pub const DEFAULT_JUTE_MAXBUFFER: u64 = 0xfffff;
+
+/// The largest entry ZooKeeper's log reader accepts with `jute.maxbuffer` set to
+/// `jute_maxbuffer`: that much plus as much again of slack (its default
+/// `zookeeper.jute.maxbuffer.extrasize`, never below 1024). A longer length is refused as
+/// unreasonable, never allocated.
+pub fn max_entry_len(jute_maxbuffer: u64) -> u64 {
+    jute_maxbuffer + jute_maxbuffer.max(1024)
+}
 
 /// The bytes a new log file starts with.
 pub fn file_header() -> Bytes {
@@ -72,12 +90,15 @@ pub enum LogEnd {
     Clean,
     /// Zero pre-allocation follows the last entry at this offset (and nothing valid after).
     Padding(u64),
-    /// An incomplete or corrupt final entry starts at `offset`, with nothing valid after it:
-    /// what a crash in the middle of a write leaves. Everything before it is good.
+    /// An incomplete final entry starts at `offset` (its bytes end before its length says,
+    /// or its end-of-record byte is missing), with nothing valid after it: what a crash in
+    /// the middle of a write leaves. Everything before it is good.
     Torn { offset: u64, reason: String },
-    /// A bad entry at `offset` with a valid entry after it (at `next_entry`), or an entry
-    /// whose checksum holds but which does not decode (`next_entry` is then `None`): the
-    /// file is damaged, and the entries after `offset` must not be given up silently.
+    /// A bad entry at `offset` with a valid entry after it (at `next_entry`), or a whole
+    /// entry that cannot be a write a crash interrupted: its checksum fails, its length is
+    /// over the limit, or its checksum holds but it does not decode (`next_entry` is then
+    /// the next valid entry, if any). The file is damaged, and the entries from `offset` on
+    /// must not be given up silently.
     Damaged {
         offset: u64,
         reason: String,
@@ -108,18 +129,23 @@ enum Step {
     End,
     /// Zero pre-allocation.
     Zeros,
-    /// Not a valid entry; `sound` when its checksum held (the bytes are as written, yet they
-    /// do not decode).
-    Bad { reason: String, sound: bool },
+    /// Not a valid entry. `torn` when it reads as the end of the log (what an interrupted
+    /// write leaves); otherwise it is damage wherever it is. `extent` is the offset its
+    /// length claims it ends at (where the search for a later entry may stop at zeros).
+    Bad {
+        reason: String,
+        torn: bool,
+        extent: u64,
+    },
 }
 
 fn io_failed(offset: u64, e: std::io::Error) -> NotALog {
     NotALog(format!("read failed at offset {offset}: {e}"))
 }
 
-/// Reads the entry at `pos`. Lengths are checked against the file's size before anything
-/// is allocated.
-fn step<S: LogSource + ?Sized>(src: &S, pos: u64) -> Result<Step, NotALog> {
+/// Reads the entry at `pos`. Lengths are checked against the file's size and against
+/// `max_entry` before anything is allocated.
+fn step<S: LogSource + ?Sized>(src: &S, pos: u64, max_entry: u64) -> Result<Step, NotALog> {
     let size = src.size();
     let rest = size.saturating_sub(pos);
     if rest == 0 {
@@ -133,7 +159,8 @@ fn step<S: LogSource + ?Sized>(src: &S, pos: u64) -> Result<Step, NotALog> {
         } else {
             Step::Bad {
                 reason: "entry header cut short by the end of the file".into(),
-                sound: false,
+                torn: true,
+                extent: size,
             }
         });
     }
@@ -146,59 +173,92 @@ fn step<S: LogSource + ?Sized>(src: &S, pos: u64) -> Result<Step, NotALog> {
     if len == 0 && crc == 0 {
         return Ok(Step::Zeros);
     }
-    let bad = |reason: String| {
-        Ok(Step::Bad {
-            reason,
-            sound: false,
-        })
-    };
-    if len <= 0 {
-        return bad(format!("invalid entry length {len}"));
+    if len == 0 {
+        // A checksum written without its length: the write stopped there.
+        return Ok(Step::Bad {
+            reason: "entry length 0 after a checksum".into(),
+            torn: true,
+            extent: pos + ENTRY_HEAD as u64,
+        });
+    }
+    if len < 0 || len as u64 > max_entry {
+        return Ok(Step::Bad {
+            reason: format!(
+                "entry length {len} is impossible (a log entry holds 1 to {max_entry} bytes; \
+                 a larger jute.maxbuffer raises the limit)"
+            ),
+            torn: false,
+            extent: pos,
+        });
     }
     let len = len as u64;
-    if ENTRY_HEAD as u64 + len + 1 > rest {
-        return bad(format!(
-            "entry length {len} runs past the end of the file ({rest} bytes left)"
-        ));
+    let extent = pos + ENTRY_HEAD as u64 + len + 1;
+    if extent > size {
+        return Ok(Step::Bad {
+            reason: format!("entry length {len} runs past the end of the file ({rest} bytes left)"),
+            torn: true,
+            extent,
+        });
     }
     let mut body = vec![0u8; len as usize + 1];
     src.read_at(pos + ENTRY_HEAD as u64, &mut body)
         .map_err(|e| io_failed(pos, e))?;
-    Ok(match check_entry(body, crc) {
-        Step::Entry(entry, n) => Step::Entry(entry, pos + ENTRY_HEAD as u64 + n),
+    Ok(match check_entry(body, crc, extent) {
+        Step::Entry(entry, _) => Step::Entry(entry, extent),
         other => other,
     })
 }
 
 /// Checks an entry's bytes (transaction bytes and the end-of-record byte) against its
-/// stored checksum. An `Entry` carries the length of `body`.
-fn check_entry(mut body: Vec<u8>, crc: i64) -> Step {
-    let n = body.len() as u64;
+/// stored checksum. An `Entry` carries `extent`, where the entry ends.
+fn check_entry(mut body: Vec<u8>, crc: i64, extent: u64) -> Step {
     if body.pop() != Some(END_OF_RECORD) {
         return Step::Bad {
             reason: "missing end-of-record byte".into(),
-            sound: false,
+            torn: true,
+            extent,
         };
     }
     let computed = Adler32::of(&body);
     if i64::from(computed) != crc {
         return Step::Bad {
-            reason: format!("checksum mismatch (stored 0x{crc:x}, computed 0x{computed:x})"),
-            sound: false,
+            reason: format!(
+                "checksum mismatch (stored 0x{crc:x}, computed 0x{computed:x}) in a whole \
+                 entry: its length and end-of-record byte are intact, so it is not a write a \
+                 crash interrupted"
+            ),
+            torn: false,
+            extent,
         };
     }
     match TxnEntry::decode(Bytes::from(body)) {
-        Ok(entry) => Step::Entry(entry, n),
+        Ok(entry) => Step::Entry(entry, extent),
         Err(e) => Step::Bad {
-            reason: format!("undecodable transaction with a valid checksum ({e})"),
-            sound: true,
+            reason: format!(
+                "undecodable transaction with a valid checksum ({e}): the bytes are as \
+                 written, so it is not a write a crash interrupted"
+            ),
+            torn: false,
+            extent,
         },
     }
 }
 
+/// Whether the page of [`ZERO_PAGE`] bytes at `at` in `window` is all zeros.
+fn zero_page_at(window: &[u8], at: usize) -> bool {
+    window[at..at + ZERO_PAGE as usize].iter().all(|b| *b == 0)
+}
+
 /// The offset of the first valid entry that starts after `from`, if any. Reads the file a
-/// window at a time and skips runs of zeros quickly (a pre-allocated tail is mostly zeros).
-pub fn find_entry_after<S: LogSource + ?Sized>(src: &S, from: u64) -> Result<Option<u64>, NotALog> {
+/// window at a time and skips runs of zeros quickly. The search ends at the first
+/// page-aligned page of zeros at or after `zeros_from` (a pre-allocated tail): no writer
+/// leaves an entry after one, and a huge file of zeros is judged by its first page.
+pub fn find_entry_after<S: LogSource + ?Sized>(
+    src: &S,
+    from: u64,
+    zeros_from: u64,
+    max_entry: u64,
+) -> Result<Option<u64>, NotALog> {
     let size = src.size();
     let mut base = from + 1;
     let mut window = Vec::new();
@@ -207,8 +267,21 @@ pub fn find_entry_after<S: LogSource + ?Sized>(src: &S, from: u64) -> Result<Opt
         window.resize(n, 0);
         src.read_at(base, &mut window)
             .map_err(|e| io_failed(base, e))?;
+        // Candidates start before the first page of zeros in this window, if there is one.
+        let first_page = zeros_from.max(base).div_ceil(ZERO_PAGE) * ZERO_PAGE;
+        let mut page = first_page;
+        let stop = loop {
+            if page + ZERO_PAGE > base + n as u64 {
+                break None;
+            }
+            if zero_page_at(&window, (page - base) as usize) {
+                break Some((page - base) as usize);
+            }
+            page += ZERO_PAGE;
+        };
+        let end = stop.unwrap_or(n);
         let mut i = 0;
-        while i + ENTRY_HEAD <= n {
+        while i < end && i + ENTRY_HEAD <= n {
             let len_bytes = [window[i + 8], window[i + 9], window[i + 10], window[i + 11]];
             if len_bytes == [0; 4] {
                 // The next candidate's length field must hold a non-zero byte.
@@ -220,7 +293,8 @@ pub fn find_entry_after<S: LogSource + ?Sized>(src: &S, from: u64) -> Result<Opt
             }
             let len = i32::from_be_bytes(len_bytes);
             let at = base + i as u64;
-            if len > 0 && at + ENTRY_HEAD as u64 + (len as u64) < size {
+            if len > 0 && len as u64 <= max_entry && at + ENTRY_HEAD as u64 + (len as u64) < size {
+                let extent = at + ENTRY_HEAD as u64 + len as u64 + 1;
                 let end = i + ENTRY_HEAD + len as usize + 1;
                 let found = if end <= n {
                     // Cheap rejections first: the end-of-record byte, then the checksum.
@@ -236,10 +310,10 @@ pub fn find_entry_after<S: LogSource + ?Sized>(src: &S, from: u64) -> Result<Opt
                             window[i + 7],
                         ]);
                         let body = window[i + ENTRY_HEAD..end].to_vec();
-                        matches!(check_entry(body, crc), Step::Entry(..))
+                        matches!(check_entry(body, crc, extent), Step::Entry(..))
                     }
                 } else {
-                    matches!(step(src, at)?, Step::Entry(..))
+                    matches!(step(src, at, max_entry)?, Step::Entry(..))
                 };
                 if found {
                     return Ok(Some(at));
@@ -247,7 +321,10 @@ pub fn find_entry_after<S: LogSource + ?Sized>(src: &S, from: u64) -> Result<Opt
             }
             i += 1;
         }
-        base += i as u64;
+        if stop.is_some() {
+            return Ok(None);
+        }
+        base += i.max(1) as u64;
     }
     Ok(None)
 }
@@ -279,20 +356,21 @@ fn check_header<S: LogSource + ?Sized>(src: &S) -> Result<(), NotALog> {
     Ok(())
 }
 
-/// Scans a log file. Only a wrong header (or a failed read) is an error; how the entries end
-/// is reported in [`LogScan::end`], with the good entries before it.
-pub fn scan<S: LogSource + ?Sized>(src: &S) -> Result<LogScan, NotALog> {
+/// Scans a log file, accepting entries of up to `max_entry` bytes (see [`max_entry_len`]).
+/// Only a wrong header (or a failed read) is an error; how the entries end is reported in
+/// [`LogScan::end`], with the good entries before it.
+pub fn scan<S: LogSource + ?Sized>(src: &S, max_entry: u64) -> Result<LogScan, NotALog> {
     check_header(src)?;
     let mut entries = Vec::new();
     let mut pos = HEADER_LEN as u64;
     let end = loop {
-        match step(src, pos)? {
+        match step(src, pos, max_entry)? {
             Step::Entry(entry, next) => {
                 entries.push((pos, entry));
                 pos = next;
             }
             Step::End => break LogEnd::Clean,
-            Step::Zeros => match find_entry_after(src, pos)? {
+            Step::Zeros => match find_entry_after(src, pos, pos, max_entry)? {
                 None => break LogEnd::Padding(pos),
                 Some(next) => {
                     break LogEnd::Damaged {
@@ -304,18 +382,20 @@ pub fn scan<S: LogSource + ?Sized>(src: &S) -> Result<LogScan, NotALog> {
             },
             Step::Bad {
                 reason,
-                sound: true,
+                torn: false,
+                extent,
             } => {
                 break LogEnd::Damaged {
                     offset: pos,
                     reason,
-                    next_entry: find_entry_after(src, pos)?,
+                    next_entry: find_entry_after(src, pos, extent, max_entry)?,
                 }
             }
             Step::Bad {
                 reason,
-                sound: false,
-            } => match find_entry_after(src, pos)? {
+                torn: true,
+                extent,
+            } => match find_entry_after(src, pos, extent, max_entry)? {
                 None => {
                     break LogEnd::Torn {
                         offset: pos,
@@ -341,20 +421,27 @@ pub fn scan<S: LogSource + ?Sized>(src: &S) -> Result<LogScan, NotALog> {
 
 /// Counts the valid entries from `from` to the end of the file, resuming after every bad
 /// stretch (what giving up the file's tail at a damaged entry would drop).
-pub fn count_entries_from<S: LogSource + ?Sized>(src: &S, from: u64) -> Result<u64, NotALog> {
+pub fn count_entries_from<S: LogSource + ?Sized>(
+    src: &S,
+    from: u64,
+    max_entry: u64,
+) -> Result<u64, NotALog> {
     let mut count = 0;
     let mut pos = from;
     loop {
-        match step(src, pos)? {
+        let zeros_from = match step(src, pos, max_entry)? {
             Step::Entry(_, next) => {
                 count += 1;
                 pos = next;
+                continue;
             }
             Step::End => return Ok(count),
-            Step::Zeros | Step::Bad { .. } => match find_entry_after(src, pos)? {
-                Some(next) => pos = next,
-                None => return Ok(count),
-            },
+            Step::Zeros => pos,
+            Step::Bad { extent, .. } => extent,
+        };
+        match find_entry_after(src, pos, zeros_from, max_entry)? {
+            Some(next) => pos = next,
+            None => return Ok(count),
         }
     }
 }
@@ -363,6 +450,8 @@ pub fn count_entries_from<S: LogSource + ?Sized>(src: &S, from: u64) -> Result<u
 mod tests {
     use super::super::{txn_type, DeleteTxn, TxnBody, TxnHeader};
     use super::*;
+
+    const LIMIT: u64 = 2 * DEFAULT_JUTE_MAXBUFFER;
 
     fn entry(zxid: i64) -> Bytes {
         let mut b = BytesMut::new();
@@ -387,7 +476,7 @@ mod tests {
     }
 
     fn scan_bytes(b: &[u8]) -> LogScan {
-        scan(b).expect("log")
+        scan(b, LIMIT).expect("log")
     }
 
     #[test]
@@ -422,12 +511,141 @@ mod tests {
                 }
             }
         }
-        // A corrupt final entry with nothing after it is a torn tail too.
-        let mut flipped = f.to_vec();
-        flipped[last as usize + 20] ^= 1;
-        let s = scan_bytes(&flipped);
+        // A final entry whose end-of-record byte is missing (zeros where the write did not
+        // reach) is a torn tail, with or without zeros after it.
+        for zeros in [0, 100] {
+            let mut unfinished = f.to_vec();
+            *unfinished.last_mut().expect("bytes") = 0;
+            unfinished.resize(unfinished.len() + zeros, 0);
+            let s = scan_bytes(&unfinished);
+            assert_eq!(s.entries.len(), 2);
+            assert!(matches!(s.end, LogEnd::Torn { offset, .. } if offset == last));
+        }
+    }
+
+    #[test]
+    fn a_whole_final_entry_whose_checksum_fails_is_damage() {
+        let f = file(3);
+        let last = scan_bytes(&f).entries[2].0 as usize;
+        // Every bit of the final entry's checksum and transaction bytes: the entry is whole
+        // (its length and end-of-record byte intact), so it was written completely and
+        // changed since; with or without pre-allocated zeros after it.
+        for at in (last..last + 8).chain(last + 12..f.len() - 1) {
+            for zeros in [0, 4096] {
+                let mut flipped = f.to_vec();
+                flipped[at] ^= 0x10;
+                flipped.resize(flipped.len() + zeros, 0);
+                let s = scan_bytes(&flipped);
+                assert_eq!(s.entries.len(), 2, "flip at {at}");
+                match s.end {
+                    LogEnd::Damaged {
+                        offset,
+                        reason,
+                        next_entry: None,
+                    } => {
+                        assert_eq!(offset, last as u64);
+                        assert!(reason.contains("checksum mismatch"), "{reason}");
+                    }
+                    other => panic!("flip at {at} + {zeros} zeros read as {other:?}"),
+                }
+            }
+        }
+    }
+
+    /// A log source of `size` bytes: `head`, then zeros (a sparse file), counting the bytes
+    /// asked of it and the largest single read.
+    struct Sparse {
+        head: Vec<u8>,
+        size: u64,
+        read: std::cell::Cell<u64>,
+        largest: std::cell::Cell<usize>,
+    }
+
+    impl Sparse {
+        fn new(head: Vec<u8>, size: u64) -> Sparse {
+            Sparse {
+                head,
+                size,
+                read: 0.into(),
+                largest: 0.into(),
+            }
+        }
+    }
+
+    impl LogSource for Sparse {
+        fn size(&self) -> u64 {
+            self.size
+        }
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+            self.read.set(self.read.get() + buf.len() as u64);
+            self.largest.set(self.largest.get().max(buf.len()));
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = self
+                    .head
+                    .get(offset as usize + i)
+                    .copied()
+                    .unwrap_or_default();
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_huge_zero_filled_tail_is_judged_by_its_first_page() {
+        // 100 GB: three entries, then zeros. Read: at most a search window or two.
+        let f = file(3).to_vec();
+        let src = Sparse::new(f.clone(), 100 << 30);
+        let s = scan(&src, LIMIT).expect("log");
+        assert_eq!(
+            (s.entries.len(), s.end),
+            (3, LogEnd::Padding(f.len() as u64))
+        );
+        assert!(src.read.get() <= 4 << 20, "read {} bytes", src.read.get());
+        // A header and nothing but zeros.
+        let src = Sparse::new(f[..HEADER_LEN].to_vec(), 100 << 30);
+        let s = scan(&src, LIMIT).expect("log");
+        assert_eq!(s.end, LogEnd::Padding(HEADER_LEN as u64));
+        assert!(src.read.get() <= 4 << 20, "read {} bytes", src.read.get());
+        assert_eq!(
+            count_entries_from(&src, HEADER_LEN as u64, LIMIT).expect("count"),
+            0
+        );
+        assert!(src.read.get() <= 8 << 20, "read {} bytes", src.read.get());
+    }
+
+    #[test]
+    fn a_length_over_the_limit_is_refused_before_it_is_read() {
+        // A final entry claiming 0x7ffffff0 bytes in a 4 GiB sparse file: refused as damage
+        // (ZooKeeper refuses the length as unreasonable), never read or allocated.
+        let mut f = file(2).to_vec();
+        let at = f.len();
+        f.extend_from_slice(&entry(3));
+        f[at + 8..at + 12].copy_from_slice(&0x7fff_fff0i32.to_be_bytes());
+        let src = Sparse::new(f.clone(), 4 << 30);
+        let s = scan(&src, LIMIT).expect("log");
         assert_eq!(s.entries.len(), 2);
-        assert!(matches!(s.end, LogEnd::Torn { offset, .. } if offset == last));
+        assert!(
+            matches!(&s.end, LogEnd::Damaged { offset, reason, .. }
+                if *offset == at as u64 && reason.contains("impossible")),
+            "{:?}",
+            s.end
+        );
+        assert!(src.largest.get() <= SEARCH_WINDOW, "{}", src.largest.get());
+        assert!(src.read.get() <= 8 << 20, "read {} bytes", src.read.get());
+        // Just under the limit and past the end of a small file: a torn tail, as ZooKeeper
+        // reads it (the bytes end before the length says).
+        let mut f = file(2).to_vec();
+        let at = f.len();
+        f.extend_from_slice(&entry(3));
+        f[at + 8..at + 12].copy_from_slice(&(LIMIT as i32).to_be_bytes());
+        let s = scan_bytes(&f);
+        assert!(matches!(s.end, LogEnd::Torn { offset, .. } if offset == at as u64));
+        // One past the limit: damage.
+        f[at + 8..at + 12].copy_from_slice(&(LIMIT as i32 + 1).to_be_bytes());
+        let s = scan_bytes(&f);
+        assert!(matches!(s.end, LogEnd::Damaged { offset, .. } if offset == at as u64));
+        assert_eq!(max_entry_len(DEFAULT_JUTE_MAXBUFFER), LIMIT);
+        assert_eq!(max_entry_len(10), 1034);
     }
 
     #[test]
@@ -450,7 +668,10 @@ mod tests {
                     } => {
                         assert_eq!(offset, fifth as u64, "flip at {at}");
                         assert_eq!(next, sixth, "flip at {at}");
-                        assert_eq!(count_entries_from(&bad[..], offset).expect("count"), 5);
+                        assert_eq!(
+                            count_entries_from(&bad[..], offset, LIMIT).expect("count"),
+                            5
+                        );
                     }
                     other => panic!("flip at {at} read as {other:?}"),
                 }
@@ -515,14 +736,14 @@ mod tests {
                     *x = *b;
                 }
             }
-            let s = scan(&bad[..]).expect("header intact");
+            let s = scan(&bad[..], LIMIT).expect("header intact");
             let before = scan_bytes(&f).entries.iter().filter(|(o, _)| (*o as usize) < at).count();
             proptest::prop_assert!(s.entries.len() + 1 >= before);
-            let _ = count_entries_from(&bad[..], HEADER_LEN as u64).expect("counts");
+            let _ = count_entries_from(&bad[..], HEADER_LEN as u64, LIMIT).expect("counts");
 
             let mut torn = f[..cut.min(f.len())].to_vec();
             torn.resize(torn.len() + zeros, 0);
-            let s = scan(&torn[..]).expect("header intact");
+            let s = scan(&torn[..], LIMIT).expect("header intact");
             let damaged = matches!(s.end, LogEnd::Damaged { .. });
             proptest::prop_assert!(!damaged, "a cut file read as damaged: {:?}", s.end);
         }
@@ -530,7 +751,7 @@ mod tests {
 
     #[test]
     fn wrong_magic_is_not_a_log() {
-        assert!(scan(&b"ZKSN\0\0\0\x02\0\0\0\0\0\0\0\0"[..]).is_err());
-        assert!(scan(&b"ZK"[..]).is_err());
+        assert!(scan(&b"ZKSN\0\0\0\x02\0\0\0\0\0\0\0\0"[..], LIMIT).is_err());
+        assert!(scan(&b"ZK"[..], LIMIT).is_err());
     }
 }

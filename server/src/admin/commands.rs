@@ -557,7 +557,10 @@ fn server_stats(view: &FourLetterView) -> Map<String, Value> {
         "server_stats": {
             "packets_sent": view.packets_sent,
             "packets_received": view.packets_received,
-            "fsync_threshold_exceed_count": 0,
+            "fsync_threshold_exceed_count": view
+                .data_dir
+                .as_ref()
+                .map_or(0, |d| d.stats.fsync_over_threshold),
             "client_response_stats": client_response,
             "data_dir_size": reports::data_dir(view).1,
             "log_dir_size": reports::data_dir(view).1,

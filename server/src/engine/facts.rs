@@ -137,4 +137,8 @@ pub struct PersistStats {
     pub txns_loaded: Series,
     /// Each snapshot, from start to its file synced and renamed (`snapshottime`).
     pub snapshot_ms: Series,
+    /// Each sync of the transaction log (`fsynctime`).
+    pub fsync_ms: Series,
+    /// Syncs over `fsync.warningthresholdms` (`fsync_threshold_exceed_count`).
+    pub fsync_over_threshold: u64,
 }

@@ -106,8 +106,14 @@ impl DataDir {
 
     /// Loads the newest valid snapshot into `core` and replays the logs after it; see
     /// [`super::load`] for what is done about damage.
-    pub fn load(&self, core: &mut Core, now_ms: i64, mode: LoadMode) -> Result<Loaded, String> {
-        super::load::load(self, core, now_ms, mode, &mut Vec::new())
+    pub fn load(
+        &self,
+        core: &mut Core,
+        now_ms: i64,
+        mode: LoadMode,
+        max_entry: u64,
+    ) -> Result<Loaded, String> {
+        super::load::load(self, core, now_ms, mode, max_entry, &mut Vec::new())
     }
 
     /// Writes a snapshot crash-safely: a temporary file, synced, renamed into place, and the
@@ -117,10 +123,14 @@ impl DataDir {
         // Not starting with "snapshot." so no reader takes a half-written file for one.
         let tmp = self.dir.join(format!("tmp.{name}"));
         let dest = self.dir.join(&name);
-        {
-            let mut f = File::create(&tmp)?;
+        let written = File::create(&tmp).and_then(|mut f| {
             f.write_all(bytes)?;
-            f.sync_all()?;
+            f.sync_all()
+        });
+        if let Err(e) = written {
+            // A partial file would only take room (a full disk is the likely cause).
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
         }
         fs::rename(&tmp, &dest)?;
         sync_dir(&self.dir)?;

@@ -63,11 +63,11 @@ enum Action {
 /// log counts as holding something, so damage is never taken for emptiness. After a snapshot
 /// the next log file exists before the sync thread has written the group of the file before
 /// it, so a crash during that write leaves the older file cut short and the newer one empty.
-fn hold_no_transaction(later: &[ZxidFile]) -> bool {
+fn hold_no_transaction(later: &[ZxidFile], max_entry: u64) -> bool {
     later.iter().all(|l| match open_regular(&l.path) {
         Ok((_, size)) if size < txnlog::HEADER_LEN as u64 => true,
         Ok(_) => matches!(
-            scan_log(&l.path),
+            scan_log(&l.path, max_entry),
             Ok((scan, _)) if scan.entries.is_empty()
                 && matches!(scan.end, LogEnd::Clean | LogEnd::Padding(_))
         ),
@@ -120,17 +120,24 @@ impl LogSource for LogFile {
     }
 }
 
-/// Reads and decodes a snapshot file incrementally (never more than the file holds).
+/// Reads and decodes a snapshot file incrementally (never more than the file holds), with
+/// the default jute.maxbuffer.
 pub fn read_snapshot_file(path: &Path) -> Result<SnapshotImage, String> {
+    let limit = txnlog::max_entry_len(txnlog::DEFAULT_JUTE_MAXBUFFER);
+    read_snapshot_limited(path, limit)
+}
+
+/// [`read_snapshot_file`], refusing buffers longer than `max_len`.
+fn read_snapshot_limited(path: &Path, max_len: u64) -> Result<SnapshotImage, String> {
     let (file, size) = open_regular(path)?;
-    zkd_protocol::disk::snapshot::read_snapshot_from(io::BufReader::new(file), size)
+    zkd_protocol::disk::snapshot::read_snapshot_limited(io::BufReader::new(file), size, max_len)
         .map_err(|e| e.to_string())
 }
 
-fn scan_log(path: &Path) -> Result<(LogScan, LogFile), String> {
+fn scan_log(path: &Path, max_entry: u64) -> Result<(LogScan, LogFile), String> {
     let (file, size) = open_regular(path)?;
     let src = LogFile::new(file, size);
-    let scan = txnlog::scan(&src).map_err(|e| format!("{}: {e}", path.display()))?;
+    let scan = txnlog::scan(&src, max_entry).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((scan, src))
 }
 
@@ -172,12 +179,15 @@ const REFUSING: &str = "refusing to start; nothing in the data directory was cha
      the transactions from the damage on (the dropped bytes are kept beside the log)";
 
 /// Loads `dir` into `core` (see the module documentation for what is done about damage).
-/// `findings` gets, file by file, what was found and what is done about it.
+/// `findings` gets, file by file, what was found and what is done about it. A log entry
+/// longer than `max_entry` bytes (`txnlog::max_entry_len` of the server's jute.maxbuffer) is
+/// damage.
 pub fn load(
     dir: &DataDir,
     core: &mut Core,
     now_ms: i64,
     mode: LoadMode,
+    max_entry: u64,
     findings: &mut Vec<String>,
 ) -> Result<Loaded, String> {
     let mut loaded = Loaded::default();
@@ -190,7 +200,7 @@ pub fn load(
     let mut damaged_snaps: Vec<(ZxidFile, String)> = Vec::new();
     let mut chosen: Option<(ZxidFile, SnapshotImage)> = None;
     for snap in snaps.iter().rev() {
-        match read_snapshot_file(&snap.path) {
+        match read_snapshot_limited(&snap.path, max_entry) {
             Ok(image) => {
                 findings.push(format!(
                     "{}: snapshot, {} nodes, {} sessions",
@@ -260,7 +270,7 @@ pub fn load(
             i += 1;
             continue;
         }
-        let (scan, src) = scan_log(&log.path)?;
+        let (scan, src) = scan_log(&log.path, max_entry)?;
         let shown = log.path.display();
         // Every transaction must follow the one before it. A log file that went missing (or
         // a snapshot without the logs after it) leaves a gap before a log's first entry, and
@@ -327,7 +337,7 @@ pub fn load(
                 None
             }
             LogEnd::Torn { offset, reason }
-                if i + 1 == count || hold_no_transaction(&logs[i + 1..]) =>
+                if i + 1 == count || hold_no_transaction(&logs[i + 1..], max_entry) =>
             {
                 let dropped = scan.size - offset;
                 let later = if i + 1 == count {
@@ -380,18 +390,18 @@ pub fn load(
                 next_entry,
             } => {
                 let after = match next_entry {
-                    Some(n) => format!("a valid entry follows at offset {n}"),
-                    None => "its checksum holds, so it is not an interrupted write".into(),
+                    Some(n) => format!("; a valid entry follows at offset {n}"),
+                    None => String::new(),
                 };
                 Some((
                     *offset,
-                    format!("{shown} is damaged at offset {offset} ({reason}); {after}"),
+                    format!("{shown} is damaged at offset {offset} ({reason}){after}"),
                 ))
             }
         };
         if let Some((offset, sentence)) = damage {
-            let lost =
-                txnlog::count_entries_from(&src, offset).map_err(|e| format!("{shown}: {e}"))?;
+            let lost = txnlog::count_entries_from(&src, offset, max_entry)
+                .map_err(|e| format!("{shown}: {e}"))?;
             let mut dropped = if gapped {
                 format!(
                     "the {lost} entries of {} ({} bytes from offset {offset})",
@@ -416,9 +426,10 @@ pub fn load(
             let mut later = Vec::new();
             for next in &logs[i + 1..] {
                 // A later file that is not a readable log holds no entry to count.
-                let (n, size) = match scan_log(&next.path) {
+                let (n, size) = match scan_log(&next.path, max_entry) {
                     Ok((s, f)) => (
-                        txnlog::count_entries_from(&f, txnlog::HEADER_LEN as u64).unwrap_or(0),
+                        txnlog::count_entries_from(&f, txnlog::HEADER_LEN as u64, max_entry)
+                            .unwrap_or(0),
                         s.size,
                     ),
                     Err(_) => (0, fs::metadata(&next.path).map_or(0, |m| m.len())),
@@ -586,6 +597,7 @@ fn truncate(path: &Path, len: u64) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
 
     #[test]
     fn the_read_ahead_window_returns_the_bytes_asked_for() {
@@ -661,5 +673,179 @@ mod tests {
         assert_eq!(first_gap(&log(&[i64::MAX, 1]), 0), None);
         assert_eq!(first_gap(&log(&[-1, 1, 3]), 0), Some((2, 216, 1)));
         assert_eq!(first_gap(&[], 7), None);
+    }
+
+    /// The process's peak resident memory, from `/proc/self/status` (`VmHWM`), in KiB.
+    fn peak_rss_kib() -> u64 {
+        let status = fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM")
+    }
+
+    /// A data directory under `base/name` holding one file `file` of `size` bytes: `head`,
+    /// then a hole.
+    fn sparse_dir(base: &Path, name: &str, file: &str, head: &[u8], size: u64) -> PathBuf {
+        let root = base.join(name);
+        let dir = root.join(super::super::datadir::VERSION_DIR);
+        fs::create_dir_all(&dir).expect("mkdir");
+        let f = File::create(dir.join(file)).expect("create");
+        f.write_all_at(head, 0).expect("write");
+        f.set_len(size).expect("sparse file");
+        root
+    }
+
+    /// Sparse files claiming what their bytes do not hold: a 100 GB snapshot claiming 2^31-1
+    /// sessions, a log entry claiming 0x7ffffff0 bytes in a 4 GiB file, a 100 GB log of
+    /// zeros. Each is judged (`zkd datadir check`, as a start reads it) in well under a
+    /// second and a few MiB. Run in a child process of its own, whose peak resident memory
+    /// (`VmHWM`) is all this test's.
+    #[test]
+    fn sparse_files_are_judged_in_little_memory_and_time() {
+        const CHILD: &str = "ZKD_SPARSE_FILES_CHILD";
+        const NAME: &str =
+            "persist::load::tests::sparse_files_are_judged_in_little_memory_and_time";
+        if std::env::var_os(CHILD).is_none() {
+            let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+                .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+                .env(CHILD, "1")
+                .output()
+                .expect("runs");
+            assert!(
+                out.status.success(),
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        use zkd_protocol::disk::{snapshot::SnapshotWriter, txnlog};
+        let base = std::env::temp_dir().join(format!("zkd-sparse-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        let rss_before = peak_rss_kib();
+
+        let mut snap = SnapshotWriter::new(0).finish().to_vec();
+        snap.truncate(16);
+        snap.extend_from_slice(&i32::MAX.to_be_bytes());
+        let snapshot = sparse_dir(&base, "snap", "snapshot.5", &snap, 100 << 30);
+
+        let mut log = txnlog::file_header().to_vec();
+        log.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 1]);
+        log.extend_from_slice(&0x7fff_fff0i32.to_be_bytes());
+        let huge_entry = sparse_dir(&base, "entry", "log.1", &log, 4 << 30);
+
+        let zeros = sparse_dir(&base, "zeros", "log.1", &txnlog::file_header(), 100 << 30);
+
+        for (root, says) in [
+            (&snapshot, "session 0x0 listed twice"),
+            (&huge_entry, "entry length 2147483632 is impossible"),
+        ] {
+            let t = Instant::now();
+            let check = super::super::check_data_dir(root, txnlog::DEFAULT_JUTE_MAXBUFFER)
+                .expect("a data directory");
+            let damage = check.damage.expect("damaged");
+            assert!(damage.contains(says), "{damage}");
+            assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        }
+        let t = Instant::now();
+        let check = super::super::check_data_dir(&zeros, txnlog::DEFAULT_JUTE_MAXBUFFER)
+            .expect("a data directory");
+        assert_eq!(check.damage, None);
+        assert!(
+            check
+                .findings
+                .iter()
+                .any(|f| f.contains("zero pre-allocation")),
+            "{:?}",
+            check.findings
+        );
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+
+        let grew = peak_rss_kib().saturating_sub(rss_before);
+        let _ = fs::remove_dir_all(&base);
+        assert!(grew < 64 << 10, "peak resident memory grew by {grew} KiB");
+    }
+
+    /// A data directory under `base/name` holding logs named after their first zxid, each
+    /// with the creates of the zxids given (and, with `padding`, zeros after them).
+    fn dir_of_logs(base: &Path, name: &str, logs: &[&[i64]], padding: usize) -> PathBuf {
+        use zkd_protocol::disk::{txn_type, CreateTxn, NewNode, TxnHeader};
+        use zkd_protocol::{Acl, Jute};
+        let root = base.join(name);
+        let dir = root.join(super::super::datadir::VERSION_DIR);
+        fs::create_dir_all(&dir).expect("mkdir");
+        for zxids in logs {
+            let mut bytes = txnlog::file_header().to_vec();
+            for &zxid in *zxids {
+                let mut txn = bytes::BytesMut::new();
+                TxnHeader {
+                    client_id: 0,
+                    cxid: 0,
+                    zxid,
+                    time: 1,
+                    txn_type: txn_type::CREATE,
+                }
+                .write(&mut txn);
+                CreateTxn {
+                    node: NewNode {
+                        path: format!("/n{zxid:x}"),
+                        data: None,
+                        acl: Acl::open_unsafe(),
+                    },
+                    ephemeral: false,
+                    parent_cversion: 0,
+                }
+                .write(&mut txn);
+                let mut framed = bytes::BytesMut::new();
+                txnlog::frame_entry(&txn, &mut framed);
+                bytes.extend_from_slice(&framed);
+            }
+            bytes.resize(bytes.len() + padding, 0);
+            fs::write(dir.join(format!("log.{:x}", zxids[0])), bytes).expect("write");
+        }
+        root
+    }
+
+    /// Two logs that each end cleanly (or in pre-allocated zeros), the second starting past
+    /// the zxid after the first's last: the start refuses it as it refuses a jump inside one
+    /// log, naming the later log, its first entry's offset and the zxids missing. A later
+    /// epoch may start anywhere; the next zxid, or one already loaded, continues.
+    #[test]
+    fn a_gap_between_two_complete_logs_is_refused() {
+        let base = std::env::temp_dir().join(format!("zkd-log-gap-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        let e2 = 0x2_0000_0000;
+        for padding in [0, 4096] {
+            let gap = dir_of_logs(
+                &base,
+                &format!("gap{padding}"),
+                &[&[1, 2, 3], &[6, 7]],
+                padding,
+            );
+            let check = super::super::check_data_dir(&gap, txnlog::DEFAULT_JUTE_MAXBUFFER)
+                .expect("a data directory");
+            let damage = check.damage.expect("refused");
+            assert!(
+                damage.contains(
+                    "log.6 starts with zxid 0x6 (its first entry, at offset 16), but what was \
+                     loaded before it ends at zxid 0x3: transactions 0x4 to 0x5 are missing"
+                ),
+                "{damage}"
+            );
+            assert!(damage.contains("refusing to start"), "{damage}");
+            for (name, logs) in [
+                ("next", &[&[1i64, 2, 3][..], &[4, 5]][..]),
+                ("overlap", &[&[1, 2, 3], &[3, 4]]),
+                ("epoch", &[&[1, 2, 3], &[e2 + 5, e2 + 6]]),
+            ] {
+                let ok = dir_of_logs(&base, &format!("{name}{padding}"), logs, padding);
+                let check = super::super::check_data_dir(&ok, txnlog::DEFAULT_JUTE_MAXBUFFER)
+                    .expect("a data directory");
+                assert_eq!(check.damage, None, "{name}: {:?}", check.findings);
+            }
+        }
+        let _ = fs::remove_dir_all(&base);
     }
 }

@@ -55,9 +55,10 @@ pub struct DirCheck {
     pub nodes: usize,
 }
 
-/// Reads a data directory (`root/version-2`) as a start would, without changing anything.
-/// `Err` when it cannot be read at all (e.g. it does not exist).
-pub fn check_data_dir(root: &std::path::Path) -> Result<DirCheck, String> {
+/// Reads a data directory (`root/version-2`) as a start would with `jute.maxbuffer` set to
+/// `jute_maxbuffer`, without changing anything. `Err` when it cannot be read at all (e.g. it
+/// does not exist).
+pub fn check_data_dir(root: &std::path::Path, jute_maxbuffer: u64) -> Result<DirCheck, String> {
     let dir = DataDir::existing(root).map_err(|e| {
         format!(
             "{} is not a data directory: {e}",
@@ -66,7 +67,15 @@ pub fn check_data_dir(root: &std::path::Path) -> Result<DirCheck, String> {
     })?;
     let mut core = Core::new(Config::default().core_config(), 0);
     let mut findings = Vec::new();
-    let result = load::load(&dir, &mut core, 0, load::LoadMode::Check, &mut findings);
+    let max_entry = zkd_protocol::disk::txnlog::max_entry_len(jute_maxbuffer);
+    let result = load::load(
+        &dir,
+        &mut core,
+        0,
+        load::LoadMode::Check,
+        max_entry,
+        &mut findings,
+    );
     Ok(match result {
         Ok(loaded) => DirCheck {
             findings,
@@ -82,6 +91,26 @@ pub fn check_data_dir(root: &std::path::Path) -> Result<DirCheck, String> {
         },
     })
 }
+
+/// A data directory that cannot be written at start-up (the first snapshot, e.g. on a full
+/// disk): the sentence names the directory, the file and the system's error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataDirWriteError {
+    pub dir: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for DataDirWriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot write to the data directory {}: {}",
+            self.dir, self.reason
+        )
+    }
+}
+
+impl std::error::Error for DataDirWriteError {}
 
 /// The persistence of one server.
 pub(crate) struct Persistence {
@@ -116,7 +145,8 @@ impl Persistence {
         } else {
             load::LoadMode::Start
         };
-        let loaded = dir.load(core, now_ms, mode)?;
+        let max_entry = zkd_protocol::disk::txnlog::max_entry_len(config.max_frame_len as u64);
+        let loaded = dir.load(core, now_ms, mode, max_entry)?;
         tracing::info!(
             dir = %root.display(),
             snapshot = ?loaded.snapshot,
@@ -130,7 +160,12 @@ impl Persistence {
         let mut stats = PersistStats::default();
         stats.db_init_ms.add(started.elapsed().as_millis() as u64);
         stats.txns_loaded.add(loaded.replayed);
-        let log = TxnLog::new(dir.path().to_path_buf(), config.fsync, config.snap_count);
+        let log = TxnLog::new(
+            dir.path().to_path_buf(),
+            config.fsync,
+            config.snap_count,
+            config.fsync_warning_threshold_ms,
+        );
         core.set_txn_sink(Some(log.sink()));
         // Like ZooKeeper, start from a snapshot of what was loaded when logs were replayed
         // (or nothing existed), so the next start reads one file.
@@ -187,8 +222,11 @@ impl Persistence {
         let zxid = job.zxid();
         let path = self.dir.write_snapshot(zxid, &bytes).map_err(|e| {
             format!(
-                "cannot write snapshot in {}: {e}",
-                self.dir.path().display()
+                "cannot write snapshot {}: {e}",
+                self.dir
+                    .path()
+                    .join(datadir::file_name("snapshot", zxid))
+                    .display()
             )
         })?;
         *self.last_snapshot.lock().unwrap_or_else(|e| e.into_inner()) = zxid;
@@ -226,9 +264,14 @@ impl Persistence {
         Ok(info)
     }
 
+    /// The data directory given (`--data-dir`; its files are in `version-2` below it).
+    pub(crate) fn dir_path(&self) -> &std::path::Path {
+        self.dir.path().parent().unwrap_or(self.dir.path())
+    }
+
     /// What the admin reports show of the data directory: its `version-2` path, the bytes
-    /// its files hold, and the newest snapshot (zxid, file modification time in seconds), if
-    /// its file exists. Reads the directory; takes no lock of the core.
+    /// its files hold, the newest snapshot (zxid, file modification time in seconds), if
+    /// its file exists, and the timings. Reads the directory; takes no lock of the core.
     pub(crate) fn report(&self) -> crate::engine::DataDirInfo {
         let path = self.dir.path();
         let zxid = *self.last_snapshot.lock().unwrap_or_else(|e| e.into_inner());
@@ -253,7 +296,13 @@ impl Persistence {
                 .to_string(),
             size_bytes: size,
             last_snapshot: std::fs::metadata(&snap).ok().map(|m| (zxid, secs(m))),
-            stats: *self.stats.lock().unwrap_or_else(|e| e.into_inner()),
+            stats: {
+                let mut stats = *self.stats.lock().unwrap_or_else(|e| e.into_inner());
+                let fsyncs = self.log.fsync_stats();
+                stats.fsync_ms = fsyncs.times_ms;
+                stats.fsync_over_threshold = fsyncs.over_threshold;
+                stats
+            },
         }
     }
 

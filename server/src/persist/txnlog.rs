@@ -21,7 +21,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::Notify;
@@ -29,6 +29,7 @@ use zkd_protocol::disk::txnlog::{file_header, frame_entry};
 
 use super::datadir::{file_name, sync_dir};
 use crate::config::FsyncPolicy;
+use crate::core::Series;
 use crate::core::{StopServing, TxnSink};
 use crate::engine::durable::Durability;
 
@@ -76,10 +77,29 @@ pub struct TxnLog {
     pub(crate) syncs: Arc<Mutex<Option<io::ErrorKind>>>,
     /// Woken when `snap_count` transactions have been logged since the last snapshot.
     pub snapshot_due: Arc<Notify>,
+    /// Each sync's duration and the syncs over the threshold.
+    fsyncs: Arc<Mutex<FsyncStats>>,
+    /// A sync longer than this (ms) is logged and counted.
+    fsync_threshold_ms: i64,
+}
+
+/// What the syncs of the log took (`fsynctime`, `fsync_threshold_exceed_count`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FsyncStats {
+    /// Each sync of a log file, in whole milliseconds.
+    pub times_ms: Series,
+    /// Syncs that took longer than the threshold.
+    pub over_threshold: u64,
 }
 
 impl TxnLog {
-    pub fn new(dir: PathBuf, policy: FsyncPolicy, snap_count: u64) -> TxnLog {
+    /// A log in `dir`; a sync longer than `fsync_threshold_ms` is logged and counted.
+    pub fn new(
+        dir: PathBuf,
+        policy: FsyncPolicy,
+        snap_count: u64,
+        fsync_threshold_ms: i64,
+    ) -> TxnLog {
         TxnLog {
             state: Arc::new(Mutex::new(LogState {
                 dir,
@@ -101,7 +121,14 @@ impl TxnLog {
             durability: Arc::new(Durability::default()),
             #[cfg(test)]
             syncs: Arc::default(),
+            fsyncs: Arc::default(),
+            fsync_threshold_ms,
         }
+    }
+
+    /// What the syncs took so far.
+    pub fn fsync_stats(&self) -> FsyncStats {
+        *self.fsyncs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The counts replies wait on with `always` (group commit).
@@ -185,8 +212,30 @@ impl TxnLog {
     }
 
     /// Syncs a file returned by [`TxnLog::roll`]; the error says what failed.
+    /// Each sync is timed; one longer than the threshold is logged as a warning (with the
+    /// file's size) and counted, as ZooKeeper does.
     pub fn sync_file(&self, file: &File) -> Result<(), String> {
-        file.sync_data().map_err(|e| self.failure("sync", &e))
+        let started = Instant::now();
+        file.sync_data().map_err(|e| self.failure("sync", &e))?;
+        let ms = started.elapsed().as_millis() as u64;
+        let over = i64::try_from(ms).unwrap_or(i64::MAX) > self.fsync_threshold_ms;
+        {
+            let mut stats = self.fsyncs.lock().unwrap_or_else(|e| e.into_inner());
+            stats.times_ms.add(ms);
+            stats.over_threshold += u64::from(over);
+        }
+        if over {
+            let size = file.metadata().map_or(0, |m| m.len());
+            tracing::warn!(
+                ms,
+                threshold_ms = self.fsync_threshold_ms,
+                file_bytes = size,
+                "syncing the transaction log took {ms} ms (over fsync.warningthresholdms, \
+                 {} ms); writes wait this long for their replies: the disk is slow or busy",
+                self.fsync_threshold_ms
+            );
+        }
+        Ok(())
     }
 
     /// Writes what was appended and only buffered (`always`) and syncs what was written
@@ -280,6 +329,13 @@ impl TxnLog {
 }
 
 impl TxnSink for TxnLog {
+    /// A new epoch: a snapshot of the state it starts from is due (the persistence task takes
+    /// it at once, a slice at a time; several epochs in a row make one snapshot).
+    fn epoch_started(&mut self, epoch: i64) {
+        tracing::info!(epoch, "a new epoch starts: taking a snapshot");
+        self.snapshot_due.notify_one();
+    }
+
     /// Appends one transaction. When it cannot be written (under every policy) or synced
     /// (`always`), this returns [`StopServing`]: the core queues nothing more (not the reply
     /// to the transaction, nor its notifications), and the server stops serving.

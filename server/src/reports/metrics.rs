@@ -129,6 +129,7 @@ pub fn filled(view: &FourLetterView) -> Vec<(String, Metric)> {
         summary(&mut out, "dbinittime", &d.stats.db_init_ms);
         summary(&mut out, "startup_txns_loaded", &d.stats.txns_loaded);
         summary(&mut out, "snapshottime", &d.stats.snapshot_ms);
+        summary(&mut out, "fsynctime", &d.stats.fsync_ms);
     }
     latency(&mut out, "readlatency", &view.read_latency);
     latency(&mut out, "updatelatency", &view.update_latency);

@@ -66,8 +66,10 @@ pub fn needs(word: FourLetterWord) -> Needs {
             data_dir: true,
             ..summary
         },
+        // The data directory's timings (`fsynctime`, `snapshottime`, …), as `monitor` shows.
         W::Mntr => Needs {
             host: true,
+            data_dir: true,
             ..summary
         },
         W::Envi => Needs {
