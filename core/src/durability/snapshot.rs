@@ -305,6 +305,18 @@ impl Core {
     }
 
     fn replay_delete(&mut self, p: &str, zxid: i64, problems: &mut Vec<String>) {
+        // As ZooKeeper's replay: the parent's pzxid moves on to the delete's zxid even when
+        // the child is gone already (a fuzzy snapshot caught the parent before the delete
+        // and the child after it), and never moves back.
+        let parent = path::canonical(path::parent(p).unwrap_or("")).to_string();
+        let parent_pzxid = self.tree.get(&parent).map(|n| n.pzxid.max(zxid));
+        self.replay_delete_node(p, zxid, problems);
+        if let (Some(pzxid), Some(pn)) = (parent_pzxid, self.tree.get_mut(&parent)) {
+            pn.pzxid = pzxid;
+        }
+    }
+
+    fn replay_delete_node(&mut self, p: &str, zxid: i64, problems: &mut Vec<String>) {
         match self.tree.get(p) {
             None => problems.push(format!("delete of missing {p}")),
             Some(n) if n.num_children() > 0 => {

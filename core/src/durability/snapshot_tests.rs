@@ -476,3 +476,43 @@ fn a_failed_log_write_stops_the_core_without_a_reply() {
     assert_eq!(h.core.open_connection(addr, h.now), None);
     assert!(h.core.apply_fixture(&[], h.now).is_err());
 }
+
+/// A fuzzy snapshot can hold a parent from before a delete and lack the child the delete
+/// removed: replaying that delete still moves the parent's pzxid on, as ZooKeeper's does.
+#[test]
+fn replaying_a_delete_of_a_child_already_gone_moves_the_parents_pzxid() {
+    use zkd_protocol::disk::{CreateTxn, DeleteTxn, NewNode, TxnBody, TxnHeader};
+    let entry = |zxid: i64, body: TxnBody| TxnEntry {
+        header: TxnHeader {
+            client_id: 0,
+            cxid: 0,
+            zxid,
+            time: 1_000,
+            txn_type: 0,
+        },
+        body,
+    };
+    let mut core = Core::new(tests_config(), 1_000);
+    let create = TxnBody::Create(CreateTxn {
+        node: NewNode {
+            path: "/a".into(),
+            data: None,
+            acl: Acl::open_unsafe(),
+        },
+        ephemeral: false,
+        parent_cversion: 1,
+    });
+    assert_eq!(core.replay(&entry(1, create), 1_000), Replayed::Applied);
+    assert_eq!(core.tree.get("/").map(|n| n.pzxid), Some(1));
+    let gone = TxnBody::Delete(DeleteTxn {
+        path: "/gone".into(),
+    });
+    assert!(matches!(
+        core.replay(&entry(2, gone), 1_000),
+        Replayed::Inconsistent(_)
+    ));
+    assert_eq!(core.tree.get("/").map(|n| n.pzxid), Some(2));
+    let a = TxnBody::Delete(DeleteTxn { path: "/a".into() });
+    assert_eq!(core.replay(&entry(3, a), 1_000), Replayed::Applied);
+    assert_eq!(core.tree.get("/").map(|n| n.pzxid), Some(3));
+}
