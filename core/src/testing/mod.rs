@@ -15,4 +15,6 @@ mod control_tests;
 #[cfg(test)]
 pub(crate) mod harness;
 #[cfg(test)]
+mod hold_time_tests;
+#[cfg(test)]
 mod model_tests;
