@@ -5,8 +5,8 @@
 //! rows where the releases differ; `persistence`, data directories each server writes and the
 //! other loads; `secure`, TLS and SASL with unmodified clients; `kazoo_own_suite`, kazoo's
 //! own SASL, SSL and cluster tests; `wide_parent_probe`, a wide cached parent emptied by a big
-//! multi, single deletes and a reset while `ruok` and a kazoo session are watched. Each test starts both servers itself, so this binary does
-//! not read `ZKD_TEST_TARGET`.
+//! multi, single deletes and a reset while `ruok` and a kazoo session are watched. Each test
+//! starts both servers itself, so this binary does not read `ZKD_TEST_TARGET`.
 
 mod admin_commands;
 mod ensemble_programs;
