@@ -119,6 +119,21 @@ async fn a_step_over_the_threshold_is_logged_with_its_request_and_counted_in_mnt
         .await
         .expect("mntr");
     assert_eq!(after, before + 1);
+    // The same count in /metrics.
+    let metrics = tokio::task::spawn_blocking(move || {
+        ureq::get(&format!("http://{admin}/metrics"))
+            .call()
+            .expect("metrics")
+            .into_body()
+            .read_to_string()
+            .expect("metrics text")
+    })
+    .await
+    .expect("metrics");
+    assert!(
+        metrics.contains(&format!("zkd_slow_steps_total {after}\n")),
+        "{metrics}"
+    );
     let text = std::fs::read_to_string(&log).expect("log");
     assert!(
         text.contains("slow step: a stall the control plane asked for"),
