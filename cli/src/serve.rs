@@ -84,6 +84,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 100)]
     herd_warn: u64,
 
+    /// Log a slow-step warning (with the request's opcode and path) and count it in `mntr`'s
+    /// `zk_zkd_slow_steps` when one step holds the core's lock longer than N ms; 0 = off.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    slow_step_warn_ms: u64,
+
     /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives.
     /// Logs go to stderr.
     #[arg(long, value_name = "FILTER", default_value = "info")]
@@ -329,6 +334,7 @@ impl ServeArgs {
             reaper_interval: Duration::from_millis(self.reaper_interval),
             four_letter_whitelist,
             herd_warn: self.herd_warn,
+            slow_step_warn: Duration::from_millis(self.slow_step_warn_ms),
             admin_port: self.admin_port,
             admin_bind: self.admin_bind,
             admin_server_port: self.admin_server_port,
@@ -487,24 +493,124 @@ async fn serve(config: Config, zookeeper_lines: bool) -> ExitCode {
         Ok(bytes) => tracing::debug!(bytes, "dropped the start-up code's pages"),
         Err(e) => tracing::debug!(error = %e, "cannot drop the start-up code's pages"),
     }
+    let signals = watch_signals();
     tokio::select! {
-        signal = wait_for_signal() => {
-            tracing::info!("{signal}: shutting down");
+        _ = signalled(signals) => {
             server.shutdown().await;
             ExitCode::SUCCESS
         }
         () = server.stopped() => {
             tracing::info!("stopped by the test controller's SHUTDOWN command");
+            exit_after_grace("stopped by the test controller");
             server.shutdown().await;
             ExitCode::SUCCESS
         }
         failure = server.failed() => {
             tracing::error!("exiting: {failure}");
             eprintln!("zkd: {failure}");
+            exit_after_grace("failed");
             server.shutdown().await;
             ExitCode::FAILURE
         }
     }
+}
+
+/// Watches for SIGINT and SIGTERM on a thread of its own, with a runtime of its own: when a
+/// step holds the core's lock, every worker thread of the server's runtime may be waiting for
+/// that lock, and a signal that runtime would have to notice would go unnoticed. On the
+/// first signal the thread logs it, tells the receiver, and gives the graceful shutdown
+/// [`SHUTDOWN_GRACE`]; then, or at a second signal, it ends the process (see
+/// [`exit_after_grace`] for why that is safe). `None` if the thread cannot start.
+fn watch_signals() -> Option<tokio::sync::oneshot::Receiver<&'static str>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("zkd-signals".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start the signal watcher's runtime");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let signal = wait_for_signal().await;
+                tracing::info!("{signal}: shutting down");
+                let _ = tx.send(signal);
+                tokio::select! {
+                    () = tokio::time::sleep(SHUTDOWN_GRACE) => grace_over(signal),
+                    again = wait_for_signal() => {
+                        tracing::error!("{again} again: exiting now, without the final snapshot");
+                        std::process::exit(EXIT_GRACE_OVER);
+                    }
+                }
+            });
+        });
+    match spawned {
+        Ok(_) => Some(rx),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start the signal watcher");
+            None
+        }
+    }
+}
+
+/// The signal the watcher saw; without the watcher, waits for one here, with the grace
+/// period as its own thread.
+async fn signalled(watcher: Option<tokio::sync::oneshot::Receiver<&'static str>>) -> &'static str {
+    if let Some(rx) = watcher {
+        if let Ok(signal) = rx.await {
+            return signal;
+        }
+    }
+    let signal = wait_for_signal().await;
+    tracing::info!("{signal}: shutting down");
+    exit_after_grace(signal);
+    signal
+}
+
+/// How long a graceful shutdown may take before the process exits anyway.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The exit status when the graceful shutdown did not finish within [`SHUTDOWN_GRACE`].
+const EXIT_GRACE_OVER: i32 = 3;
+
+/// Starts a plain thread that ends the process [`SHUTDOWN_GRACE`] from now, whatever the
+/// runtime is doing: a step that holds the core's lock (a huge request, a reset of a huge
+/// tree) blocks the graceful shutdown, which needs that lock, and could block the runtime's
+/// own threads with it. Exiting is safe: a step that never finished acknowledged nothing, and
+/// whatever was acknowledged before is in the transaction log already (synced under
+/// `always`; written, and so kept by the operating system, under `batch` and `never`).
+/// Only the final snapshot is skipped, and the next start replays the log instead.
+fn exit_after_grace(why: &'static str) {
+    let spawned = std::thread::Builder::new()
+        .name("zkd-exit-grace".into())
+        .spawn(move || {
+            std::thread::sleep(SHUTDOWN_GRACE);
+            grace_over(why);
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the shutdown grace timer");
+    }
+}
+
+/// Ends the process once the grace period is over, saying so.
+fn grace_over(why: &str) -> ! {
+    tracing::error!(
+        "{why}: the graceful shutdown did not finish within {} s (a step holds the core's \
+         lock); exiting now without the final snapshot, with status {}",
+        SHUTDOWN_GRACE.as_secs(),
+        EXIT_GRACE_OVER
+    );
+    eprintln!(
+        "zkd: the graceful shutdown did not finish within {} s; exiting without the final \
+         snapshot",
+        SHUTDOWN_GRACE.as_secs()
+    );
+    std::process::exit(EXIT_GRACE_OVER);
 }
 
 /// Waits for SIGINT or SIGTERM and names it.

@@ -44,6 +44,9 @@ pub struct Config {
     /// Log a herd warning when one change notifies at least this many watchers (default 100;
     /// 0 = off).
     pub herd_warn: u64,
+    /// Log a slow-step warning, and count it (`zkd_slow_steps`), when one step holds the
+    /// core's lock longer than this (default 1 s; zero = off).
+    pub slow_step_warn: Duration,
     /// Bytes that may wait in one connection's outbound queue. A client that lets more pile
     /// up (it does not read its socket) is disconnected. Default 64 MiB.
     pub max_outbound_bytes: usize,
@@ -343,6 +346,7 @@ impl Default for Config {
             reaper_interval: Duration::from_millis(1000),
             four_letter_whitelist: FourLetterWhitelist::default(),
             herd_warn: 100,
+            slow_step_warn: Duration::from_secs(1),
             max_outbound_bytes: 64 << 20,
             admin_port: None,
             admin_bind: IpAddr::from([127, 0, 0, 1]),

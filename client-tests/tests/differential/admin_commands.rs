@@ -166,9 +166,11 @@ fn shape_diff(at: &str, ours: &Value, theirs: &Value, out: &mut Vec<String>) {
 }
 
 /// ZooKeeper's per-namespace summaries (`<top-level znode>_read_per_namespace`, `…_write_…`)
-/// are named after the paths a server has read and written; zkd does not track them.
+/// are named after the paths a server has read and written; zkd does not track them. Keys
+/// named `zkd_…` are zkd's own (docs/metrics.md); ZooKeeper has none of them.
 fn untracked(key: &str) -> bool {
-    key.ends_with("_per_namespace")
+    let key = key.strip_prefix("zk_").unwrap_or(key);
+    key.ends_with("_per_namespace") || key.starts_with("zkd_")
 }
 
 /// `body` without the [`untracked`] top-level keys.

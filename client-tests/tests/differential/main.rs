@@ -4,8 +4,9 @@
 //! ZooKeeper 3.8.0 servers; `admin_commands`, every AdminServer command; `oracle_smoke`, the
 //! rows where the releases differ; `persistence`, data directories each server writes and the
 //! other loads; `secure`, TLS and SASL with unmodified clients; `kazoo_own_suite`, kazoo's
-//! own SASL, SSL and cluster tests. Each test starts both servers itself, so this binary does
-//! not read `ZKD_TEST_TARGET`.
+//! own SASL, SSL and cluster tests; `wide_parent_probe`, a wide cached parent emptied by a big
+//! multi, single deletes and a reset while `ruok` and a kazoo session are watched. Each test
+//! starts both servers itself, so this binary does not read `ZKD_TEST_TARGET`.
 
 mod admin_commands;
 mod ensemble_programs;
@@ -14,3 +15,4 @@ mod oracle_smoke;
 mod persistence;
 mod programs;
 mod secure;
+mod wide_parent_probe;

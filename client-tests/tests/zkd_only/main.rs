@@ -16,5 +16,6 @@ mod herd;
 mod lagging_member;
 mod readme_pattern;
 mod reaping;
+mod slow_steps;
 mod tree_export;
 mod web_view;

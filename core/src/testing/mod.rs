@@ -15,6 +15,8 @@ mod control_tests;
 #[cfg(test)]
 pub(crate) mod harness;
 #[cfg(test)]
+mod hold_time_tests;
+#[cfg(test)]
 mod model_tests;
 #[cfg(test)]
 mod work_tests;

@@ -27,6 +27,7 @@ pub(crate) fn routes() -> Router<AdminState> {
         .route("/zkd/sessions/{id}/disconnect", post(disconnect))
         .route("/zkd/pause", post(pause))
         .route("/zkd/resume", post(resume))
+        .route("/zkd/stall", post(stall))
         .route(
             "/zkd/faults",
             get(list_faults).post(add_fault).delete(clear_faults),
@@ -246,6 +247,32 @@ async fn pause(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json
 async fn resume(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     control::resume(&st.shared)?;
     Ok(Json(json!({ "paused": false })))
+}
+
+/// `POST /zkd/stall?ms=N`: hold the core's lock for N ms, as a stuck step would; answered
+/// once the lock is held (the stall goes on in the background).
+async fn stall(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json<Value>> {
+    only(&q, &["ms"])?;
+    let max = crate::engine::slow_step::MAX_STALL.as_millis() as u64;
+    let ms = match q.get("ms") {
+        Some(t) => parse_ms("ms", t)?,
+        None => return Err(ApiError::bad_request("ms=N is required")),
+    };
+    if ms > max {
+        return Err(ApiError::bad_request(format!(
+            "ms={ms} is longer than the longest stall, {max} ms"
+        )));
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let shared = st.shared.clone();
+    tokio::task::spawn_blocking(move || {
+        let _ = shared.stall(Duration::from_millis(ms), move || {
+            let _ = tx.send(());
+        });
+    });
+    rx.await
+        .map_err(|_| ApiError::from(crate::engine::CoreFailed))?;
+    Ok(Json(json!({ "stalled_ms": ms })))
 }
 
 /// The body of `POST /zkd/faults`.

@@ -39,6 +39,7 @@ async fn metrics(State(st): State<AdminState>) -> ApiResult<Response> {
         read: st.shared.latencies.read.snapshot(),
         update: st.shared.latencies.update.snapshot(),
         requests: st.shared.latencies.requests(),
+        slow_steps: st.shared.slow.count(),
         host: crate::reports::host_info(),
     };
     let text = encode(snap).map_err(|_| {
@@ -59,6 +60,8 @@ pub struct Snapshot {
     pub update: LatencySnapshot,
     /// Arrival-to-reply latency of every request (`min/avg/max_latency`).
     pub requests: AvgMinMax,
+    /// Steps that held the core's lock over the slow-step threshold.
+    pub slow_steps: u64,
     /// The process's descriptors (`open_fds`, `max_fds`).
     pub host: crate::reports::HostInfo,
 }
@@ -197,6 +200,12 @@ impl Collector for Snapshot {
                 &l.buckets,
             )?;
         }
+        counter(
+            e,
+            "zkd_slow_steps",
+            "Steps that held the core's lock longer than --slow-step-warn-ms.",
+            self.slow_steps,
+        )?;
         let h = &self.herd;
         counter(
             e,

@@ -16,7 +16,7 @@
 //!   thread has synced it, and so does the reply to a read of anything such a transaction
 //!   changed ([`unsynced`]); the core never waits for the disk.
 //! * The session and wall clocks ([`clock`]), the pause and refusal switches ([`gate`]), the
-//!   request latencies ([`latency`]), the ensemble's membership ([`ensemble`]) and its
+//!   request latencies ([`latency`]) and the slow-step warning ([`slow_step`]), the ensemble's membership ([`ensemble`]) and its
 //!   members' listeners ([`listeners`]).
 //! * A ticker task calls [`Core::tick`] at [`Core::next_deadline`], and at least every
 //!   tick / reaper interval.
@@ -50,10 +50,11 @@ pub(crate) mod latency;
 pub(crate) mod listeners;
 pub(crate) mod outbound;
 pub(crate) mod queue;
+pub(crate) mod slow_step;
 pub(crate) mod unsynced;
 
 use std::net::SocketAddr;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Waker;
@@ -172,6 +173,8 @@ pub(crate) struct Shared {
     pub(crate) trace_mask: AtomicI64,
     /// Time spent in the core per read and per update request.
     pub(crate) latencies: latency::Latencies,
+    /// Holds of the lock over `--slow-step-warn-ms`: counted and logged.
+    pub(crate) slow: slow_step::SlowSteps,
     /// When the ticker plans to wake next (epoch ms).
     planned_tick: AtomicI64,
     wake_ticker: Notify,
@@ -443,6 +446,7 @@ impl Shared {
             )),
             trace_mask: AtomicI64::new(DEFAULT_TRACE_MASK),
             latencies: latency::Latencies::default(),
+            slow: slow_step::SlowSteps::new(config.slow_step_warn),
             planned_tick: AtomicI64::new(i64::MAX),
             wake_ticker: Notify::new(),
             extras: OnceLock::new(),
@@ -467,7 +471,34 @@ impl Shared {
     /// dropped, the listener and ticker stop, and the embedding handle reports the failure
     /// (see [`Shared::failure`]). From then on every call returns [`CoreFailed`] without
     /// touching the state: a possibly half-changed tree is never served.
+    #[track_caller]
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> Result<R, CoreFailed> {
+        let at = Location::caller();
+        self.hold(Some(slow_step::EngineStep { what: None, at }), f)
+    }
+
+    /// [`Shared::with_state`] for a step the slow-step warning names `what`.
+    #[track_caller]
+    pub(crate) fn with_state_named<R>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&mut State) -> R,
+    ) -> Result<R, CoreFailed> {
+        let at = Location::caller();
+        let step = slow_step::EngineStep {
+            what: Some(what),
+            at,
+        };
+        self.hold(Some(step), f)
+    }
+
+    /// Takes the lock and runs `f` (see [`Shared::with_state`]). With `step`, the hold is
+    /// timed as one step for the slow-step warning; without, `f` times its own steps.
+    fn hold<R>(
+        &self,
+        step: Option<slow_step::EngineStep>,
+        f: impl FnOnce(&mut State) -> R,
+    ) -> Result<R, CoreFailed> {
         if self.failure.get().is_some() {
             return Err(CoreFailed);
         }
@@ -482,6 +513,7 @@ impl Shared {
                 return Err(CoreFailed);
             }
         };
+        let started = step.as_ref().map(|_| Instant::now());
         match catch_unwind(AssertUnwindSafe(|| {
             let r = f(&mut guard);
             // A reconfig changes who votes and leads before the lock is released.
@@ -502,6 +534,12 @@ impl Shared {
                     return Err(CoreFailed);
                 }
                 self.check_deadline(&guard.core);
+                if let (Some(step), Some(t)) = (step, started) {
+                    let us = micros(t.elapsed());
+                    if self.slow.is_slow(us) {
+                        self.slow.report(&step, us);
+                    }
+                }
                 Ok(r)
             }
             Err(payload) => {
@@ -597,6 +635,7 @@ impl Shared {
     /// the core's next deadline moved before the ticker's planned wake-up. Every call into
     /// the core goes through here (or [`Shared::with_state`]), so a panic in it fails the
     /// whole server closed; callers drop their connection on `Err`.
+    #[track_caller]
     pub(crate) fn with_core<R>(
         &self,
         f: impl FnOnce(&mut Core, &mut dyn Outbox) -> R,
@@ -615,6 +654,7 @@ impl Shared {
 
     /// Runs `f` on the core, read-only, with what the engine knows about the connections
     /// ([`NetView`]). `f` runs under the core's lock: it must copy only what it reports.
+    #[track_caller]
     pub(crate) fn inspect<R>(
         &self,
         f: impl FnOnce(&Core, &NetView<'_>) -> R,
@@ -625,6 +665,7 @@ impl Shared {
 
     /// [`Shared::inspect`] as ensemble member `member` reports (its port, mode and
     /// connections); on a standalone server the same as `inspect`.
+    #[track_caller]
     pub(crate) fn inspect_member<R>(
         &self,
         member: MemberId,
@@ -654,6 +695,7 @@ impl Shared {
 
     /// Runs `f` on the ensemble's membership under the core's lock; `Ok(None)` on a
     /// standalone server.
+    #[track_caller]
     pub(crate) fn with_members<R>(
         &self,
         f: impl FnOnce(&Membership) -> R,
@@ -780,12 +822,12 @@ impl Shared {
         let budget = &self.outbound;
         let latencies = &self.latencies;
         let durable = self.durability.get().map(|d| &**d);
-        self.with_state(|state| {
+        let slow = &self.slow;
+        self.hold(None, |state| {
             let State { core, conns, .. } = state;
             let now = self.now();
             // One clock reading per request: the end of one request is the start of the next.
             let mut started = Instant::now();
-            let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
             // Gathered here and added to the shared figures once for all the batches.
             let mut times = latency::Batch::default();
             let mut mine_open = None;
@@ -801,9 +843,19 @@ impl Shared {
                     let mut head = [0u8; 8];
                     let n = frame.len().min(8);
                     head[..n].copy_from_slice(&frame[..n]);
+                    // A shared handle on the frame, read only if the step turns out slow.
+                    let kept = frame.clone();
                     core.request(id, frame, now, &mut out);
                     let done = Instant::now();
-                    times.record(&head[..n], micros(done.saturating_duration_since(started)));
+                    let held = micros(done.saturating_duration_since(started));
+                    times.record(&head[..n], held);
+                    if slow.is_slow(held) {
+                        let step = slow_step::RequestStep {
+                            frame: &kept,
+                            conn: id,
+                        };
+                        slow.report(&step, held);
+                    }
                     let total = micros(done.saturating_duration_since(batch.arrived));
                     started = done;
                     times.record_request(total);
@@ -876,7 +928,7 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
         let budget = &shared.outbound;
         let durable = shared.durability.get().map(|d| &**d);
         let mut wakers = Vec::new();
-        let next = shared.with_state(|state| {
+        let next = shared.with_state_named("the tick (session expiry, reaping)", |state| {
             let State { core, conns, .. } = state;
             core.tick(at, &mut Registry::new(conns, budget, durable, &mut wakers));
             core.next_deadline()
@@ -896,4 +948,9 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
             _ = shared.wake_ticker.notified() => {}
         }
     }
+}
+
+/// Whole microseconds of `d`, saturating.
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }

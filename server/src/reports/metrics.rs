@@ -133,6 +133,8 @@ pub fn filled(view: &FourLetterView) -> Vec<(String, Metric)> {
     }
     latency(&mut out, "readlatency", &view.read_latency);
     latency(&mut out, "updatelatency", &view.update_latency);
+    // zkd's own: the `zkd_` prefix keeps it apart from ZooKeeper's keys.
+    out.push(("zkd_slow_steps".into(), int(view.slow_steps)));
     out
 }
 

@@ -60,6 +60,7 @@ pub(crate) fn gather(
     if needs.summary {
         view.read_latency = shared.latencies.read.snapshot();
         view.update_latency = shared.latencies.update.snapshot();
+        view.slow_steps = shared.slow.count();
     }
     let extras = shared.extras.get();
     view.conf.secure_client_port = extras.and_then(|e| e.secure_port);
@@ -296,6 +297,8 @@ pub struct FourLetterView {
     /// Time in the core per read and per update request, since start.
     pub read_latency: crate::engine::latency::LatencySnapshot,
     pub update_latency: crate::engine::latency::LatencySnapshot,
+    /// Steps that held the core's lock over the slow-step threshold, since start.
+    pub slow_steps: u64,
 }
 
 /// The counts `wchs` (and the AdminServer's `watch_summary`) show of the data-watch table.
