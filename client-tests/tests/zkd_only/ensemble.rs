@@ -697,10 +697,16 @@ async fn each_leader_starts_an_epoch_that_zxids_and_files_carry() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     // A log is named after its first zxid and a snapshot after its last (the one taken at
-    // the first shutdown holds epoch 2's transaction).
-    for name in ["log.100000001", "snapshot.200000001", "log.300000001"] {
+    // the first shutdown holds epoch 2's transaction). Each leader's epoch also starts with a
+    // snapshot of its own, so older files may have been retired since: epoch 1's log is
+    // covered by the snapshots of later epochs.
+    for name in ["snapshot.200000001", "log.300000001"] {
         assert!(names.iter().any(|n| n == name), "{name} missing: {names:?}");
     }
+    assert!(
+        names.iter().any(|n| n.starts_with("snapshot.3")),
+        "no snapshot of epoch 3: {names:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -878,6 +884,8 @@ fn mntr_keys(text: &str) -> std::collections::BTreeSet<String> {
         .filter_map(|l| l.split_once('\t'))
         .map(|(k, _)| k)
         .filter(|k| !k.ends_with("_per_namespace"))
+        // zkd's own counters (the slow-step count) are named apart, `zk_zkd_…`.
+        .filter(|k| !k.starts_with("zk_zkd_"))
         .map(|k| match k.split_once("_learner_handler_") {
             Some((head, tail)) => {
                 let field = head.trim_end_matches(|c: char| c.is_ascii_digit());

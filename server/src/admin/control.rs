@@ -488,7 +488,17 @@ async fn reset(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json
             )))
         }
     };
-    let deleted = control::reset(&st.shared, expire)?;
+    // Slices of the reset take turns with other requests for the core; the loop runs on a
+    // blocking thread so that it never ties up the runtime's threads meanwhile.
+    let shared = st.shared.clone();
+    let deleted = tokio::task::spawn_blocking(move || control::reset(&shared, expire))
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the reset stopped: {e}"),
+            )
+        })??;
     Ok(Json(
         json!({ "deleted_nodes": deleted, "sessions_expired": expire }),
     ))

@@ -158,7 +158,19 @@ async fn command(State(st): State<AdminState>, Path(command): Path<String>) -> R
         None => (command.as_str(), None),
     };
     let echo = format!("command/{command}\n");
-    let status = match run(&st, action, param.filter(|p| !p.is_empty())) {
+    // Acting on every session or connection goes a slice at a time: on a blocking thread, so
+    // that it never ties up the runtime's threads meanwhile.
+    let (action_owned, param_owned) = (action.to_string(), param.map(str::to_string));
+    let ran = tokio::task::spawn_blocking(move || {
+        run(
+            &st,
+            &action_owned,
+            param_owned.as_deref().filter(|p| !p.is_empty()),
+        )
+    })
+    .await
+    .unwrap_or(Err(ControlError::Failed));
+    let status = match ran {
         Ok(Outcome::Done) => {
             tracing::info!(command = %command, "test controller command");
             StatusCode::OK

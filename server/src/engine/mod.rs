@@ -703,6 +703,15 @@ impl Shared {
         self.with_state(|state| state.members.as_ref().map(f))
     }
 
+    /// Whether a step holds the core's lock right now (a connection accepted meanwhile is
+    /// registered off the accept loop, see `net::accept_loop`).
+    pub(crate) fn core_busy(&self) -> bool {
+        matches!(
+            self.state.try_lock(),
+            Err(std::sync::TryLockError::WouldBlock)
+        )
+    }
+
     /// Registers an accepted socket with the core; `Ok(None)` = over the per-IP limit.
     pub(crate) fn open(
         &self,
@@ -923,6 +932,11 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
     let period = shared.cfg.tick_period_ms;
     loop {
         shared.gate.wait().await;
+        // A long step holds the core: wait for it without tying up a runtime thread (on a
+        // small machine the runtime has two, and the accept loop needs one to answer `ruok`).
+        while shared.core_busy() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
         let at = shared.now();
         let now = at.mono;
         let budget = &shared.outbound;

@@ -141,8 +141,10 @@ impl fmt::Display for EngineStep {
 }
 
 /// The longest stall the control plane may ask for ([`super::Shared::stall`]).
+#[cfg(feature = "admin")]
 pub const MAX_STALL: Duration = Duration::from_secs(60);
 
+#[cfg(feature = "admin")]
 impl super::Shared {
     /// Holds the core's lock for `d` (at most [`MAX_STALL`]) as a stuck step would: every
     /// request, report and control operation that needs the core waits, and so does a graceful

@@ -65,6 +65,9 @@ const MAX_BATCH_BYTES: usize = 4 << 20;
 const LINGER: Duration = Duration::from_secs(5);
 /// After our side is shut down, how long to wait for the client's EOF.
 const DRAIN: Duration = Duration::from_secs(1);
+/// Bytes of requests in one batch from which feeding them may be a long step (see
+/// [`Conn::feed`]).
+const BIG_BATCH: usize = 64 << 10;
 /// Time a four-letter word's reply may go without the client taking a piece of it.
 const FOUR_LETTER_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -79,9 +82,19 @@ struct Registered {
 
 impl Registered {
     fn finish(&self) {
-        if self.q.close_receiver() {
-            self.shared.closed(self.id);
+        if !self.q.close_receiver() {
+            return;
         }
+        // While a long step holds the core, the core hears of the close from a blocking
+        // thread, so that no runtime thread waits for the step (the accept loop needs one).
+        if self.shared.core_busy() {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let (shared, id) = (self.shared.clone(), self.id);
+                rt.spawn_blocking(move || shared.closed(id));
+                return;
+            }
+        }
+        self.shared.closed(self.id);
     }
 }
 
@@ -142,6 +155,42 @@ pub(crate) fn run<S: Stream>(
     let ConnChannels { q, member } = channels;
     let registered = Registered { shared, q, id };
     Task::Starting(Box::pin(start(registered, stream, remote, member)))
+}
+
+/// A connection accepted while a step holds the core's lock: `ruok` is answered at once,
+/// without registering the connection (its answer needs nothing of the core), so a health
+/// check is not held behind a long step. Anything else is handed back to be registered and
+/// served as usual. Waits at most the handshake timeout for the first four bytes.
+pub(crate) async fn answer_ruok_unregistered(
+    shared: &Arc<Shared>,
+    mut stream: tokio::net::TcpStream,
+    remote: SocketAddr,
+) -> Option<tokio::net::TcpStream> {
+    let deadline = Instant::now() + shared.cfg.handshake_timeout;
+    let mut first = [0u8; 4];
+    loop {
+        match timeout_at(deadline, stream.peek(&mut first)).await {
+            Ok(Ok(n)) if n >= first.len() => break,
+            // End of input, an error or the deadline: the usual path judges the connection.
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return Some(stream),
+            Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+    }
+    let word = FourLetterWord::from_bytes(first);
+    if word != Some(FourLetterWord::Ruok) || !shared.cfg.whitelist.allows(FourLetterWord::Ruok) {
+        return Some(stream);
+    }
+    tracing::debug!(%remote, "ruok answered while a step holds the core");
+    let answered = timeout(FOUR_LETTER_WRITE_TIMEOUT, async {
+        stream.read_exact(&mut first).await?;
+        stream.write_all(reports::ruok().as_bytes()).await?;
+        stream.shutdown().await
+    })
+    .await;
+    if matches!(answered, Ok(Ok(()))) {
+        drain(stream).await;
+    }
+    None
 }
 
 /// What the part before the session hands on.
@@ -745,8 +794,18 @@ impl<S: Stream> Conn<S> {
             tracing::info!(conn = self.id(), remote = %self.remote, "closing connection: {reason}");
         }
         let q = self.registered.q.clone();
+        let bytes: usize = frames.iter().map(Bytes::len).sum();
         let batch = Handed::new(self.id(), q, frames, arrived, bad.is_some());
-        let handover = self.shared().requests(batch);
+        let handover = if bytes >= BIG_BATCH && on_multi_thread_runtime() {
+            // A big batch (a multi of thousands of operations) can hold the core for a long
+            // step: the runtime hands this thread's other work, and its turn at watching the
+            // sockets, to another thread meanwhile, so that `ruok` and other connections are
+            // not held behind it.
+            let shared = self.shared().clone();
+            tokio::task::block_in_place(move || shared.requests(batch))
+        } else {
+            self.shared().requests(batch)
+        };
         if !handover.open || bad.is_some() {
             self.feeding = false;
         }
@@ -911,6 +970,13 @@ fn advance(batch: &mut VecDeque<Bytes>, mut n: usize) {
             n = 0;
         }
     }
+}
+
+/// Whether the calling task runs on a multi-threaded runtime (where a blocking section can
+/// hand the thread's other work over to another thread).
+fn on_multi_thread_runtime() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
 #[cfg(test)]

@@ -56,6 +56,11 @@ pub(crate) async fn accept_loop(
                     tracing::debug!("refusing a connection: new connections are rejected (control plane)");
                     drop(stream);
                 }
+                Ok((stream, remote)) if shared.core_busy() && matches!(transport, Transport::Plain) => {
+                    // A step holds the core: the accept loop does not wait for it.
+                    let _ = stream.set_nodelay(true);
+                    tasks.spawn(serve_registered_later(shared.clone(), stream, remote, member));
+                }
                 Ok((stream, remote)) => {
                     let _ = stream.set_nodelay(true);
                     match shared.open(remote, member) {
@@ -100,4 +105,36 @@ pub(crate) async fn accept_loop(
     }
     drop(listener);
     tasks.shutdown().await;
+}
+
+/// A plain connection accepted while a step held the core: `ruok` is answered at once; any
+/// other connection is registered (waiting for the core on a blocking thread, not on the
+/// runtime's) and then served as the accept loop serves it.
+async fn serve_registered_later(
+    shared: Arc<Shared>,
+    stream: tokio::net::TcpStream,
+    remote: std::net::SocketAddr,
+    member: MemberId,
+) {
+    let Some(stream) = conn::answer_ruok_unregistered(&shared, stream, remote).await else {
+        return;
+    };
+    let opening = shared.clone();
+    let opened = tokio::task::spawn_blocking(move || opening.open(remote, member)).await;
+    match opened {
+        Ok(Ok(Some((id, channels)))) => {
+            tracing::debug!(conn = id, %remote, "accepted connection");
+            conn::run(shared, id, stream, remote, channels).await;
+        }
+        Ok(Ok(None)) => {
+            tracing::warn!(
+                %remote,
+                limit = shared.cfg.max_client_cnxns,
+                "refusing connection from {}: it already has {} connections (--max-client-cnxns)",
+                remote.ip(),
+                shared.cfg.max_client_cnxns,
+            );
+        }
+        Ok(Err(CoreFailed)) | Err(_) => {}
+    }
 }
