@@ -397,7 +397,9 @@ impl Config {
         }
         if self.min_session_timeout() > self.max_session_timeout() {
             return Err(format!(
-                "minimum session timeout ({} ms) is larger than the maximum ({} ms)",
+                "minimum session timeout ({} ms) is larger than the maximum ({} ms): \
+                 minSessionTimeout must not be larger than maxSessionTimeout \
+                 (--min-session-timeout, --max-session-timeout)",
                 self.min_session_timeout().as_millis(),
                 self.max_session_timeout().as_millis()
             ));
