@@ -251,3 +251,27 @@ fn clock_steps_and_fixture_ttls_are_range_checked() {
         "seed.json: node 2 (/cache): \"ttl_ms\" -5 is outside 1..=1099511627775",
     );
 }
+
+/// Two listeners on one port are named, with the options that set them, before anything is
+/// bound (exit 2), instead of the second bind's "Address already in use" (exit 1).
+#[test]
+fn ports_given_twice_are_named() {
+    refused(
+        &[
+            "--ensemble",
+            "3",
+            "--port",
+            "27700",
+            "--admin-port",
+            "27701",
+        ],
+        "port 27701 is given twice: member 2's client port (member i listens on --port + i - \
+         1, or on its server.2 line's port) on 127.0.0.1 and the control plane's port \
+         (--admin-port) on 127.0.0.1",
+    );
+    refused(
+        &["--port", "27702", "--admin-server-port", "27702"],
+        "port 27702 is given twice: the client port (--port, clientPort) on 127.0.0.1 and the \
+         AdminServer's port (--admin-server-port, admin.serverPort)",
+    );
+}

@@ -487,6 +487,76 @@ impl Config {
                 return Err(format!("super digest {d:?} is not of the form user:hash"));
             }
         }
+        self.check_ports()
+    }
+
+    /// Every listener zkd will open, as (address, port, what it is and which option sets
+    /// it); ports of 0 (a free one each) are left out.
+    fn listeners(&self) -> Vec<(IpAddr, u16, String)> {
+        let mut all = Vec::new();
+        match (&self.ensemble, self.secure_only) {
+            (Some(e), _) => {
+                for m in &e.members {
+                    all.push((
+                        self.bind,
+                        m.port,
+                        format!(
+                            "member {}'s client port (member i listens on --port + i - 1, or \
+                             on its server.{} line's port)",
+                            m.id, m.id
+                        ),
+                    ));
+                }
+            }
+            (None, false) => all.push((
+                self.bind,
+                self.port,
+                "the client port (--port, clientPort)".into(),
+            )),
+            (None, true) => {}
+        }
+        if let Some(p) = self.secure_port {
+            all.push((
+                self.bind,
+                p,
+                "the secure client port (--secure-port, secureClientPort)".into(),
+            ));
+        }
+        if let Some(p) = self.admin_port {
+            all.push((
+                self.admin_bind,
+                p,
+                "the control plane's port (--admin-port)".into(),
+            ));
+        }
+        if let Some(p) = self.admin_server_port {
+            all.push((
+                self.admin_server_bind,
+                p,
+                "the AdminServer's port (--admin-server-port, admin.serverPort)".into(),
+            ));
+        }
+        all.retain(|(_, port, _)| *port != 0);
+        all
+    }
+
+    /// No two listeners on one port of one address (an unspecified address, 0.0.0.0 or ::,
+    /// overlaps every other): the clash is named before anything is bound, rather than as
+    /// the second bind's "address in use".
+    fn check_ports(&self) -> Result<(), String> {
+        let all = self.listeners();
+        let overlap = |a: IpAddr, b: IpAddr| a == b || a.is_unspecified() || b.is_unspecified();
+        // At most 255 members and three more listeners: the pairs stay few.
+        for (i, (a_ip, a_port, a_what)) in all.iter().enumerate() {
+            for (b_ip, b_port, b_what) in &all[i + 1..] {
+                if a_port == b_port && overlap(*a_ip, *b_ip) {
+                    return Err(format!(
+                        "port {a_port} is given twice: {a_what} on {a_ip} and {b_what} on \
+                         {b_ip}; give each listener a port of its own"
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -746,6 +816,55 @@ mod tests {
         assert_eq!(core.max_session_timeout_ms, 10_000);
         assert_eq!(core.reaper_interval_ms, 1000);
         assert!(core.ttl_enabled);
+    }
+
+    #[test]
+    #[cfg(feature = "admin")]
+    fn ports_given_twice_are_named_before_binding() {
+        let ensemble = Config {
+            port: 27700,
+            admin_port: Some(27701),
+            ensemble: Some(EnsembleConfig::numbered(3, 27700).unwrap()),
+            ..Config::default()
+        };
+        let e = ensemble.validate().unwrap_err();
+        assert_eq!(
+            e,
+            "port 27701 is given twice: member 2's client port (member i listens on --port + \
+             i - 1, or on its server.2 line's port) on 127.0.0.1 and the control plane's port \
+             (--admin-port) on 127.0.0.1; give each listener a port of its own"
+        );
+        let plain = Config {
+            port: 2181,
+            admin_server_port: Some(2181),
+            admin_server_bind: "0.0.0.0".parse().unwrap(),
+            ..Config::default()
+        };
+        let e = plain.validate().unwrap_err();
+        assert!(
+            e.starts_with("port 2181 is given twice: the client port (--port, clientPort)")
+                && e.contains(
+                    "the AdminServer's port (--admin-server-port, admin.serverPort) on 0.0.0.0"
+                ),
+            "{e}"
+        );
+        // Different addresses, free ports (0) and different ports are fine.
+        let apart = Config {
+            port: 2181,
+            admin_port: Some(2181),
+            admin_bind: "127.0.0.2".parse().unwrap(),
+            admin_server_port: Some(0),
+            ..Config::default()
+        };
+        assert_eq!(apart.validate(), Ok(()));
+        let free = Config {
+            port: 0,
+            admin_port: Some(0),
+            admin_server_port: Some(0),
+            ensemble: Some(EnsembleConfig::numbered(3, 0).unwrap()),
+            ..Config::default()
+        };
+        assert_eq!(free.validate(), Ok(()));
     }
 
     #[test]
