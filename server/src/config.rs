@@ -652,7 +652,7 @@ impl Config {
 /// 16 random bytes (zero only if the system has no random source).
 fn random_seed() -> [u8; 16] {
     let mut seed = [0u8; 16];
-    if getrandom::fill(&mut seed).is_err() {
+    if getrandom::getrandom(&mut seed).is_err() {
         tracing::warn!("no system random source: SASL nonces are predictable");
     }
     seed
