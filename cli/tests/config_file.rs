@@ -1073,3 +1073,122 @@ fn seven_hundred_thousand_unknown_keys_log_one_warning() {
         );
     });
 }
+
+/// The `membership:` part of `conf` (the lines after it, up to the end).
+fn conf_membership(addr: SocketAddr) -> String {
+    let conf = four_letter(addr, "conf");
+    conf.split_once("membership: \n")
+        .unwrap_or_else(|| panic!("no membership in conf: {conf}"))
+        .1
+        .trim_end()
+        .to_string()
+}
+
+#[test]
+fn a_reconfigured_membership_survives_a_restart() {
+    use zkd_testkit::oracle::free_port;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let (p1, p2, p3, p4) = (
+        free_port().unwrap(),
+        free_port().unwrap(),
+        free_port().unwrap(),
+        free_port().unwrap(),
+    );
+    let cfg = write(
+        dir.path(),
+        "zoo.cfg",
+        &format!(
+            "dataDir={}\ntickTime=2000\ninitLimit=5\nsyncLimit=2\nadmin.enableServer=false\n\
+             4lw.commands.whitelist=conf,srvr\nreconfigEnabled=true\n\
+             DigestAuthenticationProvider.superDigest=super:lK75jTNcA+U9vtVEw5vB51mj/w4=\n\
+             server.1=127.0.0.1:2888:3888;{p1}\nserver.2=127.0.0.1:2889:3889;{p2}\n\
+             server.3=127.0.0.1:2890:3890;{p3}\n",
+            data.display()
+        ),
+    );
+    let first = start(&["--config", &cfg], &[]);
+    assert_eq!(first.members.len(), 3);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // A fourth voter joins and the first leaves, through the Rust client as the superuser.
+    let joining = format!("server.4=127.0.0.1:2891:3891:participant;127.0.0.1:{p4}");
+    let (text, stat) = rt.block_on(async {
+        let client = zk::Client::connector()
+            .connect(&first.members[1].to_string())
+            .await
+            .expect("connects");
+        client.auth("digest", b"super:secret").await.expect("auth");
+        let joinings = [joining.as_str()];
+        let leavings = ["1"];
+        client
+            .update_ensemble(
+                zk::EnsembleUpdate::Incremental {
+                    joinings: joinings.iter().copied(),
+                    leavings: leavings.iter().copied(),
+                },
+                None,
+            )
+            .await
+            .expect("reconfig")
+    });
+    let text = String::from_utf8(text).expect("text");
+    assert!(!text.contains("server.1="), "{text}");
+    assert!(text.contains(&format!("\n{joining}\nversion=")), "{text}");
+    let version = text.rsplit_once("version=").expect("version").1.to_string();
+    assert_eq!(format!("{:x}", stat.mzxid), version);
+    let before = conf_membership(first.members[1]);
+    assert_eq!(before, text);
+    // Kept as ZooKeeper's dynamic file, named after the version, in the data directory.
+    let kept = data.join(format!("zoo.cfg.dynamic.{version}"));
+    let file = std::fs::read_to_string(&kept).expect("the kept membership");
+    assert_eq!(
+        file,
+        format!(
+            "server.2=127.0.0.1:2889:3889:participant;127.0.0.1:{p2}\n\
+             server.3=127.0.0.1:2890:3890:participant;127.0.0.1:{p3}\n{joining}"
+        )
+    );
+    first.stop();
+
+    // The same command again starts from the kept membership: members 2, 3 and 4.
+    let restarted = start(&["--config", &cfg], &[]);
+    let ports: Vec<u16> = restarted.members.iter().map(SocketAddr::port).collect();
+    assert_eq!(ports, [p2, p3, p4]);
+    for m in &restarted.members {
+        assert_eq!(conf_membership(*m), text, "member on {m}");
+    }
+    let after = rt.block_on(async {
+        let client = zk::Client::connector()
+            .connect(&restarted.members[2].to_string())
+            .await
+            .expect("connects");
+        client.get_config().await.expect("config").0
+    });
+    assert_eq!(String::from_utf8(after).expect("text"), text);
+    let stderr = restarted.stderr_so_far();
+    assert!(
+        stderr.contains("the membership a reconfig made (version")
+            && stderr.contains("server.4 on"),
+        "{stderr}"
+    );
+    drop(restarted);
+
+    // A damaged kept membership stops the start, naming file and line.
+    std::fs::write(&kept, "server.2=127.0.0.1:2889:3889;1\nrm -rf /\n").expect("write");
+    let out = zkd(&["--config", &cfg], &[])
+        .stdout(Stdio::null())
+        .output()
+        .expect("zkd runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} line 2: \"rm -rf /\" is not a server.N= line",
+            kept.display()
+        )),
+        "{stderr}"
+    );
+}

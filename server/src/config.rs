@@ -144,7 +144,25 @@ pub struct EnsembleConfig {
     /// 10 and 5 by default, the values of the sample configuration ZooKeeper ships.
     pub init_limit: i32,
     pub sync_limit: i32,
+    /// The version of a membership a reconfig made before this start (the zxid of that
+    /// reconfig), when `members` come from its dynamic configuration file; `None` = the
+    /// static membership (version 0, or the first epoch's zxid with reconfig enabled).
+    pub kept_version: Option<i64>,
+    /// Where each membership a reconfig commits is kept, as ZooKeeper's dynamic
+    /// configuration file `zoo.cfg.dynamic.<version in hex>` (its `server.N=` lines, sorted;
+    /// older ones are removed), so that a restart starts from it. `None` (default) = not kept;
+    /// the `zkd` binary sets its data directory.
+    pub membership_dir: Option<PathBuf>,
 }
+
+/// The file name a membership of `version` is kept under (see
+/// [`EnsembleConfig::membership_dir`]): ZooKeeper's `zoo.cfg.dynamic.<hex>`.
+pub fn dynamic_file_name(version: i64) -> String {
+    format!("{DYNAMIC_FILE_PREFIX}{version:x}")
+}
+
+/// What every kept membership file's name starts with.
+pub const DYNAMIC_FILE_PREFIX: &str = "zoo.cfg.dynamic.";
 
 /// One member of a simulated ensemble.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -193,6 +211,8 @@ impl EnsembleConfig {
             read_only: true,
             init_limit: Self::DEFAULT_LIMITS.0,
             sync_limit: Self::DEFAULT_LIMITS.1,
+            kept_version: None,
+            membership_dir: None,
         })
     }
 
