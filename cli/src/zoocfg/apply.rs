@@ -349,7 +349,9 @@ fn session_timeouts(
     let min_ms = i64::try_from(c.min_session_timeout().as_millis()).unwrap_or(i64::MAX);
     let max_ms = max_ms
         .unwrap_or_else(|| i64::try_from(c.max_session_timeout().as_millis()).unwrap_or(i64::MAX));
-    if (min.is_some() || max.is_some()) && min_ms > max_ms {
+    // A bound beyond 32-bit milliseconds is refused as such by `Config::validate`.
+    let fits = |ms: i64| ms <= i64::from(i32::MAX);
+    if (min.is_some() || max.is_some()) && fits(min_ms) && fits(max_ms) && min_ms > max_ms {
         let default = |is: bool| if is { " (the default)" } else { "" };
         let (origin, key) = match (max, min) {
             (Some(t), _) => (t.origin.clone(), "maxSessionTimeout"),
