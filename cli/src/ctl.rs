@@ -176,6 +176,20 @@ pub(crate) fn parse_duration_ms(text: &str) -> Result<u64, Failure> {
     }
 }
 
+/// A clock step: a duration of at most the longest TTL (2^40 - 1 ms, about 34.8 years),
+/// which is far enough to expire anything; the server refuses more too.
+fn clock_step_ms(text: &str) -> Result<u64, Failure> {
+    let ms = parse_duration_ms(text)?;
+    let max = zkd_server::fixture::MAX_TTL_MS as u64;
+    if ms > max {
+        return Err(Failure(format!(
+            "clock advance {text:?} is {ms} ms, too far: the clock moves at most {max} ms \
+             (2^40 - 1 ms, about 34.8 years, the longest TTL) in one step"
+        )));
+    }
+    Ok(ms)
+}
+
 fn execute(args: &CtlArgs) -> Result<String, Failure> {
     let client = match (&args.op, &args.admin) {
         (Op::GenCerts { dir, force }, _) => {
@@ -271,7 +285,7 @@ fn execute(args: &CtlArgs) -> Result<String, Failure> {
             .map(|v| human_or_json(&v, json, || clock_line(&v))),
         Op::Members(op) => crate::members::run(&client, op, json),
         Op::Clock(ClockOp::Advance { duration }) => {
-            let ms = parse_duration_ms(duration)?;
+            let ms = clock_step_ms(duration)?;
             client
                 .call("POST", &format!("/zkd/clock/advance?ms={ms}"))
                 .map(|v| human_or_json(&v, json, || clock_line(&v)))

@@ -8,6 +8,7 @@ mod config_file;
 mod ctl;
 mod datadir;
 mod gen_certs;
+mod kept_membership;
 mod members;
 mod pow;
 mod serve;

@@ -407,6 +407,14 @@ pub fn run(args: ServeArgs, matches: &clap::ArgMatches) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    match crate::kept_membership::apply(&mut config) {
+        Ok(Some(line)) => tracing::info!("{line}"),
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("zkd: cannot load the data directory: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     if let Some(path) = &args.seed {
         match zkd_server::fixture::read_file(path) {
             Ok(nodes) => config.seed = nodes,

@@ -43,6 +43,20 @@ impl Running {
         self.stderr.try_iter().collect::<Vec<_>>().join("\n")
     }
 
+    /// Stops it with SIGTERM, waits for it, and hands everything it logged to `check`.
+    fn stop_and_check_stderr(self, check: impl FnOnce(&str)) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let mut this = self;
+        let _ = this.child.wait();
+        let mut all = Vec::new();
+        while let Ok(line) = this.stderr.recv_timeout(Duration::from_secs(5)) {
+            all.push(line);
+        }
+        check(&all.join("\n"));
+    }
+
     /// Stops it with SIGTERM and waits, so a data directory gets its final snapshot.
     fn stop(mut self) {
         let _ = Command::new("kill")
@@ -721,8 +735,8 @@ fn an_observer_line_runs_an_observer() {
     let cfg = write(
         dir.path(),
         "zoo.cfg",
-        "tickTime=2000\nclientPort=0\nadmin.enableServer=false\n4lw.commands.whitelist=srvr\n\
-         peerType=participant\nserver.1=localhost:2888:3888\nserver.2=localhost:2889:3889\n\
+        "tickTime=2000\ninitLimit=5\nsyncLimit=2\nclientPort=0\nadmin.enableServer=false\n\
+         4lw.commands.whitelist=srvr\npeerType=participant\nserver.1=localhost:2888:3888\nserver.2=localhost:2889:3889\n\
          server.3=localhost:2890:3890\nserver.4=localhost:2891:3891:observer\n",
     );
     let zkd = start(&["--config", &cfg], &[]);
@@ -918,8 +932,8 @@ fn zookeeper_version_flag_picks_the_reported_release() {
 #[test]
 fn reconfig_enabled_comes_from_zoo_cfg_or_the_flag() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let servers = "clientPort=0\nadmin.enableServer=false\nserver.1=localhost:2888:3888\n\
-                   server.2=localhost:2889:3889\nserver.3=localhost:2890:3890\n";
+    let servers = "clientPort=0\ninitLimit=5\nsyncLimit=2\nadmin.enableServer=false\n\
+                   server.1=localhost:2888:3888\nserver.2=localhost:2889:3889\nserver.3=localhost:2890:3890\n";
     let on = write(
         dir.path(),
         "on.cfg",
@@ -939,4 +953,242 @@ fn reconfig_enabled_comes_from_zoo_cfg_or_the_flag() {
             zkd.stdout
         );
     }
+}
+
+/// What ZooKeeper 3.9.3 (`ZooKeeperServerMain`, as `zkServer.sh` runs a file) does with the
+/// file `text`: `Some(the reason it gave)` when it exits 2 refusing it, `None` when it starts
+/// (it is then killed).
+fn zookeeper_verdict(dir: &Path, text: &str) -> Option<String> {
+    use zkd_testkit::oracle::{Launcher, ZookeeperVersion};
+    let zk_dir = dir.join(format!("zookeeper-{}", text.len()));
+    let mut child = Launcher::new()
+        .version(ZookeeperVersion::V3_9)
+        .command_for_file(&zk_dir, text)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("java runs");
+    // A refusal comes within the JVM's start; one that still runs after 15 s serves.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let log = std::fs::read_to_string(zk_dir.join("zookeeper.log")).unwrap_or_default();
+            assert_eq!(status.code(), Some(2), "ZooKeeper: {log}");
+            let reason = log
+                .lines()
+                .find_map(|l| l.strip_prefix("Caused by: java.lang.IllegalArgumentException: "))
+                .unwrap_or_else(|| panic!("no reason in ZooKeeper's log: {log}"));
+            return Some(reason.to_string());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn session_timeout_bounds_and_ensemble_limits_are_judged_as_zookeeper_judges_them() {
+    use zkd_testkit::oracle::free_port;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let base = |port: u16| {
+        format!(
+            "dataDir={}\nclientPortAddress=127.0.0.1\nclientPort={port}\n\
+             admin.enableServer=false\n",
+            dir.path().join("data").display()
+        )
+    };
+    let servers = "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\n\
+                   server.3=127.0.0.1:2890:3890\n";
+    for (extra, reason) in [
+        (
+            "maxSessionTimeout=-5\n".to_string(),
+            "minSessionTimeout must not be larger than maxSessionTimeout",
+        ),
+        (
+            "maxSessionTimeout=0\n".into(),
+            "minSessionTimeout must not be larger than maxSessionTimeout",
+        ),
+        (
+            "tickTime=2000\nminSessionTimeout=50000\n".into(),
+            "minSessionTimeout must not be larger than maxSessionTimeout",
+        ),
+        (servers.to_string(), "initLimit is not set"),
+        (format!("initLimit=10\n{servers}"), "syncLimit is not set"),
+        (
+            format!("initLimit=0\nsyncLimit=5\n{servers}"),
+            "initLimit is not set",
+        ),
+        (
+            format!("initLimit=10\nsyncLimit=0\n{servers}"),
+            "syncLimit is not set",
+        ),
+    ] {
+        let zk = zookeeper_verdict(
+            dir.path(),
+            &format!("{}{extra}", base(free_port().unwrap())),
+        );
+        assert_eq!(zk.as_deref(), Some(reason), "ZooKeeper on {extra}");
+        let cfg = write(dir.path(), "zkd.cfg", &format!("{}{extra}", base(0)));
+        let stderr = refused(&["--config", &cfg], &[]);
+        assert!(stderr.contains(reason), "{extra}: {stderr}");
+    }
+    // -1 is the default to both; zkd serves sessions of 2 to 20 ticks then.
+    let extra = "minSessionTimeout=-1\nmaxSessionTimeout=-1\n";
+    let zk = zookeeper_verdict(
+        dir.path(),
+        &format!("{}{extra}", base(free_port().unwrap())),
+    );
+    assert_eq!(zk, None, "ZooKeeper starts with {extra}");
+    let cfg = write(dir.path(), "zkd.cfg", &format!("{}{extra}", base(0)));
+    let zkd = start(&["--config", &cfg], &[]);
+    assert_eq!(
+        use_with_a_client_asking(&zkd.addr.to_string(), Duration::from_secs(100)),
+        Duration::from_secs(60)
+    );
+}
+
+#[test]
+fn seven_hundred_thousand_unknown_keys_log_one_warning() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut text = String::from("clientPort=0\nadmin.enableServer=false\n");
+    for i in 0..700_000 {
+        text.push_str(&format!("custom.k{i}=v\n"));
+    }
+    let cfg = write(dir.path(), "many.cfg", &text);
+    let zkd = start(&["--config", &cfg], &[]);
+    zkd.stop_and_check_stderr(|stderr| {
+        let lines = stderr.lines().count();
+        assert!(
+            lines < 20,
+            "{lines} lines of log: {}",
+            &stderr[..stderr.len().min(2000)]
+        );
+        assert!(
+            stderr.contains("700000 unknown keys ignored")
+                && stderr.contains("custom.k0 (")
+                && stderr.contains("and 699995 more"),
+            "{stderr}"
+        );
+    });
+}
+
+/// The `membership:` part of `conf` (the lines after it, up to the end).
+fn conf_membership(addr: SocketAddr) -> String {
+    let conf = four_letter(addr, "conf");
+    conf.split_once("membership: \n")
+        .unwrap_or_else(|| panic!("no membership in conf: {conf}"))
+        .1
+        .trim_end()
+        .to_string()
+}
+
+#[test]
+fn a_reconfigured_membership_survives_a_restart() {
+    use zkd_testkit::oracle::free_port;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let (p1, p2, p3, p4) = (
+        free_port().unwrap(),
+        free_port().unwrap(),
+        free_port().unwrap(),
+        free_port().unwrap(),
+    );
+    let cfg = write(
+        dir.path(),
+        "zoo.cfg",
+        &format!(
+            "dataDir={}\ntickTime=2000\ninitLimit=5\nsyncLimit=2\nadmin.enableServer=false\n\
+             4lw.commands.whitelist=conf,srvr\nreconfigEnabled=true\n\
+             DigestAuthenticationProvider.superDigest=super:lK75jTNcA+U9vtVEw5vB51mj/w4=\n\
+             server.1=127.0.0.1:2888:3888;{p1}\nserver.2=127.0.0.1:2889:3889;{p2}\n\
+             server.3=127.0.0.1:2890:3890;{p3}\n",
+            data.display()
+        ),
+    );
+    let first = start(&["--config", &cfg], &[]);
+    assert_eq!(first.members.len(), 3);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // A fourth voter joins and the first leaves, through the Rust client as the superuser.
+    let joining = format!("server.4=127.0.0.1:2891:3891:participant;127.0.0.1:{p4}");
+    let (text, stat) = rt.block_on(async {
+        let client = zk::Client::connector()
+            .connect(&first.members[1].to_string())
+            .await
+            .expect("connects");
+        client.auth("digest", b"super:secret").await.expect("auth");
+        let joinings = [joining.as_str()];
+        let leavings = ["1"];
+        client
+            .update_ensemble(
+                zk::EnsembleUpdate::Incremental {
+                    joinings: joinings.iter().copied(),
+                    leavings: leavings.iter().copied(),
+                },
+                None,
+            )
+            .await
+            .expect("reconfig")
+    });
+    let text = String::from_utf8(text).expect("text");
+    assert!(!text.contains("server.1="), "{text}");
+    assert!(text.contains(&format!("\n{joining}\nversion=")), "{text}");
+    let version = text.rsplit_once("version=").expect("version").1.to_string();
+    assert_eq!(format!("{:x}", stat.mzxid), version);
+    let before = conf_membership(first.members[1]);
+    assert_eq!(before, text);
+    // Kept as ZooKeeper's dynamic file, named after the version, in the data directory.
+    let kept = data.join(format!("zoo.cfg.dynamic.{version}"));
+    let file = std::fs::read_to_string(&kept).expect("the kept membership");
+    assert_eq!(
+        file,
+        format!(
+            "server.2=127.0.0.1:2889:3889:participant;127.0.0.1:{p2}\n\
+             server.3=127.0.0.1:2890:3890:participant;127.0.0.1:{p3}\n{joining}"
+        )
+    );
+    first.stop();
+
+    // The same command again starts from the kept membership: members 2, 3 and 4.
+    let restarted = start(&["--config", &cfg], &[]);
+    let ports: Vec<u16> = restarted.members.iter().map(SocketAddr::port).collect();
+    assert_eq!(ports, [p2, p3, p4]);
+    for m in &restarted.members {
+        assert_eq!(conf_membership(*m), text, "member on {m}");
+    }
+    let after = rt.block_on(async {
+        let client = zk::Client::connector()
+            .connect(&restarted.members[2].to_string())
+            .await
+            .expect("connects");
+        client.get_config().await.expect("config").0
+    });
+    assert_eq!(String::from_utf8(after).expect("text"), text);
+    let stderr = restarted.stderr_so_far();
+    assert!(
+        stderr.contains("the membership a reconfig made (version")
+            && stderr.contains("server.4 on"),
+        "{stderr}"
+    );
+    drop(restarted);
+
+    // A damaged kept membership stops the start, naming file and line.
+    std::fs::write(&kept, "server.2=127.0.0.1:2889:3889;1\nrm -rf /\n").expect("write");
+    let out = zkd(&["--config", &cfg], &[])
+        .stdout(Stdio::null())
+        .output()
+        .expect("zkd runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} line 2: \"rm -rf /\" is not a server.N= line",
+            kept.display()
+        )),
+        "{stderr}"
+    );
 }

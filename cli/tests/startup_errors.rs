@@ -193,3 +193,85 @@ fn version_names_commit_and_build_date() {
         "envi: {envi}"
     );
 }
+
+/// Clock steps and fixture TTLs are range-checked with a sentence: `zkd ctl clock advance`
+/// and `POST /zkd/clock/advance` move the clock at most 2^40 - 1 ms (the longest TTL), and a
+/// fixture's `ttl_ms` must be a TTL ZooKeeper can hold (1..=2^40 - 1), naming file and node.
+#[test]
+fn clock_steps_and_fixture_ttls_are_range_checked() {
+    let (mut child, mut out, _) = common::start_zkd(
+        &["--port", "0", "--admin-port", "0", "--clock", "manual"],
+        Stdio::null(),
+    );
+    let admin = common::announced(&mut out, "zkd admin on ");
+    let ctl = |step: &str| zkd(&["ctl", "--admin", &admin, "clock", "advance", step]);
+    for step in ["1099511627776", "99999999999h", "18446744073709551615ms"] {
+        let o = ctl(step);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{step}: {stderr}");
+        assert!(
+            stderr.contains("the clock moves at most 1099511627775 ms")
+                || stderr.contains("is too long"),
+            "{step}: {stderr}"
+        );
+    }
+    let o = ctl("1099511627775");
+    assert!(o.status.success(), "{o:?}");
+    let shown = stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_zkd")).args(["ctl", "--admin", &admin, "clock", "show"]),
+    );
+    assert!(shown.contains("1099511627775 ms since start"), "{shown}");
+    // The HTTP endpoint refuses the same, with 400 and the sentence.
+    let mut s = TcpStream::connect(&admin).expect("admin");
+    write!(
+        s,
+        "POST /zkd/clock/advance?ms=9223372036854775807 HTTP/1.1\r\nHost: localhost\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request");
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(
+        answer.contains("is too far: the clock moves at most"),
+        "{answer}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let seed = dir.path().join("seed.json");
+    std::fs::write(
+        &seed,
+        r#"{"nodes":[{"path":"/a"},{"path":"/cache","ttl_ms":-5}]}"#,
+    )
+    .expect("write");
+    refused(
+        &["--port", "0", "--seed", &seed.display().to_string()],
+        "seed.json: node 2 (/cache): \"ttl_ms\" -5 is outside 1..=1099511627775",
+    );
+}
+
+/// Two listeners on one port are named, with the options that set them, before anything is
+/// bound (exit 2), instead of the second bind's "Address already in use" (exit 1).
+#[test]
+fn ports_given_twice_are_named() {
+    refused(
+        &[
+            "--ensemble",
+            "3",
+            "--port",
+            "27700",
+            "--admin-port",
+            "27701",
+        ],
+        "port 27701 is given twice: member 2's client port (member i listens on --port + i - \
+         1, or on its server.2 line's port) on 127.0.0.1 and the control plane's port \
+         (--admin-port) on 127.0.0.1",
+    );
+    refused(
+        &["--port", "27702", "--admin-server-port", "27702"],
+        "port 27702 is given twice: the client port (--port, clientPort) on 127.0.0.1 and the \
+         AdminServer's port (--admin-server-port, admin.serverPort)",
+    );
+}

@@ -150,7 +150,25 @@ pub struct EnsembleConfig {
     /// 10 and 5 by default, the values of the sample configuration ZooKeeper ships.
     pub init_limit: i32,
     pub sync_limit: i32,
+    /// The version of a membership a reconfig made before this start (the zxid of that
+    /// reconfig), when `members` come from its dynamic configuration file; `None` = the
+    /// static membership (version 0, or the first epoch's zxid with reconfig enabled).
+    pub kept_version: Option<i64>,
+    /// Where each membership a reconfig commits is kept, as ZooKeeper's dynamic
+    /// configuration file `zoo.cfg.dynamic.<version in hex>` (its `server.N=` lines, sorted;
+    /// older ones are removed), so that a restart starts from it. `None` (default) = not kept;
+    /// the `zkd` binary sets its data directory.
+    pub membership_dir: Option<PathBuf>,
 }
+
+/// The file name a membership of `version` is kept under (see
+/// [`EnsembleConfig::membership_dir`]): ZooKeeper's `zoo.cfg.dynamic.<hex>`.
+pub fn dynamic_file_name(version: i64) -> String {
+    format!("{DYNAMIC_FILE_PREFIX}{version:x}")
+}
+
+/// What every kept membership file's name starts with.
+pub const DYNAMIC_FILE_PREFIX: &str = "zoo.cfg.dynamic.";
 
 /// One member of a simulated ensemble.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,6 +217,8 @@ impl EnsembleConfig {
             read_only: true,
             init_limit: Self::DEFAULT_LIMITS.0,
             sync_limit: Self::DEFAULT_LIMITS.1,
+            kept_version: None,
+            membership_dir: None,
         })
     }
 
@@ -405,7 +425,9 @@ impl Config {
         }
         if self.min_session_timeout() > self.max_session_timeout() {
             return Err(format!(
-                "minimum session timeout ({} ms) is larger than the maximum ({} ms)",
+                "minimum session timeout ({} ms) is larger than the maximum ({} ms): \
+                 minSessionTimeout must not be larger than maxSessionTimeout \
+                 (--min-session-timeout, --max-session-timeout)",
                 self.min_session_timeout().as_millis(),
                 self.max_session_timeout().as_millis()
             ));
@@ -491,6 +513,76 @@ impl Config {
         if let Some(d) = &self.super_digest {
             if !d.contains(':') {
                 return Err(format!("super digest {d:?} is not of the form user:hash"));
+            }
+        }
+        self.check_ports()
+    }
+
+    /// Every listener zkd will open, as (address, port, what it is and which option sets
+    /// it); ports of 0 (a free one each) are left out.
+    fn listeners(&self) -> Vec<(IpAddr, u16, String)> {
+        let mut all = Vec::new();
+        match (&self.ensemble, self.secure_only) {
+            (Some(e), _) => {
+                for m in &e.members {
+                    all.push((
+                        self.bind,
+                        m.port,
+                        format!(
+                            "member {}'s client port (member i listens on --port + i - 1, or \
+                             on its server.{} line's port)",
+                            m.id, m.id
+                        ),
+                    ));
+                }
+            }
+            (None, false) => all.push((
+                self.bind,
+                self.port,
+                "the client port (--port, clientPort)".into(),
+            )),
+            (None, true) => {}
+        }
+        if let Some(p) = self.secure_port {
+            all.push((
+                self.bind,
+                p,
+                "the secure client port (--secure-port, secureClientPort)".into(),
+            ));
+        }
+        if let Some(p) = self.admin_port {
+            all.push((
+                self.admin_bind,
+                p,
+                "the control plane's port (--admin-port)".into(),
+            ));
+        }
+        if let Some(p) = self.admin_server_port {
+            all.push((
+                self.admin_server_bind,
+                p,
+                "the AdminServer's port (--admin-server-port, admin.serverPort)".into(),
+            ));
+        }
+        all.retain(|(_, port, _)| *port != 0);
+        all
+    }
+
+    /// No two listeners on one port of one address (an unspecified address, 0.0.0.0 or ::,
+    /// overlaps every other): the clash is named before anything is bound, rather than as
+    /// the second bind's "address in use".
+    fn check_ports(&self) -> Result<(), String> {
+        let all = self.listeners();
+        let overlap = |a: IpAddr, b: IpAddr| a == b || a.is_unspecified() || b.is_unspecified();
+        // At most 255 members and three more listeners: the pairs stay few.
+        for (i, (a_ip, a_port, a_what)) in all.iter().enumerate() {
+            for (b_ip, b_port, b_what) in &all[i + 1..] {
+                if a_port == b_port && overlap(*a_ip, *b_ip) {
+                    return Err(format!(
+                        "port {a_port} is given twice: {a_what} on {a_ip} and {b_what} on \
+                         {b_ip}; give each listener a port of its own"
+                    ));
+                }
             }
         }
         Ok(())
@@ -588,7 +680,7 @@ impl Config {
 /// 16 random bytes (zero only if the system has no random source).
 fn random_seed() -> [u8; 16] {
     let mut seed = [0u8; 16];
-    if getrandom::fill(&mut seed).is_err() {
+    if getrandom::getrandom(&mut seed).is_err() {
         tracing::warn!("no system random source: SASL nonces are predictable");
     }
     seed
@@ -752,6 +844,55 @@ mod tests {
         assert_eq!(core.max_session_timeout_ms, 10_000);
         assert_eq!(core.reaper_interval_ms, 1000);
         assert!(core.ttl_enabled);
+    }
+
+    #[test]
+    #[cfg(feature = "admin")]
+    fn ports_given_twice_are_named_before_binding() {
+        let ensemble = Config {
+            port: 27700,
+            admin_port: Some(27701),
+            ensemble: Some(EnsembleConfig::numbered(3, 27700).unwrap()),
+            ..Config::default()
+        };
+        let e = ensemble.validate().unwrap_err();
+        assert_eq!(
+            e,
+            "port 27701 is given twice: member 2's client port (member i listens on --port + \
+             i - 1, or on its server.2 line's port) on 127.0.0.1 and the control plane's port \
+             (--admin-port) on 127.0.0.1; give each listener a port of its own"
+        );
+        let plain = Config {
+            port: 2181,
+            admin_server_port: Some(2181),
+            admin_server_bind: "0.0.0.0".parse().unwrap(),
+            ..Config::default()
+        };
+        let e = plain.validate().unwrap_err();
+        assert!(
+            e.starts_with("port 2181 is given twice: the client port (--port, clientPort)")
+                && e.contains(
+                    "the AdminServer's port (--admin-server-port, admin.serverPort) on 0.0.0.0"
+                ),
+            "{e}"
+        );
+        // Different addresses, free ports (0) and different ports are fine.
+        let apart = Config {
+            port: 2181,
+            admin_port: Some(2181),
+            admin_bind: "127.0.0.2".parse().unwrap(),
+            admin_server_port: Some(0),
+            ..Config::default()
+        };
+        assert_eq!(apart.validate(), Ok(()));
+        let free = Config {
+            port: 0,
+            admin_port: Some(0),
+            admin_server_port: Some(0),
+            ensemble: Some(EnsembleConfig::numbered(3, 0).unwrap()),
+            ..Config::default()
+        };
+        assert_eq!(free.validate(), Ok(()));
     }
 
     #[test]

@@ -29,6 +29,11 @@ use crate::core::{FixtureKind, FixtureNode, TreeEntry};
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
+/// The longest TTL a node can have, in ms: ZooKeeper keeps a TTL in the 40 low bits of the
+/// node's ephemeral owner, so 2^40 - 1 ms (about 34.8 years). A manual clock moves at most
+/// this far in one step, which is enough to expire any node.
+pub const MAX_TTL_MS: i64 = (1 << 40) - 1;
+
 /// Parses a fixture document.
 pub fn from_json(text: &str) -> Result<Vec<FixtureNode>, String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
@@ -123,10 +128,18 @@ fn node_from_json(v: &Value) -> Result<FixtureNode, String> {
     let kind = match (container, o.get("ttl_ms")) {
         (true, Some(_)) => return Err("a node cannot be both a container and a TTL node".into()),
         (true, None) => FixtureKind::Container,
-        (false, Some(t)) => FixtureKind::Ttl(
-            t.as_i64()
-                .ok_or("\"ttl_ms\" must be an integer number of milliseconds")?,
-        ),
+        (false, Some(t)) => {
+            let ttl = t
+                .as_i64()
+                .ok_or("\"ttl_ms\" must be an integer number of milliseconds")?;
+            if !(1..=MAX_TTL_MS).contains(&ttl) {
+                return Err(format!(
+                    "\"ttl_ms\" {ttl} is outside 1..={MAX_TTL_MS}: a TTL is at least 1 ms and at \
+                     most 2^40 - 1 ms (about 34.8 years), as in ZooKeeper"
+                ));
+            }
+            FixtureKind::Ttl(ttl)
+        }
         (false, None) => FixtureKind::Persistent,
     };
     Ok(FixtureNode {
@@ -281,6 +294,25 @@ mod tests {
                 .expect_err("refused");
         assert!(err.contains("'x'"), "{err}");
         assert!(from_json("{").expect_err("bad").contains("not valid JSON"));
+    }
+
+    #[test]
+    fn ttls_outside_zookeepers_range_are_refused_naming_the_node() {
+        for ttl in ["0", "-5", "1099511627776", "9223372036854775807"] {
+            let doc = format!(r#"[{{"path":"/a"}},{{"path":"/t","ttl_ms":{ttl}}}]"#);
+            let err = from_json(&doc).expect_err("refused");
+            assert_eq!(
+                err,
+                format!(
+                    "node 2 (/t): \"ttl_ms\" {ttl} is outside 1..=1099511627775: a TTL is at \
+                     least 1 ms and at most 2^40 - 1 ms (about 34.8 years), as in ZooKeeper"
+                )
+            );
+        }
+        for ttl in [1, MAX_TTL_MS] {
+            let doc = format!(r#"[{{"path":"/t","ttl_ms":{ttl}}}]"#);
+            assert_eq!(from_json(&doc).expect("ok")[0].kind, FixtureKind::Ttl(ttl));
+        }
     }
 
     #[test]

@@ -30,8 +30,8 @@ mod tests;
 mod version_string;
 
 pub use config::{
-    ClientAuth, ClockMode, Config, EnsembleConfig, FourLetterWhitelist, FsyncPolicy, MemberConfig,
-    TlsConfig,
+    dynamic_file_name, ClientAuth, ClockMode, Config, EnsembleConfig, FourLetterWhitelist,
+    FsyncPolicy, MemberConfig, TlsConfig, DYNAMIC_FILE_PREFIX,
 };
 pub use control::{
     ClockReport, ControlError, FaultAction, FaultRule, FaultStatus, Lag, MemberLagReport,

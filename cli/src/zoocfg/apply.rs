@@ -60,6 +60,7 @@ pub fn apply(
         lines => {
             let e =
                 super::members::ensemble(lines, s, given("port").then_some(c.port), &mut notes)?;
+            limits_are_set(s, mode, source)?;
             c.port = e.members.first().map_or(c.port, |m| m.port);
             c.ensemble = Some(e);
             (None, true)
@@ -135,17 +136,7 @@ pub fn apply(
         let default = if mode == Mode::Env { 2000 } else { 3000 };
         c.tick_time = Duration::from_millis(s.tick_time.as_ref().map_or(default, |t| t.value));
     }
-    let timeout = |t: &Option<Set<i64>>| {
-        t.as_ref()
-            .filter(|t| t.value >= 0)
-            .map(|t| Duration::from_millis(t.value as u64))
-    };
-    if unless("min_session_timeout") {
-        c.min_session_timeout = timeout(&s.min_session_timeout);
-    }
-    if unless("max_session_timeout") {
-        c.max_session_timeout = timeout(&s.max_session_timeout);
-    }
+    session_timeouts(s, source, given, c)?;
     if let Some(v) = from_file(given, "max_client_cnxns", &s.max_client_cnxns) {
         c.max_client_cnxns = *v;
     }
@@ -276,6 +267,113 @@ pub fn apply(
         c.sasl_users = Some(users);
     }
     Ok(notes)
+}
+
+/// An ensemble's file must set `initLimit` and `syncLimit` to something other than 0, as
+/// ZooKeeper's quorum configuration requires (its sentences: "initLimit is not set",
+/// "syncLimit is not set"). `--ensemble N`, which has no file, keeps 10 and 5, and so do
+/// the container variables when they leave them out (the image's own file always has them).
+fn limits_are_set(s: &Settings, mode: Mode, source: &Origin) -> Result<(), ConfigError> {
+    for (key, limit) in [("initLimit", &s.init_limit), ("syncLimit", &s.sync_limit)] {
+        let (origin, how) = match limit {
+            None if mode == Mode::Env => continue,
+            None => (source.clone(), "missing"),
+            Some(l) if l.value == 0 => (l.origin.clone(), "0"),
+            Some(_) => continue,
+        };
+        return Err(ConfigError {
+            origin,
+            key: Some(key.into()),
+            message: format!(
+                "{key} is not set ({how}): a file whose server lines make an ensemble needs \
+                 {key}=N (N ticks, not 0), as ZooKeeper requires; zkd's members need no \
+                 limit, but the file is refused as ZooKeeper refuses it"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// `minSessionTimeout` and `maxSessionTimeout` as ZooKeeper reads them: -1 (or no key) is
+/// the default (2 and 20 ticks), any other value is taken as it is, and a minimum above the
+/// maximum is refused with ZooKeeper's sentence. A negative minimum other than -1, which
+/// ZooKeeper takes as no lower bound, is refused: zkd keeps every session at least one tick
+/// (see `Config::validate`).
+fn session_timeouts(
+    s: &Settings,
+    source: &Origin,
+    given: &dyn Fn(&str) -> bool,
+    c: &mut Config,
+) -> Result<(), ConfigError> {
+    let key_error = |t: &Set<i64>, key: &str, message: String| ConfigError {
+        origin: t.origin.clone(),
+        key: Some(key.to_string()),
+        message,
+    };
+    let min = s
+        .min_session_timeout
+        .as_ref()
+        .filter(|_| !given("min_session_timeout"));
+    let max = s
+        .max_session_timeout
+        .as_ref()
+        .filter(|_| !given("max_session_timeout"));
+    if let Some(t) = min {
+        c.min_session_timeout = match t.value {
+            -1 => None,
+            n if n < 0 => {
+                return Err(key_error(
+                    t,
+                    "minSessionTimeout",
+                    format!(
+                        "{n} ms is negative: zkd keeps every session at least one tick; set \
+                         -1 (or leave the key out) for the default of 2 ticks"
+                    ),
+                ))
+            }
+            n => Some(Duration::from_millis(n as u64)),
+        };
+    }
+    // A negative maximum other than -1 is below any minimum, as it is to ZooKeeper.
+    let max_ms = match max {
+        Some(t) if t.value != -1 => {
+            let ms = t.value;
+            if ms >= 0 {
+                c.max_session_timeout = Some(Duration::from_millis(ms as u64));
+            }
+            Some(ms)
+        }
+        Some(_) => {
+            c.max_session_timeout = None;
+            None
+        }
+        None => None,
+    };
+    let min_ms = i64::try_from(c.min_session_timeout().as_millis()).unwrap_or(i64::MAX);
+    let max_ms = max_ms
+        .unwrap_or_else(|| i64::try_from(c.max_session_timeout().as_millis()).unwrap_or(i64::MAX));
+    // A bound beyond 32-bit milliseconds is refused as such by `Config::validate`.
+    let fits = |ms: i64| ms <= i64::from(i32::MAX);
+    if (min.is_some() || max.is_some()) && fits(min_ms) && fits(max_ms) && min_ms > max_ms {
+        let default = |is: bool| if is { " (the default)" } else { "" };
+        let (origin, key) = match (max, min) {
+            (Some(t), _) => (t.origin.clone(), "maxSessionTimeout"),
+            (None, Some(t)) => (t.origin.clone(), "minSessionTimeout"),
+            (None, None) => (source.clone(), "maxSessionTimeout"),
+        };
+        return Err(ConfigError {
+            origin,
+            key: Some(key.into()),
+            message: format!(
+                "minSessionTimeout must not be larger than maxSessionTimeout: the minimum is \
+                 {min_ms} ms{}, the maximum {max_ms} ms{} (tickTime {} ms)",
+                default(c.min_session_timeout.is_none()),
+                default(c.max_session_timeout.is_none() && max.is_none_or(|t| t.value == -1)),
+                c.tick_time.as_millis()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The schemes to enforce, as ZooKeeper reads them: `sessionRequireClientSASLAuth=true` means
@@ -549,6 +647,54 @@ mod tests {
     }
 
     #[test]
+    fn session_timeout_bounds_as_zookeeper_judges_them() {
+        let err = |text: &str| run(text, Mode::File, &[]).unwrap_err();
+        // A maximum below the minimum (a negative one other than -1 included) is
+        // ZooKeeper's "minSessionTimeout must not be larger than maxSessionTimeout".
+        for (text, says) in [
+            (
+                "clientPort=1\nmaxSessionTimeout=-5\n",
+                "zoo.cfg line 2: key maxSessionTimeout: minSessionTimeout must not be larger \
+                 than maxSessionTimeout: the minimum is 6000 ms (the default), the maximum -5 \
+                 ms (tickTime 3000 ms)",
+            ),
+            (
+                "clientPort=1\nmaxSessionTimeout=0\n",
+                "the minimum is 6000 ms (the default), the maximum 0 ms",
+            ),
+            (
+                "clientPort=1\ntickTime=2000\nminSessionTimeout=50000\n",
+                "zoo.cfg line 3: key minSessionTimeout: minSessionTimeout must not be larger \
+                 than maxSessionTimeout: the minimum is 50000 ms, the maximum 40000 ms (the \
+                 default)",
+            ),
+            (
+                "clientPort=1\nminSessionTimeout=9000\nmaxSessionTimeout=8000\n",
+                "line 3: key maxSessionTimeout: minSessionTimeout must not be larger",
+            ),
+            (
+                "clientPort=1\nminSessionTimeout=-5\n",
+                "line 2: key minSessionTimeout: -5 ms is negative",
+            ),
+        ] {
+            let e = err(text);
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        // -1 is the default; equal bounds are fine.
+        let c = file("clientPort=1\nminSessionTimeout=-1\nmaxSessionTimeout=-1\n");
+        assert_eq!((c.min_session_timeout, c.max_session_timeout), (None, None));
+        let c = file("clientPort=1\nminSessionTimeout=7000\nmaxSessionTimeout=7000\n");
+        assert_eq!(c.max_session_timeout(), Duration::from_millis(7000));
+        // A flag's bound counts against the file's other bound.
+        let e = run(
+            "clientPort=1\nmaxSessionTimeout=-5\n",
+            Mode::File,
+            &["max_session_timeout"],
+        );
+        assert!(e.is_ok(), "the flag replaces the file's maximum");
+    }
+
+    #[test]
     fn flags_given_on_the_command_line_win() {
         let text = "clientPort=2281\nclientPortAddress=0.0.0.0\ntickTime=100\n\
                     4lw.commands.whitelist=*\nadmin.serverPort=9090\ndataDir=/x\nforceSync=no\n";
@@ -611,8 +757,8 @@ mod tests {
 
     #[test]
     fn server_lines_become_a_simulated_ensemble() {
-        let three =
-            "clientPort=2181\nserver.1=a:2888:3888\nserver.2=b:2888:3888\nserver.3=c:2888:3888\n";
+        let three = "clientPort=2181\ninitLimit=5\nsyncLimit=2\nserver.1=a:2888:3888\n\
+                     server.2=b:2888:3888\nserver.3=c:2888:3888\n";
         let (c, notes) = run(three, Mode::File, &[]).unwrap();
         let e = c.ensemble.expect("an ensemble, not a single server");
         let ids: Vec<_> = e.members.iter().map(|m| (m.id, m.port)).collect();
@@ -623,7 +769,7 @@ mod tests {
             .any(|n| n.text.contains("a simulated ensemble of 3 members")));
         // One line with standaloneEnabled=false is an ensemble of one.
         let (c, _) = run(
-            "clientPort=1\nstandaloneEnabled=false\nserver.1=a:1:2\n",
+            "clientPort=1\nstandaloneEnabled=false\ninitLimit=1\nsyncLimit=1\nserver.1=a:1:2\n",
             Mode::File,
             &[],
         )
@@ -640,6 +786,52 @@ mod tests {
         assert!(notes
             .iter()
             .any(|n| n.text.contains("--ensemble gives the members")));
+    }
+
+    #[test]
+    fn an_ensemble_file_needs_init_and_sync_limits() {
+        let lines = "clientPort=1\nserver.1=a:1:2\nserver.2=b:1:2\nserver.3=c:1:2\n";
+        for (extra, says) in [
+            ("", "zoo.cfg: key initLimit: initLimit is not set (missing)"),
+            (
+                "initLimit=10\n",
+                "zoo.cfg: key syncLimit: syncLimit is not set (missing)",
+            ),
+            (
+                "initLimit=0\nsyncLimit=5\n",
+                "zoo.cfg line 5: key initLimit: initLimit is not set (0)",
+            ),
+            (
+                "initLimit=10\nsyncLimit=0\n",
+                "zoo.cfg line 6: key syncLimit: syncLimit is not set (0)",
+            ),
+        ] {
+            let e = run(&format!("{lines}{extra}"), Mode::File, &[]).unwrap_err();
+            assert!(e.starts_with(says), "{extra}: {e}");
+        }
+        // standaloneEnabled=false makes one line an ensemble too, as in ZooKeeper.
+        let e = run(
+            "clientPort=1\nstandaloneEnabled=false\nserver.1=a:1:2\n",
+            Mode::File,
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.contains("initLimit is not set"), "{e}");
+        // Negative limits pass ZooKeeper's check, and so here; a standalone line needs none;
+        // --ensemble replaces the lines; the container variables keep 10 and 5.
+        assert!(run(
+            &format!("{lines}initLimit=-1\nsyncLimit=-1\n"),
+            Mode::File,
+            &[]
+        )
+        .is_ok());
+        assert!(run("clientPort=1\nserver.1=a:1:2\n", Mode::File, &[]).is_ok());
+        assert!(run(lines, Mode::File, &["ensemble"]).is_ok());
+        let (c, _) = run(lines, Mode::Env, &[]).unwrap();
+        let e = c.ensemble.expect("ensemble");
+        assert_eq!((e.init_limit, e.sync_limit), (10, 5));
+        let e = run(&format!("{lines}initLimit=0\n"), Mode::Env, &[]).unwrap_err();
+        assert!(e.contains("initLimit is not set (0)"), "{e}");
     }
 
     #[test]

@@ -184,13 +184,54 @@ const INAPPLICABLE_PREFIXES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Interprets entries into settings; the first malformed value is the error.
+/// Unknown keys named in the one warning about them.
+const UNKNOWN_EXAMPLES: usize = 5;
+
+/// Interprets entries into settings; the first malformed value is the error. Unknown keys
+/// get one warning together, with their count and the first few.
 pub fn interpret(entries: &[Entry]) -> Result<Settings, ConfigError> {
     let mut s = Settings::default();
+    let mut unknown: Vec<&Entry> = Vec::new();
+    let mut unknown_count = 0usize;
     for e in entries {
-        interpret_one(&mut s, e)?;
+        if interpret_one(&mut s, e)? == Known::No {
+            unknown_count += 1;
+            if unknown.len() < UNKNOWN_EXAMPLES {
+                unknown.push(e);
+            }
+        }
+    }
+    match (unknown.as_slice(), unknown_count) {
+        ([], _) => {}
+        ([e], 1) => s.notes.push(Note::warn(format!(
+            "{}: unknown key {}: ignored (ZooKeeper would pass it on as the system property \
+             zookeeper.{})",
+            e.origin, e.key, e.key
+        ))),
+        (some, n) => {
+            let named: Vec<String> = some
+                .iter()
+                .map(|e| format!("{} ({})", e.key, e.origin))
+                .collect();
+            let rest = match n - some.len() {
+                0 => String::new(),
+                more => format!(" and {more} more"),
+            };
+            s.notes.push(Note::warn(format!(
+                "{n} unknown keys ignored (ZooKeeper would pass each on as a system property \
+                 zookeeper.KEY): {}{rest}",
+                named.join(", ")
+            )));
+        }
     }
     Ok(s)
+}
+
+/// Whether `interpret_one` knew the key.
+#[derive(PartialEq, Eq)]
+enum Known {
+    Yes,
+    No,
 }
 
 fn set<T>(e: &Entry, value: T) -> Option<Set<T>> {
@@ -200,7 +241,7 @@ fn set<T>(e: &Entry, value: T) -> Option<Set<T>> {
     })
 }
 
-fn interpret_one(s: &mut Settings, e: &Entry) -> Result<(), ConfigError> {
+fn interpret_one(s: &mut Settings, e: &Entry) -> Result<Known, ConfigError> {
     let v = e.value.as_str();
     match e.key.as_str() {
         "clientPort" => s.client_port = set(e, port_or_zero(e)?),
@@ -327,20 +368,19 @@ fn interpret_one(s: &mut Settings, e: &Entry) -> Result<(), ConfigError> {
         }
         key => {
             if let Some(reason) = inapplicable(key) {
-                s.notes.push(Note::info(format!(
-                    "{}: key {key} does not apply to zkd ({reason}); accepted",
-                    e.origin
-                )));
+                s.notes.push(
+                    Note::info(format!(
+                        "{}: key {key} does not apply to zkd ({reason}); accepted",
+                        e.origin
+                    ))
+                    .of_kind("keys that do not apply to zkd"),
+                );
             } else if !matches!(key, "admin.commandURL" | "skipACL") {
-                s.notes.push(Note::warn(format!(
-                    "{}: unknown key {key}: ignored (ZooKeeper would pass it on as the \
-                     system property zookeeper.{key})",
-                    e.origin
-                )));
+                return Ok(Known::No);
             }
         }
     }
-    Ok(())
+    Ok(Known::Yes)
 }
 
 fn inapplicable(key: &str) -> Option<&'static str> {
@@ -418,10 +458,13 @@ fn whitelist(e: &Entry, notes: &mut Vec<Note>) -> String {
         if word == "*" || word.parse::<zkd_protocol::FourLetterWord>().is_ok() {
             kept.push(word);
         } else {
-            notes.push(Note::warn(format!(
-                "{}: key 4lw.commands.whitelist: unknown four-letter word {word:?} ignored",
-                e.origin
-            )));
+            notes.push(
+                Note::warn(format!(
+                    "{}: key 4lw.commands.whitelist: unknown four-letter word {word:?} ignored",
+                    e.origin
+                ))
+                .of_kind("unknown four-letter words"),
+            );
         }
     }
     kept.join(",")
@@ -562,12 +605,12 @@ mod tests {
         let s = settings("tickTime=2000\nfrobnicate=yes\n4lw.commands.whitelist=ruok,zzzz\n");
         assert_eq!(s.notes.len(), 2);
         assert!(s.notes.iter().all(|n| n.level == Level::Warn));
+        assert!(s.notes[0].text.contains("\"zzzz\""));
         assert_eq!(
-            s.notes[0].text,
+            s.notes[1].text,
             "zoo.cfg line 2: unknown key frobnicate: ignored (ZooKeeper would pass it on as \
              the system property zookeeper.frobnicate)"
         );
-        assert!(s.notes[1].text.contains("\"zzzz\""));
         assert_eq!(s.four_letter_whitelist.unwrap().value, "ruok");
         let s = settings("skipACL=yes\nadmin.commandURL=/cmds\nautopurge.snapRetainCount=1\n");
         assert_eq!(s.notes.len(), 3);
@@ -575,6 +618,31 @@ mod tests {
         assert!(settings("skipACL=no\nsessionRequireClientSASLAuth=false\n")
             .notes
             .is_empty());
+    }
+
+    #[test]
+    fn many_unknown_keys_get_one_warning_with_the_count_and_a_few_names() {
+        let text: String = (0..100_000).map(|i| format!("custom.k{i}=v\n")).collect();
+        let s = settings(&format!("tickTime=2000\n{text}"));
+        assert_eq!(s.notes.len(), 1, "{:?}", &s.notes[..s.notes.len().min(3)]);
+        assert_eq!(s.notes[0].level, Level::Warn);
+        assert_eq!(
+            s.notes[0].text,
+            "100000 unknown keys ignored (ZooKeeper would pass each on as a system property \
+             zookeeper.KEY): custom.k0 (zoo.cfg line 2), custom.k1 (zoo.cfg line 3), \
+             custom.k2 (zoo.cfg line 4), custom.k3 (zoo.cfg line 5), custom.k4 (zoo.cfg line \
+             6) and 99995 more"
+        );
+        let s = settings("a=1\nb=2\n");
+        assert_eq!(s.notes.len(), 1);
+        assert!(
+            s.notes[0].text.starts_with("2 unknown keys ignored")
+                && s.notes[0]
+                    .text
+                    .ends_with("a (zoo.cfg line 1), b (zoo.cfg line 2)"),
+            "{}",
+            s.notes[0].text
+        );
     }
 
     #[test]

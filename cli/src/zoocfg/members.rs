@@ -128,6 +128,8 @@ pub fn ensemble(
         read_only,
         init_limit: s.init_limit.as_ref().map_or(init, |l| l.value),
         sync_limit: s.sync_limit.as_ref().map_or(sync, |l| l.value),
+        kept_version: None,
+        membership_dir: None,
     })
 }
 

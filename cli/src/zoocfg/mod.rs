@@ -106,6 +106,10 @@ pub struct Note {
     pub level: Level,
     /// The sentence, naming origin and key.
     pub text: String,
+    /// What kind of line it is, when a file can hold any number of them (a key given
+    /// twice, a key that does not apply, a four-letter word zkd does not know): past
+    /// [`NOTES_PER_KIND`] of one kind the rest are counted in one line.
+    kind: Option<&'static str>,
 }
 
 impl Note {
@@ -113,6 +117,7 @@ impl Note {
         Note {
             level: Level::Info,
             text: text.into(),
+            kind: None,
         }
     }
 
@@ -120,8 +125,75 @@ impl Note {
         Note {
             level: Level::Warn,
             text: text.into(),
+            kind: None,
         }
     }
+
+    /// The note as one of many of `kind` (a plural noun phrase: "keys given twice").
+    fn of_kind(mut self, kind: &'static str) -> Note {
+        self.kind = Some(kind);
+        self
+    }
+}
+
+/// Notes of one kind logged one by one; the rest are counted in one line, so a file of a
+/// million odd lines logs a handful, not a million.
+pub const NOTES_PER_KIND: usize = 5;
+
+/// `notes` with those past the first [`NOTES_PER_KIND`] of each kind folded into one line
+/// per kind (at the place of the last one logged), giving the count.
+fn fold(notes: Vec<Note>) -> Vec<Note> {
+    let mut counts: Vec<(&'static str, usize, Level, usize)> = Vec::new();
+    let mut out = Vec::with_capacity(notes.len().min(64));
+    for note in notes {
+        let Some(kind) = note.kind else {
+            out.push(note);
+            continue;
+        };
+        match counts.iter_mut().find(|(k, ..)| *k == kind) {
+            Some((_, seen, level, _)) if *seen >= NOTES_PER_KIND => {
+                *seen += 1;
+                if note.level == Level::Warn {
+                    *level = Level::Warn;
+                }
+            }
+            Some((_, seen, _, at)) => {
+                *seen += 1;
+                out.push(note);
+                *at = out.len();
+            }
+            None => {
+                out.push(note);
+                counts.push((kind, 1, out[out.len() - 1].level, out.len()));
+            }
+        }
+    }
+    // Insert the summaries after each kind's last logged line, back to front so that the
+    // positions stay right.
+    let mut summaries: Vec<(usize, Note)> = counts
+        .into_iter()
+        .filter(|(_, seen, ..)| *seen > NOTES_PER_KIND)
+        .map(|(kind, seen, level, at)| {
+            let more = seen - NOTES_PER_KIND;
+            let text = format!(
+                "... and {more} more {kind} ({seen} in all; only the first {NOTES_PER_KIND} \
+                 are logged one by one)"
+            );
+            (
+                at,
+                Note {
+                    level,
+                    text,
+                    kind: None,
+                },
+            )
+        })
+        .collect();
+    summaries.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+    for (at, note) in summaries {
+        out.insert(at, note);
+    }
+    out
 }
 
 /// The most a zoo.cfg file may hold.
@@ -140,6 +212,7 @@ pub fn read_file(path: &Path) -> Result<Settings, ConfigError> {
     let (entries, notes) = props::read(&label, &text)?;
     let mut settings = keys::interpret(&entries)?;
     settings.notes.splice(0..0, notes);
+    settings.notes = fold(std::mem::take(&mut settings.notes));
     Ok(settings)
 }
 
@@ -148,6 +221,7 @@ pub fn read_env(vars: impl IntoIterator<Item = (String, String)>) -> Result<Sett
     let (entries, notes) = env::entries(vars)?;
     let mut settings = keys::interpret(&entries)?;
     settings.notes.splice(0..0, notes);
+    settings.notes = fold(std::mem::take(&mut settings.notes));
     Ok(settings)
 }
 
@@ -210,6 +284,39 @@ mod tests {
             jaas_from_jvm_flags(quoted).map(|(_, p)| p),
             Some("/a.jaas".into())
         );
+    }
+
+    #[test]
+    fn many_notes_of_one_kind_are_counted_in_one_line() {
+        let mut text = String::from("clientPort=1\n");
+        for i in 0..1000 {
+            text.push_str(&format!("learner.k{i}=1\ntickTime={}\n", i + 1));
+        }
+        text.push_str("4lw.commands.whitelist=ruok,aaaa,bbbb\n");
+        let (entries, notes) = props::read("zoo.cfg", &text).expect("lines");
+        let mut settings = keys::interpret(&entries).expect("settings");
+        settings.notes.splice(0..0, notes);
+        let notes = fold(settings.notes);
+        let texts: Vec<&str> = notes.iter().map(|n| n.text.as_str()).collect();
+        // Five of each kind one by one, then one line with the count; both unknown words.
+        assert_eq!(notes.len(), 5 + 1 + 5 + 1 + 2, "{texts:#?}");
+        assert!(
+            texts[4].contains("key tickTime was already set"),
+            "{texts:#?}"
+        );
+        assert_eq!(
+            texts[5],
+            "... and 994 more keys set again (999 in all; only the first 5 are logged one by \
+             one)"
+        );
+        assert_eq!(notes[5].level, Level::Warn);
+        assert!(
+            texts[10].contains("key learner.k4 does not apply"),
+            "{texts:#?}"
+        );
+        assert!(texts[11].starts_with("... and 995 more keys that do not apply to zkd"));
+        assert_eq!(notes[11].level, Level::Info);
+        assert!(texts[12].contains("\"aaaa\"") && texts[13].contains("\"bbbb\""));
     }
 
     #[test]

@@ -63,11 +63,14 @@ pub fn read(file: &str, text: &str) -> Result<(Vec<Entry>, Vec<Note>), ConfigErr
             });
         }
         if let Some(earlier) = seen.get(&key).and_then(|&at| slots[at].take()) {
-            notes.push(Note::warn(format!(
-                "{origin}: key {key} was already set at {}; the later value is used, as \
-                 ZooKeeper does",
-                earlier.origin
-            )));
+            notes.push(
+                Note::warn(format!(
+                    "{origin}: key {key} was already set at {}; the later value is used, as \
+                     ZooKeeper does",
+                    earlier.origin
+                ))
+                .of_kind("keys set again"),
+            );
         }
         seen.insert(key.clone(), slots.len());
         slots.push(Some(Entry { origin, key, value }));

@@ -11,7 +11,7 @@ pub type PathHasher = ahash::RandomState;
 /// A fresh set of random keys (once per table, not per lookup).
 pub fn path_hasher() -> PathHasher {
     let mut seed = [0u8; 32];
-    if getrandom::fill(&mut seed).is_err() {
+    if getrandom::getrandom(&mut seed).is_err() {
         // No random source: fall back to the standard library's per-process keys.
         for (i, chunk) in seed.chunks_mut(8).enumerate() {
             let k = std::hash::RandomState::new().hash_one(i);

@@ -36,11 +36,23 @@ impl Core {
     /// configuration the zxid of its epoch's start as version, and the node that mzxid.
     /// Every member starts running.
     pub fn install_ensemble(&mut self, servers: Vec<ServerSpec>, wall_ms: i64) {
+        self.install_ensemble_at(servers, None, wall_ms);
+    }
+
+    /// [`Core::install_ensemble`] for a membership a reconfig made before a restart, kept
+    /// with its version (`Some(version)`, the zxid of that reconfig): the configuration
+    /// keeps that version, as ZooKeeper's does when it starts from its dynamic file.
+    pub fn install_ensemble_at(
+        &mut self,
+        servers: Vec<ServerSpec>,
+        kept_version: Option<i64>,
+        wall_ms: i64,
+    ) {
         let servers: Servers = servers.into_iter().map(|s| (s.id, s)).collect();
-        let version = if self.cfg.reconfig_enabled {
-            self.zxid
-        } else {
-            0
+        let version = match kept_version {
+            Some(v) => v,
+            None if self.cfg.reconfig_enabled => self.zxid,
+            None => 0,
         };
         let text = config_text(&servers, version);
         if let Some(node) = self
@@ -76,6 +88,12 @@ impl Core {
     pub fn take_reconfig(&mut self) -> Option<Vec<ServerSpec>> {
         let d = self.dynamic.as_mut()?;
         d.pending.take().map(|s| s.into_values().collect())
+    }
+
+    /// The version of the ensemble's configuration (0 for a static one, else the zxid of
+    /// the reconfig that made it), on an ensemble.
+    pub fn ensemble_config_version(&self) -> Option<i64> {
+        self.dynamic.as_ref().map(|d| d.version)
     }
 
     /// The ensemble's configuration text (`/zookeeper/config`'s data), on an ensemble.

@@ -48,6 +48,18 @@ impl ServerSpec {
         s
     }
 
+    /// The text of ZooKeeper's dynamic configuration file for `specs`: one `server.N=` line
+    /// each, sorted as text (as ZooKeeper sorts them), joined by newlines, without the
+    /// `version` line (ZooKeeper names the file after the version instead).
+    pub fn dynamic_file(specs: &[ServerSpec]) -> String {
+        let mut lines: Vec<String> = specs
+            .iter()
+            .map(|s| format!("server.{}={}", s.id, s.value()))
+            .collect();
+        lines.sort();
+        lines.join("\n")
+    }
+
     /// Parses the value of a `server.N=` line for member `id`: `host:port:port` or
     /// `host:port:port:type`, optionally followed by `;clientPort` or `;host:clientPort`.
     /// What ZooKeeper's parser rejects is BADARGUMENTS here; several addresses (`|`) and a
@@ -251,6 +263,21 @@ fn parse_members(text: &str) -> SpecResult<Servers> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_dynamic_file_sorts_its_lines_as_text_and_has_no_version() {
+        let spec = |id: u64| {
+            ServerSpec::parse(id, &format!("h:{}:{};{}", 100 + id, 200 + id, id)).expect("valid")
+        };
+        let text = ServerSpec::dynamic_file(&[spec(2), spec(10), spec(1)]);
+        assert_eq!(
+            text,
+            // As Java's String order puts them: '0' comes before '='.
+            "server.10=h:110:210:participant;0.0.0.0:10\n\
+             server.1=h:101:201:participant;0.0.0.0:1\n\
+             server.2=h:102:202:participant;0.0.0.0:2"
+        );
+    }
 
     proptest! {
         /// Whatever a client sends, parsing ends in a spec or an error code, and a spec

@@ -523,6 +523,13 @@ async fn advance(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Js
         .get("ms")
         .ok_or_else(|| ApiError::bad_request("missing ms: how far to move the clock"))?;
     let ms = parse_ms("ms", ms)?;
+    let max = crate::fixture::MAX_TTL_MS as u64;
+    if ms > max {
+        return Err(ApiError::bad_request(format!(
+            "ms={ms} is too far: the clock moves at most {max} ms (2^40 - 1 ms, about 34.8 \
+             years, the longest TTL) in one step"
+        )));
+    }
     let report = control::advance_clock(&st.shared, Duration::from_millis(ms))?;
     Ok(Json(clock_json(&report)))
 }

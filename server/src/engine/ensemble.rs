@@ -117,6 +117,8 @@ pub struct Membership {
     config: String,
     /// `initLimit` and `syncLimit`, for `conf`.
     limits: (i32, i32),
+    /// Where a reconfig's membership is kept for the next start, if anywhere.
+    keep_dir: Option<std::path::PathBuf>,
 }
 
 impl Membership {
@@ -141,6 +143,7 @@ impl Membership {
             read_only,
             config: String::new(),
             limits: crate::config::EnsembleConfig::DEFAULT_LIMITS,
+            keep_dir: None,
         };
         m.elect(&|_| 0);
         m
@@ -374,6 +377,12 @@ impl Membership {
         self.limits = (init_limit, sync_limit);
     }
 
+    /// Keeps each membership a reconfig commits in `dir` (see
+    /// [`crate::config::EnsembleConfig::membership_dir`]).
+    pub fn keep_in(&mut self, dir: Option<std::path::PathBuf>) {
+        self.keep_dir = dir;
+    }
+
     /// `initLimit` and `syncLimit`.
     pub fn limits(&self) -> (i32, i32) {
         self.limits
@@ -480,6 +489,16 @@ pub(crate) fn apply_reconfig(
         core.new_epoch(now);
     }
     members.set_config_text(core.ensemble_config_text().unwrap_or_default());
+    if let (Some(dir), Some(version)) = (&members.keep_dir, core.ensemble_config_version()) {
+        match super::kept_membership::keep(dir, version, &specs) {
+            Ok(path) => tracing::info!(file = %path.display(), "kept the new membership"),
+            Err(e) => tracing::error!(
+                dir = %dir.display(),
+                error = %e,
+                "cannot keep the new membership: a restart starts from the one before"
+            ),
+        }
+    }
     let voters: Vec<MemberId> = members
         .report()
         .iter()

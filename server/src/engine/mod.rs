@@ -46,6 +46,7 @@ pub(crate) mod feed;
 mod feed_tests;
 pub(crate) mod gate;
 mod input_budget;
+mod kept_membership;
 pub(crate) mod latency;
 pub(crate) mod listeners;
 pub(crate) mod outbound;

@@ -32,13 +32,16 @@ pub(crate) fn start_all(
     }
     let mut membership = Membership::new(specs, config.read_only);
     membership.set_limits(config.init_limit, config.sync_limit);
+    membership.keep_in(config.membership_dir.clone());
     let now = shared.now();
     shared
         .with_state(|state| {
             // The first leader starts epoch 1 (or the one after the data directory's), as a
             // quorum peer does even alone; only a standalone server stays in epoch 0.
             state.core.new_epoch(now);
-            state.core.install_ensemble(membership.specs(), now.wall);
+            state
+                .core
+                .install_ensemble_at(membership.specs(), config.kept_version, now.wall);
             membership.set_config_text(state.core.ensemble_config_text().unwrap_or_default());
             state.members = Some(membership);
         })
