@@ -293,6 +293,22 @@ impl Tree {
         tree
     }
 
+    /// A copy of the tree for a lagging member's replica, cheap to make: the node records
+    /// stay shared chunk by chunk until one side changes a chunk (which copies that chunk
+    /// alone); the path index is copied flat (8 bytes a node, no path walked), the ACL table
+    /// list by list, and the encoded child lists are not copied (the copy encodes again).
+    pub(crate) fn fork(&self) -> Tree {
+        Tree {
+            slab: self.slab.clone(),
+            index: self.index.clone(),
+            hasher: self.hasher.clone(),
+            acls: self.acls.clone(),
+            data_bytes: self.data_bytes,
+            cow: CowSlot::default(),
+            children_enc: ChildrenCache::default(),
+        }
+    }
+
     fn find(&self, path: &str) -> Option<u32> {
         self.find_hashed(path).map(|(i, _)| i)
     }

@@ -268,3 +268,52 @@ fn the_widest_program_is_bounded() {
         snapshot: true,
     });
 }
+
+/// A member told to lag starts its replica from the tree without copying node records: the
+/// chunks of records are shared, and a later write copies only the chunk it changes, once.
+#[test]
+fn a_member_set_to_lag_shares_the_tree_and_a_write_copies_one_chunk() {
+    use crate::data::tree_slab::CHUNK;
+    use crate::Lag;
+
+    let mut h = Harness::new();
+    let (a, _, _) = h.session_on(1, 30000);
+    let nodes = 4 * CHUNK;
+    for i in 0..nodes {
+        h.create(a, &format!("/n{i:05}"), 0);
+    }
+    h.out.clear();
+    work::take();
+    h.core.set_member_lag(2, Lag::Stalled, h.now, &mut h.out);
+    let done = work::take();
+    assert!(
+        done <= FIXED,
+        "setting a lag copied {done} elements of a tree of {nodes} nodes"
+    );
+    let set = |i: usize| {
+        Request::SetData(SetDataRequest {
+            path: format!("/n{i:05}"),
+            data: Some(Bytes::from_static(b"new")),
+            version: -1,
+        })
+    };
+    // The first change to a shared chunk copies it (at most CHUNK records); the next change
+    // to the same chunk copies nothing more.
+    let logged = Logged::default();
+    let mut write = |h: &mut Harness, i: usize| {
+        h.xid += 1;
+        let frame = set(i).to_frame(h.xid);
+        measured(h, &logged, |h| {
+            h.core.request(a, frame.slice(4..), h.now, &mut h.out);
+        })
+        .0
+    };
+    let first = write(&mut h, 0);
+    let second = write(&mut h, 1);
+    assert!(
+        first >= CHUNK as u64 && first <= second + CHUNK as u64,
+        "first write {first}, second {second}"
+    );
+    assert!(second <= FIXED, "the second write copied again: {second}");
+    h.core.check_invariants().unwrap();
+}
