@@ -300,7 +300,7 @@ fn a_member_set_to_lag_shares_the_tree_and_a_write_copies_one_chunk() {
     // The first change to a shared chunk copies it (at most CHUNK records); the next change
     // to the same chunk copies nothing more.
     let logged = Logged::default();
-    let mut write = |h: &mut Harness, i: usize| {
+    let write = |h: &mut Harness, i: usize| {
         h.xid += 1;
         let frame = set(i).to_frame(h.xid);
         measured(h, &logged, |h| {
