@@ -545,6 +545,9 @@ impl Tree {
             let c = self.slab.at(child);
             (c.parent, c.prev, c.next)
         };
+        if let Some(cow) = &mut self.cow.0 {
+            cow.unlinked(child, next);
+        }
         if prev != NIL {
             self.slab.at_mut(prev).next = next;
         } else {
@@ -724,6 +727,22 @@ impl Tree {
     }
 
     /// The names of the children of the node at `path`, sorted; `None` if no such node.
+    /// Where a walk of the children of the node at `path` starts, one at a time with
+    /// [`Tree::child_at`]: the first child's index, [`NIL`] when it has none; `None` if no
+    /// such node. A snapshot walks a wide parent's children this way over many slices; the
+    /// snapshot's log moves its cursor on when the child it points at is unlinked.
+    pub(crate) fn first_child(&self, path: &str) -> Option<u32> {
+        Some(self.slab.at(self.find(path)?).first_child)
+    }
+
+    /// The name of the child at index `i` (from [`Tree::first_child`] or a previous call)
+    /// and the index of the next one ([`NIL`] after the last).
+    pub(crate) fn child_at(&self, i: u32) -> (&str, u32) {
+        work::add(1);
+        let s = self.slab.at(i);
+        (s.name(), s.next)
+    }
+
     pub fn children(&self, path: &str) -> Option<Vec<&str>> {
         Some(sorted_children(&self.slab, self.find(path)?))
     }

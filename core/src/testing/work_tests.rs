@@ -317,3 +317,64 @@ fn a_member_set_to_lag_shares_the_tree_and_a_write_copies_one_chunk() {
     assert!(second <= FIXED, "the second write copied again: {second}");
     h.core.check_invariants().unwrap();
 }
+
+/// A snapshot step does at most a constant times its budget of work, however wide a parent:
+/// the children of a parent with many are gathered over many steps. The file is still the
+/// state where the job began although children are deleted (the one the walk was about to
+/// visit among them), created and changed between the steps.
+#[test]
+fn a_snapshot_step_is_bounded_by_its_budget_on_a_wide_parent() {
+    use crate::durability::snapshot_cow::Step;
+
+    let (mut h, [a, _]) = Harness::with_sessions();
+    h.create(a, "/wide", 0);
+    let width = 3000;
+    let child = |i: usize| format!("/wide/c{i:05}");
+    for i in 0..width {
+        h.create(a, &child(i), 0);
+    }
+    h.out.clear();
+    let (_, at_once) = h.core.export_snapshot();
+    let mut job = h.core.begin_snapshot();
+    let budget = 16;
+    let mut step = 0;
+    let mut next_new = width;
+    loop {
+        work::take();
+        let r = h.core.snapshot_step(&mut job, budget).unwrap();
+        let done = work::take();
+        assert!(
+            done <= 4 * budget as u64 + FIXED,
+            "step {step}: {done} elements of work for a budget of {budget}"
+        );
+        if r == Step::Done {
+            break;
+        }
+        // Delete the child the walk visits next (new children go first in the list it
+        // follows, so they are not visited), add one, and change some.
+        let cursor = h.core.tree.cow.0.as_ref().and_then(|c| c.gather_at());
+        if let Some(i) = cursor.filter(|_| step % 2 == 0) {
+            let name = h.core.tree.child_at(i).0.to_string();
+            assert_eq!(h.reply(a, &delete(&format!("/wide/{name}"), -1)).err, 0);
+            h.create(a, &child(next_new), 0);
+            next_new += 1;
+        }
+        if step % 5 == 0 {
+            let req = Request::SetData(SetDataRequest {
+                path: child(step % width),
+                data: Some(Bytes::from_static(b"changed")),
+                version: -1,
+            });
+            h.reply(a, &req);
+        }
+        h.out.clear();
+        step += 1;
+    }
+    assert!(step > width / budget, "the walk took {step} steps");
+    assert!(
+        next_new - width > 50,
+        "the walk's next child was deleted {} times",
+        next_new - width
+    );
+    assert_eq!(job.finish().expect("complete"), at_once);
+}
