@@ -344,6 +344,20 @@ async fn kill_9_loses_no_value_a_reader_saw_with_fsync_always() {
     );
 }
 
+/// Waits for `child` to exit, polling every 50 ms at most `polls` times; kills it and fails
+/// with `stuck` when it is still running.
+async fn exit_within(child: &mut Child, polls: usize, stuck: &str) -> std::process::ExitStatus {
+    for _ in 0..polls {
+        if let Some(s) = child.try_wait().expect("wait") {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("{stuck}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_full_log_device_stops_zkd_with_an_error_and_exit_code_1() {
     let tmp = tempfile::tempdir().unwrap();
@@ -357,19 +371,7 @@ async fn a_full_log_device_stops_zkd_with_an_error_and_exit_code_1() {
         connected.is_err(),
         "a session the log could not take was granted"
     );
-    let mut status = None;
-    for _ in 0..600 {
-        if let Some(s) = child.try_wait().expect("wait") {
-            status = Some(s);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let Some(status) = status else {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("zkd still runs after its log failed");
-    };
+    let status = exit_within(&mut child, 600, "zkd still runs after its log failed").await;
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
         .expect("stderr");
@@ -505,19 +507,12 @@ async fn full_disk_loses_no_acknowledged_write(fsync: &str, ext4: bool) {
     let readers: Vec<_> = (0..3)
         .map(|_| tokio::spawn(listing_reader(addr, seen.clone())))
         .collect();
-    let mut status = None;
-    for _ in 0..1200 {
-        if let Some(s) = child.try_wait().expect("wait") {
-            status = Some(s);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let Some(status) = status else {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("--fsync {fsync}: zkd still runs after 60 s of writes to a small disk");
-    };
+    let status = exit_within(
+        &mut child,
+        1200,
+        &format!("--fsync {fsync}: zkd still runs after 60 s of writes to a small disk"),
+    )
+    .await;
     for t in writers.into_iter().chain(readers) {
         let _ = t.await;
     }

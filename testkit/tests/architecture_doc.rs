@@ -344,18 +344,22 @@ fn check_span(ws: &Workspace, span: &str) -> Result<bool, String> {
     }
 }
 
+/// The lines of a Markdown text outside its fenced code blocks.
+fn prose_lines(markdown: &str) -> impl Iterator<Item = &str> {
+    let mut in_block = false;
+    markdown.lines().filter(move |line| {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            return false;
+        }
+        !in_block
+    })
+}
+
 /// Every span in backticks of a Markdown text (code blocks are skipped).
 fn spans(markdown: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut in_block = false;
-    for line in markdown.lines() {
-        if line.trim_start().starts_with("```") {
-            in_block = !in_block;
-            continue;
-        }
-        if in_block {
-            continue;
-        }
+    for line in prose_lines(markdown) {
         let mut parts = line.split('`');
         parts.next();
         while let (Some(inside), Some(_)) = (parts.next(), parts.next()) {
@@ -457,15 +461,7 @@ fn anchors(markdown: &str) -> Vec<String> {
 /// The targets of a Markdown text's links and images, outside code blocks and code spans.
 fn link_targets(markdown: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut in_block = false;
-    for line in markdown.lines() {
-        if line.trim_start().starts_with("```") {
-            in_block = !in_block;
-            continue;
-        }
-        if in_block {
-            continue;
-        }
+    for line in prose_lines(markdown) {
         // Drop code spans: every other piece between backticks.
         let prose: String = line
             .split('`')

@@ -594,9 +594,8 @@ mod streaming_tests {
         }
     }
 
-    #[test]
-    fn a_huge_length_is_refused_before_it_is_read() {
-        // A header claiming a 512 MiB file of zeros after it: refused within the first bytes.
+    /// A snapshot file's header, nothing after it.
+    fn header_only() -> BytesMut {
         let mut head = BytesMut::new();
         FileHeader {
             magic: SNAP_MAGIC,
@@ -604,6 +603,13 @@ mod streaming_tests {
             dbid: -1,
         }
         .write(&mut head);
+        head
+    }
+
+    #[test]
+    fn a_huge_length_is_refused_before_it_is_read() {
+        // A header claiming a 512 MiB file of zeros after it: refused within the first bytes.
+        let mut head = header_only();
         head.put_i32(0); // sessions
         head.put_i32(0); // ACL cache
         head.put_i32(0x7fff_0000); // a path as long as the file
@@ -635,13 +641,7 @@ mod streaming_tests {
     /// Reads a 100 GB "file": the header, `then`, and zeros. The error, and the bytes read.
     fn huge(then: &[i32]) -> (SnapshotError, u64) {
         use std::io::Read as _;
-        let mut head = BytesMut::new();
-        FileHeader {
-            magic: SNAP_MAGIC,
-            version: FORMAT_VERSION,
-            dbid: -1,
-        }
-        .write(&mut head);
+        let mut head = header_only();
         for v in then {
             head.put_i32(*v);
         }

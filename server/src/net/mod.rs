@@ -77,13 +77,7 @@ pub(crate) async fn accept_loop(
                             }
                         }
                         Ok(None) => {
-                            tracing::warn!(
-                                %remote,
-                                limit = shared.cfg.max_client_cnxns,
-                                "refusing connection from {}: it already has {} connections (--max-client-cnxns)",
-                                remote.ip(),
-                                shared.cfg.max_client_cnxns,
-                            );
+                            refused_for_limit(&shared, remote);
                         }
                         Err(CoreFailed) => break,
                     }
@@ -107,6 +101,17 @@ pub(crate) async fn accept_loop(
     tasks.shutdown().await;
 }
 
+/// Logs a connection refused for `--max-client-cnxns`.
+fn refused_for_limit(shared: &Shared, remote: std::net::SocketAddr) {
+    tracing::warn!(
+        %remote,
+        limit = shared.cfg.max_client_cnxns,
+        "refusing connection from {}: it already has {} connections (--max-client-cnxns)",
+        remote.ip(),
+        shared.cfg.max_client_cnxns,
+    );
+}
+
 /// A plain connection accepted while a step held the core: `ruok` is answered at once; any
 /// other connection is registered (waiting for the core on a blocking thread, not on the
 /// runtime's) and then served as the accept loop serves it.
@@ -127,13 +132,7 @@ async fn serve_registered_later(
             conn::run(shared, id, stream, remote, channels).await;
         }
         Ok(Ok(None)) => {
-            tracing::warn!(
-                %remote,
-                limit = shared.cfg.max_client_cnxns,
-                "refusing connection from {}: it already has {} connections (--max-client-cnxns)",
-                remote.ip(),
-                shared.cfg.max_client_cnxns,
-            );
+            refused_for_limit(&shared, remote);
         }
         Ok(Err(CoreFailed)) | Err(_) => {}
     }

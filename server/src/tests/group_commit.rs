@@ -46,19 +46,53 @@ async fn answered_while_the_write_waits(reader: &mut TcpStream, writer: &mut Tcp
     assert_eq!(frame(writer, QUIET).await, None, "no reply before the sync");
 }
 
-/// A server with `--fsync always` in a fresh directory (`name`), and three sessions: a
-/// writer, a reader and a watcher with an exists-watch on `/gc`.
-async fn three_sessions(name: &str) -> (Server, std::path::PathBuf, [TcpStream; 3]) {
+/// A server with `--fsync always` in a fresh directory (`name`), started from `config`'s
+/// other settings.
+async fn always_server(name: &str, config: Config) -> (Server, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("zkd-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let server = Server::start(Config {
         port: 0,
         data_dir: Some(dir.clone()),
         fsync: FsyncPolicy::Always,
-        ..Config::default()
+        ..config
     })
     .await
     .expect("start");
+    (server, dir)
+}
+
+/// [`always_server`] as a simulated ensemble of three, with its members' client addresses.
+async fn always_ensemble(name: &str) -> (Server, std::path::PathBuf, Vec<std::net::SocketAddr>) {
+    let (server, dir) = always_server(
+        name,
+        Config {
+            ensemble: Some(crate::config::EnsembleConfig::numbered(3, 0).expect("three members")),
+            ..Config::default()
+        },
+    )
+    .await;
+    let mut members = server.members().expect("members");
+    members.sort_by_key(|m| m.id);
+    let addrs = members.iter().map(|m| m.client_addr).collect();
+    (server, dir, addrs)
+}
+
+/// Creates each path with `writer`, xids in order, and waits for each reply.
+async fn create_each(writer: &mut TcpStream, nodes: [(i32, &str); 2]) {
+    for (xid, path) in nodes {
+        writer
+            .write_all(&create(xid, path.into(), b"v".to_vec()))
+            .await
+            .expect("send");
+        assert_eq!(frame(writer, WAIT).await, Some((xid, 0)));
+    }
+}
+
+/// A server with `--fsync always` in a fresh directory (`name`), and three sessions: a
+/// writer, a reader and a watcher with an exists-watch on `/gc`.
+async fn three_sessions(name: &str) -> (Server, std::path::PathBuf, [TcpStream; 3]) {
+    let (server, dir) = always_server(name, Config::default()).await;
     let addr = server.local_addr();
     let mut watcher = session(addr).await;
     watcher
@@ -212,28 +246,10 @@ async fn reads_of_unsynced_changes_wait_for_the_sync_and_unrelated_reads_do_not(
 #[allow(clippy::await_holding_lock)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_an_ensemble_reads_of_unsynced_changes_wait_for_the_sync() {
-    let dir = std::env::temp_dir().join(format!("zkd-gc-ens-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let server = Server::start(Config {
-        port: 0,
-        data_dir: Some(dir.clone()),
-        fsync: FsyncPolicy::Always,
-        ensemble: Some(crate::config::EnsembleConfig::numbered(3, 0).expect("three members")),
-        ..Config::default()
-    })
-    .await
-    .expect("start");
-    let members = server.members().expect("members");
-    let addr_of = |id: u64| {
-        members
-            .iter()
-            .find(|m| m.id == id)
-            .map(|m| m.client_addr)
-            .expect("the member")
-    };
-    let writer = session(addr_of(1)).await;
-    let reader = session(addr_of(2)).await;
-    unsynced_reads_wait(server, dir, writer, reader, addr_of(3)).await;
+    let (server, dir, addrs) = always_ensemble("gc-ens").await;
+    let writer = session(addrs[0]).await;
+    let reader = session(addrs[1]).await;
+    unsynced_reads_wait(server, dir, writer, reader, addrs[2]).await;
 }
 
 /// `writer` creates `/p/c` while the sync thread is held; `reader` and sessions opened at
@@ -246,13 +262,7 @@ async fn unsynced_reads_wait(
     mut reader: TcpStream,
     addr: std::net::SocketAddr,
 ) {
-    for (xid, path) in [(1, "/p"), (2, "/other")] {
-        writer
-            .write_all(&create(xid, path.into(), b"v".to_vec()))
-            .await
-            .expect("send");
-        assert_eq!(frame(&mut writer, WAIT).await, Some((xid, 0)));
-    }
+    create_each(&mut writer, [(1, "/p"), (2, "/other")]).await;
     let mut children = session(addr).await;
     let mut exists = session(addr).await;
     let mut unrelated = session(addr).await;
@@ -389,34 +399,10 @@ async fn reports_showing_state_wait_for_the_sync() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lagging_members_held_read_waits_for_the_sync_of_what_it_shows() {
     use crate::core::Lag;
-    let dir = std::env::temp_dir().join(format!("zkd-gc-lag-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let server = Server::start(Config {
-        port: 0,
-        data_dir: Some(dir.clone()),
-        fsync: FsyncPolicy::Always,
-        ensemble: Some(crate::config::EnsembleConfig::numbered(3, 0).expect("three members")),
-        ..Config::default()
-    })
-    .await
-    .expect("start");
-    let members = server.members().expect("members");
-    let addr_of = |id: u64| {
-        members
-            .iter()
-            .find(|m| m.id == id)
-            .map(|m| m.client_addr)
-            .expect("the member")
-    };
-    let mut writer = session(addr_of(1)).await;
-    let mut lagging = session(addr_of(2)).await;
-    for (xid, path) in [(1, "/x"), (2, "/y")] {
-        writer
-            .write_all(&create(xid, path.into(), b"v".to_vec()))
-            .await
-            .expect("send");
-        assert_eq!(frame(&mut writer, WAIT).await, Some((xid, 0)));
-    }
+    let (server, dir, addrs) = always_ensemble("gc-lag").await;
+    let mut writer = session(addrs[0]).await;
+    let mut lagging = session(addrs[1]).await;
+    create_each(&mut writer, [(1, "/x"), (2, "/y")]).await;
     server
         .set_member_lag(2, Lag::Stalled)
         .expect("stall member 2");
@@ -468,17 +454,14 @@ async fn a_lagging_members_held_read_waits_for_the_sync_of_what_it_shows() {
 #[allow(clippy::await_holding_lock)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_routes_wait_for_the_sync() {
-    let dir = std::env::temp_dir().join(format!("zkd-gc-admin-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let server = Server::start(Config {
-        port: 0,
-        admin_port: Some(0),
-        data_dir: Some(dir.clone()),
-        fsync: FsyncPolicy::Always,
-        ..Config::default()
-    })
-    .await
-    .expect("start");
+    let (server, dir) = always_server(
+        "gc-admin",
+        Config {
+            admin_port: Some(0),
+            ..Config::default()
+        },
+    )
+    .await;
     let admin = server.admin_addr().expect("the admin listener");
     let mut writer = session(server.local_addr()).await;
     let persist = server.persist.clone().expect("a data directory");
