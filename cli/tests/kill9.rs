@@ -541,7 +541,7 @@ async fn full_disk_loses_no_acknowledged_write(fsync: &str, ext4: bool) {
     drop(mounted);
     let (mut child, addr) = start(&tmp.path().join("big"), fsync, &[], Stdio::inherit());
     eprintln!(
-        "DBG acked {} seen {}",
+        "--fsync {fsync}: {} writes acknowledged, {} nodes seen by readers",
         acked.len(),
         seen.lock().unwrap().len()
     );

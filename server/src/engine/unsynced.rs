@@ -306,6 +306,19 @@ mod tests {
         assert_eq!(read_needs(&read_op(1, 3, "/a")), paths(&["/a"]));
         assert_eq!(read_needs(&read_op(1, 12, "/p")), paths(&["/p"]));
         assert_eq!(read_needs(&read_op(1, 104, "/p")), Reads::Everything);
+        assert_eq!(read_needs(&read_op(1, 103, "/p")), Reads::Everything);
+        let multi_read = zkd_protocol::Request::MultiRead(vec![
+            MultiOp::GetData(zkd_protocol::PathWatchRequest {
+                path: "/a".into(),
+                watch: false,
+            }),
+            MultiOp::GetChildren(zkd_protocol::PathWatchRequest {
+                path: "/p".into(),
+                watch: false,
+            }),
+        ])
+        .to_frame(1);
+        assert_eq!(read_needs(&multi_read.slice(4..)), paths(&["/a", "/p"]));
         assert_eq!(read_needs(&read_op(1, 2, "/p")), Reads::Nothing, "delete");
         assert_eq!(read_needs(&Bytes::from_static(b"\x00")), Reads::Nothing);
     }

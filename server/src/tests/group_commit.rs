@@ -266,6 +266,7 @@ async fn unsynced_reads_wait(
     let mut children = session(addr).await;
     let mut exists = session(addr).await;
     let mut unrelated = session(addr).await;
+    let mut others = session(addr).await;
     let persist = server.persist.clone().expect("a data directory");
     let durability = server
         .shared
@@ -299,6 +300,19 @@ async fn unsynced_reads_wait(
         .write_all(&watch_exists(30, "/p/c"))
         .await
         .expect("send");
+    // A multiRead of the new node, then the count below its parent and the writer's
+    // ephemerals (which read the whole tree), each on a connection of its own order.
+    let path = |p: &str| zkd_protocol::PathRequest { path: p.into() };
+    let multi_read = zkd_protocol::Request::MultiRead(vec![zkd_protocol::MultiOp::GetData(
+        zkd_protocol::PathWatchRequest {
+            path: "/p/c".into(),
+            watch: false,
+        },
+    )]);
+    let mut reads = multi_read.to_frame(50).to_vec();
+    reads.extend_from_slice(&zkd_protocol::Request::GetAllChildrenNumber(path("/p")).to_frame(51));
+    reads.extend_from_slice(&zkd_protocol::Request::GetEphemerals(path("/")).to_frame(52));
+    others.write_all(&reads).await.expect("send");
     // Another session reading an unrelated node is answered while the sync is held.
     unrelated
         .write_all(&read_op(40, 4, "/other"))
@@ -309,6 +323,7 @@ async fn unsynced_reads_wait(
         (&mut reader, "getData of the new node"),
         (&mut children, "getChildren of its parent"),
         (&mut exists, "exists with a watch"),
+        (&mut others, "multiRead of the new node"),
         (&mut writer, "the create"),
     ] {
         assert_eq!(frame(s, QUIET).await, None, "{what} waits for the sync");
@@ -329,6 +344,9 @@ async fn unsynced_reads_wait(
     );
     assert_eq!(frame(&mut children, WAIT).await, Some((20, 0)));
     assert_eq!(frame(&mut exists, WAIT).await, Some((30, 0)), "it exists");
+    for xid in [50, 51, 52] {
+        assert_eq!(frame(&mut others, WAIT).await, Some((xid, 0)), "{xid}");
+    }
     // The exists watch was set on the node that now exists: a change fires it.
     writer
         .write_all(&super::shared_body::set_data(4, "/p/c", b"x"))
