@@ -86,8 +86,10 @@ pub enum Handshake {
 
 mod auth;
 mod data;
+mod decode;
 mod durability;
 mod ensemble;
+mod frame_parts;
 mod request;
 mod session;
 pub mod state_report;
@@ -114,7 +116,7 @@ pub use durability::snapshot_cow::{SnapshotJob, Step as SnapshotStep};
 pub use durability::txn_record::{StopServing, TxnSink};
 pub use ensemble::lag::{Lag, MemberId};
 pub use ensemble::servers::ServerSpec;
-pub use request::frame_parts::Frame;
+pub use frame_parts::Frame;
 use request::txn::Txn;
 use session::connection::Conn;
 pub use session::connection::Serving;
