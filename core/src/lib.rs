@@ -115,7 +115,7 @@ pub use durability::snapshot::{ImportReport, Replayed};
 pub use durability::snapshot_cow::{SnapshotJob, Step as SnapshotStep};
 pub use durability::txn_record::{StopServing, TxnSink};
 pub use ensemble::lag::{Lag, MemberId};
-pub use ensemble::servers::ServerSpec;
+pub use ensemble::servers::{host_and_ports, is_observer, LineParts, ServerSpec};
 pub use frame_parts::Frame;
 use request::txn::Txn;
 use session::connection::Conn;
