@@ -242,6 +242,7 @@ for line in orders_text.strip().splitlines():
 
 bad = 0
 edges = {}
+reported = set()
 
 
 def fail(msg):
@@ -301,7 +302,8 @@ for crate in crates:
                     ranks, order = orders.get((crate, parent), ({}, ""))
                     if h not in ranks or t not in ranks:
                         continue  # reported above as missing from the order
-                    if ranks[t] >= ranks[h]:
+                    if ranks[t] >= ranks[h] and (mod.file, line, t) not in reported:
+                        reported.add((mod.file, line, t))
                         way = "up" if ranks[t] > ranks[h] else "sideways"
                         fail(f"{mod.file}:{line}: {level}: {h} imports {t} "
                              f"({way}; allowed order: {order})")
