@@ -76,7 +76,7 @@ const NAMES: &[&str] = &[
 fn get(admin: SocketAddr, path: &str) -> (u16, Value) {
     let url = format!("http://{admin}{path}");
     let (status, text) =
-        zkd_testkit::admin_http::call(&url, "GET", None).unwrap_or_else(|e| panic!("{e}"));
+        zkd_testkit::http::call(&url, "GET", None).unwrap_or_else(|e| panic!("{e}"));
     let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
     (status, body)
 }
@@ -570,7 +570,7 @@ async fn filled_monitor_metrics_move_with_what_they_count() {
     // Every session ends by its timeout on the manual clock.
     tokio::task::spawn_blocking(move || {
         let url = format!("http://{admin}/zkd/clock/advance?ms=60000");
-        let (status, body) = zkd_testkit::admin_http::call(&url, "POST", None)
+        let (status, body) = zkd_testkit::http::call(&url, "POST", None)
             .unwrap_or_else(|e| panic!("advance the clock: {e}"));
         assert!(
             (200..300).contains(&status),

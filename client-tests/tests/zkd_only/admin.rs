@@ -20,7 +20,7 @@ pub async fn call(admin: SocketAddr, method: &str, path: &str, body: Option<&str
     let method = method.to_string();
     let body = body.map(str::to_string);
     tokio::task::spawn_blocking(move || {
-        let (status, text) = zkd_testkit::admin_http::call(&url, &method, body.as_deref())
+        let (status, text) = zkd_testkit::http::call(&url, &method, body.as_deref())
             .unwrap_or_else(|e| panic!("{e}"));
         let body = serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("{method} {url}: answer {text:?} is not JSON: {e}"));

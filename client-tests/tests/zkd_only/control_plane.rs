@@ -519,7 +519,7 @@ async fn zookeeper_controller_commands() {
     let get = |path: &'static str| async move {
         let url = format!("http://{admin}{path}");
         tokio::task::spawn_blocking(move || {
-            zkd_testkit::admin_http::call(&url, "GET", None).unwrap_or_else(|e| panic!("{e}"))
+            zkd_testkit::http::call(&url, "GET", None).unwrap_or_else(|e| panic!("{e}"))
         })
         .await
         .unwrap()

@@ -119,11 +119,9 @@ impl Fleet {
     /// `POST /zkd/members/{id}/{op}`.
     async fn member_route(&self, id: u64, op: &str) -> Result<(), String> {
         let url = format!("{}/zkd/members/{id}/{op}", self.control);
-        tokio::task::spawn_blocking(move || {
-            match zkd_testkit::admin_http::call(&url, "POST", None)? {
-                (status, _) if (200..300).contains(&status) => Ok(()),
-                (status, body) => Err(format!("POST {url} answered {status}: {body}")),
-            }
+        tokio::task::spawn_blocking(move || match zkd_testkit::http::call(&url, "POST", None)? {
+            (status, _) if (200..300).contains(&status) => Ok(()),
+            (status, body) => Err(format!("POST {url} answered {status}: {body}")),
         })
         .await
         .map_err(|e| format!("member route thread: {e}"))?
