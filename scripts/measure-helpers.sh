@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measures start-up time and memory of the test helpers against what they replace, and prints
-# the README's comparison table:
+# the comparison table in docs/testing.md:
 #   * Python: zkd.Server (the wheel) against kazoo's own test harness starting ZooKeeper from
 #     Debian's jars (1 server, and its default cluster of 3);
 #     and zkd.Server(ensemble=3) beside the cluster of 3;

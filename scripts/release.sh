@@ -12,7 +12,7 @@
 # The binary links glibc statically (`-C target-feature=+crt-static`, applied to the final
 # link only, exactly as the wheel's build applies it, so the wheel reuses this build) and is
 # stripped. It maps no shared library, so it runs on any x86_64 Linux kernel without a Rust
-# toolchain or C libraries (see README.md for why glibc rather than musl).
+# toolchain or C libraries (see docs/install.md for why glibc rather than musl).
 #
 # Environment:
 #   ZKD_BUILD_EPOCH     build date (seconds since 1970) the binary reports and the tarball's

@@ -39,6 +39,10 @@ pub struct CowLog {
     /// Per parent, names of children that existed at the job's zxid and have been changed
     /// (removed ones among them): the live child set no longer lists removed ones.
     pub(crate) changed_children: HashMap<Box<str>, Vec<Box<str>>>,
+    /// While the job gathers a node's children over several slices: the index of the next
+    /// child to visit ([`NIL`](crate::data::node::NIL) at the end). The tree moves it on
+    /// when it unlinks that child.
+    pub(crate) gather: Option<u32>,
 }
 
 impl CowLog {
@@ -69,6 +73,22 @@ impl CowLog {
         self.written
             .as_deref()
             .is_some_and(|w| walk_order(path, w) != Ordering::Greater)
+    }
+
+    /// Called by the tree as it unlinks the child at index `child`, whose next sibling is
+    /// `next`: a gathering walk about to visit it goes on to `next` instead. (A child removed
+    /// that existed at the job's zxid is listed in `changed_children`, so the walk misses
+    /// nothing by stepping over it.)
+    pub(crate) fn unlinked(&mut self, child: u32, next: u32) {
+        if self.gather == Some(child) {
+            self.gather = Some(next);
+        }
+    }
+
+    /// The child a gathering walk visits next, if one is under way.
+    #[cfg(test)]
+    pub(crate) fn gather_at(&self) -> Option<u32> {
+        self.gather.filter(|&i| i != crate::data::node::NIL)
     }
 
     /// Old versions held right now (for the log line and tests).

@@ -147,6 +147,22 @@ impl Tree {
         tree
     }
 
+    /// A copy of the tree for a lagging member's replica, cheap to make: the node records
+    /// stay shared chunk by chunk until one side changes a chunk (which copies that chunk
+    /// alone); the path index is copied flat (8 bytes a node, no path walked), the ACL table
+    /// list by list, and the encoded child lists are not copied (the copy encodes again).
+    pub(crate) fn fork(&self) -> Tree {
+        Tree {
+            slab: self.slab.clone(),
+            index: self.index.clone(),
+            hasher: self.hasher.clone(),
+            acls: self.acls.clone(),
+            data_bytes: self.data_bytes,
+            cow: CowSlot::default(),
+            children_enc: ChildrenCache::default(),
+        }
+    }
+
     fn find(&self, path: &str) -> Option<u32> {
         self.find_hashed(path).map(|(i, _)| i)
     }
@@ -383,6 +399,9 @@ impl Tree {
             let c = self.slab.at(child);
             (c.parent, c.prev, c.next)
         };
+        if let Some(cow) = &mut self.cow.0 {
+            cow.unlinked(child, next);
+        }
         if prev != NIL {
             self.slab.at_mut(prev).next = next;
         } else {
@@ -562,6 +581,22 @@ impl Tree {
     }
 
     /// The names of the children of the node at `path`, sorted; `None` if no such node.
+    /// Where a walk of the children of the node at `path` starts, one at a time with
+    /// [`Tree::child_at`]: the first child's index, [`NIL`] when it has none; `None` if no
+    /// such node. A snapshot walks a wide parent's children this way over many slices; the
+    /// snapshot's log moves its cursor on when the child it points at is unlinked.
+    pub(crate) fn first_child(&self, path: &str) -> Option<u32> {
+        Some(self.slab.at(self.find(path)?).first_child)
+    }
+
+    /// The name of the child at index `i` (from [`Tree::first_child`] or a previous call)
+    /// and the index of the next one ([`NIL`] after the last).
+    pub(crate) fn child_at(&self, i: u32) -> (&str, u32) {
+        work::add(1);
+        let s = self.slab.at(i);
+        (s.name(), s.next)
+    }
+
     pub fn children(&self, path: &str) -> Option<Vec<&str>> {
         Some(sorted_children(&self.slab, self.find(path)?))
     }

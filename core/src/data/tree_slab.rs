@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 
 use crate::data::keyed::PathHasher;
 use crate::data::node::{Meta, NIL, ROOT};
@@ -89,20 +90,39 @@ fn blob(name: &[u8], data: Option<&[u8]>) -> Box<[u8]> {
 /// after a mass deletion the slab holds only the chunks that still have a live node: at
 /// most [`CHUNK`] slots per live node in the worst case of one survivor per chunk, and in
 /// the usual cases (a wide parent emptied, a reset) next to nothing.
+///
+/// Chunks are shared between a slab and its clones (a lagging member's replica starts as
+/// one): cloning copies one pointer per chunk, and the first change to a shared chunk on
+/// either side copies that chunk alone ([`CHUNK`] slots at most).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Slab {
-    chunks: Vec<Chunk>,
+    chunks: Vec<Arc<Chunk>>,
     /// Chunks with a free slot, made or not.
     room: BTreeSet<u32>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 struct Chunk {
     /// Up to [`CHUNK`] slots, made as needed; no allocation while the chunk is empty.
     slots: Vec<Option<Slot>>,
     /// Free slots below `slots.len()`.
     holes: Vec<u16>,
     live: u32,
+}
+
+impl Clone for Chunk {
+    /// A copy of the chunk's slots: made only when a chunk shared with a clone of the slab
+    /// is changed.
+    fn clone(&self) -> Chunk {
+        work::add(self.slots.len());
+        let mut slots = Vec::with_capacity(if self.slots.is_empty() { 0 } else { CHUNK });
+        slots.extend(self.slots.iter().cloned());
+        Chunk {
+            slots,
+            holes: self.holes.clone(),
+            live: self.live,
+        }
+    }
 }
 
 impl Chunk {
@@ -116,13 +136,13 @@ impl Slab {
         let c = match self.room.first() {
             Some(&c) => c as usize,
             None => {
-                self.chunks.push(Chunk::default());
+                self.chunks.push(Arc::default());
                 let c = self.chunks.len() - 1;
                 self.room.insert(c as u32);
                 c
             }
         };
-        let chunk = &mut self.chunks[c];
+        let chunk = Arc::make_mut(&mut self.chunks[c]);
         let j = match chunk.holes.pop() {
             Some(j) => {
                 chunk.slots[j as usize] = Some(slot);
@@ -146,7 +166,7 @@ impl Slab {
     pub(crate) fn release(&mut self, i: u32) -> Option<Slot> {
         let c = (i >> CHUNK_BITS) as usize;
         let j = i as usize & (CHUNK - 1);
-        let chunk = self.chunks.get_mut(c)?;
+        let chunk = Arc::make_mut(self.chunks.get_mut(c)?);
         let slot = chunk.slots.get_mut(j)?.take()?;
         let had_room = chunk.has_room();
         chunk.live -= 1;
@@ -164,7 +184,8 @@ impl Slab {
     }
 
     pub(crate) fn entry(&mut self, i: u32) -> &mut Option<Slot> {
-        &mut self.chunks[(i >> CHUNK_BITS) as usize].slots[i as usize & (CHUNK - 1)]
+        &mut Arc::make_mut(&mut self.chunks[(i >> CHUNK_BITS) as usize]).slots
+            [i as usize & (CHUNK - 1)]
     }
 
     pub(crate) fn at(&self, i: u32) -> &Slot {
@@ -200,7 +221,8 @@ impl Slab {
         let holes: usize = self.chunks.iter().map(|c| c.holes.capacity()).sum();
         slots * std::mem::size_of::<Option<Slot>>()
             + holes * 2
-            + self.chunks.capacity() * std::mem::size_of::<Chunk>()
+            + self.chunks.capacity() * std::mem::size_of::<Arc<Chunk>>()
+            + self.chunks.len() * (std::mem::size_of::<Chunk>() + 16)
     }
 }
 

@@ -4,7 +4,8 @@
 //! version to the job's [`CowLog`] (copy on write), so the file holds exactly the state at
 //! the job's zxid however the tree changes meanwhile.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -12,8 +13,8 @@ use zkd_protocol::disk::snapshot::SnapshotWriter;
 use zkd_protocol::disk::StatPersisted;
 use zkd_protocol::Acl;
 
-use crate::data::cow_slot::{walk_order, CowLog};
-use crate::data::tree::{AclList, Meta};
+use crate::data::cow_slot::CowLog;
+use crate::data::tree::{AclList, Meta, NIL};
 use crate::{data::path, Core};
 
 fn persisted(n: &Meta) -> StatPersisted {
@@ -30,13 +31,33 @@ fn persisted(n: &Meta) -> StatPersisted {
     }
 }
 
+/// A step of the walk still to take.
+enum Pending {
+    /// Write this node (then gather its children).
+    Node(String),
+    /// Gather the names of this node's children, a slice at a time, each slice sorted into
+    /// a run of its own; the cursor is [`CowLog::gather`].
+    Gather {
+        parent: String,
+        runs: Vec<Vec<Box<str>>>,
+    },
+    /// Hand out the gathered names in order, merged from the runs (a name in two runs, a
+    /// live child that was also changed, comes out once).
+    Merge {
+        parent: String,
+        runs: Vec<std::vec::IntoIter<Box<str>>>,
+        heads: BinaryHeap<Reverse<(Box<str>, usize)>>,
+        last: Option<Box<str>>,
+    },
+}
+
 /// A snapshot being written; see the module comment. Made by [`Core::begin_snapshot`].
 pub struct SnapshotJob {
     id: u64,
     zxid: i64,
     writer: Option<SnapshotWriter>,
-    /// Paths still to write, the next on top.
-    stack: Vec<String>,
+    /// What is still to write, the next on top.
+    stack: Vec<Pending>,
     /// ACL index per list seen (by address; the list is held so the address stays its own).
     by_ptr: HashMap<usize, (i64, AclList)>,
     by_content: HashMap<Bytes, i64>,
@@ -121,7 +142,7 @@ impl Core {
             id,
             zxid: self.zxid,
             writer: Some(writer),
-            stack: vec!["/".to_string()],
+            stack: vec![Pending::Node("/".to_string())],
             by_ptr: HashMap::new(),
             by_content: HashMap::new(),
             lists: Vec::new(),
@@ -153,6 +174,9 @@ impl Core {
         Ok(Step::Done)
     }
 
+    /// Takes up to `budget` units of work: a node written, a child's name gathered, a name
+    /// handed out by a merge. However wide a parent, no slice does more: its children are
+    /// gathered over as many slices as they need, and handed out one by one.
     fn write_slice(
         &self,
         cow: &mut CowLog,
@@ -160,45 +184,121 @@ impl Core {
         writer: &mut SnapshotWriter,
         budget: usize,
     ) -> Result<(), String> {
-        for _ in 0..budget {
-            let Some(p) = job.stack.pop() else { break };
-            let live = self.tree.get(&p);
-            let (data, acl, stat) = match cow.saved.get(p.as_str()) {
-                Some(Some(old)) => (old.data.as_deref(), &old.acl, persisted(&old.bookkeeping())),
-                Some(None) => continue,
-                None => {
-                    let n = live.ok_or_else(|| format!("{p} vanished without a copy"))?;
-                    (n.data, n.acl, persisted(&n))
-                }
+        let mut left = budget;
+        while left > 0 {
+            let Some(top) = job.stack.last_mut() else {
+                break;
             };
-            // Children at the job's zxid: the live ones that existed then, and those that
-            // existed then but have been removed since.
-            let mut kids: Vec<&str> = self.tree.children(&p).unwrap_or_default();
-            let changed = cow.changed_children.get(p.as_str());
-            if let Some(changed) = changed {
-                kids.extend(changed.iter().map(|c| &**c));
+            match top {
+                Pending::Node(_) => {
+                    let Some(Pending::Node(p)) = job.stack.pop() else {
+                        break;
+                    };
+                    left -= 1;
+                    self.write_node(cow, job, writer, p)?;
+                }
+                Pending::Gather { parent, runs } => {
+                    let mut run: Vec<Box<str>> = Vec::new();
+                    let mut at = cow.gather.unwrap_or(NIL);
+                    while at != NIL && run.len() < left {
+                        let (name, next) = self.tree.child_at(at);
+                        run.push(name.into());
+                        at = next;
+                    }
+                    left = left.saturating_sub(run.len().max(1));
+                    run.sort_unstable();
+                    runs.push(run);
+                    if at != NIL {
+                        cow.gather = Some(at);
+                        continue;
+                    }
+                    // Every live child seen: add those that existed at the job's zxid and
+                    // have been changed or removed since, then merge.
+                    cow.gather = None;
+                    let mut runs = std::mem::take(runs);
+                    if let Some(mut changed) = cow.changed_children.remove(parent.as_str()) {
+                        changed.sort_unstable();
+                        runs.push(changed);
+                    }
+                    let parent = std::mem::take(parent);
+                    let mut runs: Vec<_> = runs.into_iter().map(Vec::into_iter).collect();
+                    let mut heads = BinaryHeap::with_capacity(runs.len());
+                    for (r, run) in runs.iter_mut().enumerate() {
+                        if let Some(name) = run.next() {
+                            heads.push(Reverse((name, r)));
+                        }
+                    }
+                    *top = Pending::Merge {
+                        parent,
+                        runs,
+                        heads,
+                        last: None,
+                    };
+                }
+                Pending::Merge {
+                    parent,
+                    runs,
+                    heads,
+                    last,
+                } => {
+                    left -= 1;
+                    let Some(Reverse((name, r))) = heads.pop() else {
+                        job.stack.pop();
+                        continue;
+                    };
+                    if let Some(next) = runs[r].next() {
+                        heads.push(Reverse((next, r)));
+                    }
+                    if last.as_deref() == Some(&*name) {
+                        continue;
+                    }
+                    let child = path::join(parent, &name);
+                    *last = Some(name);
+                    job.stack.push(Pending::Node(child));
+                }
             }
-            let mut children: Vec<String> = kids
-                .into_iter()
-                .map(|c| path::join(&p, c))
-                .filter(|c| cow.saved.get(c.as_str()).is_none_or(|old| old.is_some()))
-                .collect();
-            if changed.is_some() {
-                children.sort_by(|a, b| walk_order(a, b));
-                children.dedup();
-            }
-            let index = job.acl_index(acl);
-            let stored = if p == "/" { "" } else { p.as_str() };
-            writer.node(stored, data, index, &stat);
-            job.written += 1;
-            job.stack.extend(children.into_iter().rev());
-            // Written: later changes to it need no copy, and its old version is done with.
-            cow.saved.remove(p.as_str());
-            cow.changed_children.remove(p.as_str());
-            let w = cow.written.get_or_insert_with(String::new);
-            w.clear();
-            w.push_str(&p);
         }
+        Ok(())
+    }
+
+    /// Writes the node at `p` as it was at the job's zxid, then starts gathering its
+    /// children.
+    fn write_node(
+        &self,
+        cow: &mut CowLog,
+        job: &mut SnapshotJob,
+        writer: &mut SnapshotWriter,
+        p: String,
+    ) -> Result<(), String> {
+        let live = self.tree.get(&p);
+        let (data, acl, stat) = match cow.saved.get(p.as_str()) {
+            Some(Some(old)) => (old.data.as_deref(), &old.acl, persisted(&old.bookkeeping())),
+            Some(None) => return Ok(()),
+            None => {
+                let n = live.ok_or_else(|| format!("{p} vanished without a copy"))?;
+                (n.data, n.acl, persisted(&n))
+            }
+        };
+        let index = job.acl_index(acl);
+        let stored = if p == "/" { "" } else { p.as_str() };
+        writer.node(stored, data, index, &stat);
+        job.written += 1;
+        // Written: later changes to it need no copy, and its old version is done with. Its
+        // children at the job's zxid are the live ones that existed then and those changed
+        // or removed since (kept in `changed_children` until the gathering ends).
+        cow.saved.remove(p.as_str());
+        let first = self.tree.first_child(&p).unwrap_or(NIL);
+        let w = cow.written.get_or_insert_with(String::new);
+        w.clear();
+        w.push_str(&p);
+        if first == NIL && !cow.changed_children.contains_key(p.as_str()) {
+            return Ok(());
+        }
+        cow.gather = Some(first);
+        job.stack.push(Pending::Gather {
+            parent: p,
+            runs: Vec::new(),
+        });
         Ok(())
     }
 

@@ -220,7 +220,7 @@ impl Core {
                 }
                 let replica = Replica {
                     lag,
-                    tree: self.tree.clone(),
+                    tree: self.tree.fork(),
                     watches,
                     zxid: self.zxid,
                 };

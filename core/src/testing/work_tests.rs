@@ -268,3 +268,113 @@ fn the_widest_program_is_bounded() {
         snapshot: true,
     });
 }
+
+/// A member told to lag starts its replica from the tree without copying node records: the
+/// chunks of records are shared, and a later write copies only the chunk it changes, once.
+#[test]
+fn a_member_set_to_lag_shares_the_tree_and_a_write_copies_one_chunk() {
+    use crate::data::tree_slab::CHUNK;
+    use crate::Lag;
+
+    let mut h = Harness::new();
+    let (a, _, _) = h.session_on(1, 30000);
+    let nodes = 4 * CHUNK;
+    for i in 0..nodes {
+        h.create(a, &format!("/n{i:05}"), 0);
+    }
+    h.out.clear();
+    work::take();
+    h.core.set_member_lag(2, Lag::Stalled, h.now, &mut h.out);
+    let done = work::take();
+    assert!(
+        done <= FIXED,
+        "setting a lag copied {done} elements of a tree of {nodes} nodes"
+    );
+    let set = |i: usize| {
+        Request::SetData(SetDataRequest {
+            path: format!("/n{i:05}"),
+            data: Some(Bytes::from_static(b"new")),
+            version: -1,
+        })
+    };
+    // The first change to a shared chunk copies it (at most CHUNK records); the next change
+    // to the same chunk copies nothing more.
+    let logged = Logged::default();
+    let write = |h: &mut Harness, i: usize| {
+        h.xid += 1;
+        let frame = set(i).to_frame(h.xid);
+        measured(h, &logged, |h| {
+            h.core.request(a, frame.slice(4..), h.now, &mut h.out);
+        })
+        .0
+    };
+    let first = write(&mut h, 0);
+    let second = write(&mut h, 1);
+    assert!(
+        first >= CHUNK as u64 && first <= second + CHUNK as u64,
+        "first write {first}, second {second}"
+    );
+    assert!(second <= FIXED, "the second write copied again: {second}");
+    h.core.check_invariants().unwrap();
+}
+
+/// A snapshot step does at most a constant times its budget of work, however wide a parent:
+/// the children of a parent with many are gathered over many steps. The file is still the
+/// state where the job began although children are deleted (the one the walk was about to
+/// visit among them), created and changed between the steps.
+#[test]
+fn a_snapshot_step_is_bounded_by_its_budget_on_a_wide_parent() {
+    use crate::durability::snapshot_cow::Step;
+
+    let (mut h, [a, _]) = Harness::with_sessions();
+    h.create(a, "/wide", 0);
+    let width = 3000;
+    let child = |i: usize| format!("/wide/c{i:05}");
+    for i in 0..width {
+        h.create(a, &child(i), 0);
+    }
+    h.out.clear();
+    let (_, at_once) = h.core.export_snapshot();
+    let mut job = h.core.begin_snapshot();
+    let budget = 16;
+    let mut step = 0;
+    let mut next_new = width;
+    loop {
+        work::take();
+        let r = h.core.snapshot_step(&mut job, budget).unwrap();
+        let done = work::take();
+        assert!(
+            done <= 4 * budget as u64 + FIXED,
+            "step {step}: {done} elements of work for a budget of {budget}"
+        );
+        if r == Step::Done {
+            break;
+        }
+        // Delete the child the walk visits next (new children go first in the list it
+        // follows, so they are not visited), add one, and change some.
+        let cursor = h.core.tree.cow.0.as_ref().and_then(|c| c.gather_at());
+        if let Some(i) = cursor.filter(|_| step % 2 == 0) {
+            let name = h.core.tree.child_at(i).0.to_string();
+            assert_eq!(h.reply(a, &delete(&format!("/wide/{name}"), -1)).err, 0);
+            h.create(a, &child(next_new), 0);
+            next_new += 1;
+        }
+        if step % 5 == 0 {
+            let req = Request::SetData(SetDataRequest {
+                path: child(step % width),
+                data: Some(Bytes::from_static(b"changed")),
+                version: -1,
+            });
+            h.reply(a, &req);
+        }
+        h.out.clear();
+        step += 1;
+    }
+    assert!(step > width / budget, "the walk took {step} steps");
+    assert!(
+        next_new - width > 50,
+        "the walk's next child was deleted {} times",
+        next_new - width
+    );
+    assert_eq!(job.finish().expect("complete"), at_once);
+}

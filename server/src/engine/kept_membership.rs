@@ -1,7 +1,7 @@
 //! Keeps the membership a reconfig committed, so that a restart starts from it: ZooKeeper's
 //! dynamic configuration file (`zoo.cfg.dynamic.<version in hex>`, its `server.N=` lines
 //! sorted) in the data directory, written whole to a temporary name, synced and renamed, and
-//! the older ones removed (README.md, "Reconfiguration across restarts").
+//! the older ones removed (docs/ensembles.md, "Reconfiguration across restarts").
 
 use std::fs;
 use std::io::Write as _;
