@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::comparison::{csv_field, Comparison, Row};
+use crate::comparison::{csv_field, Comparison, Row, TargetCheck};
 use crate::herd::Mode;
 use crate::progress::Progress;
 use crate::report::{num, Table};
@@ -39,28 +39,6 @@ pub struct Options {
     pub max_bystander_cores: f64,
     pub attempts: usize,
     pub progress: bool,
-}
-
-/// A target: a ratio bound on one figure.
-#[derive(Debug, Clone)]
-pub struct TargetCheck {
-    pub target: String,
-    pub bound: String,
-    pub measured: Option<f64>,
-    pub met: Option<bool>,
-}
-
-impl TargetCheck {
-    /// The zkd/ZooKeeper ratio of `row` (when measured) checked with `ok`.
-    fn ratio(target: String, row: Option<&Row>, bound: String, ok: impl Fn(f64) -> bool) -> Self {
-        let measured = row.map(Row::ratio).filter(|v| v.is_finite());
-        TargetCheck {
-            target,
-            bound,
-            measured,
-            met: measured.map(ok),
-        }
-    }
 }
 
 /// A bound on zkd's own median of `row` (not a ratio).

@@ -1,5 +1,6 @@
 //! The result of a side-by-side comparison as data: one row per figure with the values of
-//! every round on both servers, how it groups into plot series, and its CSV form.
+//! every round on both servers, how it groups into plot series, its CSV form, and the check
+//! of one target against it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -321,5 +322,32 @@ mod tests {
             (Some("get cpus=0,1".into()), None)
         );
         assert_eq!(series_of("durable set 100B 16x8"), (None, None));
+    }
+}
+
+/// A target: a ratio bound on one figure.
+#[derive(Debug, Clone)]
+pub struct TargetCheck {
+    pub target: String,
+    pub bound: String,
+    pub measured: Option<f64>,
+    pub met: Option<bool>,
+}
+
+impl TargetCheck {
+    /// The zkd/ZooKeeper ratio of `row` (when measured) checked with `ok`.
+    pub(crate) fn ratio(
+        target: String,
+        row: Option<&Row>,
+        bound: String,
+        ok: impl Fn(f64) -> bool,
+    ) -> Self {
+        let measured = row.map(Row::ratio).filter(|v| v.is_finite());
+        TargetCheck {
+            target,
+            bound,
+            measured,
+            met: measured.map(ok),
+        }
     }
 }

@@ -10,8 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::compare::TargetCheck;
-use crate::comparison::{Comparison, Row};
+use crate::comparison::{Comparison, Row, TargetCheck};
 use crate::progress::Progress;
 use crate::report::num;
 use crate::servers::{Placement, ServerSpec};

@@ -2,29 +2,30 @@
 //! it says about it, and prints the start-up lines container tooling waits for.
 
 use std::io::Write;
+use std::path::Path;
 
 use clap::parser::ValueSource;
 use zkd_server::MemberMode;
 use zkd_server::{Config, Server};
 
-use crate::serve::ServeArgs;
 use crate::zoocfg::{self, Level, Mode, Origin};
 
-/// Applies `--config FILE` or `--env-config` to `config` (flags on the command line win) and
-/// logs the notes. `Ok(None)` when neither was given.
+/// Applies `--config FILE` (`config_file`) or `--env-config` (`env_config`) to `config`
+/// (flags on the command line win) and logs the notes. `Ok(None)` when neither was given.
 pub fn apply(
-    args: &ServeArgs,
+    config_file: Option<&Path>,
+    env_config: bool,
     matches: &clap::ArgMatches,
     config: &mut Config,
 ) -> Result<Option<Mode>, zoocfg::ConfigError> {
-    let (mode, settings, source) = if let Some(path) = args.config_file() {
+    let (mode, settings, source) = if let Some(path) = config_file {
         let settings = zoocfg::read_file(path)?;
         (
             Mode::File,
             settings,
             Origin::Source(path.display().to_string()),
         )
-    } else if args.env_config() {
+    } else if env_config {
         let settings = zoocfg::read_env(std::env::vars())?;
         (Mode::Env, settings, Origin::Source("--env-config".into()))
     } else {

@@ -2,10 +2,11 @@
 //! the outcome for people (default) or as JSON (`--json`).
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::Value;
+
+use crate::ctl_client::{human_or_json, parse_duration_ms, Client, Failure};
 
 /// `zkd ctl --admin HOST:PORT <operation>`, or `zkd ctl gen-certs DIR` (no server needed).
 #[derive(Args, Debug)]
@@ -125,9 +126,6 @@ enum ClockOp {
     Advance { duration: String },
 }
 
-/// A failed call: the sentence to print.
-pub(crate) struct Failure(pub(crate) String);
-
 /// Why an operation cannot run without `--admin`.
 const NEEDS_ADMIN: &str = "this operation needs the server's admin listener: --admin HOST:PORT";
 
@@ -149,30 +147,6 @@ pub fn run(args: CtlArgs) -> ExitCode {
             eprintln!("zkd ctl: {msg}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Parses `500ms`, `31s`, `2m`, `1h` or a bare number of milliseconds.
-pub(crate) fn parse_duration_ms(text: &str) -> Result<u64, Failure> {
-    let t = text.trim();
-    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => t.split_at(i),
-        None => (t, "ms"),
-    };
-    let factor = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => 0,
-    };
-    match num.parse::<u64>() {
-        Ok(n) if factor > 0 && !num.is_empty() => n
-            .checked_mul(factor)
-            .ok_or_else(|| Failure(format!("duration {text:?} is too long"))),
-        _ => Err(Failure(format!(
-            "{text:?} is not a duration; write a whole number with ms, s, m or h (e.g. 500ms, 31s)"
-        ))),
     }
 }
 
@@ -394,78 +368,6 @@ fn fault_line(v: &Value) -> String {
         None => line.push_str(", until removed"),
     }
     line
-}
-
-pub(crate) fn human_or_json(v: &Value, json: bool, human: impl FnOnce() -> String) -> String {
-    if json {
-        v.to_string()
-    } else {
-        human()
-    }
-}
-
-/// The admin API over HTTP/1.1.
-pub(crate) struct Client {
-    base: String,
-    agent: ureq::Agent,
-}
-
-impl Client {
-    fn new(admin: &str) -> Client {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
-        Client {
-            base: format!("http://{admin}"),
-            agent,
-        }
-    }
-
-    /// Sends `method path` (with an optional JSON body) and returns the JSON answer, or the
-    /// server's error sentence, or why the server could not be reached.
-    pub(crate) fn call(&self, method: &str, path: &str) -> Result<Value, Failure> {
-        self.call_with(method, path, None)
-    }
-
-    fn call_with(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, Failure> {
-        let url = format!("{}{}", self.base, path);
-        let response = match (method, body) {
-            ("GET", _) => self.agent.get(&url).call(),
-            ("DELETE", _) => self.agent.delete(&url).call(),
-            (_, Some(b)) => self.agent.post(&url).send_json(b),
-            (_, None) => self.agent.post(&url).send_empty(),
-        };
-        let mut response = response.map_err(|e| {
-            Failure(format!(
-                "cannot reach the zkd admin listener at {}: {e}",
-                self.base.trim_start_matches("http://")
-            ))
-        })?;
-        let status = response.status();
-        let text = response
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| Failure(format!("cannot read the server's answer: {e}")))?;
-        let value: Value = serde_json::from_str(&text).map_err(|_| {
-            Failure(format!(
-                "the server answered {status} with a body that is not JSON: {}",
-                text.chars().take(200).collect::<String>()
-            ))
-        })?;
-        if !status.is_success() {
-            let msg = value
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("no reason given");
-            return Err(Failure(format!(
-                "the server refused ({}): {msg}",
-                status.as_u16()
-            )));
-        }
-        Ok(value)
-    }
 }
 
 fn sessions_table(v: &Value) -> String {

@@ -6,6 +6,7 @@
 mod alloc;
 mod config_file;
 mod ctl;
+mod ctl_client;
 mod datadir;
 mod gen_certs;
 mod kept_membership;

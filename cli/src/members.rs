@@ -4,7 +4,7 @@
 use clap::Subcommand;
 use serde_json::Value;
 
-use crate::ctl::{human_or_json, Client, Failure};
+use crate::ctl_client::{human_or_json, parse_duration_ms, Client, Failure};
 
 #[derive(Subcommand, Debug)]
 pub enum MembersOp {
@@ -62,7 +62,7 @@ pub(crate) fn run(client: &Client, op: &MembersOp, json: bool) -> Result<String,
             lockstep: _,
         } => {
             let query = match (ms, txns, stall) {
-                (Some(d), _, _) => format!("ms={}", crate::ctl::parse_duration_ms(d)?),
+                (Some(d), _, _) => format!("ms={}", parse_duration_ms(d)?),
                 (_, Some(k), _) => format!("txns={k}"),
                 (_, _, true) => "stall=true".to_string(),
                 _ => "stall=false".to_string(),

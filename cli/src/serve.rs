@@ -400,7 +400,12 @@ pub fn run(args: ServeArgs, matches: &clap::ArgMatches) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let zookeeper_mode = match crate::config_file::apply(&args, matches, &mut config) {
+    let zookeeper_mode = match crate::config_file::apply(
+        args.config_file(),
+        args.env_config(),
+        matches,
+        &mut config,
+    ) {
         Ok(mode) => mode.is_some(),
         Err(e) => {
             eprintln!("zkd: invalid configuration: {e}");

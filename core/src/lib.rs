@@ -86,8 +86,10 @@ pub enum Handshake {
 
 mod auth;
 mod data;
+mod decode;
 mod durability;
 mod ensemble;
+mod frame_parts;
 mod request;
 mod session;
 pub mod state_report;
@@ -113,8 +115,8 @@ pub use durability::snapshot::{ImportReport, Replayed};
 pub use durability::snapshot_cow::{SnapshotJob, Step as SnapshotStep};
 pub use durability::txn_record::{StopServing, TxnSink};
 pub use ensemble::lag::{Lag, MemberId};
-pub use ensemble::servers::ServerSpec;
-pub use request::frame_parts::Frame;
+pub use ensemble::servers::{host_and_ports, is_observer, LineParts, ServerSpec};
+pub use frame_parts::Frame;
 use request::txn::Txn;
 use session::connection::Conn;
 pub use session::connection::Serving;

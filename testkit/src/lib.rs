@@ -1,6 +1,6 @@
 //! Test kit shared by the end-to-end tests and the benchmarks: which server a test talks to
 //! (`target`), the Apache ZooKeeper launcher (`oracle`), a raw protocol client (`raw`),
-//! hand-built frames for malformed-input tests (`frame`) and a raw HTTP GET (`http`).
+//! hand-built frames for malformed-input tests (`frame`) and HTTP calls, plain or raw (`http`).
 
 #![forbid(unsafe_code)]
 

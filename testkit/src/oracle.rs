@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub mod ensemble;
+pub mod member_control;
 pub use ensemble::{EnsembleMember, OracleEnsemble};
 
 /// The message every "not installed" error starts with.

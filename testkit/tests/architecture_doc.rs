@@ -1141,7 +1141,7 @@ fn the_hop_check_refuses_wrong_files_and_wrong_orders() {
     // The order as the code has it passes: decode calls route, which calls execute; decode
     // sends the reply after route returns.
     let good = table(
-        "| 1 | `core/src/request/decode.rs` | `Core::decode` | |\n\
+        "| 1 | `core/src/decode.rs` | `Core::decode` | |\n\
          | 2 | `core/src/ensemble/lag.rs` | `Core::route` | |\n\
          | 3 | `core/src/request/execute.rs` | `Core::execute` | |\n\
          | 4 | `core/src/lib.rs` | `Core::send` | |\n",

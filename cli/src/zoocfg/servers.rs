@@ -1,5 +1,10 @@
 //! `server.N` lines: `server.N=host:quorumPort:electionPort[:participant|observer]`, optionally
-//! several such addresses joined by `|`, then optionally `;[clientAddress:]clientPort`.
+//! several such addresses joined by `|`, then optionally `;[clientAddress:]clientPort`. The
+//! line is cut into its parts by zkd-core (`LineParts`, `host_and_ports`, the grammar a
+//! reconfig reads too); here are zoo.cfg's rules on the parts and the sentences naming what
+//! is wrong.
+
+use zkd_core::{host_and_ports, is_observer, LineParts};
 
 use super::{ConfigError, Entry, Origin};
 
@@ -42,33 +47,34 @@ pub fn parse(entry: &Entry) -> Result<ServerLine, ConfigError> {
     })?;
     let form =
         "expected host:quorumPort:electionPort[:participant|observer][;[clientAddress:]clientPort]";
-    let mut halves = entry.value.split(';');
-    let quorum = halves.next().unwrap_or_default();
-    let client = halves.next();
-    if halves.next().is_some() {
+    let line = LineParts::cut(&entry.value);
+    if line.secure.is_some() {
         return Err(err(format!(
             "{:?} has more than one ';': {form}",
             entry.value
         )));
     }
     let mut first = None;
-    for address in quorum.split('|') {
-        let (host, rest) = split_host(address.trim())
-            .ok_or_else(|| err(format!("{:?} is not of the form {form}", entry.value)))?;
-        let parts: Vec<&str> = rest.split(':').collect();
-        let (ports, role) = match parts.as_slice() {
-            [q, e] => ((*q, *e), None),
-            [q, e, r] => ((*q, *e), Some(*r)),
-            _ => return Err(err(format!("{:?} is not of the form {form}", entry.value))),
+    for address in line.addresses {
+        let not_of_form = || err(format!("{:?} is not of the form {form}", entry.value));
+        let fields = host_and_ports(address).ok_or_else(not_of_form)?;
+        // A host may be empty only as written in brackets (`[]`).
+        let no_host = fields[0].is_empty() && !address.trim().starts_with('[');
+        let (host, q, e, role) = match fields.as_slice() {
+            _ if no_host => return Err(not_of_form()),
+            [host, q, e] => (*host, *q, *e, None),
+            [host, q, e, r] => (*host, *q, *e, Some(*r)),
+            _ => return Err(not_of_form()),
         };
-        let quorum_port = port(ports.0).map_err(|m| err(format!("quorum port {m}")))?;
-        let election_port = port(ports.1).map_err(|m| err(format!("election port {m}")))?;
-        let role = match role.map(str::to_ascii_lowercase).as_deref() {
-            None | Some("participant") => Role::Participant,
-            Some("observer") => Role::Observer,
-            Some(other) => {
+        let quorum_port = port(q).map_err(|m| err(format!("quorum port {m}")))?;
+        let election_port = port(e).map_err(|m| err(format!("election port {m}")))?;
+        let role = match role.map(|r| (r, is_observer(r))) {
+            None | Some((_, Some(false))) => Role::Participant,
+            Some((_, Some(true))) => Role::Observer,
+            Some((other, None)) => {
                 return Err(err(format!(
-                    "{other:?} is not a member type: expected participant or observer"
+                    "{:?} is not a member type: expected participant or observer",
+                    other.to_ascii_lowercase()
                 )))
             }
         };
@@ -77,7 +83,7 @@ pub fn parse(entry: &Entry) -> Result<ServerLine, ConfigError> {
     let Some((host, quorum_port, election_port, role)) = first else {
         return Err(err(format!("{:?} is not of the form {form}", entry.value)));
     };
-    let client = match client.map(str::trim) {
+    let client = match line.client.map(str::trim) {
         None => None,
         Some(text) => Some(match text.rsplit_once(':') {
             _ if text.starts_with('[') && text.ends_with(']') => {
@@ -105,17 +111,6 @@ pub fn parse(entry: &Entry) -> Result<ServerLine, ConfigError> {
         client,
         origin: entry.origin.clone(),
     })
-}
-
-/// Splits `host:rest`, where host may be a bracketed IPv6 address.
-fn split_host(address: &str) -> Option<(&str, &str)> {
-    if let Some(v6) = address.strip_prefix('[') {
-        let (host, rest) = v6.split_once(']')?;
-        Some((host, rest.strip_prefix(':')?))
-    } else {
-        let (host, rest) = address.split_once(':')?;
-        (!host.is_empty()).then_some((host, rest))
-    }
 }
 
 /// A port number 1..=65535.
@@ -170,6 +165,13 @@ mod tests {
             (&*s.host, s.quorum_port, s.client),
             ("a", 1, Some((None, 2184)))
         );
+    }
+
+    #[test]
+    fn an_empty_host_is_taken_only_in_brackets() {
+        assert_eq!(parse(&entry("server.1", "[]:1:2")).unwrap().host, "");
+        let e = parse(&entry("server.1", ":1:2")).unwrap_err();
+        assert!(e.message.contains("is not of the form"), "{}", e.message);
     }
 
     #[test]

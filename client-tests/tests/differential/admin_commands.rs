@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -76,17 +75,8 @@ const NAMES: &[&str] = &[
 /// Fetches `path` and parses the body as JSON (or returns the text as a JSON string).
 fn get(admin: SocketAddr, path: &str) -> (u16, Value) {
     let url = format!("http://{admin}{path}");
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    let mut r = agent
-        .get(&url)
-        .call()
-        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
-    let status = r.status().as_u16();
-    let text = r.body_mut().read_to_string().unwrap_or_default();
+    let (status, text) =
+        zkd_testkit::http::call(&url, "GET", None).unwrap_or_else(|e| panic!("{e}"));
     let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
     (status, body)
 }
@@ -579,14 +569,13 @@ async fn filled_monitor_metrics_move_with_what_they_count() {
     let during = monitor().await;
     // Every session ends by its timeout on the manual clock.
     tokio::task::spawn_blocking(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
-        agent
-            .post(&format!("http://{admin}/zkd/clock/advance?ms=60000"))
-            .send_empty()
-            .expect("advance the clock");
+        let url = format!("http://{admin}/zkd/clock/advance?ms=60000");
+        let (status, body) = zkd_testkit::http::call(&url, "POST", None)
+            .unwrap_or_else(|e| panic!("advance the clock: {e}"));
+        assert!(
+            (200..300).contains(&status),
+            "advance the clock: {status} {body}"
+        );
     })
     .await
     .expect("advance");

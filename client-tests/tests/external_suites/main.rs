@@ -12,9 +12,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use zkd_testkit::oracle::member_control::MemberControl;
 use zkd_testkit::target::Target;
-
-mod member_control;
 
 /// Upper bound for one suite, including the Java compile; run-suite.sh has its own, shorter limit.
 const SUITE_LIMIT: Duration = Duration::from_secs(420);
@@ -194,7 +193,7 @@ async fn run_ensemble_suite(name: &'static str, setup: Setup) {
         .unwrap_or_else(|e| panic!("{e}"));
         let hosts = ensemble.connect_string();
         let ensemble = std::sync::Arc::new(std::sync::Mutex::new(ensemble));
-        let control = member_control::MemberControl::start(ensemble.clone());
+        let control = MemberControl::start(ensemble.clone());
         check_suite(name, &hosts, vec![("ZKD_CONTROL_URL", control.url())]).await;
         return;
     }

@@ -20,23 +20,8 @@ pub async fn call(admin: SocketAddr, method: &str, path: &str, body: Option<&str
     let method = method.to_string();
     let body = body.map(str::to_string);
     tokio::task::spawn_blocking(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
-        let response = match (method.as_str(), body) {
-            ("GET", _) => agent.get(&url).call(),
-            ("DELETE", _) => agent.delete(&url).call(),
-            (_, Some(b)) => agent
-                .post(&url)
-                .header("content-type", "application/json")
-                .send(b.as_bytes()),
-            (_, None) => agent.post(&url).send_empty(),
-        };
-        let mut response = response.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
-        let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().unwrap_or_default();
+        let (status, text) = zkd_testkit::http::call(&url, &method, body.as_deref())
+            .unwrap_or_else(|e| panic!("{e}"));
         let body = serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("{method} {url}: answer {text:?} is not JSON: {e}"));
         Answer { status, body }

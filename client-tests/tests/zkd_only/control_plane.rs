@@ -519,12 +519,7 @@ async fn zookeeper_controller_commands() {
     let get = |path: &'static str| async move {
         let url = format!("http://{admin}{path}");
         tokio::task::spawn_blocking(move || {
-            let agent: ureq::Agent = ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .build()
-                .into();
-            let mut r = agent.get(&url).call().unwrap();
-            (r.status().as_u16(), r.body_mut().read_to_string().unwrap())
+            zkd_testkit::http::call(&url, "GET", None).unwrap_or_else(|e| panic!("{e}"))
         })
         .await
         .unwrap()

@@ -29,6 +29,8 @@ const NOT_INSTALLED: &str =
 
 /// How long the page may take to show any one change.
 const WAIT: Duration = Duration::from_secs(20);
+/// How long one WebDriver call may take.
+const WD_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// chromedriver, killed on drop, with its own browser profile directory.
 struct Driver {
@@ -45,27 +47,10 @@ impl Drop for Driver {
     }
 }
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into()
-}
-
 fn wd(method: &str, url: &str, body: Option<Value>) -> Value {
-    let a = agent();
-    let r = match (method, body) {
-        ("GET", _) => a.get(url).call(),
-        ("DELETE", _) => a.delete(url).call(),
-        (_, Some(b)) => a
-            .post(url)
-            .header("content-type", "application/json")
-            .send(b.to_string().as_bytes()),
-        (_, None) => a.post(url).send_empty(),
-    };
-    let mut r = r.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
-    let text = r.body_mut().read_to_string().unwrap_or_default();
+    let body = body.map(|b| b.to_string());
+    let (_, text) = zkd_testkit::http::call_within(url, method, body.as_deref(), WD_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}: {e}: {text}"))
 }
 
@@ -90,12 +75,9 @@ fn start_driver() -> Driver {
     };
     let deadline = Instant::now() + WAIT;
     loop {
-        let ready = agent()
-            .get(&format!("{}/status", driver.url))
-            .call()
-            .ok()
-            .and_then(|mut r| r.body_mut().read_to_string().ok())
-            .is_some_and(|t| t.contains("\"ready\":true"));
+        let status = format!("{}/status", driver.url);
+        let ready = zkd_testkit::http::call_within(&status, "GET", None, WD_TIMEOUT)
+            .is_ok_and(|(_, t)| t.contains("\"ready\":true"));
         if ready {
             return driver;
         }
@@ -232,7 +214,7 @@ impl Browser<'_> {
 
 impl Drop for Browser<'_> {
     fn drop(&mut self) {
-        let _ = agent().delete(&self.url("")).call();
+        let _ = zkd_testkit::http::call_within(&self.url(""), "DELETE", None, WD_TIMEOUT);
     }
 }
 

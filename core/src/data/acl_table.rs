@@ -7,7 +7,7 @@ use bytes::Bytes;
 use zkd_protocol::Acl;
 
 use crate::data::keyed::KeyedMap;
-use crate::data::tree::AclList;
+use crate::data::node::AclList;
 
 /// A list and how many nodes use it.
 #[derive(Debug, Clone)]

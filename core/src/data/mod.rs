@@ -4,7 +4,10 @@
 
 pub(crate) mod acl_table;
 pub(crate) mod children_cache;
+pub(crate) mod counted;
+pub(crate) mod cow_slot;
 pub mod keyed;
+pub(crate) mod node;
 pub mod path;
 pub(crate) mod tree;
 pub(crate) mod tree_slab;

@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
 use crate::data::keyed::PathHasher;
-use crate::data::tree::{Meta, NIL, ROOT};
+use crate::data::node::{Meta, NIL, ROOT};
 use crate::data::work;
 
 /// Set in [`Slot::name_len`] when the node has data (possibly empty) rather than none.

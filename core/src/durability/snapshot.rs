@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use zkd_protocol::disk::snapshot::{SnapNode, SnapshotImage};
-use zkd_protocol::disk::{NewNode, StatPersisted, TxnBody, TxnEntry, TxnHeader};
+use zkd_protocol::disk::{NewNode, TxnBody, TxnEntry, TxnHeader};
 use zkd_protocol::Acl;
 
-use crate::data::tree::{self, AclList, Meta, Node, NodeKind, Tree, CONTAINER_OWNER, TTL_MARKER};
+use crate::data::tree::{self, AclList, Node, NodeKind, Tree, CONTAINER_OWNER, TTL_MARKER};
 use crate::durability::snapshot_cow::Step;
 use crate::{data::path, Core};
 
@@ -32,20 +32,6 @@ pub enum Replayed {
     Skipped,
     /// Applied as far as the tree allowed; the message says what did not fit.
     Inconsistent(String),
-}
-
-pub(crate) fn persisted(n: &Meta) -> StatPersisted {
-    StatPersisted {
-        czxid: n.czxid,
-        mzxid: n.mzxid,
-        ctime: n.ctime,
-        mtime: n.mtime,
-        version: n.version,
-        cversion: n.child_creates,
-        aversion: n.aversion,
-        ephemeral_owner: n.owner,
-        pzxid: n.pzxid,
-    }
 }
 
 fn node_from(n: &SnapNode, acl: AclList) -> Node {

@@ -380,7 +380,7 @@ proptest! {
 #[test]
 fn walk_order_is_depth_first_with_siblings_by_name() {
     let mut paths = vec!["/b", "/a/c", "/", "/a", "/a-b", "/a/b/z", "/a/b", "/ab"];
-    paths.sort_by(|a, b| crate::durability::snapshot_cow::walk_order(a, b));
+    paths.sort_by(|a, b| crate::data::cow_slot::walk_order(a, b));
     assert_eq!(
         paths,
         ["/", "/a", "/a/b", "/a/b/z", "/a/c", "/a-b", "/ab", "/b"]

@@ -66,43 +66,40 @@ impl ServerSpec {
     /// secure client address are refused the same way, as ZooKeeper does with its
     /// multi-address feature off (its default).
     pub fn parse(id: u64, value: &str) -> SpecResult<ServerSpec> {
-        let mut parts = value.split(';');
-        let server = parts.next().unwrap_or("");
-        let client = parts.next().unwrap_or("");
-        if parts.next().is_some_and(|secure| !secure.is_empty())
-            || parts.next().is_some()
-            || server.contains('|')
+        let line = LineParts::cut(value);
+        if line.secure.is_some_and(|secure| !secure.is_empty())
+            || line.more
+            || line.addresses.len() > 1
         {
             return Err(ErrorCode::BadArguments);
         }
-        let fields = host_and_ports(server)?;
+        let fields = host_and_ports(line.addresses[0]).ok_or(ErrorCode::BadArguments)?;
         if !(3..=4).contains(&fields.len()) {
             return Err(ErrorCode::BadArguments);
         }
-        let quorum_port = port(&fields[1])?;
-        let election_port = port(&fields[2])?;
+        let quorum_port = port(fields[1])?;
+        let election_port = port(fields[2])?;
         if quorum_port == election_port {
             return Err(ErrorCode::BadArguments);
         }
-        let observer = match fields.get(3).map(|t| t.to_ascii_lowercase()) {
+        let observer = match fields.get(3) {
             None => false,
-            Some(t) if t == "participant" => false,
-            Some(t) if t == "observer" => true,
-            Some(_) => return Err(ErrorCode::BadArguments),
+            Some(t) => is_observer(t).ok_or(ErrorCode::BadArguments)?,
         };
-        let client = if client.is_empty() {
-            None
-        } else {
-            let fields = host_and_ports(client)?;
-            match fields.as_slice() {
-                [p] => Some(("0.0.0.0".to_string(), port(p)?)),
-                [h, p] => Some((h.clone(), port(p)?)),
-                _ => return Err(ErrorCode::BadArguments),
+        let client = match line.client.filter(|c| !c.is_empty()) {
+            None => None,
+            Some(client) => {
+                let fields = host_and_ports(client).ok_or(ErrorCode::BadArguments)?;
+                match fields.as_slice() {
+                    [p] => Some(("0.0.0.0".to_string(), port(p)?)),
+                    [h, p] => Some((h.to_string(), port(p)?)),
+                    _ => return Err(ErrorCode::BadArguments),
+                }
             }
         };
         Ok(ServerSpec {
             id,
-            host: fields[0].clone(),
+            host: fields[0].to_string(),
             quorum_port,
             election_port,
             observer,
@@ -149,19 +146,62 @@ fn port(text: &str) -> SpecResult<u16> {
     text.trim().parse().map_err(|_| ErrorCode::BadArguments)
 }
 
-/// Splits `host:port[:...]` at its colons, an IPv6 host being written `[addr]`.
-fn host_and_ports(text: &str) -> SpecResult<Vec<String>> {
+/// A `server.N=` value cut at its separators, as written (nothing trimmed):
+/// `ADDRESS[|ADDRESS…][;CLIENT[;SECURE]]`. This is the one place the line's shape is read;
+/// a reconfig ([`ServerSpec::parse`]) and zoo.cfg (the `zkd` binary) each apply their own
+/// rules to the parts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineParts<'a> {
+    /// The quorum addresses, `host:quorumPort:electionPort[:type]` each; at least one.
+    pub addresses: Vec<&'a str>,
+    /// The client address after the first `;`, if there is one.
+    pub client: Option<&'a str>,
+    /// The secure client address after a second `;`, if there is one.
+    pub secure: Option<&'a str>,
+    /// Whether a third `;` follows.
+    pub more: bool,
+}
+
+impl LineParts<'_> {
+    /// Cuts `value` at its `;` and its first part at `|`.
+    pub fn cut(value: &str) -> LineParts<'_> {
+        let mut parts = value.split(';');
+        let quorum = parts.next().unwrap_or("");
+        let client = parts.next();
+        let secure = parts.next();
+        LineParts {
+            addresses: quorum.split('|').collect(),
+            client,
+            secure,
+            more: parts.next().is_some(),
+        }
+    }
+}
+
+/// Splits `host:port[:...]` (trimmed) at its colons, an IPv6 host being written `[addr]`
+/// (returned without its brackets); `None` when a `[` has no `]`, or text follows the `]`
+/// without a colon.
+pub fn host_and_ports(text: &str) -> Option<Vec<&str>> {
     let text = text.trim();
     if let Some(rest) = text.strip_prefix('[') {
-        let (host, tail) = rest.split_once(']').ok_or(ErrorCode::BadArguments)?;
-        let mut v = vec![host.to_string()];
+        let (host, tail) = rest.split_once(']')?;
+        let mut v = vec![host];
         if !tail.is_empty() {
-            let tail = tail.strip_prefix(':').ok_or(ErrorCode::BadArguments)?;
-            v.extend(tail.split(':').map(str::to_string));
+            v.extend(tail.strip_prefix(':')?.split(':'));
         }
-        return Ok(v);
+        return Some(v);
     }
-    Ok(text.split(':').map(str::to_string).collect())
+    Some(text.split(':').collect())
+}
+
+/// Whether a member type names an observer (`observer`) or a participant (`participant`),
+/// in any case; `None` for anything else.
+pub fn is_observer(member_type: &str) -> Option<bool> {
+    match member_type.to_ascii_lowercase().as_str() {
+        "participant" => Some(false),
+        "observer" => Some(true),
+        _ => None,
+    }
 }
 
 /// The text of `/zookeeper/config`: every member's line in id order, then `version=` and
@@ -326,6 +366,26 @@ mod tests {
         assert_eq!(
             ServerSpec::parse(6, "h:1:2").expect("a spec").value(),
             "h:1:2:participant"
+        );
+    }
+
+    #[test]
+    fn a_line_is_cut_into_its_parts_as_written() {
+        let line = LineParts::cut("a:1:2|[::1]:3:4:observer; 5 ;x");
+        assert_eq!(line.addresses, ["a:1:2", "[::1]:3:4:observer"]);
+        assert_eq!(
+            (line.client, line.secure, line.more),
+            (Some(" 5 "), Some("x"), false)
+        );
+        assert!(LineParts::cut("a:1:2;1;2;3").more);
+        assert_eq!(host_and_ports(" [::1]:3:4 "), Some(vec!["::1", "3", "4"]));
+        assert_eq!(host_and_ports("[::1]"), Some(vec!["::1"]));
+        assert_eq!(host_and_ports(":1"), Some(vec!["", "1"]));
+        assert_eq!(host_and_ports("[::1"), None);
+        assert_eq!(host_and_ports("[::1]x:1"), None);
+        assert_eq!(
+            ["observer", "Participant", "voter"].map(is_observer),
+            [Some(true), Some(false), None]
         );
     }
 

@@ -1,17 +1,15 @@
 //! Request handling, one name per stage: [`Core::request`] (here: the connection's turn and
-//! the lagging member, chosen once) → `Core::decode` (decode.rs: header, opcode, body and the
-//! checks before running it) → `Core::route` (ensemble/lag.rs: a lagging member's replica or
-//! the main tree) → `Core::execute` (execute.rs: the request run against the tree). Writes go
-//! through `txn.rs`; replies are built in `reply.rs` as a [`Frame`](crate::Frame) in parts
-//! (`frame_parts.rs`).
+//! the lagging member, chosen once) → `Core::decode` (`core/src/decode.rs`: header, opcode,
+//! body and the checks before running it) → `Core::route` (ensemble/lag.rs: a lagging
+//! member's replica or the main tree) → `Core::execute` (execute.rs: the request run against
+//! the tree). Writes go through `txn.rs`; replies are built in `reply.rs` as a
+//! [`Frame`](crate::Frame) in parts (`core/src/frame_parts.rs`).
 
 use bytes::Bytes;
 
 use crate::{ConnId, Core, Now, Outbox};
 
-pub(crate) mod decode;
 pub(crate) mod execute;
-pub mod frame_parts;
 pub(crate) mod reply;
 pub(crate) mod txn;
 

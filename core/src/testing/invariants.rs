@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use crate::data::counted::kept_as_counted;
 use crate::data::path;
 use crate::data::tree::NodeKind;
 use crate::Core;
@@ -153,20 +154,6 @@ impl Core {
             }
         }
         Ok(())
-    }
-}
-
-/// `Ok` when a running figure the state keeps equals the one just counted from the state;
-/// else names the figure (`what`) and gives both values.
-pub(crate) fn kept_as_counted<T: PartialEq + std::fmt::Debug>(
-    what: &str,
-    kept: &T,
-    counted: &T,
-) -> Result<(), String> {
-    if kept == counted {
-        Ok(())
-    } else {
-        Err(format!("{what}: kept {kept:?}, counted {counted:?}"))
     }
 }
 

@@ -8,9 +8,9 @@ use zkd_protocol::{event_type, watcher_type};
 
 use crate::ZookeeperVersion;
 
+use crate::data::counted::kept_as_counted;
 use crate::data::keyed::KeyedMap;
 use crate::data::path;
-use crate::testing::invariants::kept_as_counted;
 use crate::watch::herd_detector::FiredKinds;
 use crate::ConnId;
 

@@ -7,13 +7,12 @@ use std::collections::HashMap;
 use axum::extract::{Path, Query, State};
 use axum::routing::post;
 use axum::{Json, Router};
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::members::parse_member_id;
+use super::members::{lag_json, parse_member_id};
 use super::{AdminState, ApiError, ApiResult};
-use crate::control::member_lag::{self, MemberLagReport};
+use crate::control::member_lag;
 use crate::core::Lag;
-use crate::engine::Shared;
 
 pub(crate) fn routes() -> Router<AdminState> {
     Router::new().route("/zkd/members/{id}/lag", post(set_lag))
@@ -55,33 +54,6 @@ fn parse_lag(q: &HashMap<String, String>) -> ApiResult<Lag> {
             ))),
         },
     }
-}
-
-/// A member's lag as JSON.
-fn lag_json(r: &MemberLagReport) -> Value {
-    json!({
-        "id": r.id,
-        "lag": r.lag.to_string(),
-        "zxid": format!("0x{:x}", r.zxid),
-        "behind": r.behind,
-    })
-}
-
-/// Adds `lag`, `zxid` and `behind` to every member of a `GET /zkd/members` answer.
-pub(crate) fn add_lags(shared: &Shared, v: &mut Value) -> ApiResult<()> {
-    let Some(members) = v.get_mut("members").and_then(Value::as_array_mut) else {
-        return Ok(());
-    };
-    for m in members {
-        let Some(id) = m.get("id").and_then(Value::as_u64) else {
-            continue;
-        };
-        let r = member_lag::get(shared, id)?;
-        if let (Value::Object(fields), Value::Object(lag)) = (m, lag_json(&r)) {
-            fields.extend(lag);
-        }
-    }
-    Ok(())
 }
 
 async fn set_lag(

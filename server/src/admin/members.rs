@@ -1,5 +1,5 @@
-//! The ensemble's membership routes under `/zkd/members`: list the members, stop and start
-//! one. Per-member routes sit under `/zkd/members/{id}/`.
+//! The ensemble's membership routes under `/zkd/members`: list the members (each with its
+//! lag), stop and start one. Per-member routes sit under `/zkd/members/{id}/`.
 
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
@@ -7,8 +7,10 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::{AdminState, ApiError, ApiResult};
+use crate::control::member_lag::{self, MemberLagReport};
 use crate::control::members as member;
 use crate::engine::ensemble::{MemberId, MemberReport};
+use crate::engine::Shared;
 
 pub(crate) fn routes() -> Router<AdminState> {
     Router::new()
@@ -49,11 +51,38 @@ fn members_json(members: &[MemberReport]) -> Value {
     })
 }
 
+/// A member's lag as JSON.
+pub(crate) fn lag_json(r: &MemberLagReport) -> Value {
+    json!({
+        "id": r.id,
+        "lag": r.lag.to_string(),
+        "zxid": format!("0x{:x}", r.zxid),
+        "behind": r.behind,
+    })
+}
+
+/// Adds `lag`, `zxid` and `behind` to every member of a `GET /zkd/members` answer.
+fn add_lags(shared: &Shared, v: &mut Value) -> ApiResult<()> {
+    let Some(members) = v.get_mut("members").and_then(Value::as_array_mut) else {
+        return Ok(());
+    };
+    for m in members {
+        let Some(id) = m.get("id").and_then(Value::as_u64) else {
+            continue;
+        };
+        let r = member_lag::get(shared, id)?;
+        if let (Value::Object(fields), Value::Object(lag)) = (m, lag_json(&r)) {
+            fields.extend(lag);
+        }
+    }
+    Ok(())
+}
+
 /// Every member with its lag, and the ensemble's epoch (the high half of its zxids), as the
 /// routes answer.
 fn listing(st: &AdminState) -> ApiResult<Json<Value>> {
     let mut v = members_json(&member::list(&st.shared)?);
-    super::member_lag::add_lags(&st.shared, &mut v)?;
+    add_lags(&st.shared, &mut v)?;
     let epoch = st
         .shared
         .inspect(|core, _| core.epoch())

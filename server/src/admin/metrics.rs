@@ -19,6 +19,8 @@ use crate::core::herd::{HerdReport, FANOUT_BUCKETS};
 use crate::core::report::Summary;
 use crate::engine::latency::{AvgMinMax, LatencySnapshot};
 use crate::engine::now_ms;
+use crate::reports::metrics::{Kind, Metric, FIGURES};
+use crate::reports::{summary_figures, FourLetterView, Latency};
 
 pub(crate) fn routes() -> Router<AdminState> {
     Router::new().route("/metrics", get(metrics))
@@ -102,91 +104,9 @@ fn histogram(
         .encode_histogram::<NoLabelSet>(sum, count, buckets, None)
 }
 
-fn signed(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-impl Collector for Snapshot {
-    fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
-        let s = &self.summary;
-        let e = &mut e;
-        gauge(
-            e,
-            "znode_count",
-            "Znodes in the tree.",
-            signed(s.znode_count + 1),
-        )?;
-        gauge(
-            e,
-            "watch_count",
-            "Watches registered.",
-            signed(s.watch_count),
-        )?;
-        gauge(
-            e,
-            "ephemerals_count",
-            "Ephemeral znodes.",
-            signed(s.ephemeral_count),
-        )?;
-        gauge(
-            e,
-            "approximate_data_size",
-            "Approximate bytes of data and paths held.",
-            signed(s.approximate_data_size),
-        )?;
-        gauge(
-            e,
-            "num_alive_connections",
-            "Open client connections.",
-            signed(s.connection_count),
-        )?;
-        gauge(
-            e,
-            "global_sessions",
-            "Live sessions.",
-            signed(s.session_count),
-        )?;
-        gauge(
-            e,
-            "outstanding_requests",
-            "Requests received and not answered yet.",
-            0,
-        )?;
-        gauge(
-            e,
-            "uptime",
-            "Milliseconds since the server started.",
-            s.uptime_ms,
-        )?;
-        gauge(e, "last_zxid", "The last zxid applied.", s.last_zxid)?;
-        let (min, avg, max) = self.requests.ms();
-        let what = "request latency (arrival to reply) since start or srst, in ms.";
-        gauge(e, "min_latency", &format!("Smallest {what}"), min)?;
-        gauge_f64(e, "avg_latency", &format!("Average {what}"), avg)?;
-        gauge(e, "max_latency", &format!("Largest {what}"), max)?;
-        if let Some(n) = self.host.open_fds {
-            gauge(
-                e,
-                "open_file_descriptor_count",
-                "Open file descriptors.",
-                signed(n),
-            )?;
-        }
-        if let Some(n) = self.host.max_fds {
-            gauge(
-                e,
-                "max_file_descriptor_count",
-                "File descriptor limit.",
-                signed(n),
-            )?;
-        }
-        counter(
-            e,
-            "packets_received",
-            "Frames received from clients.",
-            s.packets_received,
-        )?;
-        counter(e, "packets_sent", "Frames sent to clients.", s.packets_sent)?;
+impl Snapshot {
+    /// The read and update latency histograms.
+    fn latencies(&self, e: &mut DescriptorEncoder) -> std::fmt::Result {
         for (name, what, l) in [
             ("readlatency", "read", &self.read),
             ("updatelatency", "update", &self.update),
@@ -200,12 +120,36 @@ impl Collector for Snapshot {
                 &l.buckets,
             )?;
         }
-        counter(
-            e,
-            "zkd_slow_steps",
-            "Steps that held the core's lock longer than --slow-step-warn-ms.",
-            self.slow_steps,
-        )?;
+        Ok(())
+    }
+}
+
+impl Collector for Snapshot {
+    fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
+        let s = &self.summary;
+        let e = &mut e;
+        // The plain figures from their one list (the latency histograms before the last),
+        // then the herd's.
+        let mut view = FourLetterView::default();
+        summary_figures(&mut view, s);
+        let (min, avg, max) = self.requests.ms();
+        view.latency = Latency { min, avg, max };
+        view.slow_steps = self.slow_steps;
+        for f in &FIGURES {
+            if f.name == "zkd_slow_steps" {
+                self.latencies(e)?;
+            }
+            match ((f.value)(&view, &self.host), f.kind) {
+                (None, _) => {}
+                (Some(Metric::Int(v)), Kind::Gauge) => gauge(e, f.name, f.help, v)?,
+                (Some(Metric::Float(v)), Kind::Gauge) => gauge_f64(e, f.name, f.help, v)?,
+                (Some(Metric::Int(v)), Kind::Counter) => {
+                    counter(e, f.name, f.help, u64::try_from(v).unwrap_or(0))?
+                }
+                // No figure of the list is text or a fractional count.
+                (Some(Metric::Text(_)), _) | (Some(Metric::Float(_)), Kind::Counter) => {}
+            }
+        }
         let h = &self.herd;
         counter(
             e,

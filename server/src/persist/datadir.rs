@@ -6,9 +6,6 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::load::LoadMode;
-use crate::core::Core;
-
 /// The subdirectory ZooKeeper keeps its files in.
 pub const VERSION_DIR: &str = "version-2";
 
@@ -102,18 +99,6 @@ impl DataDir {
     /// Log files, oldest first.
     pub fn logs(&self) -> io::Result<Vec<ZxidFile>> {
         self.list("log")
-    }
-
-    /// Loads the newest valid snapshot into `core` and replays the logs after it; see
-    /// [`super::load`] for what is done about damage.
-    pub fn load(
-        &self,
-        core: &mut Core,
-        now_ms: i64,
-        mode: LoadMode,
-        max_entry: u64,
-    ) -> Result<Loaded, String> {
-        super::load::load(self, core, now_ms, mode, max_entry, &mut Vec::new())
     }
 
     /// Writes a snapshot crash-safely: a temporary file, synced, renamed into place, and the

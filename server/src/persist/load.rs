@@ -178,6 +178,20 @@ const REFUSING: &str = "refusing to start; nothing in the data directory was cha
      `zkd datadir check DIR` reports the damage; starting with --recover-truncate gives up \
      the transactions from the damage on (the dropped bytes are kept beside the log)";
 
+impl DataDir {
+    /// Loads the newest valid snapshot into `core` and replays the logs after it; see
+    /// this module for what is done about damage.
+    pub fn load(
+        &self,
+        core: &mut Core,
+        now_ms: i64,
+        mode: LoadMode,
+        max_entry: u64,
+    ) -> Result<Loaded, String> {
+        load(self, core, now_ms, mode, max_entry, &mut Vec::new())
+    }
+}
+
 /// Loads `dir` into `core` (see the module documentation for what is done about damage).
 /// `findings` gets, file by file, what was found and what is done about it. A log entry
 /// longer than `max_entry` bytes (`txnlog::max_entry_len` of the server's jute.maxbuffer) is

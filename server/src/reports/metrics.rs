@@ -134,8 +134,143 @@ pub fn filled(view: &FourLetterView) -> Vec<(String, Metric)> {
     latency(&mut out, "readlatency", &view.read_latency);
     latency(&mut out, "updatelatency", &view.update_latency);
     // zkd's own: the `zkd_` prefix keeps it apart from ZooKeeper's keys.
-    out.push(("zkd_slow_steps".into(), int(view.slow_steps)));
+    if let Some(v) = figure("zkd_slow_steps", view, &HostInfo::default()) {
+        out.push(("zkd_slow_steps".into(), v));
+    }
     out
+}
+
+/// How Prometheus' exposition (`GET /metrics`) types a figure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Gauge,
+    Counter,
+}
+
+/// A server-wide figure of `GET /metrics` (shown in [`FIGURES`]' order, with `help` and
+/// `kind`), which `monitor`/`mntr` takes from there when it shows it too (under the same
+/// name, where ZooKeeper places it).
+pub struct Figure {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+    /// Its value; `None` when the host does not report it (the descriptor counts).
+    pub value: fn(&FourLetterView, &HostInfo) -> Option<Metric>,
+}
+
+/// The figures `GET /metrics` shows as plain values; the one list of them (all but
+/// `last_zxid` are `monitor`'s too).
+pub const FIGURES: [Figure; 17] = [
+    Figure {
+        name: "znode_count",
+        kind: Kind::Gauge,
+        help: "Znodes in the tree.",
+        value: |v, _| Some(int(v.znode_count + 1)),
+    },
+    Figure {
+        name: "watch_count",
+        kind: Kind::Gauge,
+        help: "Watches registered.",
+        value: |v, _| Some(int(v.watch_count)),
+    },
+    Figure {
+        name: "ephemerals_count",
+        kind: Kind::Gauge,
+        help: "Ephemeral znodes.",
+        value: |v, _| Some(int(v.ephemerals_count)),
+    },
+    Figure {
+        name: "approximate_data_size",
+        kind: Kind::Gauge,
+        help: "Approximate bytes of data and paths held.",
+        value: |v, _| Some(int(v.approximate_data_size)),
+    },
+    Figure {
+        name: "num_alive_connections",
+        kind: Kind::Gauge,
+        help: "Open client connections.",
+        value: |v, _| Some(int(v.connection_count)),
+    },
+    Figure {
+        name: "global_sessions",
+        kind: Kind::Gauge,
+        help: "Live sessions.",
+        value: |v, _| Some(int(v.session_count)),
+    },
+    Figure {
+        name: "outstanding_requests",
+        kind: Kind::Gauge,
+        help: "Requests received and not answered yet.",
+        value: |v, _| Some(int(v.outstanding_requests)),
+    },
+    Figure {
+        name: "uptime",
+        kind: Kind::Gauge,
+        help: "Milliseconds since the server started.",
+        value: |v, _| Some(Metric::Int(v.uptime_ms)),
+    },
+    Figure {
+        name: "last_zxid",
+        kind: Kind::Gauge,
+        help: "The last zxid applied.",
+        value: |v, _| Some(Metric::Int(v.last_zxid)),
+    },
+    Figure {
+        name: "min_latency",
+        kind: Kind::Gauge,
+        help: "Smallest request latency (arrival to reply) since start or srst, in ms.",
+        value: |v, _| Some(Metric::Int(v.latency.min)),
+    },
+    Figure {
+        name: "avg_latency",
+        kind: Kind::Gauge,
+        help: "Average request latency (arrival to reply) since start or srst, in ms.",
+        value: |v, _| Some(Metric::Float(v.latency.avg)),
+    },
+    Figure {
+        name: "max_latency",
+        kind: Kind::Gauge,
+        help: "Largest request latency (arrival to reply) since start or srst, in ms.",
+        value: |v, _| Some(Metric::Int(v.latency.max)),
+    },
+    Figure {
+        name: "open_file_descriptor_count",
+        kind: Kind::Gauge,
+        help: "Open file descriptors.",
+        value: |_, h| h.open_fds.map(int),
+    },
+    Figure {
+        name: "max_file_descriptor_count",
+        kind: Kind::Gauge,
+        help: "File descriptor limit.",
+        value: |_, h| h.max_fds.map(int),
+    },
+    Figure {
+        name: "packets_received",
+        kind: Kind::Counter,
+        help: "Frames received from clients.",
+        value: |v, _| Some(int(v.packets_received)),
+    },
+    Figure {
+        name: "packets_sent",
+        kind: Kind::Counter,
+        help: "Frames sent to clients.",
+        value: |v, _| Some(int(v.packets_sent)),
+    },
+    Figure {
+        name: "zkd_slow_steps",
+        kind: Kind::Counter,
+        help: "Steps that held the core's lock longer than --slow-step-warn-ms.",
+        value: |v, _| Some(int(v.slow_steps)),
+    },
+];
+
+/// The value of the figure `name` of [`FIGURES`].
+fn figure(name: &str, view: &FourLetterView, host: &HostInfo) -> Option<Metric> {
+    FIGURES
+        .iter()
+        .find(|f| f.name == name)
+        .and_then(|f| (f.value)(view, host))
 }
 
 /// Every metric of ZooKeeper 3.8's `monitor` command (and `mntr`), in the order ZooKeeper
@@ -144,6 +279,7 @@ pub fn filled(view: &FourLetterView) -> Vec<(String, Metric)> {
 /// ensemble member adds. The file descriptor counts appear when the host reports them.
 pub fn monitor(view: &FourLetterView, host: &HostInfo) -> Vec<(String, Metric)> {
     // `None`: a counted metric of [`filled`] (0 until counted), placed where ZooKeeper shows it.
+    let fig = |name| figure(name, view, host);
     let own: [(&str, Option<Metric>); 26] = [
         (
             "version",
@@ -153,30 +289,33 @@ pub fn monitor(view: &FourLetterView, host: &HostInfo) -> Vec<(String, Metric)> 
             "server_state",
             Some(Metric::Text(super::server_state(view))),
         ),
-        ("ephemerals_count", Some(int(view.ephemerals_count))),
-        ("num_alive_connections", Some(int(view.connection_count))),
-        ("avg_latency", Some(Metric::Float(view.latency.avg))),
-        ("outstanding_requests", Some(int(view.outstanding_requests))),
-        ("znode_count", Some(int(view.znode_count + 1))),
-        ("global_sessions", Some(int(view.session_count))),
+        ("ephemerals_count", fig("ephemerals_count")),
+        ("num_alive_connections", fig("num_alive_connections")),
+        ("avg_latency", fig("avg_latency")),
+        ("outstanding_requests", fig("outstanding_requests")),
+        ("znode_count", fig("znode_count")),
+        ("global_sessions", fig("global_sessions")),
         ("non_mtls_remote_conn_count", None),
         ("last_client_response_size", None),
-        ("packets_sent", Some(int(view.packets_sent))),
-        ("packets_received", Some(int(view.packets_received))),
+        ("packets_sent", fig("packets_sent")),
+        ("packets_received", fig("packets_received")),
         ("max_client_response_size", None),
         ("connection_drop_probability", Some(Metric::Float(0.0))),
-        ("watch_count", Some(int(view.watch_count))),
+        ("watch_count", fig("watch_count")),
         ("auth_failed_count", None),
-        ("min_latency", Some(Metric::Int(view.latency.min))),
-        ("max_file_descriptor_count", host.max_fds.map(int)),
+        ("min_latency", fig("min_latency")),
         (
-            "approximate_data_size",
-            Some(int(view.approximate_data_size)),
+            "max_file_descriptor_count",
+            fig("max_file_descriptor_count"),
         ),
-        ("open_file_descriptor_count", host.open_fds.map(int)),
+        ("approximate_data_size", fig("approximate_data_size")),
+        (
+            "open_file_descriptor_count",
+            fig("open_file_descriptor_count"),
+        ),
         ("local_sessions", Some(Metric::Int(0))),
-        ("uptime", Some(Metric::Int(view.uptime_ms))),
-        ("max_latency", Some(Metric::Int(view.latency.max))),
+        ("uptime", fig("uptime")),
+        ("max_latency", fig("max_latency")),
         ("outstanding_tls_handshake", None),
         ("min_client_response_size", None),
         ("non_mtls_local_conn_count", None),
@@ -286,6 +425,29 @@ fn member(out: &mut Vec<(String, Metric)>, view: &FourLetterView, m: &crate::eng
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn monitor_takes_the_shared_figures_from_their_list() {
+        let view = FourLetterView {
+            znode_count: 3,
+            watch_count: 8,
+            packets_sent: 5,
+            slow_steps: 2,
+            uptime_ms: 700,
+            ..FourLetterView::default()
+        };
+        let host = HostInfo {
+            open_fds: Some(11),
+            max_fds: Some(1024),
+            ..HostInfo::default()
+        };
+        let shown: HashMap<String, Metric> = monitor(&view, &host).into_iter().collect();
+        for f in &FIGURES {
+            let expected = (f.name != "last_zxid").then(|| (f.value)(&view, &host));
+            assert_eq!(shown.get(f.name).copied().map(Some), expected, "{}", f.name);
+        }
+        assert_eq!(shown.get("znode_count"), Some(&Metric::Int(4)));
+    }
 
     #[test]
     fn percentiles_come_from_the_buckets() {

@@ -195,7 +195,8 @@ pub(crate) fn copy_watches(
     Ok((all, turns))
 }
 
-fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &NetView<'_>) {
+/// The server-wide figures of the core's summary (those `GET /metrics` shows too).
+pub(crate) fn summary_figures(view: &mut FourLetterView, s: &Summary) {
     view.last_zxid = s.last_zxid;
     view.znode_count = s.znode_count;
     view.packets_received = s.packets_received;
@@ -204,13 +205,17 @@ fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &NetView<'_>) {
     view.session_count = s.session_count;
     view.ephemerals_count = s.ephemeral_count;
     view.watch_count = s.watch_count;
+    view.approximate_data_size = s.approximate_data_size;
+    view.uptime_ms = s.uptime_ms;
+}
+
+fn fill_summary(view: &mut FourLetterView, s: &Summary, net: &NetView<'_>) {
+    summary_figures(view, s);
     view.watch_table = Some(WatchSummary {
         connections: s.watch_table.connections,
         paths: s.watch_table.paths,
         watches: s.watch_table.watches,
     });
-    view.approximate_data_size = s.approximate_data_size;
-    view.uptime_ms = s.uptime_ms;
     view.counters = s.counters.clone();
     view.conf = ConfInfo {
         client_port: net.client_port(),

@@ -9,13 +9,10 @@ use std::time::{Duration, Instant};
 
 use zkd_server::ZookeeperVersion;
 use zkd_testkit::oracle::ensemble::serving_mode;
+use zkd_testkit::oracle::member_control::MemberControl;
 use zkd_testkit::oracle::{four_letter_word, Launcher, OracleEnsemble};
 
-#[path = "../../external_suites/member_control.rs"]
-mod member_control;
-
 use super::gen::MEMBERS;
-use member_control::MemberControl;
 
 /// The tick both sides run with: ZooKeeper's `tickTime`, zkd's `tick_time`. Sessions get
 /// 2–20 ticks.
@@ -122,23 +119,9 @@ impl Fleet {
     /// `POST /zkd/members/{id}/{op}`.
     async fn member_route(&self, id: u64, op: &str) -> Result<(), String> {
         let url = format!("{}/zkd/members/{id}/{op}", self.control);
-        tokio::task::spawn_blocking(move || {
-            let agent: ureq::Agent = ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .timeout_global(Some(Duration::from_secs(30)))
-                .build()
-                .into();
-            let mut answer = agent
-                .post(&url)
-                .send_empty()
-                .map_err(|e| format!("POST {url}: {e}"))?;
-            let status = answer.status().as_u16();
-            if (200..300).contains(&status) {
-                Ok(())
-            } else {
-                let body = answer.body_mut().read_to_string().unwrap_or_default();
-                Err(format!("POST {url} answered {status}: {body}"))
-            }
+        tokio::task::spawn_blocking(move || match zkd_testkit::http::call(&url, "POST", None)? {
+            (status, _) if (200..300).contains(&status) => Ok(()),
+            (status, body) => Err(format!("POST {url} answered {status}: {body}")),
         })
         .await
         .map_err(|e| format!("member route thread: {e}"))?

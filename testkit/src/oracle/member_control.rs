@@ -1,13 +1,14 @@
 //! A minimal HTTP endpoint answering `POST /zkd/members/{id}/stop|start` the way zkd's
 //! control plane does, over an Apache ZooKeeper ensemble, so the ensemble client suites can
-//! stop and start real members with the same calls.
+//! stop and start real members with the same calls (the client suites and the differential
+//! ensemble programs both use it).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use zkd_testkit::oracle::OracleEnsemble;
+use crate::oracle::OracleEnsemble;
 
 /// Serves member stop/start for `ensemble` until dropped.
 pub struct MemberControl {
