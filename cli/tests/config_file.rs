@@ -1192,3 +1192,30 @@ fn a_reconfigured_membership_survives_a_restart() {
         "{stderr}"
     );
 }
+
+/// A sync of the transaction log over `fsync.warningthresholdms` (here every sync, at -1) is
+/// logged as a warning naming the time and the setting.
+#[test]
+fn a_log_sync_over_the_threshold_is_logged() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let cfg = write(
+        dir.path(),
+        "zoo.cfg",
+        &format!(
+            "clientPort=0\nadmin.enableServer=false\ndataDir={}\nforceSync=yes\n\
+             fsync.warningthresholdms=-1\n",
+            data.display()
+        ),
+    );
+    let zkd = start(&["--config", &cfg], &[]);
+    use_with_a_client(zkd.addr);
+    zkd.stop_and_check_stderr(|stderr| {
+        assert!(
+            stderr.contains("WARN")
+                && stderr.contains("syncing the transaction log took")
+                && stderr.contains("fsync.warningthresholdms"),
+            "{stderr}"
+        );
+    });
+}

@@ -870,6 +870,7 @@ async fn log_syncs_are_timed_and_counted_over_the_threshold() {
             fsync: FsyncPolicy::Always,
             fsync_warning_threshold_ms: threshold,
             admin_server_port: Some(0),
+            admin_port: Some(0),
             ..zkd_config(tmp.path())
         };
         let server = zkd_server::Server::start(config).await.expect("starts");
@@ -904,6 +905,26 @@ async fn log_syncs_are_timed_and_counted_over_the_threshold() {
         assert_eq!(
             exceeded, expected,
             "threshold {threshold} ms, {syncs} syncs"
+        );
+        // The same counts in the Prometheus exposition.
+        let admin = server.admin_addr().expect("admin listener");
+        let text = tokio::task::spawn_blocking(move || {
+            let url = format!("http://{admin}/metrics");
+            let mut r = ureq::get(&url).call().expect("GET /metrics");
+            r.body_mut().read_to_string().unwrap()
+        })
+        .await
+        .unwrap();
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("no {name} in {text}"))
+        };
+        assert!(value("fsynctime_count") >= syncs, "{text}");
+        assert_eq!(
+            value("fsync_threshold_exceed_count_total"),
+            expected,
+            "{text}"
         );
         c.abort().await;
         server.shutdown().await;

@@ -43,6 +43,7 @@ async fn metrics(State(st): State<AdminState>) -> ApiResult<Response> {
         requests: st.shared.latencies.requests(),
         slow_steps: st.shared.slow.count(),
         host: crate::reports::host_info(),
+        persist: st.persist.as_ref().map(|p| p.stats()),
     };
     let text = encode(snap).map_err(|_| {
         ApiError::new(
@@ -66,6 +67,8 @@ pub struct Snapshot {
     pub slow_steps: u64,
     /// The process's descriptors (`open_fds`, `max_fds`).
     pub host: crate::reports::HostInfo,
+    /// The data directory's timings, when there is one.
+    pub persist: Option<crate::engine::PersistStats>,
 }
 
 /// The exposition text of one scrape.
@@ -149,6 +152,25 @@ impl Collector for Snapshot {
                 // No figure of the list is text or a fractional count.
                 (Some(Metric::Text(_)), _) | (Some(Metric::Float(_)), Kind::Counter) => {}
             }
+        }
+        if let Some(p) = &self.persist {
+            // As ZooKeeper's exporter names them: each log sync's time in ms (a `_sum` and
+            // a `_count`, in one bucket) and the syncs over fsync.warningthresholdms.
+            let f = &p.fsync_ms;
+            histogram(
+                e,
+                "fsynctime",
+                "Milliseconds each sync of the transaction log took.",
+                f.sum as f64,
+                f.count,
+                &[(f64::INFINITY, f.count)],
+            )?;
+            counter(
+                e,
+                "fsync_threshold_exceed_count",
+                "Syncs of the transaction log over fsync.warningthresholdms.",
+                p.fsync_over_threshold,
+            )?;
         }
         let h = &self.herd;
         counter(

@@ -296,14 +296,17 @@ impl Persistence {
                 .to_string(),
             size_bytes: size,
             last_snapshot: std::fs::metadata(&snap).ok().map(|m| (zxid, secs(m))),
-            stats: {
-                let mut stats = *self.stats.lock().unwrap_or_else(|e| e.into_inner());
-                let fsyncs = self.log.fsync_stats();
-                stats.fsync_ms = fsyncs.times_ms;
-                stats.fsync_over_threshold = fsyncs.over_threshold;
-                stats
-            },
+            stats: self.stats(),
         }
+    }
+
+    /// The directory's timings and counts so far (`fsynctime`, `snapshottime`, …).
+    pub(crate) fn stats(&self) -> PersistStats {
+        let mut stats = *self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        let fsyncs = self.log.fsync_stats();
+        stats.fsync_ms = fsyncs.times_ms;
+        stats.fsync_over_threshold = fsyncs.over_threshold;
+        stats
     }
 
     /// With `--fsync always`: installs group commit's counts in `shared` (call before any

@@ -152,7 +152,10 @@ pub enum Kind {
 /// name, where ZooKeeper places it).
 pub struct Figure {
     pub name: &'static str,
+    /// Read by `/metrics` only (the admin feature).
+    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
     pub kind: Kind,
+    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
     pub help: &'static str,
     /// Its value; `None` when the host does not report it (the descriptor counts).
     pub value: fn(&FourLetterView, &HostInfo) -> Option<Metric>,
