@@ -7,6 +7,7 @@ Starts BINARY with `env -i` (no environment at all: empty PATH, no HOME, no loca
 and checks, through a kazoo client, that it serves: create, read, children, delete. Then that
 `zkd --version`, `srvr` and `envi` all name the commit SHA (`unknown` allowed only when SHA is
 `unknown`) and one build date: DATE when given, else a date between the commit's and now.
+Also that nothing it logs warns of a missing random source (with --chroot there is no /dev).
 Exits 1 with a sentence on the first mismatch.
 """
 
@@ -95,7 +96,7 @@ def main():
         shutil.copy2(binary, os.path.join(root, "zkd"))
         if sorted(os.listdir(root)) != ["zkd"]:
             fail("the chroot is not empty")
-    proc, addr, _ = start([binary, "--port", "0", "--4lw-whitelist", "*"], root)
+    proc, addr, seen = start([binary, "--port", "0", "--4lw-whitelist", "*"], root)
     try:
         zk = KazooClient(hosts=addr, timeout=10)
         zk.start(timeout=10)
@@ -123,6 +124,12 @@ def main():
             proc.kill()
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)
+
+    # Random seeds come from the getrandom system call, so even without /dev (the empty
+    # chroot) nothing warns that SASL nonces are predictable.
+    log = "".join(seen) + proc.stdout.read().decode("utf-8", "replace")
+    if "predictable" in log or "random source" in log:
+        fail("zkd warned about its random source: %r" % log)
 
     line = srvr.splitlines()[0]
     m = re.match(r"Zookeeper version: 3\.\d+\.\d+-zkd-[^-,]+-([0-9a-f]{40}|unknown), built on (\S+ \S+) UTC$", line)
