@@ -3,9 +3,9 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::consts::OpCode;
 use crate::create::Create;
 use crate::jute::{DecodeError, Jute, Reader};
+use crate::opcode::OpCode;
 use crate::records::*;
 
 /// One sub-operation of a multi or multiRead request.

@@ -2,10 +2,10 @@
 
 use bytes::BytesMut;
 
-use crate::consts::OpCode;
 use crate::create::Create;
 use crate::jute::{DecodeError, Jute, Reader};
 use crate::multi::MultiOp;
+use crate::opcode::OpCode;
 use crate::records::*;
 
 /// Every request a client can send after the handshake.
