@@ -25,9 +25,9 @@ use bytes::Bytes;
 use zkd_core::{ConnId, Core, CoreConfig, Handshake, Now, Recorded, RecordingOutbox};
 use zkd_protocol::{
     Acl, AddWatchRequest, AuthPacket, CheckVersionRequest, ConnectRequest, ConnectResponse, Create,
-    DeleteRequest, Jute, MultiOp, OpClass, OpCode, PathRequest, PathWatchRequest, Reader, ReconfigRequest,
-    ReplyHeader, Request, SaslToken, SetAclRequest, SetDataRequest, SetWatches, SetWatches2,
-    SyncRequest, WatchTypeRequest, WatcherEvent,
+    DeleteRequest, Jute, MultiOp, OpClass, OpCode, PathRequest, PathWatchRequest, Reader,
+    ReconfigRequest, ReplyHeader, Request, SaslToken, SetAclRequest, SetDataRequest, SetWatches,
+    SetWatches2, SyncRequest, WatchTypeRequest, WatcherEvent,
 };
 
 const MAX_CONNS: usize = 6;
@@ -270,11 +270,9 @@ impl<'a> Input<'a> {
                 mode: self.byte() as i32 % 3,
             }),
         };
-        let xid = match req {
-            Request::Ping => -2,
-            Request::Auth(_) => -4,
-            Request::SetWatches(_) | Request::SetWatches2(_) => -8,
-            _ => {
+        let xid = match req.op().info().fixed_xid {
+            Some(fixed) => fixed,
+            None => {
                 *next_xid = next_xid.wrapping_add(1);
                 *next_xid
             }

@@ -4,6 +4,8 @@
 //! reads this table; [`OpCode::info`] is one `match` with no catch-all arm, so a new opcode
 //! does not compile until its row is written.
 
+use crate::consts::xid;
+
 /// Declares [`OpCode`] with its numbers, and derives [`OpCode::ALL`] and
 /// [`OpCode::from_i32`] from the same list, so the three cannot disagree.
 macro_rules! opcodes {
@@ -176,6 +178,9 @@ pub struct OpInfo {
     /// The opcode it is one form of (every create is a create, getChildren2 a getChildren);
     /// `None` for itself.
     pub family: Option<OpCode>,
+    /// The xid a client always sends it with (`xid::PING`, `xid::AUTH`, `xid::SET_WATCHES`);
+    /// `None` when it takes the connection's next xid.
+    pub fixed_xid: Option<i32>,
 }
 
 /// Defaults of a read: answered locally, may overtake writes, read latency, shows its paths.
@@ -194,6 +199,7 @@ const fn read(short_name: &'static str, reply: ReplyBody) -> OpInfo {
         watching_read: false,
         background: false,
         family: None,
+        fixed_xid: None,
     }
 }
 
@@ -301,6 +307,7 @@ impl OpCode {
             Ping => OpInfo {
                 overtakes_writes: true,
                 background: true,
+                fixed_xid: Some(xid::PING),
                 ..other(C::Session, "PING", B::Empty)
             },
             CreateSession => other(C::Session, "SESS", B::NotARequest),
@@ -326,15 +333,18 @@ impl OpCode {
             },
             SetWatches => OpInfo {
                 reads: ReadScope::Everything,
+                fixed_xid: Some(xid::SET_WATCHES),
                 ..other(C::Watches, "SETW", B::Empty)
             },
             SetWatches2 => OpInfo {
                 reads: ReadScope::Everything,
+                fixed_xid: Some(xid::SET_WATCHES),
                 ..other(C::Watches, "STW2", B::Empty)
             },
 
             Auth => OpInfo {
                 background: true,
+                fixed_xid: Some(xid::AUTH),
                 ..other(C::Auth, "AUTH", B::Empty)
             },
             Sasl => OpInfo {

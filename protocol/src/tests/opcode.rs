@@ -32,6 +32,10 @@ fn every_opcode_has_a_class_and_a_short_name() {
             assert!(op.refused_when_read_only(), "{op:?}");
             assert_ne!(info.follower, crate::FollowerAnswers::Locally, "{op:?}");
         }
+        // A fixed xid is one of the special, negative ones.
+        if let Some(xid) = info.fixed_xid {
+            assert!(xid < -1, "{op:?}");
+        }
         // What may overtake a pending write changes nothing: no transaction, no session end.
         if info.overtakes_writes {
             assert!(!info.transaction && !info.refused_when_read_only, "{op:?}");
