@@ -6,7 +6,6 @@ use bytes::Bytes;
 use zkd_protocol::{DecodeError, ErrorCode, Jute, OpCode, Reader, Request, RequestHeader};
 
 use crate::ensemble::lag::LaggingMember;
-use crate::ensemble::membership;
 use crate::request::reply::header_only;
 use crate::testing::fault::{FaultAction, Muted};
 use crate::{ConnId, Core, Now, Outbox, Serving};
@@ -48,14 +47,10 @@ impl Core {
         self.count_member_received(conn);
         self.now_ms = now.mono;
         let op = OpCode::from_i32(header.op);
-        let is_request = !matches!(
-            op,
-            None | Some(OpCode::Notification | OpCode::Error | OpCode::CreateSession)
-        );
         if self.refuse_unauthenticated(conn, header.xid, header.op, out) {
             return;
         }
-        if is_request && !matches!(op, Some(OpCode::Auth | OpCode::Sasl)) {
+        if op.is_some_and(OpCode::touches_session) {
             self.sessions.touch(sid, now.mono);
         }
         let (_xid, zxid, frame) = match op.map(|op| (op, Request::read(op, &mut r))) {
@@ -90,7 +85,7 @@ impl Core {
             }
             Some((op, Ok(_)))
                 if self.conn_serving(conn) == Serving::ReadOnly
-                    && membership::refused_when_read_only(op)
+                    && op.refused_when_read_only()
                     && !(op == OpCode::CloseSession && self.local_sessions.contains(&sid)) =>
             {
                 let zxid = self.zxid;

@@ -25,9 +25,9 @@ use bytes::Bytes;
 use zkd_core::{ConnId, Core, CoreConfig, Handshake, Now, Recorded, RecordingOutbox};
 use zkd_protocol::{
     Acl, AddWatchRequest, AuthPacket, CheckVersionRequest, ConnectRequest, ConnectResponse, Create,
-    DeleteRequest, Jute, MultiOp, OpCode, PathRequest, PathWatchRequest, Reader, ReconfigRequest,
-    ReplyHeader, Request, SaslToken, SetAclRequest, SetDataRequest, SetWatches, SetWatches2,
-    SyncRequest, WatchTypeRequest, WatcherEvent,
+    DeleteRequest, Jute, MultiOp, OpClass, OpCode, PathRequest, PathWatchRequest, Reader,
+    ReconfigRequest, ReplyHeader, Request, SaslToken, SetAclRequest, SetDataRequest, SetWatches,
+    SetWatches2, SyncRequest, WatchTypeRequest, WatcherEvent,
 };
 
 const MAX_CONNS: usize = 6;
@@ -270,11 +270,9 @@ impl<'a> Input<'a> {
                 mode: self.byte() as i32 % 3,
             }),
         };
-        let xid = match req {
-            Request::Ping => -2,
-            Request::Auth(_) => -4,
-            Request::SetWatches(_) | Request::SetWatches2(_) => -8,
-            _ => {
+        let xid = match req.op().info().fixed_xid {
+            Some(fixed) => fixed,
+            None => {
                 *next_xid = next_xid.wrapping_add(1);
                 *next_xid
             }
@@ -451,12 +449,9 @@ impl Harness {
             if payload.starts_with(&[0xff; 4]) {
                 self.wire.xid_minus_one.insert(conn);
             }
-            if payload.len() >= 8 {
-                let op = i32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
-                if op == OpCode::Auth as i32 || op == OpCode::Sasl as i32 {
-                    let xid = i32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
-                    self.wire.zxid_zero_xids.insert((conn, xid));
-                }
+            if OpCode::of_payload(&payload).is_some_and(|op| op.class() == OpClass::Auth) {
+                let xid = i32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
+                self.wire.zxid_zero_xids.insert((conn, xid));
             }
             self.core
                 .request(conn, payload, self.clock(), &mut self.out);

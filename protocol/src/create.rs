@@ -3,8 +3,8 @@
 
 use bytes::BytesMut;
 
-use crate::consts::OpCode;
 use crate::jute::{DecodeError, Jute, Reader};
+use crate::opcode::OpCode;
 use crate::records::Acl;
 
 /// A create of any flavour: opcode 1, 15, 19 or 21 (`ttl` is -1 unless the opcode is 21).

@@ -10,6 +10,7 @@ pub mod four_letter;
 pub mod frame;
 pub mod jute;
 pub mod multi;
+pub mod opcode;
 pub mod records;
 pub mod request;
 pub mod response;
@@ -27,6 +28,9 @@ pub use four_letter::FourLetterWord;
 pub use frame::{encode_frame, four_letter_word, reply_frame, FrameCodec, FrameError};
 pub use jute::{from_bytes, to_bytes, DecodeError, Jute, Reader};
 pub use multi::{MultiOp, MultiResponse, MultiResult};
+pub use opcode::{
+    FollowerAnswers, LatencyGroup, OpClass, OpCode, OpInfo, PathAt, ReadScope, ReplyBody,
+};
 pub use records::*;
 pub use request::Request;
 pub use response::{read_reply, Response};

@@ -3,9 +3,9 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::consts::OpCode;
 use crate::create::Create;
 use crate::jute::{DecodeError, Jute, Reader};
+use crate::opcode::{OpClass, OpCode};
 use crate::records::*;
 
 /// One sub-operation of a multi or multiRead request.
@@ -33,7 +33,18 @@ impl MultiOp {
 
     /// Whether this is a read sub-operation (allowed only in multiRead).
     pub fn is_read(&self) -> bool {
-        matches!(self, MultiOp::GetData(_) | MultiOp::GetChildren(_))
+        self.op().class() == OpClass::Read
+    }
+
+    /// The path the sub-operation names.
+    pub fn path(&self) -> &str {
+        match self {
+            MultiOp::Create(c) => &c.path,
+            MultiOp::Delete(r) => &r.path,
+            MultiOp::SetData(r) => &r.path,
+            MultiOp::Check(r) => &r.path,
+            MultiOp::GetData(r) | MultiOp::GetChildren(r) => &r.path,
+        }
     }
 }
 

@@ -2,10 +2,10 @@
 
 use bytes::BytesMut;
 
-use crate::consts::OpCode;
 use crate::create::Create;
 use crate::jute::{DecodeError, Jute, Reader};
 use crate::multi::MultiOp;
+use crate::opcode::OpCode;
 use crate::records::*;
 
 /// Every request a client can send after the handshake.
@@ -107,6 +107,39 @@ impl Request {
             Request::AddWatch(_) => O::AddWatch,
             Request::WhoAmI => O::WhoAmI,
             Request::CloseSession => O::CloseSession,
+        }
+    }
+
+    /// The paths the request names, in order (each sub-operation's, for a multi).
+    pub fn paths(&self) -> Vec<&str> {
+        use Request as R;
+        match self {
+            R::Create(c) => vec![&c.path],
+            R::Delete(r) => vec![&r.path],
+            R::Exists(r) | R::GetData(r) | R::GetChildren(r) | R::GetChildren2(r) => {
+                vec![&r.path]
+            }
+            R::SetData(r) => vec![&r.path],
+            R::GetAcl(r)
+            | R::DeleteContainer(r)
+            | R::GetEphemerals(r)
+            | R::GetAllChildrenNumber(r) => {
+                vec![&r.path]
+            }
+            R::SetAcl(r) => vec![&r.path],
+            R::Sync(r) => r.path.as_deref().into_iter().collect(),
+            R::Check(r) => vec![&r.path],
+            R::CheckWatches(r) | R::RemoveWatches(r) => vec![&r.path],
+            R::AddWatch(r) => vec![&r.path],
+            R::Multi(ops) | R::MultiRead(ops) => ops.iter().map(MultiOp::path).collect(),
+            R::Reconfig(_)
+            | R::Auth(_)
+            | R::SetWatches(_)
+            | R::SetWatches2(_)
+            | R::Sasl(_)
+            | R::Ping
+            | R::WhoAmI
+            | R::CloseSession => Vec::new(),
         }
     }
 

@@ -3,9 +3,9 @@
 
 use bytes::BytesMut;
 
-use crate::consts::OpCode;
 use crate::jute::{DecodeError, Jute, Reader};
 use crate::multi::MultiResponse;
+use crate::opcode::{OpCode, ReplyBody};
 use crate::records::*;
 
 /// The body of a successful reply (`err == 0`); replies with `err != 0` carry no body.
@@ -41,24 +41,23 @@ impl Response {
     /// Decodes the body of a successful reply to a request with the given opcode. `None` for
     /// opcodes that are not client requests (0 notification, -1 error, -10 createSession).
     pub fn read(op: OpCode, r: &mut Reader) -> Option<Result<Response, DecodeError>> {
-        use OpCode as O;
-        Some(match op {
-            O::Create => Jute::read(r).map(Response::Create),
-            O::Create2 | O::CreateContainer | O::CreateTtl => Jute::read(r).map(Response::Create2),
-            O::Exists | O::SetData | O::SetAcl => Jute::read(r).map(Response::Stat),
-            O::GetData | O::Reconfig => Jute::read(r).map(Response::GetData),
-            O::GetAcl => Jute::read(r).map(Response::GetAcl),
-            O::GetChildren | O::GetEphemerals => Jute::read(r).map(Response::Children),
-            O::GetChildren2 => Jute::read(r).map(Response::Children2),
-            O::Sync => Jute::read(r).map(Response::Sync),
-            O::Multi | O::MultiRead => Jute::read(r).map(Response::Multi),
-            O::Sasl => Jute::read(r).map(Response::Sasl),
-            O::GetAllChildrenNumber => Jute::read(r).map(Response::AllChildrenNumber),
-            O::AddWatch => Jute::read(r).map(Response::AddWatch),
-            O::WhoAmI => Jute::read(r).map(Response::WhoAmI),
-            _ if op.has_empty_reply() => Ok(Response::Empty),
-            // Not client requests: notification, error, createSession.
-            _ => return None,
+        use ReplyBody as B;
+        Some(match op.info().reply {
+            B::NotARequest => return None,
+            B::Empty => Ok(Response::Empty),
+            B::Create => Jute::read(r).map(Response::Create),
+            B::Create2 => Jute::read(r).map(Response::Create2),
+            B::Stat => Jute::read(r).map(Response::Stat),
+            B::GetData => Jute::read(r).map(Response::GetData),
+            B::GetAcl => Jute::read(r).map(Response::GetAcl),
+            B::Children => Jute::read(r).map(Response::Children),
+            B::Children2 => Jute::read(r).map(Response::Children2),
+            B::Sync => Jute::read(r).map(Response::Sync),
+            B::Multi => Jute::read(r).map(Response::Multi),
+            B::Sasl => Jute::read(r).map(Response::Sasl),
+            B::AllChildrenNumber => Jute::read(r).map(Response::AllChildrenNumber),
+            B::AddWatch => Jute::read(r).map(Response::AddWatch),
+            B::WhoAmI => Jute::read(r).map(Response::WhoAmI),
         })
     }
 

@@ -179,11 +179,9 @@ impl RawClient {
     pub async fn send(&self, req: &Request) -> Result<oneshot::Receiver<Reply>, ClientError> {
         let (tx, rx) = oneshot::channel();
         let mut w = self.shared.writer.lock().await;
-        let xid = match req {
-            Request::Ping => -2,
-            Request::Auth(_) => -4,
-            Request::SetWatches(_) | Request::SetWatches2(_) => -8,
-            _ => {
+        let xid = match req.op().info().fixed_xid {
+            Some(fixed) => fixed,
+            None => {
                 w.1 += 1;
                 w.1
             }

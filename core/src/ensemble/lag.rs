@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use bytes::Bytes;
-use zkd_protocol::Request;
+use zkd_protocol::{FollowerAnswers, Request};
 
 use crate::data::tree::{AclList, Node, Tree};
 use crate::request::txn::Txn;
@@ -156,11 +156,10 @@ enum Needs {
 }
 
 fn needs(req: &Request) -> Needs {
-    match req {
-        Request::Sync(_) => Needs::Sync,
-        Request::CloseSession => Needs::Write,
-        req if crate::request::execute::is_write(req) => Needs::Write,
-        _ => Needs::Read,
+    match req.op().info().follower {
+        FollowerAnswers::Locally => Needs::Read,
+        FollowerAnswers::AfterCommit => Needs::Write,
+        FollowerAnswers::AfterSync => Needs::Sync,
     }
 }
 

@@ -1,8 +1,7 @@
 //! What the core knows of a simulated ensemble: the member each connection arrived on and how
-//! that member served then ([`Serving`]), per-member packet counters for the members' own
-//! reports and the read-only rules (docs/protocol.md, "Read-only mode").
-
-use zkd_protocol::OpCode;
+//! that member served then ([`Serving`]) and per-member packet counters for the members' own
+//! reports. Which requests a read-only member refuses is a column of the opcode table
+//! (`OpCode::refused_when_read_only`; docs/protocol.md, "Read-only mode").
 
 use crate::{ConnId, Core, Counters, Serving};
 
@@ -15,27 +14,6 @@ pub struct MemberSummary {
     pub packets_received: u64,
     /// Frames sent on the member's connections since start or `srst`.
     pub packets_sent: u64,
-}
-
-/// Whether a read-only member refuses `op` with NOTREADONLY: everything that would change
-/// state or needs the leader (sync, and closing a session, which only a leader can commit).
-pub(crate) fn refused_when_read_only(op: OpCode) -> bool {
-    matches!(
-        op,
-        OpCode::Create
-            | OpCode::Create2
-            | OpCode::CreateTtl
-            | OpCode::CreateContainer
-            | OpCode::Delete
-            | OpCode::DeleteContainer
-            | OpCode::SetData
-            | OpCode::SetAcl
-            | OpCode::Reconfig
-            | OpCode::Multi
-            | OpCode::Check
-            | OpCode::Sync
-            | OpCode::CloseSession
-    )
 }
 
 impl Core {

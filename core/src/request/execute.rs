@@ -57,20 +57,6 @@ fn multi_create(
 /// Encoded size of a Stat.
 const STAT_LEN: usize = 68;
 
-/// Requests that are transactions: each uses a zxid, even when it fails.
-pub(crate) fn is_write(req: &Request) -> bool {
-    matches!(
-        req,
-        Request::Create(_)
-            | Request::Delete(_)
-            | Request::SetData(_)
-            | Request::SetAcl(_)
-            | Request::Multi(_)
-            | Request::Reconfig(_)
-            | Request::DeleteContainer(_)
-    )
-}
-
 /// The answer to checkWatches and removeWatches from what the watch table said: `None`, a
 /// watcher type it does not know; `Some(false)`, no such watcher.
 fn watcher_found(found: Option<bool>) -> Result<(), ErrorCode> {
@@ -100,7 +86,8 @@ impl Core {
             .unwrap_or_default();
         let mut reply = Reply::new();
         let mut done: Option<Txn> = None;
-        let is_write = is_write(&req);
+        let op = req.op().info();
+        let is_write = op.transaction;
         if is_write {
             self.next_zxid(now.mono);
         }
@@ -109,13 +96,9 @@ impl Core {
             if !ops.is_empty() && ops.iter().all(|o| !o.is_read()));
         let zxid = self.zxid;
         if self.herd.watching_rereads() {
-            if let Request::Exists(r)
-            | Request::GetData(r)
-            | Request::GetChildren(r)
-            | Request::GetChildren2(r) = &req
-            {
+            if let Some(path) = req.paths().first().filter(|_| op.watching_read) {
                 self.herd
-                    .read(conn, crate::data::path::canonical(&r.path), now.mono);
+                    .read(conn, crate::data::path::canonical(path), now.mono);
             }
         }
         let result: OpResult = match req {

@@ -102,11 +102,8 @@ impl Faults {
         if self.rules.is_empty() {
             return None;
         }
-        let paths = request_paths(req);
-        let quiet = matches!(
-            OpCode::from_i32(op),
-            Some(OpCode::Ping | OpCode::Auth | OpCode::Sasl)
-        );
+        let paths = req.paths();
+        let quiet = OpCode::from_i32(op).is_some_and(|o| o.info().background);
         let rule = self.rules.iter_mut().find(|r| {
             r.remaining != Some(0)
                 && match r.rule.opcode {
@@ -130,44 +127,7 @@ impl Faults {
 /// Opcodes a rule treats as one: every kind of create (create, create2, createContainer,
 /// createTTL) and both getChildren forms, since clients pick among them freely.
 fn family(op: i32) -> i32 {
-    match OpCode::from_i32(op) {
-        Some(OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl) => {
-            OpCode::Create as i32
-        }
-        Some(OpCode::GetChildren2) => OpCode::GetChildren as i32,
-        _ => op,
-    }
-}
-
-/// The paths a request names (every sub-op's, for a multi).
-fn request_paths(req: &Request) -> Vec<&str> {
-    use zkd_protocol::MultiOp as M;
-    use Request as R;
-    match req {
-        R::Create(c) => vec![&c.path],
-        R::Delete(r) => vec![&r.path],
-        R::Exists(r) | R::GetData(r) | R::GetChildren(r) | R::GetChildren2(r) => vec![&r.path],
-        R::SetData(r) => vec![&r.path],
-        R::GetAcl(r) | R::DeleteContainer(r) | R::GetEphemerals(r) | R::GetAllChildrenNumber(r) => {
-            vec![&r.path]
-        }
-        R::SetAcl(r) => vec![&r.path],
-        R::Sync(r) => r.path.as_deref().into_iter().collect(),
-        R::Check(r) => vec![&r.path],
-        R::CheckWatches(r) | R::RemoveWatches(r) => vec![&r.path],
-        R::AddWatch(r) => vec![&r.path],
-        R::Multi(ops) | R::MultiRead(ops) => ops
-            .iter()
-            .map(|op| match op {
-                M::Create(c) => c.path.as_str(),
-                M::Delete(r) => r.path.as_str(),
-                M::SetData(r) => r.path.as_str(),
-                M::Check(r) => r.path.as_str(),
-                M::GetData(r) | M::GetChildren(r) => r.path.as_str(),
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
+    OpCode::from_i32(op).map_or(op, |o| o.family() as i32)
 }
 
 /// An outbox that swallows every frame for one connection (the request whose reply a

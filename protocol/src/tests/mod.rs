@@ -2,6 +2,7 @@
 
 mod frame;
 mod negative;
+mod opcode;
 mod roundtrip;
 
 use std::fmt::Debug;
@@ -10,11 +11,11 @@ use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use crate::consts::OpCode;
 use crate::create::Create;
 use crate::jute::strategy::Generate;
 use crate::jute::{DecodeError, Jute, Reader};
 use crate::multi::{MultiOp, MultiResponse, MultiResult};
+use crate::opcode::OpCode;
 use crate::records::*;
 use crate::request::Request;
 use crate::response::Response;

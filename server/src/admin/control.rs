@@ -326,10 +326,10 @@ pub(crate) fn parse_opcode(v: &Value) -> ApiResult<i32> {
     let code = match v {
         Value::Number(n) => n.as_i64().and_then(|n| i32::try_from(n).ok()),
         Value::String(s) => s.trim().parse::<i32>().ok().or_else(|| {
-            (-20..=120)
-                .filter_map(OpCode::from_i32)
+            OpCode::ALL
+                .iter()
                 .find(|o| squash(&format!("{o:?}")) == squash(s))
-                .map(|o| o as i32)
+                .map(|&o| o as i32)
         }),
         _ => None,
     };

@@ -97,22 +97,7 @@ impl Handed {
 /// session, so answering it before another connection's pending write is just as if it had
 /// arrived first. Watches it leaves are set at the time it is fed, in the one order.
 fn is_read(payload: &[u8]) -> bool {
-    let Some(op) = payload.get(4..8).and_then(|b| <[u8; 4]>::try_from(b).ok()) else {
-        return false;
-    };
-    matches!(
-        OpCode::from_i32(i32::from_be_bytes(op)),
-        Some(
-            OpCode::Exists
-                | OpCode::GetData
-                | OpCode::GetAcl
-                | OpCode::GetChildren
-                | OpCode::GetChildren2
-                | OpCode::Ping
-                | OpCode::GetEphemerals
-                | OpCode::GetAllChildrenNumber
-        )
-    )
+    OpCode::of_payload(payload).is_some_and(|op| op.info().overtakes_writes)
 }
 
 /// The batches handed over and not yet taken by a feeder, and whether a thread is feeding.

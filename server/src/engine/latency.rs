@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use zkd_protocol::OpCode;
+use zkd_protocol::{LatencyGroup, OpCode};
 
 /// Upper bounds of the buckets, in microseconds.
 pub const BUCKETS_US: [u64; 12] = [
@@ -206,31 +206,13 @@ impl Batch {
     /// Records the processing time of one request whose payload is `frame` (header: xid,
     /// opcode).
     pub fn record(&mut self, frame: &[u8], us: u64) {
-        let Some(op) = frame
-            .get(4..8)
-            .and_then(|b| <[u8; 4]>::try_from(b).ok())
-            .and_then(|b| OpCode::from_i32(i32::from_be_bytes(b)))
-        else {
+        let Some(op) = OpCode::of_payload(frame) else {
             return;
         };
-        match op {
-            OpCode::Create
-            | OpCode::Create2
-            | OpCode::CreateContainer
-            | OpCode::CreateTtl
-            | OpCode::Delete
-            | OpCode::SetData
-            | OpCode::SetAcl
-            | OpCode::Multi => self.update.record(us),
-            OpCode::Exists
-            | OpCode::GetData
-            | OpCode::GetAcl
-            | OpCode::GetChildren
-            | OpCode::GetChildren2
-            | OpCode::MultiRead
-            | OpCode::GetEphemerals
-            | OpCode::GetAllChildrenNumber => self.read.record(us),
-            _ => {}
+        match op.info().latency {
+            LatencyGroup::Update => self.update.record(us),
+            LatencyGroup::Read => self.read.record(us),
+            LatencyGroup::Uncounted => {}
         }
     }
 }

@@ -9,7 +9,7 @@ use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use zkd_protocol::OpCode;
+use zkd_protocol::{OpCode, PathAt};
 
 /// The threshold and the count of holds over it.
 #[derive(Debug)]
@@ -79,20 +79,15 @@ fn path_at(b: &[u8], at: usize) -> Option<String> {
 
 impl RequestStep<'_> {
     fn op(&self) -> Option<OpCode> {
-        int(self.frame, 4).and_then(OpCode::from_i32)
+        OpCode::of_payload(self.frame)
     }
 
     fn path(&self, op: OpCode) -> Option<String> {
-        use OpCode::*;
-        match op {
-            Create | Create2 | CreateContainer | CreateTtl | Delete | DeleteContainer | Exists
-            | GetData | SetData | GetAcl | SetAcl | GetChildren | GetChildren2 | Sync | Check
-            | GetAllChildrenNumber | GetEphemerals | AddWatch | RemoveWatches | CheckWatches => {
-                path_at(self.frame, 8)
-            }
+        match op.info().path_at {
+            PathAt::Nowhere => None,
+            PathAt::Body => path_at(self.frame, 8),
             // The multi header (type, done, err) comes before the first operation's path.
-            Multi | MultiRead => path_at(self.frame, 8 + 9),
-            _ => None,
+            PathAt::FirstSubOp => path_at(self.frame, 8 + 9),
         }
     }
 }
@@ -109,9 +104,7 @@ impl fmt::Display for RequestStep<'_> {
         };
         write!(f, "request {op:?}")?;
         match self.path(op) {
-            Some(p) if matches!(op, OpCode::Multi | OpCode::MultiRead) => {
-                write!(f, " (first path {p})")?
-            }
+            Some(p) if op.info().path_at == PathAt::FirstSubOp => write!(f, " (first path {p})")?,
             Some(p) => write!(f, " {p}")?,
             None => {}
         }

@@ -23,8 +23,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use zkd_protocol::disk::{TxnBody, TxnEntry};
-use zkd_protocol::multi::MultiOp;
-use zkd_protocol::{OpCode, Reader, Request};
+use zkd_protocol::{OpCode, ReadScope, Reader, Request};
 
 /// The paths changed by transactions written and not yet synced.
 #[derive(Debug, Default)]
@@ -162,36 +161,24 @@ fn parent(path: &str) -> Option<&str> {
 /// What the client request `frame` (header and body, as the core receives it) reads. A
 /// frame that does not decode reads nothing: the core answers it with an error alone.
 pub(crate) fn read_needs(frame: &Bytes) -> Reads {
-    let int = |at: usize| {
-        frame
-            .get(at..at + 4)
-            .and_then(|b| b.try_into().ok())
-            .map(i32::from_be_bytes)
-    };
-    let Some(op) = int(4).and_then(OpCode::from_i32) else {
+    let Some(op) = OpCode::of_payload(frame) else {
         return Reads::Nothing;
     };
-    use OpCode as O;
-    match op {
-        O::GetData | O::Exists | O::GetChildren | O::GetChildren2 | O::GetAcl | O::MultiRead => {}
-        O::Sync | O::GetAllChildrenNumber | O::GetEphemerals | O::SetWatches | O::SetWatches2 => {
-            return Reads::Everything
-        }
-        _ => return Reads::Nothing,
+    match op.info().reads {
+        ReadScope::Paths => {}
+        ReadScope::Everything => return Reads::Everything,
+        ReadScope::Nothing => return Reads::Nothing,
     }
     let mut r = Reader::new(frame.slice(8.min(frame.len())..));
     let paths = match Request::read(op, &mut r) {
-        Ok(Request::GetData(q) | Request::Exists(q))
-        | Ok(Request::GetChildren(q) | Request::GetChildren2(q)) => vec![q.path],
-        Ok(Request::GetAcl(q)) => vec![q.path],
+        // Only a multiRead's read sub-operations read: one that names a write fails whole.
         Ok(Request::MultiRead(ops)) => ops
-            .into_iter()
-            .filter_map(|op| match op {
-                MultiOp::GetData(q) | MultiOp::GetChildren(q) => Some(q.path),
-                _ => None,
-            })
+            .iter()
+            .filter(|o| o.is_read())
+            .map(|o| o.path().to_string())
             .collect(),
-        _ => return Reads::Nothing,
+        Ok(req) => req.paths().into_iter().map(str::to_string).collect(),
+        Err(_) => return Reads::Nothing,
     };
     Reads::Paths(paths)
 }
