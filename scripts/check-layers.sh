@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 # "<crate directory>[/<module path>]: <its children, lowest first>". `<` separates ranks;
 # modules of one rank (`,`) may not import each other.
 ORDERS='
-protocol:          jute < consts, four_letter, records, disk < create, frame < multi < request, response
+protocol:          jute < consts, four_letter, records < opcode < disk, create, frame < multi < request, response
 protocol/disk:     txnlog < snapshot
 core:              zk_version < data < frame_parts < watch < auth < session < durability < request < ensemble < testing < state_report < decode
 core/data:         path, keyed, work, counted < node < acl_table, children_cache, cow_slot, tree_slab < tree

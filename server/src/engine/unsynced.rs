@@ -295,11 +295,11 @@ mod tests {
         assert_eq!(read_needs(&read_op(1, 104, "/p")), Reads::Everything);
         assert_eq!(read_needs(&read_op(1, 103, "/p")), Reads::Everything);
         let multi_read = zkd_protocol::Request::MultiRead(vec![
-            MultiOp::GetData(zkd_protocol::PathWatchRequest {
+            zkd_protocol::MultiOp::GetData(zkd_protocol::PathWatchRequest {
                 path: "/a".into(),
                 watch: false,
             }),
-            MultiOp::GetChildren(zkd_protocol::PathWatchRequest {
+            zkd_protocol::MultiOp::GetChildren(zkd_protocol::PathWatchRequest {
                 path: "/p".into(),
                 watch: false,
             }),
