@@ -60,6 +60,9 @@ enum Op {
     /// Fault rules matched on requests.
     #[command(subcommand)]
     Fault(FaultOp),
+    /// Network faults on client connections: blackhole, drop-replies, latency.
+    #[command(subcommand)]
+    NetFault(crate::net_faults::NetFaultOp),
     /// Delete every node except /zookeeper.
     Reset {
         /// Expire every session too.
@@ -263,6 +266,7 @@ fn execute(args: &CtlArgs) -> Result<String, Failure> {
             .call("POST", "/zkd/resume")
             .map(|v| human_or_json(&v, json, || "resumed".to_string())),
         Op::Fault(op) => fault(&client, op, json),
+        Op::NetFault(op) => crate::net_faults::run(&client, op, json),
         Op::Reset { expire_sessions } => {
             let path = if *expire_sessions {
                 "/zkd/reset?sessions=expire"
@@ -429,7 +433,12 @@ impl Client {
         self.call_with(method, path, None)
     }
 
-    fn call_with(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, Failure> {
+    pub(crate) fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, Failure> {
         let url = format!("{}{}", self.base, path);
         let response = match (method, body) {
             ("GET", _) => self.agent.get(&url).call(),
