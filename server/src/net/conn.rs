@@ -359,7 +359,7 @@ async fn open<S: Stream>(
 }
 
 /// Resolves once the connection is no longer blackholed (or was killed).
-fn blackhole_lifted(q: &ConnQueue) -> impl Future<Output = ()> + '_ {
+pub(crate) fn blackhole_lifted(q: &ConnQueue) -> impl Future<Output = ()> + '_ {
     std::future::poll_fn(move |cx| {
         if !q.net_fault().blackhole {
             return Poll::Ready(());
