@@ -37,13 +37,13 @@ core/request:      reply, txn < execute
 core/ensemble:     servers < lag, membership, quorum, reconfig
 core/testing:      fault < control_ops, fixture_nodes, invariants, recording
 server:            version_string < files < config, fixture < engine < reports, persist < net < control < admin < server
-server/engine:     clock, gate, input_budget, kept_membership, latency, outbound, slow_step, unsynced < durable, ensemble, queue < facts, feed, listeners
+server/engine:     clock, gate, input_budget, kept_membership, latency, outbound, slow_step, unsynced < durable, ensemble < net_faults < queue < facts, feed, listeners
 server/reports:    civil_date, host, monitor_keys < metrics, report < format, gate, worker
 server/persist:    datadir < load < txnlog
 server/net:        input, member, stream, x509_dn < conn < tls
-server/control:    member_lag, members
-server/admin:      error, outgoing < listen < guard, control, herd, metrics, persist, members < member_lag, commands, web, zk_controller
-cli:               alloc, datadir, gen_certs, kept_membership, pow, snapshot, trim, zoocfg, ctl_client < config_file, members < serve, ctl
+server/control:    member_lag, members, net_faults
+server/admin:      error, outgoing < listen < guard, control, herd, metrics, persist, members < member_lag, commands, net_faults, web, zk_controller
+cli:               alloc, datadir, gen_certs, kept_membership, pow, snapshot, trim, zoocfg, ctl_client < config_file, members, net_faults < serve, ctl
 cli/zoocfg:        env, props, servers < keys < members < apply
 benches:           epoll, proc, progress, report < pool < util < cpus, comparison < servers, plot, throughput, admin_stall, herd < watchers, footprint, snapshot, ensemble_startup, durable < fanout, floor < compare
 testkit:           frame, http, oracle, raw < target

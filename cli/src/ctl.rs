@@ -61,6 +61,9 @@ enum Op {
     /// Fault rules matched on requests.
     #[command(subcommand)]
     Fault(FaultOp),
+    /// Network faults on client connections: blackhole, drop-replies, latency.
+    #[command(subcommand)]
+    NetFault(crate::net_faults::NetFaultOp),
     /// Delete every node except /zookeeper.
     Reset {
         /// Expire every session too.
@@ -237,6 +240,7 @@ fn execute(args: &CtlArgs) -> Result<String, Failure> {
             .call("POST", "/zkd/resume")
             .map(|v| human_or_json(&v, json, || "resumed".to_string())),
         Op::Fault(op) => fault(&client, op, json),
+        Op::NetFault(op) => crate::net_faults::run(&client, op, json),
         Op::Reset { expire_sessions } => {
             let path = if *expire_sessions {
                 "/zkd/reset?sessions=expire"

@@ -11,6 +11,7 @@ mod datadir;
 mod gen_certs;
 mod kept_membership;
 mod members;
+mod net_faults;
 mod pow;
 mod serve;
 mod snapshot;

@@ -148,3 +148,28 @@ def test_the_fixture_wipe_restores_every_member():
         check = _client(server.member_hosts(3))
         assert check.get_children("/") == ["zookeeper"]
         _close(check)
+
+
+def test_blackholed_connection_moves_to_another_member():
+    with zkd.Server(ensemble=3) as server:
+        states = []
+        c = _client(server.hosts, timeout=4.0, randomize_hosts=False)
+        c.add_listener(states.append)
+        node = c.create("/held", b"", ephemeral=True)
+        sid = c.client_id[0]
+        fault = server.add_net_fault("blackhole", session=sid)
+        assert fault["connections"] == 1 and fault["action"] == "blackhole"
+        assert wait_for(lambda: KazooState.SUSPENDED in states, timeout=10)
+        assert wait_for(lambda: states[-1] == KazooState.CONNECTED, timeout=10)
+        assert c.client_id[0] == sid and c.exists(node) is not None
+        assert server.net_faults()[0]["connections"] == 0
+        with pytest.raises(zkd.AdminError) as err:
+            server.add_net_fault("latency")
+        assert err.value.status == 400
+        with pytest.raises(zkd.AdminError) as err:
+            server.remove_net_fault(99)
+        assert err.value.status == 404
+        server.add_net_fault("latency", ms=1, member=2)
+        assert server.clear_net_faults() == 2
+        assert server.net_faults() == []
+        _close(c)

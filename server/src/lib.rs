@@ -34,8 +34,9 @@ pub use config::{
     FsyncPolicy, MemberConfig, TlsConfig, DYNAMIC_FILE_PREFIX,
 };
 pub use control::{
-    ClockReport, ControlError, FaultAction, FaultRule, FaultStatus, Lag, MemberLagReport,
-    PauseClock, PauseOptions, SessionReport, MAX_FAULT_RULES,
+    ClientAddr, ClockReport, ControlError, FaultAction, FaultRule, FaultStatus, Lag,
+    MemberLagReport, NetFault, NetFaultRule, NetFaultStatus, PauseClock, PauseOptions,
+    SessionReport, MAX_FAULT_RULES, MAX_LATENCY_MS, MAX_NET_FAULTS,
 };
 pub use engine::ensemble::{MemberMode, MemberReport};
 pub use engine::ServerFailure;

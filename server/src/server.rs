@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::control::member_lag::{self, MemberLagReport};
 use crate::control::members;
+use crate::control::net_faults::{self, NetFaultRule, NetFaultStatus};
 use crate::control::{
     self, ClockReport, ControlError, FaultRule, FaultStatus, PauseOptions, SessionReport,
 };
@@ -372,6 +373,31 @@ impl Server {
     /// Removes every fault rule; returns how many there were.
     pub fn clear_faults(&self) -> Result<usize, ControlError> {
         control::clear_faults(&self.shared)
+    }
+
+    /// Adds a network fault on client connections (a blackhole, lost replies or added
+    /// latency; see [`crate::NetFault`]), on the open connections it matches at once and on those
+    /// accepted later; returns its id. Its latency is on the session clock: under
+    /// `ClockMode::Manual` only [`Server::advance_clock`] lets it pass.
+    pub fn add_net_fault(&self, rule: NetFaultRule) -> Result<u64, ControlError> {
+        net_faults::add(&self.shared, rule)
+    }
+
+    /// Every network fault rule, with the open connections it matches.
+    pub fn net_faults(&self) -> Result<Vec<NetFaultStatus>, ControlError> {
+        net_faults::list(&self.shared)
+    }
+
+    /// Removes one network fault rule: the connections a blackhole or lost replies held are
+    /// closed (their clients reconnect), a latency ends.
+    pub fn remove_net_fault(&self, id: u64) -> Result<(), ControlError> {
+        net_faults::remove(&self.shared, id)
+    }
+
+    /// Removes every network fault rule, as [`Server::remove_net_fault`] does each; returns
+    /// how many there were.
+    pub fn clear_net_faults(&self) -> Result<usize, ControlError> {
+        net_faults::clear(&self.shared)
     }
 
     /// Deletes every node except `/zookeeper`; with `expire_sessions`, expires every session

@@ -1,7 +1,7 @@
 //! End-to-end tests of what only zkd has or does its own way: embedding, the simulated
-//! ensemble and lagging members, the admin listener (control plane, tree export, metrics, the
-//! herd detector, the web view in headless chromium), zkd's reaper and four-letter-word
-//! defaults. Each test starts its own embedded server; none of them runs against ZooKeeper.
+//! ensemble and lagging members, network faults on connections, the admin listener (control
+//! plane, tree export, metrics, the herd detector, the web view in headless chromium), zkd's
+//! reaper and four-letter-word defaults. Each test starts its own embedded server; none of them runs against ZooKeeper.
 //!
 //! One binary for all of them, so the server is linked once: `cargo test -p zkd-client-tests
 //! --test zkd_only [MODULE::]`.
@@ -14,6 +14,7 @@ mod ensemble;
 mod four_letter_defaults;
 mod herd;
 mod lagging_member;
+mod network_faults;
 mod readme_pattern;
 mod reaping;
 mod slow_steps;

@@ -383,6 +383,43 @@ class Server:
         """Removes every fault rule; returns how many there were."""
         return self._call("DELETE", "/zkd/faults")["removed"]
 
+    # -- network faults on client connections ------------------------------------------
+
+    def add_net_fault(self, action, *, ms=None, session=None, client=None, member=None):
+        """Adds a network fault on client connections and returns it (with its ``id`` and
+        the number of open ``connections`` it holds).
+
+        ``action`` is ``"blackhole"`` (nothing read or written, nothing closed: the client
+        notices by its own timeout), ``"drop-replies"`` (requests applied, replies and
+        notifications lost) or ``"latency"`` (``ms`` milliseconds, an int or a ``timedelta``,
+        added each way on the session clock). It holds the connection ``session`` has now
+        (an int, e.g. kazoo's ``client.client_id[0]``, or a hex string), connections from
+        ``client`` (an IP, or ``"IP:PORT"`` for one connection), connections to ensemble
+        member ``member``, or, with none of these, every client connection."""
+        body = {"action": action}
+        if ms is not None:
+            body["ms"] = _ms(ms)
+        if session is not None:
+            body["session"] = session_hex(session)
+        if client is not None:
+            body["client"] = client
+        if member is not None:
+            body["member"] = int(member)
+        return self._call("POST", "/zkd/net-faults", body=body)
+
+    def net_faults(self):
+        """The network faults in force, each with the open ``connections`` it holds."""
+        return self._call("GET", "/zkd/net-faults")["net_faults"]
+
+    def remove_net_fault(self, fault_id):
+        """Removes one network fault: a latency ends, and the connections a blackhole or
+        dropped replies held are closed (their clients reconnect)."""
+        return self._call("DELETE", "/zkd/net-faults/%d" % int(fault_id))
+
+    def clear_net_faults(self):
+        """Removes every network fault; returns how many there were."""
+        return self._call("DELETE", "/zkd/net-faults")["removed"]
+
     # -- ensemble members -------------------------------------------------------------
 
     def members(self):

@@ -63,6 +63,7 @@ def _zkd_session_server(request, zkd_server_options):
 
 def _wipe(server):
     server.clear_faults()
+    server.clear_net_faults()
     try:
         server.resume()
     except AdminError as e:

@@ -43,7 +43,9 @@ impl From<ControlError> for ApiError {
         let status = match e {
             ControlError::NoSuchSession(_)
             | ControlError::NoSuchFault(_)
+            | ControlError::NoSuchNetFault(_)
             | ControlError::NoSuchMember(_) => StatusCode::NOT_FOUND,
+            ControlError::BadNetFault(_) => StatusCode::BAD_REQUEST,
             ControlError::Bind(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ControlError::NotAnEnsemble
             | ControlError::MemberRunning(_)

@@ -19,6 +19,7 @@ mod listen;
 mod member_lag;
 mod members;
 mod metrics;
+mod net_faults;
 mod outgoing;
 mod persist;
 mod web;
@@ -81,6 +82,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .merge(control::routes())
         .merge(members::routes())
         .merge(member_lag::routes())
+        .merge(net_faults::routes())
         .merge(commands::routes())
         .merge(persist::routes())
         .merge(metrics::routes())

@@ -1,11 +1,13 @@
 //! The test control plane as Rust operations on a running server: list, expire and
-//! disconnect sessions, pause and resume traffic, fault rules, reset, the virtual clock, and
-//! stopping, starting ([`members`]) and lagging ([`member_lag`]) ensemble members.
+//! disconnect sessions, pause and resume traffic, fault rules, network faults on connections
+//! ([`net_faults`]), reset, the virtual clock, and stopping, starting ([`members`]) and
+//! lagging ([`member_lag`]) ensemble members.
 //! [`crate::Server`]'s methods and the admin HTTP routes both call these, so both take
 //! effect the same way: through the core, in the one order of client requests.
 
 pub(crate) mod member_lag;
 pub(crate) mod members;
+pub(crate) mod net_faults;
 #[cfg(test)]
 mod reset_tests;
 
@@ -17,6 +19,9 @@ use crate::engine::{CoreFailed, Shared};
 use crate::ClockMode;
 
 pub use crate::control::member_lag::MemberLagReport;
+pub use crate::control::net_faults::{
+    ClientAddr, NetFault, NetFaultRule, NetFaultStatus, MAX_LATENCY_MS, MAX_NET_FAULTS,
+};
 pub use crate::core::Lag;
 pub use crate::core::{FaultAction, FaultRule, FaultStatus, SessionReport, MAX_FAULT_RULES};
 
@@ -61,6 +66,10 @@ pub enum ControlError {
     ClockNotManual,
     TooManyFaults(String),
     NoSuchFault(u64),
+    /// No network fault rule with this id.
+    NoSuchNetFault(u64),
+    /// A network fault rule that cannot be taken, and why.
+    BadNetFault(String),
     /// A member operation on a server that is not a simulated ensemble.
     NotAnEnsemble,
     NoSuchMember(u64),
@@ -89,6 +98,8 @@ impl std::fmt::Display for ControlError {
             ),
             ControlError::TooManyFaults(msg) => f.write_str(msg),
             ControlError::NoSuchFault(id) => write!(f, "no fault rule {id}"),
+            ControlError::NoSuchNetFault(id) => write!(f, "no network fault {id}"),
+            ControlError::BadNetFault(msg) => f.write_str(msg),
             ControlError::NotAnEnsemble => f.write_str(
                 "this server is not an ensemble; start it with --ensemble N to have members",
             ),

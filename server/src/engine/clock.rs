@@ -25,6 +25,8 @@ pub(crate) struct Clock {
     start: Instant,
     origin_ms: i64,
     state: Mutex<ClockState>,
+    /// Notified whenever the session clock jumps (an advance, a thaw), for [`Clock::reached`].
+    moved: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -42,6 +44,7 @@ impl Clock {
             start: Instant::now(),
             origin_ms: now_ms(),
             state: Mutex::new(ClockState::default()),
+            moved: tokio::sync::Notify::new(),
         }
     }
 
@@ -98,6 +101,34 @@ impl Clock {
         if let Some(frozen) = st.frozen_at.take() {
             st.offset_ms = real - frozen;
         }
+        drop(st);
+        self.moved.notify_waiters();
+    }
+
+    /// Resolves once the session clock reads `deadline` or later: in real time (a frozen
+    /// clock holds it), or when `advance` moves a manual clock that far.
+    pub(crate) async fn reached(&self, deadline: i64) {
+        loop {
+            let moved = self.moved.notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
+            let now = self.mono();
+            if now >= deadline {
+                return;
+            }
+            match self.mode {
+                ClockMode::Manual => moved.await,
+                ClockMode::Real => {
+                    let wait = std::time::Duration::from_millis(
+                        u64::try_from(deadline - now).unwrap_or(1),
+                    );
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = moved => {}
+                    }
+                }
+            }
+        }
     }
 
     /// Moves the manual clock forward by `ms`; the new reading, or `None` in real mode.
@@ -109,7 +140,10 @@ impl Clock {
         st.offset_ms = st
             .offset_ms
             .saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
-        Some(self.origin_ms.saturating_add(st.offset_ms))
+        let reading = self.origin_ms.saturating_add(st.offset_ms);
+        drop(st);
+        self.moved.notify_waiters();
+        Some(reading)
     }
 }
 
@@ -126,6 +160,35 @@ mod tests {
         assert_eq!(c.advance(31_000), Some(t0 + 31_000));
         assert_eq!(c.mono(), t0 + 31_000);
         assert_eq!(c.elapsed(), 31_000);
+    }
+
+    #[tokio::test]
+    async fn a_wait_on_the_manual_clock_ends_when_an_advance_reaches_it() {
+        let c = std::sync::Arc::new(Clock::new(ClockMode::Manual));
+        let deadline = c.mono() + 500;
+        let waiter = {
+            let c = c.clone();
+            tokio::spawn(async move { c.reached(deadline).await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert!(!waiter.is_finished(), "the wall clock does not move it");
+        c.advance(499);
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert!(!waiter.is_finished(), "499 ms are not enough");
+        c.advance(1);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("ends at the deadline")
+            .expect("the task");
+    }
+
+    #[tokio::test]
+    async fn a_wait_on_the_real_clock_takes_its_time() {
+        let c = Clock::new(ClockMode::Real);
+        let started = Instant::now();
+        c.reached(c.mono() + 60).await;
+        assert!(started.elapsed() >= std::time::Duration::from_millis(55));
+        c.reached(c.mono() - 1).await;
     }
 
     #[test]

@@ -49,6 +49,7 @@ mod input_budget;
 mod kept_membership;
 pub(crate) mod latency;
 pub(crate) mod listeners;
+pub(crate) mod net_faults;
 pub(crate) mod outbound;
 pub(crate) mod queue;
 pub(crate) mod slow_step;
@@ -104,6 +105,8 @@ pub(crate) struct ConnHandle {
     latency: latency::AvgMinMax,
     /// The highest [`Out::Durable`] barrier queued on it.
     barrier: u64,
+    /// The client's address, which network fault rules match.
+    peer: SocketAddr,
 }
 
 /// The open connections by id. Each handle sits in its own allocation, so the table's slots
@@ -117,6 +120,8 @@ pub(crate) struct State {
     /// The simulated ensemble's membership (`None` on a standalone server). It sits behind
     /// the core's lock so a member's mode and the connections it admits change together.
     pub(crate) members: Option<Membership>,
+    /// The network fault rules on client connections.
+    pub(crate) net_faults: net_faults::NetFaults,
 }
 
 impl ConnHandle {
@@ -430,6 +435,7 @@ impl Shared {
                 core,
                 conns: Conns::default(),
                 members: None,
+                net_faults: net_faults::NetFaults::default(),
             }),
             cfg: NetConfig {
                 client_port,
@@ -728,6 +734,10 @@ impl Shared {
                 .core
                 .open_member_connection(remote, self.now(), member, serving)?;
             let q = Arc::new(queue::ConnQueue::default());
+            let fault = state.net_faults.for_conn(id, remote, member);
+            if fault != net_faults::ConnFault::default() {
+                let _ = q.set_net_fault(fault);
+            }
             state.conns.insert(
                 id,
                 Box::new(ConnHandle {
@@ -736,6 +746,7 @@ impl Shared {
                     member,
                     latency: latency::AvgMinMax::default(),
                     barrier: 0,
+                    peer: remote,
                 }),
             );
             Some((id, ConnChannels { q, member }))

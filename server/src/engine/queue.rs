@@ -13,9 +13,11 @@
 //! [`ConnQueue::fed`], [`ConnQueue::park_fed`]).
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
+use super::net_faults::ConnFault;
 use super::outbound::{OutBudget, Queued};
 use super::Out;
 use crate::core::Frame;
@@ -26,6 +28,9 @@ pub(crate) struct ConnQueue {
     items: Mutex<Items>,
     /// Bytes queued and not yet written.
     pub(crate) queued: Queued,
+    /// The network faults the connection is under ([`super::net_faults::ConnFault`],
+    /// packed), read by its task on every poll.
+    net: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -77,6 +82,18 @@ impl ConnQueue {
         // A panic while holding this lock cannot leave the queue half changed (every
         // operation is a single push or drain), so a poisoned lock is still usable.
         self.items.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The network faults the connection is under.
+    pub(crate) fn net_fault(&self) -> ConnFault {
+        ConnFault::unpack(self.net.load(Ordering::Acquire))
+    }
+
+    /// Puts the connection under `fault`; the task's waker, to wake it so that it sees the
+    /// change (whatever it waits for).
+    pub(crate) fn set_net_fault(&self, fault: ConnFault) -> Option<Waker> {
+        self.net.store(fault.pack(), Ordering::Release);
+        self.items().waker.clone()
     }
 
     /// Queues `out` for the writer; the task's waker when it is to be woken.

@@ -254,7 +254,15 @@ async fn start<S: Stream>(
     remote: SocketAddr,
     member: u64,
 ) -> Next<S> {
-    let opened = open(&registered.shared, registered.id, stream, remote, member).await;
+    let opened = open(
+        &registered.shared,
+        &registered.q,
+        registered.id,
+        stream,
+        remote,
+        member,
+    )
+    .await;
     match opened {
         Opened::Session {
             stream,
@@ -271,12 +279,20 @@ async fn start<S: Stream>(
 /// The first frame: a four-letter word (answered here), or the handshake.
 async fn open<S: Stream>(
     shared: &Arc<Shared>,
+    q: &ConnQueue,
     id: ConnId,
     mut stream: S,
     remote: SocketAddr,
     member: u64,
 ) -> Opened<S> {
     let deadline = Instant::now() + shared.cfg.handshake_timeout;
+    if q.net_fault().blackhole {
+        // Nothing arrives: the connection ends when the server gives up waiting for its
+        // handshake, or when the blackhole is removed (as every connection it held does).
+        let _ = timeout_at(deadline, blackhole_lifted(q)).await;
+        tracing::debug!(conn = id, %remote, "closing a blackholed connection before its handshake");
+        return Opened::Done(None);
+    }
     let mut buf = match InputBuf::new(shared.input.clone(), shared.cfg.max_frame_len) {
         Ok(b) => b,
         Err(reason) => {
@@ -322,6 +338,11 @@ async fn open<S: Stream>(
         }
     };
 
+    let latency = q.net_fault().latency_ms;
+    if latency > 0 {
+        let at = shared.clock.mono().saturating_add(latency as i64);
+        shared.clock.reached(at).await;
+    }
     shared.gate.wait().await;
     let now = shared.now();
     let established = match shared.with_core(|core, out| core.handshake(id, connect, now, out)) {
@@ -335,6 +356,30 @@ async fn open<S: Stream>(
         buf,
         established,
     }
+}
+
+/// Resolves once the connection is no longer blackholed (or was killed).
+pub(crate) fn blackhole_lifted(q: &ConnQueue) -> impl Future<Output = ()> + '_ {
+    std::future::poll_fn(move |cx| {
+        if !q.net_fault().blackhole {
+            return Poll::Ready(());
+        }
+        if q.park(cx.waker(), false) == Parked::Killed || !q.net_fault().blackhole {
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    })
+}
+
+/// A future that resolves when the session clock reads `ms` later than now (a network
+/// fault's latency).
+fn latency_end(shared: &Arc<Shared>, ms: u64) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    let shared = shared.clone();
+    let at = shared
+        .clock
+        .mono()
+        .saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
+    Box::pin(async move { shared.clock.reached(at).await })
 }
 
 /// Reads until `buf` holds at least `n` bytes. Ok(false) = EOF first.
@@ -525,6 +570,8 @@ struct Busy {
     paused_output: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     /// A `delay` fault rule holds what follows.
     hold: Option<Pin<Box<Sleep>>>,
+    /// A network fault's latency holds the round taken.
+    latency: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     /// Group commit holds what follows until a transaction is synced.
     durable: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     /// How long writing may still take once reading is over ([`LINGER`]).
@@ -537,6 +584,7 @@ impl Busy {
             && self.paused_input.is_none()
             && self.paused_output.is_none()
             && self.hold.is_none()
+            && self.latency.is_none()
             && self.durable.is_none()
             && self.linger.is_none()
     }
@@ -569,6 +617,16 @@ enum Then {
 }
 
 impl Round {
+    /// The round's frames vanish (a network fault): nothing is written, what they held is
+    /// let go of, and only a close still follows.
+    fn discard(&mut self) {
+        self.batch.clear();
+        self.held.clear();
+        if self.then != Then::Close {
+            self.then = Then::Next;
+        }
+    }
+
     /// Adds `out`; whether the round takes more. `synced`: the transactions synced so far
     /// (a barrier they cover is passed over).
     fn add(&mut self, out: Out, synced: u64) -> bool {
@@ -693,6 +751,12 @@ impl<S: Stream> Conn<S> {
     /// Feeds the complete frames in the buffer to the core, then reads once.
     fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<ReadStep> {
         loop {
+            let fault = self.registered.q.net_fault();
+            if fault.blackhole {
+                // Nothing is read (the client's sends fill the socket's buffers and stop);
+                // a change of the fault wakes the task through its queue.
+                return Poll::Pending;
+            }
             let paused = self.busy.as_mut().and_then(|b| b.paused_input.as_mut());
             if let Some(paused) = paused {
                 let (frames, bad, arrived) = ready!(paused.as_mut().poll(cx));
@@ -704,6 +768,16 @@ impl<S: Stream> Conn<S> {
                 if !frames.is_empty() && self.shared().gate.is_paused() {
                     // Stop-the-world pause: no more reading until it ends.
                     let end = pause_end(self.shared());
+                    self.busy().paused_input = Some(Box::pin(async move {
+                        end.await;
+                        (frames, bad, arrived)
+                    }));
+                    continue;
+                }
+                if fault.latency_ms > 0 && (!frames.is_empty() || bad.is_some()) {
+                    // Network latency: the frames reach the server that much later on the
+                    // session clock; nothing more is read meanwhile.
+                    let end = latency_end(self.shared(), fault.latency_ms);
                     self.busy().paused_input = Some(Box::pin(async move {
                         end.await;
                         (frames, bad, arrived)
@@ -836,6 +910,12 @@ impl<S: Stream> Conn<S> {
                     }
                     busy.hold = None;
                 }
+                if let Some(latency) = &mut busy.latency {
+                    if latency.as_mut().poll(cx).is_pending() {
+                        return park(q, cx, false);
+                    }
+                    busy.latency = None;
+                }
                 if let Some(durable) = &mut busy.durable {
                     if durable.as_mut().poll(cx).is_pending() {
                         return park(q, cx, false);
@@ -864,6 +944,15 @@ impl<S: Stream> Conn<S> {
                 }
                 let shared = &self.registered.shared;
                 let busy = self.busy.get_or_insert_with(Box::default);
+                let fault = q.net_fault();
+                if fault.silences() {
+                    // A blackhole or lost replies: what the server sends vanishes.
+                    if let Some(round) = round.as_mut() {
+                        round.discard();
+                    }
+                } else if fault.latency_ms > 0 {
+                    busy.latency = Some(latency_end(shared, fault.latency_ms));
+                }
                 busy.round = round;
                 if shared.gate.is_paused() {
                     busy.paused_output = Some(pause_end(shared));

@@ -131,6 +131,13 @@ pub(crate) async fn serve(
         armed: true,
     };
     let limit = shared.cfg.handshake_timeout;
+    if channels.q.net_fault().blackhole {
+        // As on the plain port: nothing is read, and the connection ends when its handshake
+        // is overdue or the blackhole is removed.
+        let _ = timeout(limit, conn::blackhole_lifted(&channels.q)).await;
+        tracing::debug!(conn = id, %remote, "closing a blackholed connection before its handshake");
+        return;
+    }
     let tls = match Box::pin(timeout(limit, setup.acceptor.accept(stream))).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {

@@ -448,6 +448,33 @@ public class ZkdTestingServer implements Closeable {
         admin("DELETE", "/zkd/faults", null);
     }
 
+    /** Adds a network fault on client connections given as the admin API's JSON: a
+     * {@code blackhole} (nothing read or written, nothing closed: the client notices by its own
+     * timeout), {@code drop-replies} (requests applied, replies lost) or {@code latency} with
+     * {@code ms} added each way, on the connection a {@code session} has now, connections
+     * from a {@code client} address, to an ensemble {@code member}, or every connection (e.g.
+     * {@code {"action":"blackhole","session":"0x1000abcd0000"}}); returns it as JSON, with its
+     * id and the number of open connections it holds. */
+    public String addNetFault(String faultJson) {
+        return admin("POST", "/zkd/net-faults", faultJson);
+    }
+
+    /** The network faults in force, as the admin API's JSON. */
+    public String netFaultsJson() {
+        return admin("GET", "/zkd/net-faults", null);
+    }
+
+    /** Removes one network fault: a latency ends, and the connections a blackhole or dropped
+     * replies held are closed (their clients reconnect). */
+    public void removeNetFault(long id) {
+        admin("DELETE", "/zkd/net-faults/" + id, null);
+    }
+
+    /** Removes every network fault. */
+    public void clearNetFaults() {
+        admin("DELETE", "/zkd/net-faults", null);
+    }
+
     /**
      * Calls the admin HTTP API and returns the response body.
      *

@@ -37,6 +37,7 @@ public final class ZkdTestingServerTest {
         test("pauseHoldsRequestsUntilResume", ZkdTestingServerTest::pause);
         test("faultRuleFailsOneRequest", ZkdTestingServerTest::fault);
         test("protectedCreateSurvivesDropAfter", ZkdTestingServerTest::protectedCreateUnderDropAfter);
+        test("droppedReplyWriteIsApplied", ZkdTestingServerTest::droppedReplies);
         test("closeStopsTheProcessAndFreesThePort", ZkdTestingServerTest::close);
         test("adminErrorsCarryStatus", ZkdTestingServerTest::adminErrors);
         test("zookeeperVersionPicksTheRelease", ZkdTestingServerTest::zookeeperVersion);
@@ -222,6 +223,39 @@ public final class ZkdTestingServerTest {
                 }
                 check(new String(c.getData().forPath("/f")).equals("x"), "the rule fired twice");
                 server.clearFaults();
+            }
+        }
+    }
+
+    /**
+     * With its replies dropped, a client's create is applied (another client sees it) though
+     * its reply never comes; removing the fault closes the connection, and the client
+     * reconnects with its session.
+     */
+    static void droppedReplies() throws Exception {
+        try (ZkdTestingServer server = new ZkdTestingServer()) {
+            try (CuratorFramework c = curator(server, null);
+                 CuratorFramework other = curator(server, null)) {
+                long session = c.getZookeeperClient().getZooKeeper().getSessionId();
+                String added = server.addNetFault(
+                        "{\"action\":\"drop-replies\",\"session\":\"0x" + Long.toHexString(session) + "\"}");
+                check(added.contains("\"connections\":1"), "not on the client's connection: " + added);
+                java.util.concurrent.CountDownLatch answered = new java.util.concurrent.CountDownLatch(1);
+                c.getZookeeperClient().getZooKeeper().create("/lost-reply", "v".getBytes(),
+                        org.apache.zookeeper.ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT,
+                        (rc, path, ctx, name) -> answered.countDown(), null);
+                check(eventually(() -> {
+                    try {
+                        return other.checkExists().forPath("/lost-reply") != null;
+                    } catch (Exception e) {
+                        return false;
+                    }
+                }), "the create was not applied");
+                check(!answered.await(300, TimeUnit.MILLISECONDS), "the reply came");
+                server.clearNetFaults();
+                check(server.netFaultsJson().contains("[]"), "not cleared: " + server.netFaultsJson());
+                check(c.blockUntilConnected(30, TimeUnit.SECONDS), "no reconnection");
+                check(c.getZookeeperClient().getZooKeeper().getSessionId() == session, "a new session");
             }
         }
     }

@@ -65,6 +65,7 @@ public class ZkdExtension implements ParameterResolver, AfterEachCallback {
             return;
         }
         server.clearFaults();
+        server.clearNetFaults();
         try {
             server.resume();
         } catch (ZkdAdminException e) {

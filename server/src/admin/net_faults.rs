@@ -1,0 +1,203 @@
+//! The network fault routes under `/zkd/net-faults`: add a blackhole, lost replies or added
+//! latency on client connections (by session, client address, member), list, remove and
+//! clear them. Each handler parses its input into a [`crate::control::net_faults`] call and
+//! renders the answer as JSON.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::delete;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::control::parse_session_id;
+use super::{AdminState, ApiError, ApiResult};
+use crate::control::hex;
+use crate::control::net_faults::{
+    self, ClientAddr, NetFault, NetFaultRule, NetFaultStatus, MAX_LATENCY_MS,
+};
+
+pub(crate) fn routes() -> Router<AdminState> {
+    Router::new()
+        .route(
+            "/zkd/net-faults",
+            axum::routing::get(list).post(add).delete(clear),
+        )
+        .route("/zkd/net-faults/{id}", delete(remove))
+}
+
+/// The body of `POST /zkd/net-faults`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct Body {
+    /// `blackhole`, `drop-replies` or `latency`.
+    action: String,
+    /// `latency`: ms added each way.
+    ms: Option<Value>,
+    /// The session whose connection (as it is now) the rule holds, in hex.
+    session: Option<String>,
+    /// A client IP, or IP:port for one connection.
+    client: Option<String>,
+    /// An ensemble member's id.
+    member: Option<Value>,
+}
+
+fn whole_number(name: &str, v: &Value) -> ApiResult<u64> {
+    let parsed = match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    };
+    parsed.ok_or_else(|| {
+        ApiError::bad_request(format!("{name} {v} is not a non-negative whole number"))
+    })
+}
+
+fn rule(body: Body) -> ApiResult<NetFaultRule> {
+    let fault = match body.action.as_str() {
+        "blackhole" => NetFault::Blackhole,
+        "drop-replies" => NetFault::DropReplies,
+        "latency" => {
+            let ms = body.ms.as_ref().ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "action \"latency\" needs \"ms\", the milliseconds added each way (1 to \
+                     {MAX_LATENCY_MS})"
+                ))
+            })?;
+            NetFault::Latency(whole_number("ms", ms)?)
+        }
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "unknown network fault {other:?}; expected blackhole, drop-replies or latency"
+            )))
+        }
+    };
+    if body.ms.is_some() && !matches!(fault, NetFault::Latency(_)) {
+        return Err(ApiError::bad_request(
+            "\"ms\" only goes with action \"latency\"",
+        ));
+    }
+    let client = body
+        .client
+        .as_deref()
+        .map(str::parse::<ClientAddr>)
+        .transpose()
+        .map_err(ApiError::bad_request)?;
+    Ok(NetFaultRule {
+        fault,
+        session: body.session.as_deref().map(parse_session_id).transpose()?,
+        client,
+        member: body
+            .member
+            .as_ref()
+            .map(|m| whole_number("member", m))
+            .transpose()?,
+    })
+}
+
+fn status_json(s: &NetFaultStatus) -> Value {
+    let mut v = json!({
+        "id": s.id,
+        "action": s.rule.fault.name(),
+        "session": s.rule.session.map(hex),
+        "connection": s.connection.map(|c| c.to_string()),
+        "client": s.rule.client.map(|c| c.to_string()),
+        "member": s.rule.member,
+        "connections": s.connections,
+    });
+    if let (NetFault::Latency(ms), Value::Object(m)) = (s.rule.fault, &mut v) {
+        m.insert("ms".into(), json!(ms));
+    }
+    v
+}
+
+async fn add(
+    State(st): State<AdminState>,
+    body: axum::body::Bytes,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    // Any content type: `curl -d` sends a form type with a JSON body.
+    let body: Body = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+    let id = net_faults::add(&st.shared, rule(body)?)?;
+    let list = net_faults::list(&st.shared)?;
+    let added = list
+        .iter()
+        .find(|f| f.id == id)
+        .map(status_json)
+        .unwrap_or_else(|| json!({ "id": id }));
+    Ok((StatusCode::CREATED, Json(added)))
+}
+
+async fn list(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+    let list = net_faults::list(&st.shared)?;
+    Ok(Json(
+        json!({ "net_faults": list.iter().map(status_json).collect::<Vec<_>>() }),
+    ))
+}
+
+async fn clear(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+    let removed = net_faults::clear(&st.shared)?;
+    Ok(Json(json!({ "removed": removed })))
+}
+
+async fn remove(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let id: u64 = id
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("network fault id {id:?} is not a number")))?;
+    net_faults::remove(&st.shared, id)?;
+    Ok(Json(json!({ "removed": 1 })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Result<NetFaultRule, String> {
+        let body: Body = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        rule(body).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn bodies_become_rules() {
+        assert_eq!(
+            parsed(r#"{"action":"blackhole","session":"0x1f"}"#),
+            Ok(NetFaultRule {
+                fault: NetFault::Blackhole,
+                session: Some(0x1f),
+                client: None,
+                member: None,
+            })
+        );
+        let r = parsed(r#"{"action":"latency","ms":"250","client":"127.0.0.1","member":2}"#)
+            .expect("a rule");
+        assert_eq!(r.fault, NetFault::Latency(250));
+        assert_eq!(r.client.map(|c| c.to_string()), Some("127.0.0.1".into()));
+        assert_eq!(r.member, Some(2));
+        let r = parsed(r#"{"action":"drop-replies","client":"[::1]:4000"}"#).expect("a rule");
+        assert_eq!(r.client.map(|c| c.to_string()), Some("[::1]:4000".into()));
+    }
+
+    #[test]
+    fn bad_bodies_are_refused_with_a_reason() {
+        for (body, says) in [
+            (r#"{"action":"partition"}"#, "unknown network fault"),
+            (r#"{"action":"latency"}"#, "needs \"ms\""),
+            (r#"{"action":"latency","ms":-5}"#, "not a non-negative"),
+            (r#"{"action":"blackhole","ms":5}"#, "only goes with"),
+            (
+                r#"{"action":"blackhole","client":"example.com"}"#,
+                "is not an IP",
+            ),
+            (
+                r#"{"action":"blackhole","session":"zz"}"#,
+                "not a hexadecimal",
+            ),
+            (r#"{"action":"blackhole","member":"one"}"#, "member \"one\""),
+            (r#"{"action":"blackhole","colour":"red"}"#, "unknown field"),
+            (r#"{"session":"0x1"}"#, "missing field"),
+        ] {
+            let e = parsed(body).expect_err(body);
+            assert!(e.contains(says), "{body}: {e}");
+        }
+    }
+}
