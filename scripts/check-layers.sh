@@ -46,7 +46,7 @@ server/admin:      error, outgoing < listen < guard, control, herd, metrics, per
 cli:               alloc, datadir, gen_certs, kept_membership, pow, snapshot, trim, zoocfg, ctl_client < config_file, members, net_faults < serve, ctl
 cli/zoocfg:        env, props, servers < keys < members < apply
 benches:           epoll, proc, progress, report < pool < util < cpus, comparison < servers, plot, throughput, admin_stall, herd < watchers, footprint, snapshot, ensemble_startup, durable < fanout, floor < compare
-testkit:           frame, http, oracle, raw < target
+testkit:           frame, http, oracle, proc_status, raw < target
 testkit/oracle:    ensemble < member_control
 '
 

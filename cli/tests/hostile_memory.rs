@@ -69,15 +69,7 @@ impl Zkd {
 
     /// Resident set size in bytes.
     fn rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("the server is running");
-        let kib: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .expect("VmRSS");
-        kib * 1024
+        zkd_testkit::proc_status::rss_bytes(self.child.id())
     }
 
     fn assert_alive(&mut self) {

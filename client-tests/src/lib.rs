@@ -8,3 +8,4 @@
 
 pub mod certs;
 pub mod zk_rust;
+pub mod zkd_process;

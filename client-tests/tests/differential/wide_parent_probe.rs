@@ -13,11 +13,12 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use zkd_client_tests::zkd_process::{start_with_admin, Running};
 use zkd_protocol::{DeleteRequest, MultiOp, PathWatchRequest, Request};
 use zkd_testkit::oracle::{four_letter_word, Launcher, ZookeeperVersion};
 use zkd_testkit::raw::RawClient;
@@ -34,15 +35,6 @@ fn child(i: usize) -> String {
 }
 
 /// The process, killed if the test fails before it ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// What one server showed.
 #[derive(Debug, Default)]
 struct Figures {
@@ -260,25 +252,7 @@ async fn probe(addr: SocketAddr, admin: Option<SocketAddr>) -> Figures {
 }
 
 fn start_zkd() -> (Running, SocketAddr, SocketAddr) {
-    let bin = zkd_client_tests::certs::zkd_binary().unwrap_or_else(|e| panic!("{e}"));
-    let mut child = Command::new(bin)
-        .args(["--port", "0", "--admin-port", "0", "--log", "warn"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("zkd starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let running = Running(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let mut addr = |prefix: &str| -> SocketAddr {
-        let line = lines.next().expect("a line").expect("a line");
-        line.strip_prefix(prefix)
-            .unwrap_or_else(|| panic!("{line:?}"))
-            .parse()
-            .expect("an address")
-    };
-    let client = addr("zkd listening on ");
-    let admin = addr("zkd admin on ");
-    (running, client, admin)
+    start_with_admin(&[], Stdio::inherit())
 }
 
 fn row(name: &str, zkd: Duration, zk: Option<Duration>) -> String {

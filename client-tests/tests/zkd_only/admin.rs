@@ -84,3 +84,18 @@ pub async fn raw(addr: SocketAddr, method: &str, path: &str, headers: &[&str]) -
         .unwrap_or_default();
     (status, body)
 }
+
+/// Runs `zkd ctl --admin ADMIN ARGS...` (the workspace's binary): its exit code and its
+/// stdout followed by its stderr.
+pub fn zkd_ctl(admin: &str, args: &[&str]) -> (Option<i32>, String) {
+    let bin = zkd_client_tests::certs::zkd_binary().unwrap_or_else(|e| panic!("{e}"));
+    let out = std::process::Command::new(bin)
+        .args(["ctl", "--admin", admin])
+        .args(args)
+        .output()
+        .expect("zkd ctl runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}

@@ -833,16 +833,9 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
     );
     let admin = lines[4].strip_prefix("zkd admin on ").expect("admin line");
     let ctl = |args: &[&str]| {
-        let out = Command::new(&bin)
-            .args(["ctl", "--admin", admin, "members"])
-            .args(args)
-            .output()
-            .expect("zkd ctl runs");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
+        let mut all = vec!["members"];
+        all.extend_from_slice(args);
+        crate::admin::zkd_ctl(admin, &all)
     };
     let (code, text) = ctl(&["stop", "1"]);
     assert_eq!(code, Some(0), "{text}");

@@ -201,28 +201,8 @@ async fn kazoo_through_a_lagging_member() {
     let members: Vec<String> = (1..=3)
         .map(|id| member_addr(&server, id).to_string())
         .collect();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/lag_checks.py");
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("timeout")
-            .args(["-k", "5", "600", &python])
-            .arg(script)
-            .arg(http)
-            .args(members)
-            .output()
-    })
-    .await
-    .expect("blocking task")
-    .unwrap_or_else(|e| {
-        panic!("cannot run python3 with kazoo: {e}; run scripts/install-test-deps.sh")
-    });
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    assert!(
-        out.status.success() && stdout.contains(" passed, 0 failed"),
-        "kazoo checks failed ({}); if kazoo is missing, run scripts/install-test-deps.sh\n{stdout}\n{stderr}",
-        out.status
-    );
+    let mut args = vec![http];
+    args.extend(members);
+    crate::python_checks::run("lag_checks.py", args, 600, " passed, 0 failed").await;
     server.shutdown().await;
 }

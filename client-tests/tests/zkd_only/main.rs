@@ -15,6 +15,7 @@ mod four_letter_defaults;
 mod herd;
 mod lagging_member;
 mod network_faults;
+mod python_checks;
 mod readme_pattern;
 mod reaping;
 mod slow_steps;

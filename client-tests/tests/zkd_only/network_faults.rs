@@ -5,7 +5,6 @@
 //! (`client-tests/python/netfault_checks.py`).
 
 use std::net::SocketAddr;
-use std::process::Command;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -207,18 +206,11 @@ async fn bad_rules_are_refused_everywhere() {
     assert_eq!(status, 403, "{text}");
     assert!(server.net_faults().expect("list").is_empty());
 
-    let bin = zkd_client_tests::certs::zkd_binary().unwrap_or_else(|e| panic!("{e}"));
+    let admin = http.to_string();
     let ctl = |args: &[&str]| {
-        let out = Command::new(&bin)
-            .args(["ctl", "--admin", &http.to_string(), "net-fault"])
-            .args(args)
-            .output()
-            .expect("zkd ctl runs");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
+        let mut all = vec!["net-fault"];
+        all.extend_from_slice(args);
+        crate::admin::zkd_ctl(&admin, &all)
     };
     let (code, text) = ctl(&["add", "latency", "--ms", "250ms", "--client", "127.0.0.1"]);
     assert_eq!(code, Some(0), "{text}");
@@ -280,28 +272,8 @@ async fn kazoo_under_network_faults() {
     let members: Vec<String> = (1..=3)
         .map(|id| member_addr(&server, id).to_string())
         .collect();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/netfault_checks.py");
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("timeout")
-            .args(["-k", "5", "300", &python])
-            .arg(script)
-            .arg(http)
-            .args(members)
-            .output()
-    })
-    .await
-    .expect("blocking task")
-    .unwrap_or_else(|e| {
-        panic!("cannot run python3 with kazoo: {e}; run scripts/install-test-deps.sh")
-    });
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    assert!(
-        out.status.success() && stdout.contains("4 passed, 0 failed"),
-        "kazoo checks failed ({}); if kazoo is missing, run scripts/install-test-deps.sh\n{stdout}\n{stderr}",
-        out.status
-    );
+    let mut args = vec![http];
+    args.extend(members);
+    crate::python_checks::run("netfault_checks.py", args, 300, "4 passed, 0 failed").await;
     server.shutdown().await;
 }

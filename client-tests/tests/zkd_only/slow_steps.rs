@@ -3,50 +3,22 @@
 //! the process within the shutdown grace period while a step holds the core's lock (a stall
 //! the control plane asks for), without losing an acknowledged write.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use zkd_client_tests::zkd_process::{start_with_admin, Running};
 use zkd_protocol::{Create, MultiOp, OpCode, Request};
 use zkd_testkit::oracle::four_letter_word;
 use zkd_testkit::raw::{self, RawClient};
 
 /// The process, killed if a test fails before it ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts the binary with `args`, its stderr going to `log`; returns the client and admin
 /// addresses it prints.
 fn start(args: &[&str], log: &Path) -> (Running, SocketAddr, SocketAddr) {
-    let bin = zkd_client_tests::certs::zkd_binary().unwrap_or_else(|e| panic!("{e}"));
-    let mut child = Command::new(bin)
-        .args(["--port", "0", "--admin-port", "0", "--log", "warn"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).expect("log file"))
-        .spawn()
-        .expect("zkd starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let running = Running(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let mut addr = |prefix: &str| -> SocketAddr {
-        let line = lines.next().expect("a line").expect("a line");
-        line.strip_prefix(prefix)
-            .unwrap_or_else(|| panic!("{line:?} does not start with {prefix:?}"))
-            .parse()
-            .expect("an address")
-    };
-    let client = addr("zkd listening on ");
-    let admin = addr("zkd admin on ");
-    (running, client, admin)
+    let log = std::fs::File::create(log).expect("log file");
+    start_with_admin(args, Stdio::from(log))
 }
 
 fn slow_steps(addr: SocketAddr) -> u64 {

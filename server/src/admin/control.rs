@@ -442,18 +442,13 @@ async fn add_fault(
     State(st): State<AdminState>,
     body: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    // Any content type: `curl -d` sends a form type with a JSON body.
-    let body: FaultBody = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
-    let rule = fault_rule(body)?;
+    let rule = fault_rule(super::json_of(&body)?)?;
     let id = control::add_fault(&st.shared, rule)?;
     let list = control::faults(&st.shared)?;
-    let added = list
-        .iter()
-        .find(|f| f.id == id)
-        .map(fault_json)
-        .unwrap_or_else(|| json!({ "id": id }));
-    Ok((StatusCode::CREATED, Json(added)))
+    Ok(super::created(
+        id,
+        list.iter().find(|f| f.id == id).map(fault_json),
+    ))
 }
 
 async fn list_faults(State(st): State<AdminState>) -> ApiResult<Json<Value>> {

@@ -170,6 +170,23 @@ pub(crate) fn json_body(v: &serde_json::Value) -> ApiResult<axum::response::Resp
         .into_response())
 }
 
+/// A request body read as JSON whatever its content type (`curl -d` sends a form type with
+/// a JSON body); 400 with serde's reason when it is not.
+pub(crate) fn json_of<T: serde::de::DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
+}
+
+/// 201 with what a POST added, as its listing shows it (or only its id, when it is already
+/// gone again).
+pub(crate) fn created(
+    id: u64,
+    shown: Option<serde_json::Value>,
+) -> (StatusCode, axum::Json<serde_json::Value>) {
+    let shown = shown.unwrap_or_else(|| serde_json::json!({ "id": id }));
+    (StatusCode::CREATED, axum::Json(shown))
+}
+
 /// 404 for any route nobody serves.
 async fn unknown_route(uri: Uri) -> ApiError {
     ApiError::not_found(format!("no such admin route: {}", uri.path()))

@@ -115,17 +115,13 @@ async fn add(
     State(st): State<AdminState>,
     body: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    // Any content type: `curl -d` sends a form type with a JSON body.
-    let body: Body = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+    let body: Body = super::json_of(&body)?;
     let id = net_faults::add(&st.shared, rule(body)?)?;
     let list = net_faults::list(&st.shared)?;
-    let added = list
-        .iter()
-        .find(|f| f.id == id)
-        .map(status_json)
-        .unwrap_or_else(|| json!({ "id": id }));
-    Ok((StatusCode::CREATED, Json(added)))
+    Ok(super::created(
+        id,
+        list.iter().find(|f| f.id == id).map(status_json),
+    ))
 }
 
 async fn list(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
