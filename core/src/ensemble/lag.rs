@@ -56,11 +56,20 @@ impl std::fmt::Display for Lag {
 const MAX_DEFERRED_REQUESTS: usize = 1000;
 const MAX_DEFERRED_BYTES: usize = 16 << 20;
 
-/// Transactions kept for lagging members at most (about 1 KiB each).
+/// Transactions kept for lagging members at most, and bytes of node data, paths and events
+/// they hold at most; a member further behind is moved forward.
 #[cfg(not(test))]
 const MAX_HISTORY: usize = 100_000;
 #[cfg(test)]
 const MAX_HISTORY: usize = 64;
+#[cfg(not(test))]
+const MAX_HISTORY_BYTES: usize = 64 << 20;
+#[cfg(test)]
+const MAX_HISTORY_BYTES: usize = 16 << 10;
+
+/// What one recorded change or event counts against [`MAX_HISTORY_BYTES`] besides its path
+/// and data: the node's other fields and the bookkeeping around them.
+const RECORD_OVERHEAD: usize = 128;
 
 /// One zxid of the committed history, as the replicas replay it.
 struct Entry {
@@ -72,6 +81,8 @@ struct Entry {
     changes: Vec<(Box<str>, Option<Node>)>,
     /// Its watch events in op order, with the ACL that filters each.
     events: Vec<(i32, String, AclList)>,
+    /// What it counts against [`MAX_HISTORY_BYTES`].
+    bytes: usize,
 }
 
 /// A lagging member's own view.
@@ -101,6 +112,8 @@ struct Blocked {
 pub(crate) struct Lagging {
     replicas: BTreeMap<MemberId, Replica>,
     log: VecDeque<Entry>,
+    /// The sum of the entries' `bytes`.
+    log_bytes: usize,
     blocked: HashMap<ConnId, Blocked>,
     seq: u64,
     draining: bool,
@@ -254,6 +267,7 @@ impl Core {
                 mono,
                 changes: Vec::new(),
                 events: Vec::new(),
+                bytes: 0,
             });
         }
         self.zxid
@@ -288,6 +302,7 @@ impl Core {
                 mono: self.now_ms,
                 changes: Vec::new(),
                 events: Vec::new(),
+                bytes: 0,
             });
         }
         let tree = &self.tree;
@@ -295,14 +310,25 @@ impl Core {
             return;
         };
         let mut seen: HashSet<Box<str>> = entry.changes.iter().map(|(p, _)| p.clone()).collect();
+        let mut added = 0;
         for p in paths {
             if seen.insert(p.into()) {
-                entry
-                    .changes
-                    .push((p.into(), tree.get(p).map(|n| n.to_node())));
+                let node = tree.get(p).map(|n| n.to_node());
+                let data = node
+                    .as_ref()
+                    .and_then(|n| n.data.as_ref())
+                    .map_or(0, |d| d.len());
+                added += RECORD_OVERHEAD + p.len() + data;
+                entry.changes.push((p.into(), node));
             }
         }
+        added += events
+            .iter()
+            .map(|(_, p, _)| RECORD_OVERHEAD + p.len())
+            .sum::<usize>();
         entry.events.extend(events.iter().cloned());
+        entry.bytes += added;
+        self.lag.log_bytes += added;
     }
 
     /// Moves every lagging member forward by its rule at `now`, then answers what that
@@ -348,7 +374,24 @@ impl Core {
     /// behind is moved forward (its watches fire, its waiting replies go out), as a leader
     /// resynchronizes a follower that fell too far behind.
     fn cap_history(&mut self, out: &mut dyn Outbox) {
-        let excess = self.lag.log.len().saturating_sub(MAX_HISTORY);
+        // The oldest entries to let go of: past the count, then as many more as the bytes
+        // need (a walk over the entries dropped, no further).
+        let mut excess = self.lag.log.len().saturating_sub(MAX_HISTORY);
+        let mut bytes = self.lag.log_bytes;
+        bytes -= self
+            .lag
+            .log
+            .iter()
+            .take(excess)
+            .map(|e| e.bytes)
+            .sum::<usize>();
+        while bytes > MAX_HISTORY_BYTES {
+            let Some(e) = self.lag.log.get(excess) else {
+                break;
+            };
+            bytes -= e.bytes;
+            excess += 1;
+        }
         let Some(floor) = excess
             .checked_sub(1)
             .and_then(|i| self.lag.log.get(i))
@@ -366,7 +409,7 @@ impl Core {
         for m in behind {
             tracing::warn!(
                 member = m,
-                "member is more than {MAX_HISTORY} transactions behind; moving it forward"
+                "member is more than {MAX_HISTORY} transactions or {MAX_HISTORY_BYTES} bytes of history behind; moving it forward"
             );
             self.bring_up(m, floor, out);
         }
@@ -497,10 +540,15 @@ impl Core {
     fn prune_log(&mut self) {
         let oldest = self.lag.replicas.values().map(|r| r.zxid).min();
         match oldest {
-            None => self.lag.log.clear(),
+            None => {
+                self.lag.log.clear();
+                self.lag.log_bytes = 0;
+            }
             Some(z) => {
                 while self.lag.log.front().is_some_and(|e| e.zxid <= z) {
-                    self.lag.log.pop_front();
+                    if let Some(e) = self.lag.log.pop_front() {
+                        self.lag.log_bytes -= e.bytes;
+                    }
                 }
             }
         }
