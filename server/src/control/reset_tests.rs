@@ -1,5 +1,6 @@
-//! The control plane's reset on a running engine: a big tree goes in slices, each its own
-//! transaction taken under its own hold of the core's lock.
+//! The control plane's operations on everything at once, on a running engine: a big tree
+//! is reset, and every session expired, in slices, each under its own hold of the core's
+//! lock (a reset slice also its own transaction).
 
 use std::sync::Arc;
 
@@ -48,4 +49,39 @@ fn a_big_tree_is_reset_a_slice_at_a_time() {
     assert_eq!(left, 4, "/, /zookeeper and its two children");
     assert_eq!(super::reset(&shared, false).unwrap(), 0);
     assert_eq!(shared.inspect(|c, _| c.last_zxid()).unwrap(), after);
+}
+
+/// Expiring every session takes the core's lock once per slice of sessions, not once for
+/// all of them.
+#[test]
+fn every_session_is_expired_a_slice_at_a_time() {
+    use crate::core::RecordingOutbox;
+    let config = Config::default();
+    let mut core = Core::new(config.core_config(), 0);
+    let sessions = 2 * super::SLICE + 10;
+    let mut out = RecordingOutbox::counting();
+    for i in 0..sessions {
+        // Each from an address of its own, under the per-address connection limit.
+        let remote = format!("127.0.{}.{}:5000", i / 200, i % 200 + 1)
+            .parse()
+            .expect("an address");
+        let conn = core.open_connection(remote, 0).expect("a connection");
+        let req = zkd_protocol::ConnectRequest::new_session(30_000);
+        core.handshake(conn, zkd_protocol::to_bytes(&req), 0, &mut out);
+    }
+    let shared = Arc::new(Shared::new(&config, 0, core));
+    assert_eq!(
+        shared.inspect(|c, _| c.session_ids().len()).unwrap(),
+        sessions
+    );
+    let before = crate::engine::HOLDS.with(|h| h.get());
+    assert_eq!(super::expire_all_sessions(&shared).unwrap(), sessions);
+    let holds = crate::engine::HOLDS.with(|h| h.get()) - before;
+    // One to list the sessions, one per slice (and at most one more, for the clock).
+    let slices = sessions.div_ceil(super::SLICE);
+    assert!(
+        (1 + slices..=2 + slices).contains(&(holds as usize)),
+        "{holds} holds for {slices} slices"
+    );
+    assert!(shared.inspect(|c, _| c.session_ids().is_empty()).unwrap());
 }

@@ -73,6 +73,13 @@ use ensemble::{MemberId, Membership};
 use outbound::OutBudget;
 
 pub(crate) use clock::now_ms;
+#[cfg(test)]
+thread_local! {
+    /// Holds of the core's lock taken on this thread (the server's tests count a control
+    /// operation's slices with it).
+    pub(crate) static HOLDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 pub(crate) use facts::{DataDirInfo, MemberFacts, NetView, PersistStats, ServerExtras};
 pub(crate) use input_budget::InputBudget;
 
@@ -509,6 +516,8 @@ impl Shared {
         if self.failure.get().is_some() {
             return Err(CoreFailed);
         }
+        #[cfg(test)]
+        HOLDS.with(|h| h.set(h.get() + 1));
         let mut guard = match self.state.lock() {
             Ok(g) => g,
             Err(poisoned) => {
