@@ -65,8 +65,15 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
 pub(crate) async fn stop(shared: &Shared, id: MemberId) -> Result<Transition, ControlError> {
     let _serial = shared.listeners.ops.lock().await;
     let t = transition(shared, id, false)?;
-    if let Some(r) = shared.listeners.lock().get(&id) {
+    // Its accept loop lets go of the port before this returns, so a client that tries the
+    // stopped member right after is refused, as by a stopped server.
+    let running = shared.listeners.lock().remove(&id);
+    if let Some(mut r) = running {
         r.stop.cancel();
+        let _ = (&mut r.task).await;
+        // Kept as a finished task (a handle is awaited once; the next start awaits this).
+        r.task = tokio::spawn(async {});
+        shared.listeners.lock().insert(id, r);
     }
     Ok(t)
 }
