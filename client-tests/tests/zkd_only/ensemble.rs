@@ -49,6 +49,17 @@ fn addrs(server: &Server) -> Vec<SocketAddr> {
     members.iter().map(|m| m.client_addr).collect()
 }
 
+/// The client address of member `id` of an embedded ensemble.
+pub fn member_addr(server: &Server, id: u64) -> SocketAddr {
+    server
+        .members()
+        .expect("members")
+        .iter()
+        .find(|m| m.id == id)
+        .map(|m| m.client_addr)
+        .expect("the member")
+}
+
 async fn word(addr: SocketAddr, w: &'static str) -> String {
     tokio::task::spawn_blocking(move || zkd_testkit::oracle::four_letter_word(addr, w))
         .await

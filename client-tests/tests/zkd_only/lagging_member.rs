@@ -13,6 +13,7 @@ use zkd_server::{ClockMode, Config, EnsembleConfig, Server};
 use zookeeper_client as zk;
 
 use crate::admin;
+use crate::ensemble::member_addr;
 
 const LAGGING: u64 = 2;
 
@@ -26,16 +27,6 @@ async fn ensemble(clock: ClockMode) -> Server {
     })
     .await
     .expect("a three-member ensemble")
-}
-
-fn member_addr(server: &Server, id: u64) -> SocketAddr {
-    server
-        .members()
-        .expect("members")
-        .iter()
-        .find(|m| m.id == id)
-        .map(|m| m.client_addr)
-        .expect("the member")
 }
 
 async fn client(addr: SocketAddr) -> zk::Client {

@@ -4,7 +4,6 @@
 //! HTTP routes and `zkd ctl`, and kazoo on a three-member ensemble
 //! (`client-tests/python/netfault_checks.py`).
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -16,6 +15,7 @@ use zkd_server::{
 use zookeeper_client as zk;
 
 use crate::admin;
+use crate::ensemble::member_addr;
 
 async fn standalone(clock: ClockMode) -> Server {
     Server::start(Config {
@@ -242,16 +242,6 @@ async fn bad_rules_are_refused_everywhere() {
         (Some(0), "removed 1 network faults\n")
     );
     server.shutdown().await;
-}
-
-fn member_addr(server: &Server, id: u64) -> SocketAddr {
-    server
-        .members()
-        .expect("members")
-        .iter()
-        .find(|m| m.id == id)
-        .map(|m| m.client_addr)
-        .expect("the member")
 }
 
 /// kazoo, unmodified, on `zkd --ensemble 3`: a blackholed connection is left for another
