@@ -15,7 +15,6 @@ use zkd_server::{
 use zookeeper_client as zk;
 
 use crate::admin;
-use crate::ensemble::member_addr;
 
 async fn standalone(clock: ClockMode) -> Server {
     Server::start(Config {
@@ -258,12 +257,7 @@ async fn kazoo_under_network_faults() {
     })
     .await
     .expect("a three-member ensemble");
-    let http = server.admin_addr().expect("admin").to_string();
-    let members: Vec<String> = (1..=3)
-        .map(|id| member_addr(&server, id).to_string())
-        .collect();
-    let mut args = vec![http];
-    args.extend(members);
-    crate::python_checks::run("netfault_checks.py", args, 300, "4 passed, 0 failed").await;
+    crate::python_checks::run_on_ensemble(&server, "netfault_checks.py", 300, "4 passed, 0 failed")
+        .await;
     server.shutdown().await;
 }
