@@ -1,5 +1,5 @@
-//! What the tests of the `zkd` binary share: starting it and reading the lines it prints
-//! once it listens.
+//! What the tests of the `zkd` binary share: starting it, reading the lines it prints once
+//! it listens, and the request frames they send it.
 // Each test binary that includes this module uses only part of it.
 #![allow(dead_code)]
 
@@ -39,4 +39,22 @@ pub fn listening_addr(out: &mut impl BufRead) -> SocketAddr {
     announced(out, "zkd listening on ")
         .parse()
         .expect("address")
+}
+
+/// A ConnectRequest frame for a new session of `timeout_ms`, without the readOnly byte (the
+/// 44-byte form older clients send, so the ConnectResponse is 36 bytes).
+pub fn connect_request(timeout_ms: i32) -> Vec<u8> {
+    let request = zkd_protocol::ConnectRequest {
+        read_only: None,
+        ..zkd_protocol::ConnectRequest::new_session(timeout_ms)
+    };
+    zkd_protocol::frame::record_frame(&request).to_vec()
+}
+
+/// A create request frame for a persistent node holding `data`, with the open ACL.
+pub fn create(xid: i32, path: &str, data: &[u8]) -> Vec<u8> {
+    let data = Some(bytes::Bytes::copy_from_slice(data));
+    zkd_testkit::raw::create(path, data, 0)
+        .to_frame(xid)
+        .to_vec()
 }
