@@ -1025,6 +1025,27 @@ fn zookeeper_copy(files: &BTreeMap<String, Vec<u8>>) -> tempfile::TempDir {
     copy
 }
 
+/// ZooKeeper, started by `launcher` on a copy of `files`, exits during start-up; when it
+/// starts, fails naming `what` it started on and whether it serves `node`.
+async fn zookeeper_refuses(
+    launcher: Launcher,
+    files: &BTreeMap<String, Vec<u8>>,
+    what: &str,
+    node: &str,
+) {
+    let copy = zookeeper_copy(files);
+    match launcher.start_in(copy.path(), None) {
+        Err(e) => assert!(e.contains("exited during start-up"), "{e}"),
+        Ok(zk) => {
+            let tree = dump(zk.addr()).await;
+            panic!(
+                "ZooKeeper started on {what}, serving {node}: {}",
+                tree.contains_key(node)
+            );
+        }
+    }
+}
+
 /// The client address a started zkd binary prints on its first line of standard output.
 fn listening_addr(child: &mut std::process::Child) -> SocketAddr {
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
@@ -1122,17 +1143,7 @@ async fn damaged_log_is_refused(damage: fn(&mut Vec<u8>, usize)) {
 
     // ZooKeeper 3.8, on a copy, refuses the same directory (it does not serve the later
     // writes).
-    let copy = zookeeper_copy(&before);
-    match Launcher::new().start_in(copy.path(), None) {
-        Err(e) => assert!(e.contains("exited during start-up"), "{e}"),
-        Ok(zk) => {
-            let tree = dump(zk.addr()).await;
-            panic!(
-                "ZooKeeper started on the damaged directory, serving /n099: {}",
-                tree.contains_key("/n099")
-            );
-        }
-    }
+    zookeeper_refuses(Launcher::new(), &before, "the damaged directory", "/n099").await;
 
     // Asked to, zkd starts without the transactions from the damage on and says so.
     let (tree, stderr) = recovered(&data).await;
@@ -1220,17 +1231,9 @@ async fn a_flipped_bit_in_the_final_whole_entry_refuses_to_start() {
     );
     // ZooKeeper refuses a copy too, in both releases.
     for version in [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9] {
-        let copy = zookeeper_copy(&before);
-        match Launcher::new().version(version).start_in(copy.path(), None) {
-            Err(e) => assert!(e.contains("exited during start-up"), "{e}"),
-            Ok(zk) => {
-                let tree = dump(zk.addr()).await;
-                panic!(
-                    "ZooKeeper {version:?} started on the damaged log, serving /n298: {}",
-                    tree.contains_key("/n298")
-                );
-            }
-        }
+        let launcher = Launcher::new().version(version);
+        let what = format!("the damaged log ({version:?})");
+        zookeeper_refuses(launcher, &before, &what, "/n298").await;
     }
 
     // Asked to, zkd starts without it and keeps its bytes.
