@@ -135,12 +135,21 @@ async fn kill_under_load(fsync: &str, extra: &[&str]) {
     let missing = missing(addr, &acked).await;
     child.kill().expect("stop");
     child.wait().expect("reaped");
-    assert!(
-        missing.is_empty(),
-        "--fsync {fsync}: {} of {} acknowledged writes lost after kill -9, e.g. {:?}",
-        missing.len(),
+    none_lost(
+        fsync,
+        &missing,
         acked.len(),
-        missing.first()
+        "acknowledged writes lost after kill -9",
+    );
+}
+
+/// Fails when `lost` (of `of` paths checked, `what` they are) is not empty, naming the first.
+fn none_lost(fsync: &str, lost: &[String], of: usize, what: &str) {
+    assert!(
+        lost.is_empty(),
+        "--fsync {fsync}: {} of {of} {what}, e.g. {:?}",
+        lost.len(),
+        lost.first()
     );
 }
 
@@ -550,20 +559,10 @@ async fn full_disk_loses_no_acknowledged_write(fsync: &str, ext4: bool) {
     let missing_seen = missing(addr, &seen).await;
     child.kill().expect("stop");
     child.wait().expect("reaped");
-    assert!(
-        missing_acked.is_empty(),
-        "--fsync {fsync}: {} of {} acknowledged writes lost after the disk filled, e.g. {:?}",
-        missing_acked.len(),
-        acked.len(),
-        missing_acked.first()
-    );
-    assert!(
-        missing_seen.is_empty(),
-        "--fsync {fsync}: {} of {} nodes readers saw are gone after the disk filled, e.g. {:?}",
-        missing_seen.len(),
-        seen.len(),
-        missing_seen.first()
-    );
+    let what = "acknowledged writes lost after the disk filled";
+    none_lost(fsync, &missing_acked, acked.len(), what);
+    let what = "nodes readers saw are gone after the disk filled";
+    none_lost(fsync, &missing_seen, seen.len(), what);
 }
 
 #[tokio::test(flavor = "multi_thread")]
