@@ -876,13 +876,7 @@ async fn log_syncs_are_timed_and_counted_over_the_threshold() {
         let server = zkd_server::Server::start(config).await.expect("starts");
         let before = mntr(server.local_addr()).await;
         let c = client(server.local_addr()).await;
-        for i in 0..20 {
-            ok(
-                &c,
-                create(&format!("/n{i}"), Some(b"v"), Acl::open_unsafe(), 0),
-            )
-            .await;
-        }
+        create_twenty(&c).await;
         let after = mntr(server.local_addr()).await;
         let syncs = after["zk_cnt_fsynctime"];
         assert!(
@@ -936,15 +930,20 @@ async fn log_syncs_are_timed_and_counted_over_the_threshold() {
         &[("forceSync", "yes"), ("fsync.warningthresholdms", "-1")],
     );
     let c = client(zk.addr()).await;
+    create_twenty(&c).await;
+    let after = mntr(zk.addr()).await;
+    assert!(after["zk_cnt_fsynctime"] >= 1.0, "{after:?}");
+}
+
+/// Creates `/n0` to `/n19` (data "v", open ACL), one call after another.
+async fn create_twenty(c: &RawClient) {
     for i in 0..20 {
         ok(
-            &c,
+            c,
             create(&format!("/n{i}"), Some(b"v"), Acl::open_unsafe(), 0),
         )
         .await;
     }
-    let after = mntr(zk.addr()).await;
-    assert!(after["zk_cnt_fsynctime"] >= 1.0, "{after:?}");
 }
 
 /// Every file of a data directory with its bytes (the file list and each file's content).
