@@ -90,8 +90,7 @@ async fn kill_under_load(fsync: &str, extra: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
     let (mut child, addr) = start(tmp.path(), fsync, extra, Stdio::inherit());
     let setup = RawClient::connect(addr, 30_000).await.expect("connect");
-    let root = raw::create("/load", None, 0);
-    assert_eq!(setup.call(&root).await.expect("reply").err, 0);
+    create_empty(&setup, "/load").await;
 
     let acked = Arc::new(Mutex::new(BTreeSet::new()));
     // 16 clients with 16 creates in flight each: with `always`, each sync covers many of
@@ -151,6 +150,12 @@ fn none_lost(fsync: &str, lost: &[String], of: usize, what: &str) {
         lost.len(),
         lost.first()
     );
+}
+
+/// Creates the persistent node `path` with no data through `c`, and insists it was created.
+async fn create_empty(c: &RawClient, path: &str) {
+    let req = raw::create(path, None, 0);
+    assert_eq!(c.call(&req).await.expect("reply").err, 0, "create {path}");
 }
 
 /// The paths of `acked` the server at `addr` does not hold.
@@ -306,14 +311,7 @@ async fn kill_9_loses_no_value_a_reader_saw_with_fsync_always() {
         let prefix = format!("/vals/r{round}k");
         let setup = RawClient::connect(addr, 30_000).await.expect("connect");
         if round == 0 {
-            assert_eq!(
-                setup
-                    .call(&raw::create("/vals", None, 0))
-                    .await
-                    .expect("reply")
-                    .err,
-                0
-            );
+            create_empty(&setup, "/vals").await;
         }
         for key in 0..KEYS {
             let req = raw::create(&format!("{prefix}{key}"), Some(Bytes::from_static(b"0")), 0);
@@ -499,14 +497,7 @@ async fn full_disk_loses_no_acknowledged_write(fsync: &str, ext4: bool) {
     };
     let (mut child, addr) = start(&small, fsync, &[], Stdio::piped());
     let setup = RawClient::connect(addr, 30_000).await.expect("connect");
-    assert_eq!(
-        setup
-            .call(&raw::create("/load", None, 0))
-            .await
-            .expect("reply")
-            .err,
-        0
-    );
+    create_empty(&setup, "/load").await;
     let acked = Arc::new(Mutex::new(BTreeSet::new()));
     let payload = Bytes::from(vec![b'x'; 2048]);
     let writers: Vec<_> = (0..8)
@@ -589,8 +580,7 @@ async fn damage_is_reported_with_the_file_and_offset() {
         // Each start snapshots what it replayed; the kill leaves the create in the log only.
         let (mut child, addr) = start(tmp.path(), "always", &[], Stdio::inherit());
         let c = RawClient::connect(addr, 30_000).await.expect("connect");
-        let req = raw::create(path, None, 0);
-        assert_eq!(c.call(&req).await.expect("reply").err, 0);
+        create_empty(&c, path).await;
         child.kill().expect("SIGKILL");
         child.wait().expect("reaped");
         paths.push(path);
