@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
+mod common;
+
 /// Upper bound for any wait; generous so a loaded machine never fails a test.
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -523,16 +525,9 @@ fn kazoo_checks(args: &[&str]) {
 fn tls_and_sasl_the_zookeeper_way() {
     let dir = tempfile::tempdir().expect("temp dir");
     let pki = dir.path().join("pki");
-    let made = Command::new(env!("CARGO_BIN_EXE_zkd"))
-        .args(["ctl", "gen-certs"])
-        .arg(&pki)
-        .output()
-        .expect("gen-certs runs");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    let mut gen_certs = Command::new(env!("CARGO_BIN_EXE_zkd"));
+    gen_certs.args(["ctl", "gen-certs"]).arg(&pki);
+    common::succeeds(&mut gen_certs, "zkd ctl gen-certs");
     let jaas = write(
         dir.path(),
         "server.jaas",

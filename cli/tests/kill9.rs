@@ -413,16 +413,11 @@ impl Mounted {
     fn ext4(at: &Path, size: u64) -> Mounted {
         let img = at.with_extension("img");
         std::fs::File::create(&img).unwrap().set_len(size).unwrap();
-        let out = std::process::Command::new("mkfs.ext4")
-            .args(["-q", "-F"])
-            .arg(&img)
-            .output()
-            .expect("mkfs.ext4 runs (e2fsprogs)");
-        assert!(
-            out.status.success(),
-            "mkfs.ext4 {}: {}",
-            img.display(),
-            String::from_utf8_lossy(&out.stderr)
+        let mut mkfs = std::process::Command::new("mkfs.ext4");
+        mkfs.args(["-q", "-F"]).arg(&img);
+        common::succeeds(
+            &mut mkfs,
+            &format!("mkfs.ext4 (e2fsprogs) {}", img.display()),
         );
         Self::mount(at, &["-o", "loop"], &img)
     }
@@ -440,19 +435,14 @@ impl Mounted {
              root (uid 0, with the right to mount); this run has uid {uid}"
         );
         std::fs::create_dir_all(at).unwrap();
-        let out = std::process::Command::new("mount")
-            .args(args)
-            .arg(source)
-            .arg(at)
-            .output()
-            .expect("mount runs");
-        assert!(
-            out.status.success(),
-            "cannot mount {} at {} for the disk-full test: {}",
+        let mut mount = std::process::Command::new("mount");
+        mount.args(args).arg(source).arg(at);
+        let what = format!(
+            "mount {} at {} for the disk-full test",
             source.display(),
-            at.display(),
-            String::from_utf8_lossy(&out.stderr)
+            at.display()
         );
+        common::succeeds(&mut mount, &what);
         Mounted(at.to_path_buf())
     }
 }

@@ -1,11 +1,11 @@
 //! What the tests of the `zkd` binary share: starting it, reading the lines it prints once
-//! it listens, and the request frames they send it.
+//! it listens, the request frames they send it, and running a helper command to its end.
 // Each test binary that includes this module uses only part of it.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 
 /// Starts the `zkd` binary with `args` (standard output piped, standard error to `stderr`)
 /// and waits for its `zkd listening on` line: the child, the rest of its output and the
@@ -57,4 +57,19 @@ pub fn create(xid: i32, path: &str, data: &[u8]) -> Vec<u8> {
     zkd_testkit::raw::create(path, data, 0)
         .to_frame(xid)
         .to_vec()
+}
+
+/// Runs `cmd` to its end; fails with `what` and the command's standard error unless it exits
+/// 0.
+pub fn succeeds(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run it: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
