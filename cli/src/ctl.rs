@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use crate::ctl_client::{human_or_json, parse_duration_ms, Client, Failure};
+use crate::ctl_client::{field_text, human_or_json, parse_duration_ms, rule_head, Client, Failure};
 
 /// `zkd ctl --admin HOST:PORT <operation>`, or `zkd ctl gen-certs DIR` (no server needed).
 #[derive(Args, Debug)]
@@ -345,19 +345,10 @@ fn fault(client: &Client, op: &FaultOp, json: bool) -> Result<String, Failure> {
     }
 }
 
-/// One rule on one line: `#3 drop-after opcode=1 path=/locks fired 2, 1 left`.
+/// One rule on one line: `#3 drop-after opcode=1 path=/locks, fired 2, 1 left`.
 fn fault_line(v: &Value) -> String {
-    let text = |k: &str| {
-        v.get(k).filter(|x| !x.is_null()).map(|x| match x {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-    };
-    let mut line = format!(
-        "#{} {}",
-        text("id").unwrap_or_default(),
-        text("action").unwrap_or_default()
-    );
+    let text = |k: &str| field_text(v, k);
+    let mut line = rule_head(v);
     for k in ["code", "ms", "opcode", "path", "session"] {
         if let Some(x) = text(k) {
             line.push_str(&format!(" {k}={x}"));
@@ -412,4 +403,23 @@ fn number_or_name(text: &str) -> Value {
     text.parse::<i64>()
         .map(Value::from)
         .unwrap_or_else(|_| Value::from(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_fault_rule_reads_as_one_line() {
+        let rule = json!({ "id": 3, "action": "drop-after", "opcode": 1, "path": "/locks",
+                           "session": null, "fired": 2, "remaining": 1 });
+        assert_eq!(
+            fault_line(&rule),
+            "#3 drop-after opcode=1 path=/locks, fired 2, 1 left"
+        );
+        let rule = json!({ "id": 4, "action": "delay", "ms": 50, "remaining": null });
+        assert_eq!(fault_line(&rule), "#4 delay ms=50, fired 0, until removed");
+    }
 }

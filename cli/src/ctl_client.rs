@@ -9,6 +9,24 @@ use serde_json::Value;
 /// A failed call: the sentence to print.
 pub(crate) struct Failure(pub(crate) String);
 
+/// A field of an answer as text (a string without its quotes); `None` when it is absent or
+/// null.
+pub(crate) fn field_text(v: &Value, key: &str) -> Option<String> {
+    v.get(key).filter(|x| !x.is_null()).map(|x| match x {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    })
+}
+
+/// How a rule's line starts: `#<id> <action>`.
+pub(crate) fn rule_head(v: &Value) -> String {
+    format!(
+        "#{} {}",
+        field_text(v, "id").unwrap_or_default(),
+        field_text(v, "action").unwrap_or_default()
+    )
+}
+
 /// Parses `500ms`, `31s`, `2m`, `1h` or a bare number of milliseconds.
 pub(crate) fn parse_duration_ms(text: &str) -> Result<u64, Failure> {
     let t = text.trim();

@@ -4,7 +4,7 @@
 use clap::Subcommand;
 use serde_json::Value;
 
-use crate::ctl_client::{human_or_json, parse_duration_ms, Client, Failure};
+use crate::ctl_client::{field_text, human_or_json, parse_duration_ms, rule_head, Client, Failure};
 
 #[derive(Subcommand, Debug)]
 pub enum NetFaultOp {
@@ -113,17 +113,8 @@ pub(crate) fn run(client: &Client, op: &NetFaultOp, json: bool) -> Result<String
 
 /// One fault on one line: `#2 latency ms=200 member=1, holds 3 connections`.
 fn line(v: &Value) -> String {
-    let text = |k: &str| {
-        v.get(k).filter(|x| !x.is_null()).map(|x| match x {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-    };
-    let mut out = format!(
-        "#{} {}",
-        text("id").unwrap_or_default(),
-        text("action").unwrap_or_default()
-    );
+    let text = |k: &str| field_text(v, k);
+    let mut out = rule_head(v);
     let mut targeted = false;
     for k in ["ms", "session", "connection", "client", "member"] {
         if let Some(x) = text(k) {

@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
+mod common;
+
 /// Upper bound for any wait; generous so a loaded machine never fails a test.
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -243,6 +245,11 @@ fn debian_zoo_cfg() -> PathBuf {
 }
 
 /// Writes `text` as `dir/name` and returns the path as a string.
+/// Fails, showing all of `stderr`, unless it contains `needle`.
+fn says(stderr: &str, needle: &str) {
+    assert!(stderr.contains(needle), "{needle:?} not in:\n{stderr}");
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, text).expect("write config");
@@ -341,9 +348,9 @@ fn unknown_keys_warn_and_the_control_plane_needs_its_own_option() {
     );
     let zkd = start(&["--config", &cfg], &[]);
     let stderr = zkd.stderr_so_far();
-    assert!(
-        stderr.contains(&format!("{cfg} line 3: unknown key frobnicate: ignored")),
-        "{stderr}"
+    says(
+        &stderr,
+        &format!("{cfg} line 3: unknown key frobnicate: ignored"),
     );
     assert!(!zkd.stdout.iter().any(|l| l.starts_with("zkd admin on")));
     drop(zkd);
@@ -450,11 +457,9 @@ fn official_image_variables() {
     );
     assert!(body.contains("\"max_client_cnxns\":5"), "{body}");
     let stderr = zkd.stderr_so_far();
-    assert!(
-        stderr.contains(
-            "environment variable ZOO_CFG_EXTRA: key metricsProvider.httpPort does not apply"
-        ),
-        "{stderr}"
+    says(
+        &stderr,
+        "environment variable ZOO_CFG_EXTRA: key metricsProvider.httpPort does not apply",
     );
 }
 
@@ -490,11 +495,9 @@ fn confluent_variables() {
     assert_eq!(zkd.members.len(), 3);
     assert_eq!(modes(&zkd.members), ["follower", "follower", "leader"]);
     let stderr = refused(&["--env-config"], &[("ZOO_TICK_TIME", "soon")]);
-    assert!(
-        stderr.contains(
-            "environment variable ZOO_TICK_TIME: key tickTime: \"soon\" is not a whole number"
-        ),
-        "{stderr}"
+    says(
+        &stderr,
+        "environment variable ZOO_TICK_TIME: key tickTime: \"soon\" is not a whole number",
     );
 }
 
@@ -522,16 +525,9 @@ fn kazoo_checks(args: &[&str]) {
 fn tls_and_sasl_the_zookeeper_way() {
     let dir = tempfile::tempdir().expect("temp dir");
     let pki = dir.path().join("pki");
-    let made = Command::new(env!("CARGO_BIN_EXE_zkd"))
-        .args(["ctl", "gen-certs"])
-        .arg(&pki)
-        .output()
-        .expect("gen-certs runs");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    let mut gen_certs = Command::new(env!("CARGO_BIN_EXE_zkd"));
+    gen_certs.args(["ctl", "gen-certs"]).arg(&pki);
+    common::succeeds(&mut gen_certs, "zkd ctl gen-certs");
     let jaas = write(
         dir.path(),
         "server.jaas",
@@ -559,11 +555,9 @@ fn tls_and_sasl_the_zookeeper_way() {
     kazoo_checks(&["tls", &secure, &pki, "CN=client1,O=zkd"]);
     kazoo_checks(&["sasl", &zkd.addr.to_string()]);
     let stderr = zkd.stderr_so_far();
-    assert!(
-        stderr.contains(
-            "environment variable SERVER_JVMFLAGS: SASL DIGEST-MD5 users from section Server"
-        ),
-        "{stderr}"
+    says(
+        &stderr,
+        "environment variable SERVER_JVMFLAGS: SASL DIGEST-MD5 users from section Server",
     );
 }
 
@@ -722,11 +716,11 @@ fn a_three_server_zoo_cfg_runs_a_simulated_ensemble() {
         Duration::from_secs(30)
     );
     let stderr = zkd.stderr_so_far();
-    assert!(
-        stderr.contains("a simulated ensemble of 3 members in this one process"),
-        "{stderr}"
+    says(
+        &stderr,
+        "a simulated ensemble of 3 members in this one process",
     );
-    assert!(stderr.contains("read-only mode on"), "{stderr}");
+    says(&stderr, "read-only mode on");
 }
 
 #[test]
@@ -746,11 +740,8 @@ fn an_observer_line_runs_an_observer() {
         ["follower", "follower", "leader", "observer"]
     );
     let stderr = zkd.stderr_so_far();
-    assert!(
-        stderr.contains("server.4 (observer) on a free port"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("key peerType (participant)"), "{stderr}");
+    says(&stderr, "server.4 (observer) on a free port");
+    says(&stderr, "key peerType (participant)");
 }
 
 #[test]
@@ -781,7 +772,7 @@ fn overflowing_times_are_refused_naming_the_key() {
     }
     // The same through the container variables and through flags.
     let stderr = refused(&["--env-config"], &[("ZOO_TICK_TIME", "2147483647")]);
-    assert!(stderr.contains("ZOO_TICK_TIME"), "{stderr}");
+    says(&stderr, "ZOO_TICK_TIME");
     let stderr = refused(
         &["--env-config"],
         &[
@@ -789,7 +780,7 @@ fn overflowing_times_are_refused_naming_the_key() {
             ("ZOOKEEPER_CLIENT_PORT", "0"),
         ],
     );
-    assert!(stderr.contains("tickTime"), "{stderr}");
+    says(&stderr, "tickTime");
     for flags in [
         &["--port", "0", "--tick-time", "2147483647"][..],
         &[
@@ -834,10 +825,7 @@ fn hostile_files_are_refused_with_a_sentence() {
         ],
         &[],
     );
-    assert!(
-        stderr.contains("/dev/zero is a device, not a regular file"),
-        "{stderr}"
-    );
+    says(&stderr, "/dev/zero is a device, not a regular file");
     // Oversized (sparse) SASL users, JAAS and fixture files are refused by size, unread.
     let big = |name: &str, len: u64| {
         let p = dir.path().join(name);
@@ -846,7 +834,7 @@ fn hostile_files_are_refused_with_a_sentence() {
     };
     let users = big("users", 2 << 20);
     let stderr = refused(&["--port", "0", "--sasl-users", &users], &[]);
-    assert!(stderr.contains("more than the 1048576 bytes"), "{stderr}");
+    says(&stderr, "more than the 1048576 bytes");
     let jaas = big("server.jaas", 2 << 20);
     let cfg = write(dir.path(), "sasl.cfg", "clientPort=0\n");
     let flags = format!("-Djava.security.auth.login.config={jaas}");
@@ -857,7 +845,7 @@ fn hostile_files_are_refused_with_a_sentence() {
     );
     let seed = big("seed.json", 300 << 20);
     let stderr = refused(&["--port", "0", "--seed", &seed], &[]);
-    assert!(stderr.contains("more than the 268435456 bytes"), "{stderr}");
+    says(&stderr, "more than the 268435456 bytes");
     // A FIFO as zoo.cfg or SASL users file: refused, not waited on.
     let fifo = dir.path().join("fifo");
     assert!(Command::new("mkfifo")
@@ -867,9 +855,9 @@ fn hostile_files_are_refused_with_a_sentence() {
         .success());
     let fifo = fifo.display().to_string();
     let stderr = refused(&["--config", &fifo], &[]);
-    assert!(stderr.contains("is a FIFO, not a regular file"), "{stderr}");
+    says(&stderr, "is a FIFO, not a regular file");
     let stderr = refused(&["--port", "0", "--sasl-users", &fifo], &[]);
-    assert!(stderr.contains("is a FIFO, not a regular file"), "{stderr}");
+    says(&stderr, "is a FIFO, not a regular file");
 }
 
 #[test]

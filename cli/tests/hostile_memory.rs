@@ -86,48 +86,15 @@ impl Drop for Zkd {
     }
 }
 
-fn frame(payload: &[u8]) -> Vec<u8> {
-    let mut f = (payload.len() as i32).to_be_bytes().to_vec();
-    f.extend_from_slice(payload);
-    f
-}
-
 fn connect_request() -> Vec<u8> {
-    let mut p = Vec::new();
-    p.extend_from_slice(&0i32.to_be_bytes()); // protocol version
-    p.extend_from_slice(&0i64.to_be_bytes()); // last zxid seen
-    p.extend_from_slice(&30_000i32.to_be_bytes()); // timeout
-    p.extend_from_slice(&0i64.to_be_bytes()); // session id
-    p.extend_from_slice(&16i32.to_be_bytes());
-    p.extend_from_slice(&[0; 16]); // password
-    frame(&p)
-}
-
-fn string(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as i32).to_be_bytes());
-    out.extend_from_slice(s.as_bytes());
+    common::connect_request(30_000)
 }
 
 fn get_data(xid: i32, path: &str) -> Vec<u8> {
-    let mut p = xid.to_be_bytes().to_vec();
-    p.extend_from_slice(&4i32.to_be_bytes());
-    string(&mut p, path);
-    p.push(0);
-    frame(&p)
-}
-
-fn create(xid: i32, path: &str, data: &[u8]) -> Vec<u8> {
-    let mut p = xid.to_be_bytes().to_vec();
-    p.extend_from_slice(&1i32.to_be_bytes());
-    string(&mut p, path);
-    p.extend_from_slice(&(data.len() as i32).to_be_bytes());
-    p.extend_from_slice(data);
-    p.extend_from_slice(&1i32.to_be_bytes()); // one ACL: world:anyone, all perms
-    p.extend_from_slice(&31i32.to_be_bytes());
-    string(&mut p, "world");
-    string(&mut p, "anyone");
-    p.extend_from_slice(&0i32.to_be_bytes()); // persistent
-    frame(&p)
+    let path = path.to_string();
+    let request =
+        zkd_protocol::Request::GetData(zkd_protocol::PathWatchRequest { path, watch: false });
+    request.to_frame(xid).to_vec()
 }
 
 fn read_frame(s: &mut TcpStream) -> Vec<u8> {
@@ -207,7 +174,7 @@ fn idle_connections_claiming_the_largest_frame_cost_no_claimed_memory() {
         "RSS grew by {grown} bytes for {CONNECTIONS} idle connections"
     );
     // Still serving.
-    assert_eq!(call(&mut probe, &create(2, "/still-here", b"x")), 0);
+    assert_eq!(call(&mut probe, &common::create(2, "/still-here", b"x")), 0);
     drop(idle);
     zkd.assert_alive();
 }
@@ -224,7 +191,7 @@ fn clients_that_never_read_are_bounded_by_the_server_wide_cap() {
     );
     let mut owner = session(zkd.addr);
     let data = vec![b'm'; 1_000_000];
-    assert_eq!(call(&mut owner, &create(1, "/big", &data)), 0);
+    assert_eq!(call(&mut owner, &common::create(1, "/big", &data)), 0);
     assert_eq!(call(&mut owner, &get_data(2, "/big")), 0);
     std::thread::sleep(Duration::from_millis(300));
     let baseline = zkd.rss();

@@ -90,8 +90,7 @@ async fn kill_under_load(fsync: &str, extra: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
     let (mut child, addr) = start(tmp.path(), fsync, extra, Stdio::inherit());
     let setup = RawClient::connect(addr, 30_000).await.expect("connect");
-    let root = raw::create("/load", None, 0);
-    assert_eq!(setup.call(&root).await.expect("reply").err, 0);
+    create_empty(&setup, "/load").await;
 
     let acked = Arc::new(Mutex::new(BTreeSet::new()));
     // 16 clients with 16 creates in flight each: with `always`, each sync covers many of
@@ -135,13 +134,28 @@ async fn kill_under_load(fsync: &str, extra: &[&str]) {
     let missing = missing(addr, &acked).await;
     child.kill().expect("stop");
     child.wait().expect("reaped");
-    assert!(
-        missing.is_empty(),
-        "--fsync {fsync}: {} of {} acknowledged writes lost after kill -9, e.g. {:?}",
-        missing.len(),
+    none_lost(
+        fsync,
+        &missing,
         acked.len(),
-        missing.first()
+        "acknowledged writes lost after kill -9",
     );
+}
+
+/// Fails when `lost` (of `of` paths checked, `what` they are) is not empty, naming the first.
+fn none_lost(fsync: &str, lost: &[String], of: usize, what: &str) {
+    assert!(
+        lost.is_empty(),
+        "--fsync {fsync}: {} of {of} {what}, e.g. {:?}",
+        lost.len(),
+        lost.first()
+    );
+}
+
+/// Creates the persistent node `path` with no data through `c`, and insists it was created.
+async fn create_empty(c: &RawClient, path: &str) {
+    let req = raw::create(path, None, 0);
+    assert_eq!(c.call(&req).await.expect("reply").err, 0, "create {path}");
 }
 
 /// The paths of `acked` the server at `addr` does not hold.
@@ -297,14 +311,7 @@ async fn kill_9_loses_no_value_a_reader_saw_with_fsync_always() {
         let prefix = format!("/vals/r{round}k");
         let setup = RawClient::connect(addr, 30_000).await.expect("connect");
         if round == 0 {
-            assert_eq!(
-                setup
-                    .call(&raw::create("/vals", None, 0))
-                    .await
-                    .expect("reply")
-                    .err,
-                0
-            );
+            create_empty(&setup, "/vals").await;
         }
         for key in 0..KEYS {
             let req = raw::create(&format!("{prefix}{key}"), Some(Bytes::from_static(b"0")), 0);
@@ -406,16 +413,11 @@ impl Mounted {
     fn ext4(at: &Path, size: u64) -> Mounted {
         let img = at.with_extension("img");
         std::fs::File::create(&img).unwrap().set_len(size).unwrap();
-        let out = std::process::Command::new("mkfs.ext4")
-            .args(["-q", "-F"])
-            .arg(&img)
-            .output()
-            .expect("mkfs.ext4 runs (e2fsprogs)");
-        assert!(
-            out.status.success(),
-            "mkfs.ext4 {}: {}",
-            img.display(),
-            String::from_utf8_lossy(&out.stderr)
+        let mut mkfs = std::process::Command::new("mkfs.ext4");
+        mkfs.args(["-q", "-F"]).arg(&img);
+        common::succeeds(
+            &mut mkfs,
+            &format!("mkfs.ext4 (e2fsprogs) {}", img.display()),
         );
         Self::mount(at, &["-o", "loop"], &img)
     }
@@ -433,19 +435,14 @@ impl Mounted {
              root (uid 0, with the right to mount); this run has uid {uid}"
         );
         std::fs::create_dir_all(at).unwrap();
-        let out = std::process::Command::new("mount")
-            .args(args)
-            .arg(source)
-            .arg(at)
-            .output()
-            .expect("mount runs");
-        assert!(
-            out.status.success(),
-            "cannot mount {} at {} for the disk-full test: {}",
+        let mut mount = std::process::Command::new("mount");
+        mount.args(args).arg(source).arg(at);
+        let what = format!(
+            "mount {} at {} for the disk-full test",
             source.display(),
-            at.display(),
-            String::from_utf8_lossy(&out.stderr)
+            at.display()
         );
+        common::succeeds(&mut mount, &what);
         Mounted(at.to_path_buf())
     }
 }
@@ -490,14 +487,7 @@ async fn full_disk_loses_no_acknowledged_write(fsync: &str, ext4: bool) {
     };
     let (mut child, addr) = start(&small, fsync, &[], Stdio::piped());
     let setup = RawClient::connect(addr, 30_000).await.expect("connect");
-    assert_eq!(
-        setup
-            .call(&raw::create("/load", None, 0))
-            .await
-            .expect("reply")
-            .err,
-        0
-    );
+    create_empty(&setup, "/load").await;
     let acked = Arc::new(Mutex::new(BTreeSet::new()));
     let payload = Bytes::from(vec![b'x'; 2048]);
     let writers: Vec<_> = (0..8)
@@ -550,20 +540,10 @@ async fn full_disk_loses_no_acknowledged_write(fsync: &str, ext4: bool) {
     let missing_seen = missing(addr, &seen).await;
     child.kill().expect("stop");
     child.wait().expect("reaped");
-    assert!(
-        missing_acked.is_empty(),
-        "--fsync {fsync}: {} of {} acknowledged writes lost after the disk filled, e.g. {:?}",
-        missing_acked.len(),
-        acked.len(),
-        missing_acked.first()
-    );
-    assert!(
-        missing_seen.is_empty(),
-        "--fsync {fsync}: {} of {} nodes readers saw are gone after the disk filled, e.g. {:?}",
-        missing_seen.len(),
-        seen.len(),
-        missing_seen.first()
-    );
+    let what = "acknowledged writes lost after the disk filled";
+    none_lost(fsync, &missing_acked, acked.len(), what);
+    let what = "nodes readers saw are gone after the disk filled";
+    none_lost(fsync, &missing_seen, seen.len(), what);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -590,8 +570,7 @@ async fn damage_is_reported_with_the_file_and_offset() {
         // Each start snapshots what it replayed; the kill leaves the create in the log only.
         let (mut child, addr) = start(tmp.path(), "always", &[], Stdio::inherit());
         let c = RawClient::connect(addr, 30_000).await.expect("connect");
-        let req = raw::create(path, None, 0);
-        assert_eq!(c.call(&req).await.expect("reply").err, 0);
+        create_empty(&c, path).await;
         child.kill().expect("SIGKILL");
         child.wait().expect("reaped");
         paths.push(path);

@@ -100,23 +100,10 @@ impl Zkd {
     }
 }
 
-fn connect_request() -> Vec<u8> {
-    let mut p = Vec::new();
-    p.extend_from_slice(&0i32.to_be_bytes()); // protocol version
-    p.extend_from_slice(&0i64.to_be_bytes()); // last zxid seen
-    p.extend_from_slice(&600_000i32.to_be_bytes()); // timeout
-    p.extend_from_slice(&0i64.to_be_bytes()); // session id
-    p.extend_from_slice(&16i32.to_be_bytes());
-    p.extend_from_slice(&[0; 16]); // password
-    let mut f = (p.len() as i32).to_be_bytes().to_vec();
-    f.extend_from_slice(&p);
-    f
-}
-
 /// Opens `n` sessions and leaves them (the sockets close; the sessions live until they
 /// expire).
 fn open_sessions(addr: SocketAddr, n: usize) {
-    let request = connect_request();
+    let request = common::connect_request(600_000);
     let threads: Vec<_> = (0..4)
         .map(|_| {
             let request = request.clone();
@@ -135,33 +122,18 @@ fn open_sessions(addr: SocketAddr, n: usize) {
     }
 }
 
-fn string(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as i32).to_be_bytes());
-    out.extend_from_slice(s.as_bytes());
-}
-
 /// Creates `/big0`, `/big1`, ... of [`BIG`] bytes each, on one session.
 fn create_big_nodes(addr: SocketAddr) {
     let mut s = TcpStream::connect(addr).expect("connect");
-    s.write_all(&connect_request()).expect("handshake");
+    s.write_all(&common::connect_request(600_000))
+        .expect("handshake");
     let mut len = [0u8; 4];
     s.read_exact(&mut len).unwrap();
     let mut skip = vec![0u8; i32::from_be_bytes(len) as usize];
     s.read_exact(&mut skip).unwrap();
     for i in 0..BIG_NODES {
-        let mut p = (i as i32 + 1).to_be_bytes().to_vec();
-        p.extend_from_slice(&1i32.to_be_bytes()); // create
-        string(&mut p, &format!("/big{i}"));
-        p.extend_from_slice(&(BIG as i32).to_be_bytes());
-        p.extend(std::iter::repeat_n(b'x', BIG));
-        p.extend_from_slice(&1i32.to_be_bytes()); // world:anyone, all
-        p.extend_from_slice(&31i32.to_be_bytes());
-        string(&mut p, "world");
-        string(&mut p, "anyone");
-        p.extend_from_slice(&0i32.to_be_bytes());
-        let mut f = (p.len() as i32).to_be_bytes().to_vec();
-        f.extend_from_slice(&p);
-        s.write_all(&f).expect("create");
+        let create = common::create(i as i32 + 1, &format!("/big{i}"), &vec![b'x'; BIG]);
+        s.write_all(&create).expect("create");
         s.read_exact(&mut len).unwrap();
         let mut reply = vec![0u8; i32::from_be_bytes(len) as usize];
         s.read_exact(&mut reply).unwrap();

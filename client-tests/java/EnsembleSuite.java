@@ -205,17 +205,30 @@ public final class EnsembleSuite {
         }
     }
 
-    public static void main(String[] args) throws Exception {
+    /**
+     * Takes the members and the control URL from the command line of {@code suite}; prints its
+     * usage and exits 2 when they are not there.
+     */
+    static void readArgs(String suite, String[] args) {
         if (args.length != 2) {
-            System.err.println("usage: java EnsembleSuite HOST:PORT,HOST:PORT,HOST:PORT CONTROL_URL");
+            System.err.println("usage: java " + suite + " HOST:PORT,HOST:PORT,HOST:PORT CONTROL_URL");
             System.exit(2);
         }
         members = args[0].split(",");
         control = args[1];
+    }
+
+    /** Prints the totals and exits, with 1 when any check failed. */
+    static void finish() {
+        System.out.println(passed.get() + " passed, " + failed.get() + " failed");
+        System.exit(failed.get() == 0 ? 0 : 1);
+    }
+
+    public static void main(String[] args) throws Exception {
+        readArgs("EnsembleSuite", args);
         run("curator_session_and_ephemeral_survive_stopping_its_member", EnsembleSuite::sessionAndEphemeralSurviveStoppingTheirMember);
         run("curator_leader_latch_keeps_one_leader", EnsembleSuite::leaderLatchKeepsOneLeaderWhileMembersStop);
         run("configuration_lists_the_members", EnsembleSuite::configurationListsTheMembers);
-        System.out.println(passed.get() + " passed, " + failed.get() + " failed");
-        System.exit(failed.get() == 0 ? 0 : 1);
+        finish();
     }
 }

@@ -163,15 +163,9 @@ public final class ReconfigSuite {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 2) {
-            System.err.println("usage: java ReconfigSuite HOST:PORT,HOST:PORT,HOST:PORT CONTROL_URL");
-            System.exit(2);
-        }
-        EnsembleSuite.members = args[0].split(",");
-        EnsembleSuite.control = args[1];
+        EnsembleSuite.readArgs("ReconfigSuite", args);
         EnsembleSuite.run("curator_reconfig_refused_to_anyone_and_to_a_stale_version", ReconfigSuite::refusals);
         EnsembleSuite.run("curator_reconfig_removes_a_follower_and_adds_it_back", ReconfigSuite::removeAndAddBack);
-        System.out.println(EnsembleSuite.passed.get() + " passed, " + EnsembleSuite.failed.get() + " failed");
-        System.exit(EnsembleSuite.failed.get() == 0 ? 0 : 1);
+        EnsembleSuite.finish();
     }
 }

@@ -1,5 +1,6 @@
 """The check runner the kazoo scripts share: one `PASS name` or `FAIL name: reason` line per
 check, then `N passed, M failed`; the exit status is 1 on any failure (or when nothing ran).
+Also which ensemble member a client is connected to.
 """
 
 import sys
@@ -20,6 +21,16 @@ def check(name, fn):
         failed += 1
         print("FAIL %s: %r" % (name, e), flush=True)
         traceback.print_exc(file=sys.stderr)
+
+
+def member_of(client, members):
+    """The 1-based position in `members` (HOST:PORT strings) of the member a kazoo client is
+    connected to."""
+    port = client._connection._socket.getpeername()[1]
+    for i, m in enumerate(members):
+        if m.endswith(":%d" % port):
+            return i + 1
+    raise AssertionError("port %d is not a member" % port)
 
 
 def finish():

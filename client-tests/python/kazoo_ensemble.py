@@ -29,6 +29,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NotReadOnlyCallError, ReconfigDisabledError
 from kazoo.protocol.states import KazooState, KeeperState
 
+import checks
 from kazoo_suite import CheckFailed, expect, wait_until
 
 MEMBERS = []
@@ -43,11 +44,7 @@ def member(mid, op):
 
 
 def member_of(client):
-    port = client._connection._socket.getpeername()[1]
-    for i, m in enumerate(MEMBERS):
-        if m.endswith(":%d" % port):
-            return i + 1
-    raise CheckFailed("port %d is not a member" % port)
+    return checks.member_of(client, MEMBERS)
 
 
 def word(mid, w):

@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.request
 
-from checks import check, finish
+from checks import check, finish, member_of
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
@@ -57,14 +57,6 @@ def session_hex(c):
     return "0x%x" % c.client_id[0]
 
 
-def member_of(c):
-    port = c._connection._socket.getpeername()[1]
-    for i, m in enumerate(MEMBERS):
-        if m.endswith(":%d" % port):
-            return i + 1
-    raise AssertionError("port %d is not a member" % port)
-
-
 def wait_for(what, cond, limit=WAIT):
     deadline = time.time() + limit
     while time.time() < deadline:
@@ -86,7 +78,7 @@ def blackholed_connection_moves_and_keeps_its_session():
     try:
         node = zk.create(PATH + "-eph", b"", ephemeral=True)
         sid = zk.client_id[0]
-        first = member_of(zk)
+        first = member_of(zk, MEMBERS)
         added = net_fault(action="blackhole", session=session_hex(zk))
         assert added["connections"] == 1, added
         started = time.time()
@@ -94,7 +86,7 @@ def blackholed_connection_moves_and_keeps_its_session():
         noticed = time.time() - started
         wait_for("CONNECTED again", lambda: states[-1] == KazooState.CONNECTED)
         assert zk.client_id[0] == sid, "a new session"
-        assert member_of(zk) != first, "reconnected to the blackholed member"
+        assert member_of(zk, MEMBERS) != first, "reconnected to the blackholed member"
         assert KazooState.LOST not in states, states
         assert zk.exists(node) is not None, "the ephemeral node is gone"
         # The session moved, so the server closed the blackholed connection.

@@ -1,11 +1,11 @@
-//! What the tests of the `zkd` binary share: starting it and reading the lines it prints
-//! once it listens.
+//! What the tests of the `zkd` binary share: starting it, reading the lines it prints once
+//! it listens, the request frames they send it, and running a helper command to its end.
 // Each test binary that includes this module uses only part of it.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 
 /// Starts the `zkd` binary with `args` (standard output piped, standard error to `stderr`)
 /// and waits for its `zkd listening on` line: the child, the rest of its output and the
@@ -39,4 +39,37 @@ pub fn listening_addr(out: &mut impl BufRead) -> SocketAddr {
     announced(out, "zkd listening on ")
         .parse()
         .expect("address")
+}
+
+/// A ConnectRequest frame for a new session of `timeout_ms`, without the readOnly byte (the
+/// 44-byte form older clients send, so the ConnectResponse is 36 bytes).
+pub fn connect_request(timeout_ms: i32) -> Vec<u8> {
+    let request = zkd_protocol::ConnectRequest {
+        read_only: None,
+        ..zkd_protocol::ConnectRequest::new_session(timeout_ms)
+    };
+    zkd_protocol::frame::record_frame(&request).to_vec()
+}
+
+/// A create request frame for a persistent node holding `data`, with the open ACL.
+pub fn create(xid: i32, path: &str, data: &[u8]) -> Vec<u8> {
+    let data = Some(bytes::Bytes::copy_from_slice(data));
+    zkd_testkit::raw::create(path, data, 0)
+        .to_frame(xid)
+        .to_vec()
+}
+
+/// Runs `cmd` to its end; fails with `what` and the command's standard error unless it exits
+/// 0.
+pub fn succeeds(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run it: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }

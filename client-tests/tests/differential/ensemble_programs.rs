@@ -137,11 +137,7 @@ fn zkd_ensemble_matches_three_zookeeper_servers() {
     let first = env_number("ZKD_ENSEMBLE_DIFF_FIRST", 1);
     let show = env_number("ZKD_ENSEMBLE_DIFF_SHOW", 0) != 0;
     let progress = env_number("ZKD_ENSEMBLE_DIFF_PROGRESS", 0) != 0;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt = crate::programs::runtime();
     let started = Instant::now();
     let version = match std::env::var("ZKD_ENSEMBLE_DIFF_VERSION").as_deref() {
         Ok("3.9") => ZookeeperVersion::V3_9,
@@ -378,11 +374,7 @@ fn side_by_side(a: &Observed, b: &Observed) -> String {
 fn local_sessions() {
     use bytes::Bytes;
     use zkd_testkit::raw::{create, ClientError, RawClient};
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt = crate::programs::runtime();
     let outcome = |mut fleet: Fleet| async move {
         let c = RawClient::connect(fleet.members[0], fleet::SESSION_TIMEOUT_MS)
             .await

@@ -876,13 +876,7 @@ async fn log_syncs_are_timed_and_counted_over_the_threshold() {
         let server = zkd_server::Server::start(config).await.expect("starts");
         let before = mntr(server.local_addr()).await;
         let c = client(server.local_addr()).await;
-        for i in 0..20 {
-            ok(
-                &c,
-                create(&format!("/n{i}"), Some(b"v"), Acl::open_unsafe(), 0),
-            )
-            .await;
-        }
+        create_twenty(&c).await;
         let after = mntr(server.local_addr()).await;
         let syncs = after["zk_cnt_fsynctime"];
         assert!(
@@ -936,15 +930,20 @@ async fn log_syncs_are_timed_and_counted_over_the_threshold() {
         &[("forceSync", "yes"), ("fsync.warningthresholdms", "-1")],
     );
     let c = client(zk.addr()).await;
+    create_twenty(&c).await;
+    let after = mntr(zk.addr()).await;
+    assert!(after["zk_cnt_fsynctime"] >= 1.0, "{after:?}");
+}
+
+/// Creates `/n0` to `/n19` (data "v", open ACL), one call after another.
+async fn create_twenty(c: &RawClient) {
     for i in 0..20 {
         ok(
-            &c,
+            c,
             create(&format!("/n{i}"), Some(b"v"), Acl::open_unsafe(), 0),
         )
         .await;
     }
-    let after = mntr(zk.addr()).await;
-    assert!(after["zk_cnt_fsynctime"] >= 1.0, "{after:?}");
 }
 
 /// Every file of a data directory with its bytes (the file list and each file's content).
@@ -1023,6 +1022,27 @@ fn zookeeper_copy(files: &BTreeMap<String, Vec<u8>>) -> tempfile::TempDir {
         std::fs::write(copied.join(file), body).unwrap();
     }
     copy
+}
+
+/// ZooKeeper, started by `launcher` on a copy of `files`, exits during start-up; when it
+/// starts, fails naming `what` it started on and whether it serves `node`.
+async fn zookeeper_refuses(
+    launcher: Launcher,
+    files: &BTreeMap<String, Vec<u8>>,
+    what: &str,
+    node: &str,
+) {
+    let copy = zookeeper_copy(files);
+    match launcher.start_in(copy.path(), None) {
+        Err(e) => assert!(e.contains("exited during start-up"), "{e}"),
+        Ok(zk) => {
+            let tree = dump(zk.addr()).await;
+            panic!(
+                "ZooKeeper started on {what}, serving {node}: {}",
+                tree.contains_key(node)
+            );
+        }
+    }
 }
 
 /// The client address a started zkd binary prints on its first line of standard output.
@@ -1122,17 +1142,7 @@ async fn damaged_log_is_refused(damage: fn(&mut Vec<u8>, usize)) {
 
     // ZooKeeper 3.8, on a copy, refuses the same directory (it does not serve the later
     // writes).
-    let copy = zookeeper_copy(&before);
-    match Launcher::new().start_in(copy.path(), None) {
-        Err(e) => assert!(e.contains("exited during start-up"), "{e}"),
-        Ok(zk) => {
-            let tree = dump(zk.addr()).await;
-            panic!(
-                "ZooKeeper started on the damaged directory, serving /n099: {}",
-                tree.contains_key("/n099")
-            );
-        }
-    }
+    zookeeper_refuses(Launcher::new(), &before, "the damaged directory", "/n099").await;
 
     // Asked to, zkd starts without the transactions from the damage on and says so.
     let (tree, stderr) = recovered(&data).await;
@@ -1220,17 +1230,9 @@ async fn a_flipped_bit_in_the_final_whole_entry_refuses_to_start() {
     );
     // ZooKeeper refuses a copy too, in both releases.
     for version in [ZookeeperVersion::V3_8, ZookeeperVersion::V3_9] {
-        let copy = zookeeper_copy(&before);
-        match Launcher::new().version(version).start_in(copy.path(), None) {
-            Err(e) => assert!(e.contains("exited during start-up"), "{e}"),
-            Ok(zk) => {
-                let tree = dump(zk.addr()).await;
-                panic!(
-                    "ZooKeeper {version:?} started on the damaged log, serving /n298: {}",
-                    tree.contains_key("/n298")
-                );
-            }
-        }
+        let launcher = Launcher::new().version(version);
+        let what = format!("the damaged log ({version:?})");
+        zookeeper_refuses(launcher, &before, &what, "/n298").await;
     }
 
     // Asked to, zkd starts without it and keeps its bytes.

@@ -118,6 +118,15 @@ fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
     }
 }
 
+/// The runtime the differential runs drive both servers' clients on (and zkd on).
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
 fn seed_bytes(seed: u64) -> [u8; 32] {
     let mut out = [0u8; 32];
     for (i, chunk) in out.chunks_mut(8).enumerate() {
@@ -194,11 +203,7 @@ fn differential_run(version: ZookeeperVersion) {
         "ZKD_DIFF_SERVERS={servers:?}: expected two of `zkd`, `zookeeper`, comma-separated"
     );
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt = runtime();
     let started = Instant::now();
     let mut held = Vec::new();
     for kind in &kinds {
@@ -342,11 +347,7 @@ fn differential_run(version: ZookeeperVersion) {
 fn divergences() {
     use program::*;
     use zkd_protocol::OpCode;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt = runtime();
     let zk = start_zookeeper(ZookeeperVersion::V3_8);
     let zkd = rt.block_on(start_zkd(ZookeeperVersion::V3_8));
     let sides = [

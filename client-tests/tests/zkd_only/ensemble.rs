@@ -49,6 +49,17 @@ fn addrs(server: &Server) -> Vec<SocketAddr> {
     members.iter().map(|m| m.client_addr).collect()
 }
 
+/// The client address of member `id` of an embedded ensemble.
+pub fn member_addr(server: &Server, id: u64) -> SocketAddr {
+    server
+        .members()
+        .expect("members")
+        .iter()
+        .find(|m| m.id == id)
+        .map(|m| m.client_addr)
+        .expect("the member")
+}
+
 async fn word(addr: SocketAddr, w: &'static str) -> String {
     tokio::task::spawn_blocking(move || zkd_testkit::oracle::four_letter_word(addr, w))
         .await
@@ -60,6 +71,22 @@ async fn word(addr: SocketAddr, w: &'static str) -> String {
 fn modes(server: &Server) -> Vec<&'static str> {
     let members = server.members().expect("members");
     members.iter().map(|m| m.mode.as_str()).collect()
+}
+
+/// Fails naming the first of `lines` that `report` does not contain.
+fn has_lines(report: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(report.contains(line), "{line:?} missing:\n{report}");
+    }
+}
+
+/// A new session on `addr` asked for with the read-only flag.
+async fn read_only_session(addr: SocketAddr) -> RawClient {
+    let passwd = Bytes::from_static(&[0; 16]);
+    tokio::time::timeout(WAIT, RawClient::handshake(addr, 0, passwd, 30_000, 0, true))
+        .await
+        .expect("handshake in time")
+        .expect("a read-only session")
 }
 
 fn mode_line(srvr: &str) -> &str {
@@ -168,13 +195,14 @@ async fn members_listen_on_their_own_ports_and_report_their_modes() {
         assert_eq!(word(*addr, "isro").await, "rw");
     }
     let mntr = word(a[2], "mntr").await;
-    for line in [
-        "zk_server_state\tleader",
-        "zk_synced_followers\t2",
-        "zk_learners\t2",
-    ] {
-        assert!(mntr.contains(line), "{line:?} missing:\n{mntr}");
-    }
+    has_lines(
+        &mntr,
+        &[
+            "zk_server_state\tleader",
+            "zk_synced_followers\t2",
+            "zk_learners\t2",
+        ],
+    );
     // A client on member 2 counts there only.
     let c = RawClient::connect(a[1], 30_000).await.expect("session");
     let on = |srvr: String| srvr.contains("Connections: 2\n");
@@ -296,13 +324,7 @@ async fn quorum_loss_serves_read_only_clients_until_quorum_returns() {
         .is_empty());
 
     // A new read-only session: reads work, writes and sync are refused.
-    let ro = tokio::time::timeout(
-        WAIT,
-        RawClient::handshake(a[0], 0, Bytes::from_static(&[0; 16]), 30_000, 0, true),
-    )
-    .await
-    .expect("handshake in time")
-    .expect("a read-only session");
+    let ro = read_only_session(a[0]).await;
     assert!(ro.read_only, "the ConnectResponse says read-only");
     assert_eq!(ro.session_id >> 56, 1, "created by member 1");
     assert_eq!(ro.call(&get_data("/kept")).await.expect("read").err, 0);
@@ -437,23 +459,25 @@ async fn observers_serve_clients_but_never_vote_or_lead() {
     assert_eq!(mode_line(&word(a[3], "srvr").await), "Mode: observer");
     assert_eq!(word(a[3], "isro").await, "rw");
     let mntr = word(a[3], "mntr").await;
-    for line in [
-        "zk_server_state\tobserver\n",
-        "zk_peer_state\tobserving - broadcast\n",
-        "zk_observer_master_id\t3\n",
-        "zk_quorum_size\t3\n",
-    ] {
-        assert!(mntr.contains(line), "{line:?} missing:\n{mntr}");
-    }
+    has_lines(
+        &mntr,
+        &[
+            "zk_server_state\tobserver\n",
+            "zk_peer_state\tobserving - broadcast\n",
+            "zk_observer_master_id\t3\n",
+            "zk_quorum_size\t3\n",
+        ],
+    );
     let leader = word(a[2], "mntr").await;
-    for line in [
-        "zk_learners\t4\n",
-        "zk_synced_followers\t2\n",
-        "zk_synced_observers\t2\n",
-        "zk_quorum_size\t3\n",
-    ] {
-        assert!(leader.contains(line), "{line:?} missing:\n{leader}");
-    }
+    has_lines(
+        &leader,
+        &[
+            "zk_learners\t4\n",
+            "zk_synced_followers\t2\n",
+            "zk_synced_observers\t2\n",
+            "zk_quorum_size\t3\n",
+        ],
+    );
     assert!(word(a[4], "conf").await.contains("\npeerType=1\n"));
     assert!(word(a[0], "conf").await.contains("\npeerType=0\n"));
     let admin = server.admin_addr().expect("admin");
@@ -621,13 +645,7 @@ async fn observers_serve_clients_but_never_vote_or_lead() {
     );
     assert_eq!(mode_line(&word(a[3], "srvr").await), "Mode: read-only");
     assert_eq!(word(a[4], "isro").await, "ro");
-    let ro = tokio::time::timeout(
-        WAIT,
-        RawClient::handshake(a[3], 0, Bytes::from_static(&[0; 16]), 30_000, 0, true),
-    )
-    .await
-    .expect("handshake in time")
-    .expect("a read-only session on the observer");
+    let ro = read_only_session(a[3]).await;
     assert!(ro.read_only);
     assert_eq!(
         ro.call(&create("/refused", 0)).await.expect("write").err,

@@ -13,6 +13,7 @@ use zkd_server::{ClockMode, Config, EnsembleConfig, Server};
 use zookeeper_client as zk;
 
 use crate::admin;
+use crate::ensemble::member_addr;
 
 const LAGGING: u64 = 2;
 
@@ -26,16 +27,6 @@ async fn ensemble(clock: ClockMode) -> Server {
     })
     .await
     .expect("a three-member ensemble")
-}
-
-fn member_addr(server: &Server, id: u64) -> SocketAddr {
-    server
-        .members()
-        .expect("members")
-        .iter()
-        .find(|m| m.id == id)
-        .map(|m| m.client_addr)
-        .expect("the member")
 }
 
 async fn client(addr: SocketAddr) -> zk::Client {
@@ -197,12 +188,6 @@ async fn lag_over_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kazoo_through_a_lagging_member() {
     let server = ensemble(ClockMode::Real).await;
-    let http = server.admin_addr().expect("admin").to_string();
-    let members: Vec<String> = (1..=3)
-        .map(|id| member_addr(&server, id).to_string())
-        .collect();
-    let mut args = vec![http];
-    args.extend(members);
-    crate::python_checks::run("lag_checks.py", args, 600, " passed, 0 failed").await;
+    crate::python_checks::run_on_ensemble(&server, "lag_checks.py", 600, " passed, 0 failed").await;
     server.shutdown().await;
 }

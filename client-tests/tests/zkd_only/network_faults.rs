@@ -4,7 +4,6 @@
 //! HTTP routes and `zkd ctl`, and kazoo on a three-member ensemble
 //! (`client-tests/python/netfault_checks.py`).
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -244,16 +243,6 @@ async fn bad_rules_are_refused_everywhere() {
     server.shutdown().await;
 }
 
-fn member_addr(server: &Server, id: u64) -> SocketAddr {
-    server
-        .members()
-        .expect("members")
-        .iter()
-        .find(|m| m.id == id)
-        .map(|m| m.client_addr)
-        .expect("the member")
-}
-
 /// kazoo, unmodified, on `zkd --ensemble 3`: a blackholed connection is left for another
 /// member within the session timeout and the session lives; blackholed on every member past
 /// it, the session expires by the server's clock; a write whose reply is dropped is applied;
@@ -268,12 +257,7 @@ async fn kazoo_under_network_faults() {
     })
     .await
     .expect("a three-member ensemble");
-    let http = server.admin_addr().expect("admin").to_string();
-    let members: Vec<String> = (1..=3)
-        .map(|id| member_addr(&server, id).to_string())
-        .collect();
-    let mut args = vec![http];
-    args.extend(members);
-    crate::python_checks::run("netfault_checks.py", args, 300, "4 passed, 0 failed").await;
+    crate::python_checks::run_on_ensemble(&server, "netfault_checks.py", 300, "4 passed, 0 failed")
+        .await;
     server.shutdown().await;
 }

@@ -1,5 +1,9 @@
 //! Runs one of client-tests/python's kazoo check scripts and insists that every check passed.
 
+use zkd_server::Server;
+
+use crate::ensemble::member_addr;
+
 /// Runs `python/<script>` with `args` (at most `limit_s` seconds) and fails unless it exits 0
 /// and prints `passed` (a line such as "4 passed, 0 failed"); prints what it printed.
 pub async fn run(script: &str, args: Vec<String>, limit_s: u32, passed: &str) {
@@ -27,4 +31,12 @@ pub async fn run(script: &str, args: Vec<String>, limit_s: u32, passed: &str) {
         "kazoo checks failed ({}); if kazoo is missing, run scripts/install-test-deps.sh\n{stdout}\n{stderr}",
         out.status
     );
+}
+
+/// [`run`] with the arguments the three-member ensemble scripts take: the admin listener's
+/// address, then each member's client address.
+pub async fn run_on_ensemble(server: &Server, script: &str, limit_s: u32, passed: &str) {
+    let mut args = vec![server.admin_addr().expect("admin").to_string()];
+    args.extend((1..=3).map(|id| member_addr(server, id).to_string()));
+    run(script, args, limit_s, passed).await;
 }

@@ -344,7 +344,9 @@ pub(crate) fn parse_opcode(v: &Value) -> ApiResult<i32> {
         })
 }
 
-fn json_u64(name: &str, v: &Value) -> ApiResult<u64> {
+/// A non-negative whole number given as a JSON number or a string; 400 naming `name` when
+/// it is not one.
+pub(crate) fn json_u64(name: &str, v: &Value) -> ApiResult<u64> {
     let parsed = match v {
         Value::Number(n) => n.as_u64(),
         Value::String(s) => s.trim().parse().ok(),
@@ -445,33 +447,24 @@ async fn add_fault(
     let rule = fault_rule(super::json_of(&body)?)?;
     let id = control::add_fault(&st.shared, rule)?;
     let list = control::faults(&st.shared)?;
-    Ok(super::created(
-        id,
-        list.iter().find(|f| f.id == id).map(fault_json),
-    ))
+    Ok(super::created(id, &list, |f| f.id, fault_json))
 }
 
 async fn list_faults(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     let list = control::faults(&st.shared)?;
-    Ok(Json(
-        json!({ "faults": list.iter().map(fault_json).collect::<Vec<_>>() }),
-    ))
+    Ok(super::listed("faults", &list, fault_json))
 }
 
 async fn clear_faults(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
-    let removed = control::clear_faults(&st.shared)?;
-    Ok(Json(json!({ "removed": removed })))
+    Ok(super::removed(control::clear_faults(&st.shared)?))
 }
 
 async fn remove_fault(
     State(st): State<AdminState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let id: u64 = id
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("fault id {id:?} is not a number")))?;
-    control::remove_fault(&st.shared, id)?;
-    Ok(Json(json!({ "removed": 1 })))
+    control::remove_fault(&st.shared, super::rule_id(&id, "fault")?)?;
+    Ok(super::removed(1))
 }
 
 async fn reset(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json<Value>> {

@@ -177,14 +177,39 @@ pub(crate) fn json_of<T: serde::de::DeserializeOwned>(body: &[u8]) -> ApiResult<
         .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
 }
 
-/// 201 with what a POST added, as its listing shows it (or only its id, when it is already
-/// gone again).
-pub(crate) fn created(
+/// 201 with the rule a POST added as `show` shows it in the listing read after adding it
+/// (or only its id, when it is already gone again).
+pub(crate) fn created<T>(
     id: u64,
-    shown: Option<serde_json::Value>,
+    listing: &[T],
+    id_of: impl Fn(&T) -> u64,
+    show: impl Fn(&T) -> serde_json::Value,
 ) -> (StatusCode, axum::Json<serde_json::Value>) {
+    let shown = listing.iter().find(|r| id_of(r) == id).map(show);
     let shown = shown.unwrap_or_else(|| serde_json::json!({ "id": id }));
     (StatusCode::CREATED, axum::Json(shown))
+}
+
+/// The answer of a GET of a list of rules: `{ key: [each as show shows it] }`.
+pub(crate) fn listed<T>(
+    key: &str,
+    listing: &[T],
+    show: impl Fn(&T) -> serde_json::Value,
+) -> axum::Json<serde_json::Value> {
+    let shown: Vec<serde_json::Value> = listing.iter().map(show).collect();
+    axum::Json(serde_json::json!({ key: shown }))
+}
+
+/// The id of a rule named in a route's path (`DELETE /zkd/faults/{id}`); 400 naming `what`
+/// when it is not a number.
+pub(crate) fn rule_id(id: &str, what: &str) -> ApiResult<u64> {
+    id.parse()
+        .map_err(|_| ApiError::bad_request(format!("{what} id {id:?} is not a number")))
+}
+
+/// The answer of a route that removed rules: how many.
+pub(crate) fn removed(n: usize) -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({ "removed": n }))
 }
 
 /// 404 for any route nobody serves.

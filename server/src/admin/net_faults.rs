@@ -10,7 +10,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::control::parse_session_id;
+use super::control::{json_u64, parse_session_id};
 use super::{AdminState, ApiError, ApiResult};
 use crate::control::hex;
 use crate::control::net_faults::{
@@ -42,17 +42,6 @@ struct Body {
     member: Option<Value>,
 }
 
-fn whole_number(name: &str, v: &Value) -> ApiResult<u64> {
-    let parsed = match v {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    };
-    parsed.ok_or_else(|| {
-        ApiError::bad_request(format!("{name} {v} is not a non-negative whole number"))
-    })
-}
-
 fn rule(body: Body) -> ApiResult<NetFaultRule> {
     let fault = match body.action.as_str() {
         "blackhole" => NetFault::Blackhole,
@@ -64,7 +53,7 @@ fn rule(body: Body) -> ApiResult<NetFaultRule> {
                      {MAX_LATENCY_MS})"
                 ))
             })?;
-            NetFault::Latency(whole_number("ms", ms)?)
+            NetFault::Latency(json_u64("ms", ms)?)
         }
         other => {
             return Err(ApiError::bad_request(format!(
@@ -90,7 +79,7 @@ fn rule(body: Body) -> ApiResult<NetFaultRule> {
         member: body
             .member
             .as_ref()
-            .map(|m| whole_number("member", m))
+            .map(|m| json_u64("member", m))
             .transpose()?,
     })
 }
@@ -118,30 +107,21 @@ async fn add(
     let body: Body = super::json_of(&body)?;
     let id = net_faults::add(&st.shared, rule(body)?)?;
     let list = net_faults::list(&st.shared)?;
-    Ok(super::created(
-        id,
-        list.iter().find(|f| f.id == id).map(status_json),
-    ))
+    Ok(super::created(id, &list, |f| f.id, status_json))
 }
 
 async fn list(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     let list = net_faults::list(&st.shared)?;
-    Ok(Json(
-        json!({ "net_faults": list.iter().map(status_json).collect::<Vec<_>>() }),
-    ))
+    Ok(super::listed("net_faults", &list, status_json))
 }
 
 async fn clear(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
-    let removed = net_faults::clear(&st.shared)?;
-    Ok(Json(json!({ "removed": removed })))
+    Ok(super::removed(net_faults::clear(&st.shared)?))
 }
 
 async fn remove(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let id: u64 = id
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("network fault id {id:?} is not a number")))?;
-    net_faults::remove(&st.shared, id)?;
-    Ok(Json(json!({ "removed": 1 })))
+    net_faults::remove(&st.shared, super::rule_id(&id, "network fault")?)?;
+    Ok(super::removed(1))
 }
 
 #[cfg(test)]

@@ -660,6 +660,18 @@ enum ReadStep {
     Ended,
 }
 
+/// Polls the wait in `slot`, if there is one: true while it is pending; a finished wait is
+/// dropped, so it is not polled again.
+fn still_waiting<F: Future + ?Sized>(slot: &mut Option<Pin<Box<F>>>, cx: &mut Context<'_>) -> bool {
+    if let Some(wait) = slot {
+        if wait.as_mut().poll(cx).is_pending() {
+            return true;
+        }
+        *slot = None;
+    }
+    false
+}
+
 /// Registers `cx` with the queue (woken by a kill, and with `want` by the next push):
 /// ready if the connection was killed.
 fn park(q: &ConnQueue, cx: &mut Context<'_>, want: bool) -> Poll<()> {
@@ -892,35 +904,20 @@ impl<S: Stream> Conn<S> {
         let q = &self.registered.q;
         loop {
             if let Some(busy) = &mut self.busy {
-                if let Some(paused) = &mut busy.paused_output {
-                    // Stop-the-world pause: nothing is written until it ends.
-                    if paused.as_mut().poll(cx).is_pending() {
-                        return park(q, cx, false);
-                    }
-                    busy.paused_output = None;
+                // Stop-the-world pause: nothing is written until it ends.
+                if still_waiting(&mut busy.paused_output, cx) {
+                    return park(q, cx, false);
                 }
                 if let Some(linger) = &mut busy.linger {
                     if linger.as_mut().poll(cx).is_ready() {
                         return Poll::Ready(());
                     }
                 }
-                if let Some(hold) = &mut busy.hold {
-                    if hold.as_mut().poll(cx).is_pending() {
-                        return park(q, cx, false);
-                    }
-                    busy.hold = None;
-                }
-                if let Some(latency) = &mut busy.latency {
-                    if latency.as_mut().poll(cx).is_pending() {
-                        return park(q, cx, false);
-                    }
-                    busy.latency = None;
-                }
-                if let Some(durable) = &mut busy.durable {
-                    if durable.as_mut().poll(cx).is_pending() {
-                        return park(q, cx, false);
-                    }
-                    busy.durable = None;
+                if still_waiting(&mut busy.hold, cx)
+                    || still_waiting(&mut busy.latency, cx)
+                    || still_waiting(&mut busy.durable, cx)
+                {
+                    return park(q, cx, false);
                 }
             }
             if self.shutting_down {

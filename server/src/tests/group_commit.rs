@@ -28,6 +28,22 @@ async fn frame(s: &mut TcpStream, within: Duration) -> Option<(i32, i32)> {
     Some((int(0), int(12)))
 }
 
+/// Sends one or more whole frames.
+async fn send(s: &mut TcpStream, bytes: &[u8]) {
+    s.write_all(bytes).await.expect("send");
+}
+
+/// The next frame on `s` is the answer `(xid, err)`, within [`WAIT`]; `what` names it.
+async fn answered(s: &mut TcpStream, want: (i32, i32), what: &str) {
+    assert_eq!(frame(s, WAIT).await, Some(want), "{what}");
+}
+
+/// Stops the server and removes its data directory.
+async fn stop(server: Server, dir: std::path::PathBuf) {
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// An exists request with a watch.
 fn watch_exists(xid: i32, path: &str) -> bytes::Bytes {
     let mut b = read_op(xid, 3, path).to_vec();
@@ -38,11 +54,8 @@ fn watch_exists(xid: i32, path: &str) -> bytes::Bytes {
 /// Another session's read of a node the write does not change is answered while the
 /// writer's write waits for its sync, and the writer hears nothing meanwhile.
 async fn answered_while_the_write_waits(reader: &mut TcpStream, writer: &mut TcpStream) {
-    reader
-        .write_all(&read_op(7, 4, "/zookeeper"))
-        .await
-        .expect("send");
-    assert_eq!(frame(reader, WAIT).await, Some((7, 0)));
+    send(reader, &read_op(7, 4, "/zookeeper")).await;
+    answered(reader, (7, 0), "the other session's read").await;
     assert_eq!(frame(writer, QUIET).await, None, "no reply before the sync");
 }
 
@@ -81,11 +94,8 @@ async fn always_ensemble(name: &str) -> (Server, std::path::PathBuf, Vec<std::ne
 /// Creates each path with `writer`, xids in order, and waits for each reply.
 async fn create_each(writer: &mut TcpStream, nodes: [(i32, &str); 2]) {
     for (xid, path) in nodes {
-        writer
-            .write_all(&create(xid, path.into(), b"v".to_vec()))
-            .await
-            .expect("send");
-        assert_eq!(frame(writer, WAIT).await, Some((xid, 0)));
+        send(writer, &create(xid, path.into(), b"v".to_vec())).await;
+        answered(writer, (xid, 0), path).await;
     }
 }
 
@@ -95,11 +105,8 @@ async fn three_sessions(name: &str) -> (Server, std::path::PathBuf, [TcpStream; 
     let (server, dir) = always_server(name, Config::default()).await;
     let addr = server.local_addr();
     let mut watcher = session(addr).await;
-    watcher
-        .write_all(&watch_exists(1, "/gc"))
-        .await
-        .expect("send");
-    assert_eq!(frame(&mut watcher, WAIT).await, Some((1, -101)));
+    send(&mut watcher, &watch_exists(1, "/gc")).await;
+    answered(&mut watcher, (1, -101), "the watch on a missing node").await;
     let sessions = [session(addr).await, session(addr).await, watcher];
     (server, dir, sessions)
 }
@@ -114,7 +121,7 @@ async fn replies_and_notifications_wait_for_their_sync_and_reads_do_not() {
     // The create and a read behind it on the same connection.
     let mut burst = create(1, "/gc".into(), b"v".to_vec()).to_vec();
     burst.extend_from_slice(&read_op(2, 4, "/gc"));
-    writer.write_all(&burst).await.expect("send");
+    send(&mut writer, &burst).await;
     answered_while_the_write_waits(&mut reader, &mut writer).await;
     assert_eq!(
         frame(&mut watcher, QUIET).await,
@@ -123,19 +130,10 @@ async fn replies_and_notifications_wait_for_their_sync_and_reads_do_not() {
     );
 
     drop(held);
-    assert_eq!(frame(&mut writer, WAIT).await, Some((1, 0)), "the create");
-    assert_eq!(
-        frame(&mut writer, WAIT).await,
-        Some((2, 0)),
-        "then the read"
-    );
-    assert_eq!(
-        frame(&mut watcher, WAIT).await,
-        Some((-1, 0)),
-        "the notification"
-    );
-    server.shutdown().await;
-    let _ = std::fs::remove_dir_all(dir);
+    answered(&mut writer, (1, 0), "the create").await;
+    answered(&mut writer, (2, 0), "then the read").await;
+    answered(&mut watcher, (-1, 0), "the notification").await;
+    stop(server, dir).await;
 }
 
 #[allow(clippy::await_holding_lock)]
@@ -144,10 +142,7 @@ async fn a_failed_sync_stops_the_server_before_the_reply_and_the_notification() 
     let (server, dir, [mut writer, _reader, mut watcher]) = three_sessions("gc-fail").await;
     let persist = server.persist.clone().expect("a data directory");
     let mut held = persist.hold_syncs();
-    writer
-        .write_all(&create(1, "/gc".into(), b"v".to_vec()))
-        .await
-        .expect("send");
+    send(&mut writer, &create(1, "/gc".into(), b"v".to_vec())).await;
     // The create is applied and written, and waits for the sync, which fails.
     tokio::time::sleep(QUIET).await;
     *held = Some(std::io::ErrorKind::StorageFull);
@@ -165,8 +160,7 @@ async fn a_failed_sync_stops_the_server_before_the_reply_and_the_notification() 
         assert!(read.is_ok(), "the connection is closed");
         assert!(rest.is_empty(), "nothing was sent: {rest:?}");
     }
-    server.shutdown().await;
-    let _ = std::fs::remove_dir_all(dir);
+    stop(server, dir).await;
 }
 
 /// The log files of `dir`, with their sizes.
@@ -198,10 +192,7 @@ async fn a_new_log_file_is_written_and_synced_by_the_sync_thread() {
     let before = logs(&dir);
     let persist = server.persist.clone().expect("a data directory");
     let held = persist.hold_syncs();
-    writer
-        .write_all(&create(1, "/gc".into(), b"v".to_vec()))
-        .await
-        .expect("send");
+    send(&mut writer, &create(1, "/gc".into(), b"v".to_vec())).await;
     answered_while_the_write_waits(&mut reader, &mut writer).await;
     let created = logs(&dir);
     assert_eq!(
@@ -213,7 +204,7 @@ async fn a_new_log_file_is_written_and_synced_by_the_sync_thread() {
     assert_eq!(new.1, 0, "nothing written under the core: {created:?}");
 
     drop(held);
-    assert_eq!(frame(&mut writer, WAIT).await, Some((1, 0)), "the create");
+    answered(&mut writer, (1, 0), "the create").await;
     let synced = logs(&dir);
     assert_eq!(
         synced.last().map(|(n, _)| n),
@@ -225,8 +216,7 @@ async fn a_new_log_file_is_written_and_synced_by_the_sync_thread() {
         size > zkd_protocol::disk::txnlog::HEADER_LEN as u64,
         "the header and the entry: {synced:?}"
     );
-    server.shutdown().await;
-    let _ = std::fs::remove_dir_all(dir);
+    stop(server, dir).await;
 }
 
 /// Under `always`, a read of another session that depends on a transaction not yet synced
@@ -276,10 +266,7 @@ async fn unsynced_reads_wait(
         .clone();
     let held = persist.hold_syncs();
     let before = durability.written();
-    writer
-        .write_all(&create(3, "/p/c".into(), b"new".to_vec()))
-        .await
-        .expect("send");
+    send(&mut writer, &create(3, "/p/c".into(), b"new".to_vec())).await;
     // The create is applied (and written, not synced) before the reads are sent.
     let applied = tokio::time::timeout(WAIT, async {
         while durability.written() == before {
@@ -291,15 +278,9 @@ async fn unsynced_reads_wait(
     // on the same connection: both wait, in order.
     let mut burst = read_op(10, 4, "/p/c").to_vec();
     burst.extend_from_slice(&read_op(11, 4, "/other"));
-    reader.write_all(&burst).await.expect("send");
-    children
-        .write_all(&read_op(20, 8, "/p"))
-        .await
-        .expect("send");
-    exists
-        .write_all(&watch_exists(30, "/p/c"))
-        .await
-        .expect("send");
+    send(&mut reader, &burst).await;
+    send(&mut children, &read_op(20, 8, "/p")).await;
+    send(&mut exists, &watch_exists(30, "/p/c")).await;
     // A multiRead of the new node, then the count below its parent and the writer's
     // ephemerals (which read the whole tree), each on a connection of its own order.
     let path = |p: &str| zkd_protocol::PathRequest { path: p.into() };
@@ -312,13 +293,10 @@ async fn unsynced_reads_wait(
     let mut reads = multi_read.to_frame(50).to_vec();
     reads.extend_from_slice(&zkd_protocol::Request::GetAllChildrenNumber(path("/p")).to_frame(51));
     reads.extend_from_slice(&zkd_protocol::Request::GetEphemerals(path("/")).to_frame(52));
-    others.write_all(&reads).await.expect("send");
+    send(&mut others, &reads).await;
     // Another session reading an unrelated node is answered while the sync is held.
-    unrelated
-        .write_all(&read_op(40, 4, "/other"))
-        .await
-        .expect("send");
-    assert_eq!(frame(&mut unrelated, WAIT).await, Some((40, 0)));
+    send(&mut unrelated, &read_op(40, 4, "/other")).await;
+    answered(&mut unrelated, (40, 0), "the unrelated read").await;
     for (s, what) in [
         (&mut reader, "getData of the new node"),
         (&mut children, "getChildren of its parent"),
@@ -331,47 +309,31 @@ async fn unsynced_reads_wait(
     assert!(durability.unsynced_len().0 > 0, "/p/c and /p are recorded");
 
     drop(held);
-    assert_eq!(frame(&mut writer, WAIT).await, Some((3, 0)), "the create");
-    assert_eq!(
-        frame(&mut reader, WAIT).await,
-        Some((10, 0)),
-        "the new node"
-    );
-    assert_eq!(
-        frame(&mut reader, WAIT).await,
-        Some((11, 0)),
-        "then the next read"
-    );
-    assert_eq!(frame(&mut children, WAIT).await, Some((20, 0)));
-    assert_eq!(frame(&mut exists, WAIT).await, Some((30, 0)), "it exists");
+    answered(&mut writer, (3, 0), "the create").await;
+    answered(&mut reader, (10, 0), "the new node").await;
+    answered(&mut reader, (11, 0), "then the next read").await;
+    answered(&mut children, (20, 0), "the children").await;
+    answered(&mut exists, (30, 0), "it exists").await;
     for xid in [50, 51, 52] {
-        assert_eq!(frame(&mut others, WAIT).await, Some((xid, 0)), "{xid}");
+        answered(&mut others, (xid, 0), &format!("reply {xid}")).await;
     }
     // The exists watch was set on the node that now exists: a change fires it.
-    writer
-        .write_all(&super::shared_body::set_data(4, "/p/c", b"x"))
-        .await
-        .expect("send");
-    assert_eq!(
-        frame(&mut exists, WAIT).await,
-        Some((-1, 0)),
-        "NodeDataChanged"
-    );
-    assert_eq!(frame(&mut writer, WAIT).await, Some((4, 0)));
+    send(&mut writer, &super::shared_body::set_data(4, "/p/c", b"x")).await;
+    answered(&mut exists, (-1, 0), "NodeDataChanged").await;
+    answered(&mut writer, (4, 0), "the setData").await;
     assert_eq!(
         durability.unsynced_len(),
         (0, 0),
         "the sync forgot what it covered"
     );
-    server.shutdown().await;
-    let _ = std::fs::remove_dir_all(dir);
+    stop(server, dir).await;
 }
 
 /// Sends a four-letter word on a fresh connection; its answer, or `None` when nothing came
 /// within `within`.
 async fn word(addr: std::net::SocketAddr, w: &str, within: Duration) -> Option<String> {
     let mut s = TcpStream::connect(addr).await.expect("connect");
-    s.write_all(w.as_bytes()).await.expect("send");
+    send(&mut s, w.as_bytes()).await;
     let mut out = Vec::new();
     tokio::time::timeout(within, s.read_to_end(&mut out))
         .await
@@ -389,10 +351,7 @@ async fn reports_showing_state_wait_for_the_sync() {
     let addr = server.local_addr();
     let persist = server.persist.clone().expect("a data directory");
     let held = persist.hold_syncs();
-    writer
-        .write_all(&create(1, "/gc".into(), b"v".to_vec()))
-        .await
-        .expect("send");
+    send(&mut writer, &create(1, "/gc".into(), b"v".to_vec())).await;
     tokio::time::sleep(QUIET).await;
     assert_eq!(word(addr, "ruok", WAIT).await.as_deref(), Some("imok"));
     let srvr = tokio::spawn(word(addr, "srvr", WAIT));
@@ -404,9 +363,8 @@ async fn reports_showing_state_wait_for_the_sync() {
         .expect("joined")
         .expect("answered after the sync");
     assert!(text.contains("Node count:"), "{text}");
-    assert_eq!(frame(&mut writer, WAIT).await, Some((1, 0)));
-    server.shutdown().await;
-    let _ = std::fs::remove_dir_all(dir);
+    answered(&mut writer, (1, 0), "the create").await;
+    stop(server, dir).await;
 }
 
 /// A lagging member's client whose read waited behind its own write is answered when the
@@ -427,7 +385,7 @@ async fn a_lagging_members_held_read_waits_for_the_sync_of_what_it_shows() {
     // Its write waits for the member, and its read waits behind the write.
     let mut burst = super::shared_body::set_data(1, "/x", b"a").to_vec();
     burst.extend_from_slice(&read_op(2, 4, "/y"));
-    lagging.write_all(&burst).await.expect("send");
+    send(&mut lagging, &burst).await;
     assert_eq!(
         frame(&mut lagging, QUIET).await,
         None,
@@ -435,10 +393,7 @@ async fn a_lagging_members_held_read_waits_for_the_sync_of_what_it_shows() {
     );
     let persist = server.persist.clone().expect("a data directory");
     let held = persist.hold_syncs();
-    writer
-        .write_all(&super::shared_body::set_data(3, "/y", b"new"))
-        .await
-        .expect("send");
+    send(&mut writer, &super::shared_body::set_data(3, "/y", b"new")).await;
     tokio::time::sleep(QUIET).await;
     // The member catches up to the unsynced setData of /y and runs the held read.
     server
@@ -461,9 +416,8 @@ async fn a_lagging_members_held_read_waits_for_the_sync_of_what_it_shows() {
         );
     }
     assert_eq!(got, [(1, 0), (2, 0)], "its write, then its read");
-    assert_eq!(frame(&mut writer, WAIT).await, Some((3, 0)));
-    server.shutdown().await;
-    let _ = std::fs::remove_dir_all(dir);
+    answered(&mut writer, (3, 0), "the setData").await;
+    stop(server, dir).await;
 }
 
 /// An admin route that shows the tree (`GET /zkd/tree`) answers only once what was written
@@ -484,15 +438,12 @@ async fn admin_routes_wait_for_the_sync() {
     let mut writer = session(server.local_addr()).await;
     let persist = server.persist.clone().expect("a data directory");
     let held = persist.hold_syncs();
-    writer
-        .write_all(&create(1, "/gc".into(), b"v".to_vec()))
-        .await
-        .expect("send");
+    send(&mut writer, &create(1, "/gc".into(), b"v".to_vec())).await;
     tokio::time::sleep(QUIET).await;
     let get = tokio::spawn(async move {
         let mut s = TcpStream::connect(admin).await.expect("connect");
         let req = format!("GET /zkd/tree HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.expect("send");
+        send(&mut s, req.as_bytes()).await;
         let mut out = Vec::new();
         s.read_to_end(&mut out).await.expect("read");
         String::from_utf8_lossy(&out).into_owned()
@@ -508,6 +459,5 @@ async fn admin_routes_wait_for_the_sync() {
         answer.starts_with("HTTP/1.1 200") && answer.contains("/gc"),
         "{answer}"
     );
-    server.shutdown().await;
-    let _ = std::fs::remove_dir_all(dir);
+    stop(server, dir).await;
 }

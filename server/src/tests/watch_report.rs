@@ -21,19 +21,7 @@ async fn one_connections_many_watches_are_copied_in_slices() {
     })
     .await
     .expect("start");
-    let mut c = session(server.local_addr()).await;
-    let mut pipeline = Vec::new();
-    for i in 0..WATCHES {
-        let rec = PathWatchRequest {
-            path: format!("/w{i}"),
-            watch: true,
-        };
-        pipeline.extend_from_slice(&request(i as i32 + 1, 3, &rec));
-    }
-    c.write_all(&pipeline).await.expect("pipelined exists");
-    for _ in 0..WATCHES {
-        assert!(reply(&mut c).await.is_some(), "every exists answered");
-    }
+    let _c = watcher(&server, WATCHES).await;
 
     let shared = server.shared.clone();
     let view = tokio::task::spawn_blocking(move || {

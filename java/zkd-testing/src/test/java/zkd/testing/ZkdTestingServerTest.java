@@ -80,6 +80,17 @@ public final class ZkdTestingServerTest {
         return cond.getAsBoolean();
     }
 
+    /** Polls until {@code path} exists as {@code client} sees it; a failed call counts as not yet. */
+    static boolean eventuallyExists(CuratorFramework client, String path) throws InterruptedException {
+        return eventually(() -> {
+            try {
+                return client.checkExists().forPath(path) != null;
+            } catch (Exception e) {
+                return false;
+            }
+        });
+    }
+
     private static CuratorFramework curator(ZkdTestingServer server, List<ConnectionState> states) throws Exception {
         return curator(server.getConnectString(), states);
     }
@@ -244,13 +255,7 @@ public final class ZkdTestingServerTest {
                 c.getZookeeperClient().getZooKeeper().create("/lost-reply", "v".getBytes(),
                         org.apache.zookeeper.ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT,
                         (rc, path, ctx, name) -> answered.countDown(), null);
-                check(eventually(() -> {
-                    try {
-                        return other.checkExists().forPath("/lost-reply") != null;
-                    } catch (Exception e) {
-                        return false;
-                    }
-                }), "the create was not applied");
+                check(eventuallyExists(other, "/lost-reply"), "the create was not applied");
                 check(!answered.await(300, TimeUnit.MILLISECONDS), "the reply came");
                 server.clearNetFaults();
                 check(server.netFaultsJson().contains("[]"), "not cleared: " + server.netFaultsJson());
@@ -286,13 +291,7 @@ public final class ZkdTestingServerTest {
                 } catch (org.apache.zookeeper.KeeperException.ConnectionLossException expected) {
                     // applied, reply lost
                 }
-                check(eventually(() -> {
-                    try {
-                        return c.checkExists().forPath("/plain") != null;
-                    } catch (Exception e) {
-                        return false;
-                    }
-                }), "/plain was not created");
+                check(eventuallyExists(c, "/plain"), "/plain was not created");
             }
         }
     }
