@@ -59,6 +59,15 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
     })?
 }
 
+/// Ends member `id`'s accept loop, if it has one, and waits until it has let go of its port.
+async fn end_accept_loop(shared: &Shared, id: MemberId) {
+    let running = shared.listeners.lock().remove(&id);
+    if let Some(r) = running {
+        r.stop.cancel();
+        let _ = r.task.await;
+    }
+}
+
 /// Stops member `id`: its listener closes and its connections drop; if it led, another
 /// member leads; if a majority is now stopped, the others drop their clients and serve
 /// read-only clients only (or none).
@@ -67,14 +76,7 @@ pub(crate) async fn stop(shared: &Shared, id: MemberId) -> Result<Transition, Co
     let t = transition(shared, id, false)?;
     // Its accept loop lets go of the port before this returns, so a client that tries the
     // stopped member right after is refused, as by a stopped server.
-    let running = shared.listeners.lock().remove(&id);
-    if let Some(mut r) = running {
-        r.stop.cancel();
-        let _ = (&mut r.task).await;
-        // Kept as a finished task (a handle is awaited once; the next start awaits this).
-        r.task = tokio::spawn(async {});
-        shared.listeners.lock().insert(id, r);
-    }
+    end_accept_loop(shared, id).await;
     Ok(t)
 }
 
@@ -106,11 +108,7 @@ pub(crate) async fn start(
         (true, false, true, Some(a)) => a,
     };
     // The old accept loop must have let go of the port.
-    let old = shared.listeners.lock().remove(&id);
-    if let Some(r) = old {
-        r.stop.cancel();
-        let _ = r.task.await;
-    }
+    end_accept_loop(shared, id).await;
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| ControlError::Bind(format!("cannot listen on {addr}: {e}")))?;

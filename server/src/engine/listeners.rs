@@ -15,8 +15,8 @@ pub(crate) struct Running {
     pub(crate) task: JoinHandle<()>,
 }
 
-/// Every member's accept loop, by member id (stopped members keep their finished task until
-/// they start again).
+/// Every running member's accept loop, by member id (stopping a member removes its loop
+/// once it has ended).
 #[derive(Default)]
 pub(crate) struct Listeners {
     tasks: Mutex<HashMap<MemberId, Running>>,
