@@ -212,3 +212,27 @@ fn sigterm_stops_the_server_within_the_grace_period_while_a_step_holds_the_core(
 fn sigint_stops_the_server_within_the_grace_period_while_a_step_holds_the_core() {
     stops_while_stuck("INT");
 }
+
+/// A connection accepted while a step holds the core and that sends nothing is closed when
+/// the handshake timeout (10 s) has passed since it was accepted, not given a second timeout
+/// once the core is free again.
+#[test]
+fn a_silent_connection_accepted_during_a_long_step_gets_one_handshake_timeout() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_zkd, addr, admin) = start(&[], &dir.path().join("stderr.log"));
+    stall(admin, 14_000);
+    let mut silent = std::net::TcpStream::connect(addr).expect("connect");
+    let opened = Instant::now();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut byte = [0u8; 1];
+    let read = silent.read(&mut byte);
+    let took = opened.elapsed();
+    assert!(matches!(read, Ok(0) | Err(_)), "nothing is sent: {read:?}");
+    assert!(
+        took >= Duration::from_secs(9) && took < Duration::from_secs(13),
+        "closed after {took:?}"
+    );
+}

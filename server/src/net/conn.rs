@@ -160,7 +160,8 @@ pub(crate) fn run<S: Stream>(
 /// A connection accepted while a step holds the core's lock: `ruok` is answered at once,
 /// without registering the connection (its answer needs nothing of the core), so a health
 /// check is not held behind a long step. Anything else is handed back to be registered and
-/// served as usual. Waits at most the handshake timeout for the first four bytes.
+/// served as usual. Waits at most the handshake timeout for the first four bytes, and closes
+/// the connection when they do not come in that time.
 pub(crate) async fn answer_ruok_unregistered(
     shared: &Arc<Shared>,
     mut stream: tokio::net::TcpStream,
@@ -171,8 +172,14 @@ pub(crate) async fn answer_ruok_unregistered(
     loop {
         match timeout_at(deadline, stream.peek(&mut first)).await {
             Ok(Ok(n)) if n >= first.len() => break,
-            // End of input, an error or the deadline: the usual path judges the connection.
-            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return Some(stream),
+            // End of input or an error: the usual path judges the connection.
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(stream),
+            // The handshake timeout passed here already: closed now, as the usual path
+            // would close it (handing it on would give it a second timeout).
+            Err(_) => {
+                tracing::debug!(%remote, "closing a connection that sent no handshake in time");
+                return None;
+            }
             Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(1)).await,
         }
     }
