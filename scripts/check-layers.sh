@@ -27,13 +27,14 @@ cd "$(dirname "$0")/.."
 ORDERS='
 protocol:          jute < consts, four_letter, records < opcode < disk, create, frame < multi < request, response
 protocol/disk:     txnlog < snapshot
-core:              zk_version < data < frame_parts < watch < auth < session < durability < request < ensemble < testing < state_report < decode
+core:              zk_version < data < frame_parts < watch < db < auth < session < durability < request < ensemble < testing < state_report < decode
 core/data:         path, keyed, work, counted < node < acl_table, children_cache, cow_slot, tree_slab < tree
 core/watch:        herd_detector < watches
 core/auth:         sasl_users < digest_md5 < secure_auth < acl
 core/session:      connection < handshake, sessions
 core/durability:   snapshot_cow, txn_record < snapshot
-core/request:      reply, txn < execute
+core/db:           apply
+core/request:      reply, txn < read < execute
 core/ensemble:     servers < lag, membership, quorum, reconfig
 core/testing:      fault < control_ops, fixture_nodes, invariants, recording
 server:            version_string < files < config, fixture < engine < reports, persist < net < control < admin < server

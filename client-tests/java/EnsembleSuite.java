@@ -152,9 +152,11 @@ public final class EnsembleSuite {
                     maxSeen = Math.max(maxSeen, leaders(latches));
                     Thread.sleep(5);
                 }
-                waitFor("one leader after stopping member " + m, () -> leaders(latches) == 1);
+                waitWithState("one leader after stopping member " + m, () -> leaders(latches) == 1,
+                        clients, latches, path);
                 member(m, "start");
-                waitFor("three participants", () -> participants(clients.get(0), path) == 3);
+                waitWithState("three participants", () -> participants(clients.get(0), path) == 3,
+                        clients, latches, path);
             }
             check(maxSeen == 1, "at most one leader at any time, saw " + maxSeen);
         } finally {
@@ -164,6 +166,49 @@ public final class EnsembleSuite {
             for (CuratorFramework c : clients) {
                 c.close();
             }
+        }
+    }
+
+    /**
+     * {@link #waitFor}, and on a time-out the failure also says what each latch and client
+     * saw: leadership, its node, the member it is connected to and the participants.
+     */
+    static void waitWithState(String what, BooleanSupplier cond, List<CuratorFramework> clients,
+            List<LeaderLatch> latches, String path) throws InterruptedException {
+        try {
+            waitFor(what, cond);
+        } catch (JavaClientSuite.CheckFailed e) {
+            StringBuilder state = new StringBuilder(e.getMessage());
+            for (int i = 0; i < latches.size(); i++) {
+                CuratorFramework c = clients.get(i);
+                String at;
+                try {
+                    at = "member " + memberOf(c);
+                } catch (Throwable t) {
+                    at = "no member (" + t.getMessage() + ")";
+                }
+                state.append("; latch ").append(i)
+                        .append(" leader=").append(latches.get(i).hasLeadership())
+                        .append(" state=").append(latches.get(i).getState())
+                        .append(" node=").append(latches.get(i).getOurPath())
+                        .append(" connected=").append(c.getZookeeperClient().isConnected())
+                        .append(" session=0x").append(Long.toHexString(sessionOf(c)))
+                        .append(" ").append(at);
+            }
+            try {
+                state.append("; participants ").append(clients.get(0).getChildren().forPath(path));
+            } catch (Exception x) {
+                state.append("; participants unknown (").append(x).append(")");
+            }
+            throw new JavaClientSuite.CheckFailed(state.toString());
+        }
+    }
+
+    static long sessionOf(CuratorFramework c) {
+        try {
+            return c.getZookeeperClient().getZooKeeper().getSessionId();
+        } catch (Exception e) {
+            return 0;
         }
     }
 

@@ -67,7 +67,7 @@ impl Core {
                 return;
             }
             None | Some((_, Err(DecodeError::NotARequest(_)))) => {
-                let zxid = self.zxid;
+                let zxid = self.db.zxid;
                 (
                     header.xid,
                     zxid,
@@ -76,7 +76,7 @@ impl Core {
             }
             Some((op, Err(e))) => {
                 tracing::debug!(conn, ?op, error = %e, "undecodable request body");
-                let zxid = self.zxid;
+                let zxid = self.db.zxid;
                 (
                     header.xid,
                     zxid,
@@ -88,7 +88,7 @@ impl Core {
                     && op.refused_when_read_only()
                     && !(op == OpCode::CloseSession && self.local_sessions.contains(&sid)) =>
             {
-                let zxid = self.zxid;
+                let zxid = self.db.zxid;
                 (
                     header.xid,
                     zxid,
@@ -102,7 +102,7 @@ impl Core {
                 },
                 Some(FaultAction::Error(code)) => {
                     tracing::debug!(conn, ?op, code, "fault rule: error reply");
-                    let zxid = self.zxid;
+                    let zxid = self.db.zxid;
                     (header.xid, zxid, header_only(header.xid, zxid, code))
                 }
                 Some(FaultAction::DropBefore) => {

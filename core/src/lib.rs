@@ -86,6 +86,7 @@ pub enum Handshake {
 
 mod auth;
 mod data;
+mod db;
 mod decode;
 mod durability;
 mod ensemble;
@@ -102,7 +103,7 @@ pub use data::{keyed, path};
 pub use state_report as report;
 pub use watch::herd_detector as herd;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -110,14 +111,13 @@ use zkd_protocol::{keeper_state, perms, xid, Acl, Jute, ReplyHeader, WatcherEven
 
 pub use auth::sasl_users::SaslUsers;
 pub use auth::secure_auth::AuthConfig;
-use data::tree::{AclList, Tree};
+use data::tree::AclList;
 pub use durability::snapshot::{ImportReport, Replayed};
 pub use durability::snapshot_cow::{SnapshotJob, Step as SnapshotStep};
 pub use durability::txn_record::{StopServing, TxnSink};
 pub use ensemble::lag::{Lag, MemberId};
 pub use ensemble::servers::{host_and_ports, is_observer, LineParts, ServerSpec};
 pub use frame_parts::Frame;
-use request::txn::Txn;
 use session::connection::Conn;
 pub use session::connection::Serving;
 use session::sessions::Sessions;
@@ -128,7 +128,6 @@ pub use testing::fixture_nodes::{FixtureKind, FixtureNode, TreeEntry, TreeWalk};
 pub use testing::recording::{Recorded, RecordingOutbox};
 use watch::herd_detector::Herd;
 pub use watch::watches::TableSummary;
-use watch::watches::Watches;
 pub use zk_version::ZookeeperVersion;
 
 /// Server-wide counters reported by the four-letter words and the `monitor` metrics; `srst`
@@ -189,10 +188,9 @@ impl Series {
 pub struct Core {
     cfg: CoreConfig,
     start_ms: i64,
-    zxid: i64,
-    tree: Tree,
+    /// The tree, its watches, the last zxid and the reaper's sets.
+    db: db::Db,
     sessions: Sessions,
-    watches: Watches,
     /// Boxed: the table holds a pointer per connection, so its spare slots (up to half of
     /// them after a growth) cost 16 bytes each instead of a whole record.
     conns: data::keyed::KeyedMap<ConnId, Box<Conn>>,
@@ -201,11 +199,6 @@ pub struct Core {
     /// The identities (`ip:<addr>`) of connections from the address seen last, shared by
     /// every connection from it until one adds an identity (which copies them).
     last_ip_ids: Option<(IpAddr, Arc<Vec<zkd_protocol::Id>>)>,
-    /// Containers and TTL nodes, checked by the reaper.
-    reapable: BTreeSet<Box<str>>,
-    /// When each TTL node was last modified, on the session clock (its Stat's mtime is
-    /// wall time, which may step). A TTL node missing here is stamped at the next reap.
-    ttl_touched: HashMap<Box<str>, i64>,
     /// Fault rules of the control plane, matched on every request.
     faults: testing::fault::Faults,
     next_reap: i64,
@@ -222,8 +215,6 @@ pub struct Core {
     scratch: Vec<ConnId>,
     /// Receiver of committed transactions (persistence), if any.
     txn_sink: Option<Box<dyn TxnSink>>,
-    /// Sub-operations recorded for the write being executed.
-    log_ops: Vec<(i32, Bytes)>,
     /// DIGEST-MD5 nonces handed out so far.
     nonces: u64,
     /// Ensemble members told to lag, with their replicas.
@@ -245,18 +236,14 @@ impl Core {
         let next_reap = now.mono + cfg.reaper_interval_ms.max(1);
         let cfg_herd_warn = cfg.herd_warn;
         Core {
-            tree: Tree::new(open_acl.clone(), read_acl),
+            db: db::Db::new(open_acl.clone(), read_acl),
             sessions: Sessions::new(now.wall, cfg.tick_ms),
             cfg,
             start_ms: now.wall,
-            zxid: 0,
-            watches: Watches::default(),
             conns: data::keyed::KeyedMap::default(),
             next_conn: 1,
             per_ip: HashMap::new(),
             last_ip_ids: None,
-            reapable: BTreeSet::new(),
-            ttl_touched: HashMap::new(),
             faults: testing::fault::Faults::default(),
             next_reap,
             open_acl,
@@ -267,7 +254,6 @@ impl Core {
             now_ms: now.mono,
             scratch: Vec::new(),
             txn_sink: None,
-            log_ops: Vec::new(),
             nonces: 0,
             lag: ensemble::lag::Lagging::default(),
             stopped: None,
@@ -287,7 +273,7 @@ impl Core {
 
     /// The last zxid applied.
     pub fn last_zxid(&self) -> i64 {
-        self.zxid
+        self.db.zxid
     }
 
     pub fn config(&self) -> &CoreConfig {
@@ -349,7 +335,7 @@ impl Core {
                 }
             }
         }
-        self.watches.remove_conn(conn);
+        self.db.watches.remove_conn(conn);
         self.lag_forget(conn);
         let ip = c.remote.ip();
         if let Some(n) = self.per_ip.get_mut(&ip) {
@@ -376,7 +362,7 @@ impl Core {
                 }
             }
         }
-        self.watches.remove_conn(conn);
+        self.db.watches.remove_conn(conn);
         self.lag_forget(conn);
         if self.stopped.is_none() {
             out.close(conn);
@@ -405,11 +391,29 @@ impl Core {
     /// READ permission under `acl` with its identities at this moment. One-shot watches that
     /// fire are used up whether or not their event is delivered, as in ZooKeeper.
     fn fire(&mut self, out: &mut dyn Outbox, event: i32, path: &str, zxid: i64, acl: &[Acl]) {
+        self.fire_in(None, out, event, path, zxid, acl);
+    }
+
+    /// [`Core::fire`] on the watches of lagging member `member`'s copy (`None`: the main
+    /// state's).
+    fn fire_in(
+        &mut self,
+        member: Option<ensemble::lag::MemberId>,
+        out: &mut dyn Outbox,
+        event: i32,
+        path: &str,
+        zxid: i64,
+        acl: &[Acl],
+    ) {
         if self.stopped.is_some() {
             return;
         }
         let mut targets = std::mem::take(&mut self.scratch);
-        let kinds = self.watches.trigger(event, path, &mut targets);
+        let Some(db) = self.view_db(member) else {
+            self.scratch = targets;
+            return;
+        };
+        let kinds = db.watches.trigger(event, path, &mut targets);
         let conns = &self.conns;
         targets.retain(|conn| {
             conns
@@ -460,7 +464,7 @@ impl Core {
 
     /// When [`Core::tick`] next has work to do, on the session clock.
     pub fn next_deadline(&self) -> Option<i64> {
-        let reap = (self.quorum && !self.reapable.is_empty()).then_some(self.next_reap);
+        let reap = (self.quorum && !self.db.reapable.is_empty()).then_some(self.next_reap);
         [
             self.next_session_expiry(),
             reap,

@@ -186,12 +186,12 @@ impl Core {
     /// Server-wide numbers.
     pub fn summary(&self, now_ms: i64) -> Summary {
         Summary {
-            last_zxid: self.zxid,
-            znode_count: self.tree.len() as u64,
-            approximate_data_size: self.tree.approximate_data_size(),
-            watch_count: self.watches.count() as u64,
-            watched_paths: self.watches.path_count() as u64,
-            watch_table: self.watches.table_summary(),
+            last_zxid: self.db.zxid,
+            znode_count: self.db.tree.len() as u64,
+            approximate_data_size: self.db.tree.approximate_data_size(),
+            watch_count: self.db.watches.count() as u64,
+            watched_paths: self.db.watches.path_count() as u64,
+            watch_table: self.db.watches.table_summary(),
             session_count: self.sessions.iter().count() as u64,
             ephemeral_count: self
                 .sessions
@@ -273,7 +273,7 @@ impl Core {
                 conn: s.conn,
                 remote: s.conn.and_then(|c| self.conns.get(&c)).map(|c| c.remote),
                 ephemerals: s.ephemerals.len() as u64,
-                watched_paths: s.conn.map_or(0, |c| self.watches.paths_of(c)) as u64,
+                watched_paths: s.conn.map_or(0, |c| self.db.watches.paths_of(c)) as u64,
             })
             .collect()
     }
@@ -306,7 +306,7 @@ impl Core {
 
     /// Connections holding any watch, in no order (see [`Core::connection_ids`]).
     pub fn watching_connections(&self) -> Vec<ConnId> {
-        self.watches.conns().collect()
+        self.db.watches.conns().collect()
     }
 
     /// The data-table watches (data/exist, persistent, recursive; not child watches) of the
@@ -317,7 +317,7 @@ impl Core {
         conns
             .iter()
             .filter_map(|conn| {
-                let paths = self.watches.data_paths_of(*conn);
+                let paths = self.db.watches.data_paths_of(*conn);
                 if paths.is_empty() {
                     return None;
                 }
@@ -332,7 +332,10 @@ impl Core {
     /// connection's change count ([`PathsSlice`]).
     pub fn data_watches_slice(&self, conn: ConnId, from: usize, max: usize) -> (i64, PathsSlice) {
         let session_id = self.conns.get(&conn).and_then(|c| c.session).unwrap_or(0);
-        (session_id, self.watches.data_paths_slice(conn, from, max))
+        (
+            session_id,
+            self.db.watches.data_paths_slice(conn, from, max),
+        )
     }
 
     /// The data-table watches grouped by the watching connection's session, by session id.
@@ -345,7 +348,8 @@ impl Core {
         let Some(conn) = self.sessions.get(session_id).and_then(|s| s.conn) else {
             return Vec::new();
         };
-        self.watches
+        self.db
+            .watches
             .of_conn(conn)
             .into_iter()
             .map(|(path, kinds)| WatchEntry {
@@ -357,7 +361,8 @@ impl Core {
 
     /// The `n` most watched paths.
     pub fn most_watched_paths(&self, n: usize) -> Vec<PathWatchers> {
-        self.watches
+        self.db
+            .watches
             .most_watched(n)
             .into_iter()
             .map(|(path, k)| self.path_watchers(path, k))
@@ -367,9 +372,9 @@ impl Core {
     /// One node with the children after `after` (at most `limit`), or `None` if it does not
     /// exist.
     pub fn node_report(&self, path: &str, after: Option<&str>, limit: usize) -> Option<NodeReport> {
-        let node = self.tree.get(path)?;
+        let node = self.db.tree.get(path)?;
         let readable = world_readable(node.acl);
-        let names = self.tree.children(path).unwrap_or_default();
+        let names = self.db.tree.children(path).unwrap_or_default();
         let mut iter = names.into_iter().filter(|c| after.is_none_or(|a| *c > a));
         let children: Vec<String> = iter.by_ref().take(limit).map(|c| c.to_string()).collect();
         let more = iter.next().is_some();
@@ -401,19 +406,19 @@ impl Core {
 
     /// The watches held on one path, by kind.
     pub fn node_watchers(&self, path: &str) -> PathWatchers {
-        self.path_watchers(path.to_string(), self.watches.on_path(path))
+        self.path_watchers(path.to_string(), self.db.watches.on_path(path))
     }
 
     /// `k` are the (data, child, persistent, recursive) counts on `path` itself; the data
     /// watches on its children and siblings come from the watch table's per-parent counts.
     fn path_watchers(&self, path: String, k: [usize; 4]) -> PathWatchers {
         let siblings = match crate::data::path::parent(&path) {
-            Some("") if path != "/" => self.watches.data_on_children("/"),
-            Some(p) if !p.is_empty() => self.watches.data_on_children(p),
+            Some("") if path != "/" => self.db.watches.data_on_children("/"),
+            Some(p) if !p.is_empty() => self.db.watches.data_on_children(p),
             _ => 0,
         };
         PathWatchers {
-            data_on_children: self.watches.data_on_children(&path) as u64,
+            data_on_children: self.db.watches.data_on_children(&path) as u64,
             data_on_siblings: siblings.saturating_sub(k[0]) as u64,
             data: k[0] as u64,
             child: k[1] as u64,

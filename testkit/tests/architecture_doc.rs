@@ -1168,14 +1168,14 @@ fn the_hop_check_refuses_wrong_files_and_wrong_orders() {
         bad[0].contains("hop 3 (`Shared::requests`) does not follow hop 2"),
         "{bad:?}"
     );
-    // A write logged before its checks: execute calls txn_set_data on an earlier line than
-    // log_write, so the log cannot come first.
+    // A write logged before its checks: execute decides the setData on an earlier line than
+    // it commits (and so publishes) it, so the log cannot come first.
     let early_log = table(
         "| 1 | `core/src/request/execute.rs` | `Core::execute` | |\n\
-         | 2 | `core/src/durability/txn_record.rs` | `Core::log_write` | |\n\
-         | 3 | `core/src/request/txn.rs` | `Core::txn_set_data` | |\n",
+         | 2 | `core/src/durability/txn_record.rs` | `Core::publish` | |\n\
+         | 3 | `core/src/request/txn.rs` | `Core::decide_set_data` | |\n",
     );
     let bad = hop_problems(&c, &early_log);
     assert_eq!(bad.len(), 1, "{bad:?}");
-    assert!(bad[0].contains("`Core::txn_set_data`"), "{bad:?}");
+    assert!(bad[0].contains("`Core::decide_set_data`"), "{bad:?}");
 }

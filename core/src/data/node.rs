@@ -1,4 +1,4 @@
-//! A znode as a value ([`Node`]: what is inserted, rolled back or saved for a snapshot) and
+//! A znode as a value ([`Node`]: what is inserted or saved for a snapshot) and
 //! as the tree's slots store it ([`Meta`]: its Stat bookkeeping, its ACL as an index), what
 //! kind of node an owner value denotes, and the slot indices that mean no node and the root.
 
@@ -85,8 +85,8 @@ impl Meta {
     }
 }
 
-/// One znode as a value: what is inserted, and what is saved for rolling back a multi or
-/// for a snapshot in progress.
+/// One znode as a value, without its children: what is inserted, and what is kept for a
+/// snapshot in progress.
 #[derive(Debug, Clone)]
 pub struct Node {
     pub data: Option<Bytes>,
@@ -102,9 +102,6 @@ pub struct Node {
     pub child_creates: i32,
     /// Session id, container marker or TTL encoding; 0 for persistent nodes.
     pub owner: i64,
-    /// Children when the copy was taken (the tree counts children itself: inserting or
-    /// restoring a node ignores this).
-    pub num_children: i32,
 }
 
 impl Node {
@@ -121,7 +118,6 @@ impl Node {
             pzxid: zxid,
             child_creates: 0,
             owner,
-            num_children: 0,
         }
     }
 
@@ -143,12 +139,6 @@ impl Node {
     /// Its bookkeeping alone (with no ACL index).
     pub fn bookkeeping(&self) -> Meta {
         self.meta(0)
-    }
-
-    /// The Stat clients see.
-    pub fn stat(&self) -> Stat {
-        let len = self.data.as_ref().map_or(0, |d| d.len());
-        self.meta(0).stat(len, self.num_children.max(0) as u32)
     }
 }
 

@@ -76,19 +76,8 @@ impl NodeRef<'_> {
             pzxid: m.pzxid,
             child_creates: m.child_creates,
             owner: m.owner,
-            num_children: self.num_children as i32,
         }
     }
-}
-
-/// A path looked up once for a request: its hash, its parent's index and its node's index
-/// ([`NIL`] when there is no node), so later steps of the same request do not hash or walk
-/// the path again. Valid until the tree next changes.
-#[derive(Debug, Clone, Copy)]
-pub struct Located {
-    i: u32,
-    parent: u32,
-    h: u64,
 }
 
 /// All znodes.
@@ -190,43 +179,6 @@ impl Tree {
             .map(|&(_, i)| i)
     }
 
-    /// Looks up the node at `path`.
-    pub fn locate(&self, path: &str) -> Option<Located> {
-        let (i, h) = self.find_hashed(path)?;
-        Some(Located {
-            i,
-            parent: self.slab.at(i).parent,
-            h,
-        })
-    }
-
-    /// Looks up `path`, a child path of the node `parent` was located at; the result also
-    /// says where a new node at `path` goes when there is none.
-    pub fn locate_child(&self, parent: &Located, path: &str) -> Located {
-        if path::canonical(path) == "/" {
-            // The root is its own literal parent (`/` has the parent path ``).
-            return self.locate(path).unwrap_or(*parent);
-        }
-        let h = hash_path(&self.hasher, path);
-        Located {
-            i: self
-                .find_child(h, parent.i, path::name(path))
-                .unwrap_or(NIL),
-            parent: parent.i,
-            h,
-        }
-    }
-
-    /// The parent of the node a lookup found (still there after that node is removed).
-    pub fn parent_at(&self, l: &Located) -> Option<NodeRef<'_>> {
-        (l.parent != NIL).then(|| self.view(l.parent))
-    }
-
-    /// The node a lookup found, if any.
-    pub fn at(&self, l: &Located) -> Option<NodeRef<'_>> {
-        (l.i != NIL).then(|| self.view(l.i))
-    }
-
     fn view(&self, i: u32) -> NodeRef<'_> {
         let s = self.slab.at(i);
         NodeRef {
@@ -314,12 +266,6 @@ impl Tree {
         };
         let h = hash_path(&self.hasher, path);
         self.insert_under(parent, h, path, node, zxid, count)
-    }
-
-    /// Inserts `node` at `path` (hash `h`) where `at` says, counting it in the parent's
-    /// bookkeeping as [`Tree::insert`] does; `at` must come from [`Tree::locate_child`].
-    pub fn insert_located(&mut self, at: Located, path: &str, node: Node, zxid: i64) -> bool {
-        self.insert_under(at.parent, at.h, path, node, zxid, true)
     }
 
     fn insert_under(
@@ -482,19 +428,6 @@ impl Tree {
         self.remove_at(i, h, path, zxid)
     }
 
-    /// [`Tree::remove`] of the node a lookup of `path` found.
-    pub fn remove_located(
-        &mut self,
-        at: Located,
-        path: &str,
-        zxid: i64,
-    ) -> Option<(Meta, AclList)> {
-        if at.i == NIL || at.i == ROOT {
-            return None;
-        }
-        self.remove_at(at.i, at.h, path, zxid)
-    }
-
     fn remove_at(&mut self, i: u32, h: u64, path: &str, zxid: i64) -> Option<(Meta, AclList)> {
         let parent = path::canonical(path::parent(path).unwrap_or(""));
         self.keep_old(parent);
@@ -507,27 +440,22 @@ impl Tree {
     }
 
     /// Replaces a node's data, keeping the size accounting right.
-    pub fn set_data(&mut self, path: &str, data: Option<Bytes>) -> Option<&mut Meta> {
-        let i = self.replace_data(path, data.as_deref())?;
+    pub fn set_data(&mut self, path: &str, data: Option<&[u8]>) -> Option<&mut Meta> {
+        let i = self.replace_data(path, data)?;
         Some(&mut self.slab.at_mut(i).meta)
     }
 
-    /// Replaces the data of the node a lookup of `path` found, lets `update` change its
-    /// bookkeeping, and gives the node.
+    /// Replaces a node's data (the tree keeps a copy of its own), lets `update` change its
+    /// bookkeeping, and gives the node: one lookup.
     pub fn set_data_then(
         &mut self,
-        at: &Located,
         path: &str,
         data: Option<&[u8]>,
         update: impl FnOnce(&mut Meta),
     ) -> Option<NodeRef<'_>> {
-        if at.i == NIL {
-            return None;
-        }
-        self.keep_old(path);
-        self.replace_data_at(at.i, data);
-        update(&mut self.slab.at_mut(at.i).meta);
-        Some(self.view(at.i))
+        let i = self.replace_data(path, data)?;
+        update(&mut self.slab.at_mut(i).meta);
+        Some(self.view(i))
     }
 
     fn replace_data(&mut self, path: &str, data: Option<&[u8]>) -> Option<u32> {
@@ -554,30 +482,6 @@ impl Tree {
         let old = std::mem::replace(&mut s.meta.acl, new);
         self.acls.release(old);
         Some(&mut self.slab.at_mut(i).meta)
-    }
-
-    /// Puts back a saved copy of a node (or removes it), for rolling back a failed multi.
-    /// Parents' bookkeeping is not touched (it is restored from their own saved copies);
-    /// restore removals deepest first and copies shallowest first, so every node finds its
-    /// parent.
-    pub fn restore(&mut self, path: &str, saved: Option<Node>) {
-        let path = path::canonical(path);
-        self.keep_old(path);
-        self.children_enc.invalidate(path);
-        match (self.find_hashed(path), saved) {
-            (Some(_), Some(n)) => {
-                self.overwrite(path, &n);
-            }
-            (Some((i, h)), None) if i != ROOT => {
-                self.children_enc
-                    .invalidate(path::canonical(path::parent(path).unwrap_or("")));
-                self.detach(i, path, h);
-            }
-            (None, Some(n)) => {
-                self.insert(path, n, 0, false);
-            }
-            _ => {}
-        }
     }
 
     /// The names of the children of the node at `path`, sorted; `None` if no such node.
@@ -803,7 +707,7 @@ mod tests {
         let own: AclList = Arc::from(vec![Acl::new(31, "digest", "u:x")]);
         t.set_acl("/n", &own).unwrap().aversion = 1;
         assert_eq!(t.acls.lists_in_use(), 3);
-        t.set_data("/n", Some(Bytes::from("v"))).unwrap().version = 1;
+        t.set_data("/n", Some(&b"v"[..])).unwrap().version = 1;
         let n = t.get("/n").unwrap();
         assert_eq!(
             (n.data, &n.acl[..], n.version, n.aversion),
@@ -811,30 +715,5 @@ mod tests {
         );
         t.remove("/n", 2);
         assert_eq!(t.acls.lists_in_use(), 2, "the list went with its last node");
-    }
-
-    #[test]
-    fn restoring_saved_copies_puts_back_the_tree() {
-        let mut t = tree();
-        t.insert("/a", node(&t, Some("a")), 1, true);
-        let before: Vec<(String, Stat)> = t.iter().map(|(p, n)| (p, n.stat())).collect();
-        let saved: Vec<(String, Option<Node>)> = ["/", "/a", "/a/b", "/a/b/c"]
-            .iter()
-            .map(|p| (p.to_string(), t.get(p).map(|n| n.to_node())))
-            .collect();
-        t.insert("/a/b", node(&t, None), 5, true);
-        t.insert("/a/b/c", node(&t, None), 5, true);
-        t.set_data("/a", None);
-        // Removals deepest first, then copies shallowest first (as a rollback does).
-        for (p, n) in saved.iter().rev().filter(|(_, n)| n.is_none()) {
-            t.restore(p, n.clone());
-        }
-        for (p, n) in saved.iter().filter(|(_, n)| n.is_some()) {
-            t.restore(p, n.clone());
-        }
-        let after: Vec<(String, Stat)> = t.iter().map(|(p, n)| (p, n.stat())).collect();
-        assert_eq!(after, before);
-        assert_eq!(t.get("/a").unwrap().data, Some(&b"a"[..]));
-        assert_eq!(t.len(), 5);
     }
 }

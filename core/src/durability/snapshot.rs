@@ -8,10 +8,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use zkd_protocol::disk::snapshot::{SnapNode, SnapshotImage};
-use zkd_protocol::disk::{NewNode, TxnBody, TxnEntry, TxnHeader};
-use zkd_protocol::Acl;
+use zkd_protocol::disk::{CloseSessionTxn, TxnBody, TxnEntry};
 
-use crate::data::tree::{self, AclList, Node, NodeKind, Tree, CONTAINER_OWNER, TTL_MARKER};
+use crate::data::tree::{AclList, Node, NodeKind, Tree};
 use crate::durability::snapshot_cow::Step;
 use crate::{data::path, Core};
 
@@ -48,7 +47,6 @@ fn node_from(n: &SnapNode, acl: AclList) -> Node {
         pzxid: n.stat.pzxid,
         child_creates: n.stat.cversion,
         owner: n.stat.ephemeral_owner,
-        num_children: 0,
     }
 }
 
@@ -116,7 +114,7 @@ impl Core {
             self.sessions.restore(*id, i64::from(*timeout), now_ms);
         }
         let mut orphans = Vec::new();
-        self.reapable.clear();
+        self.db.reapable.clear();
         for (p, node) in tree.iter() {
             match node.kind() {
                 NodeKind::Ephemeral(sid) => match self.sessions.get_mut(sid) {
@@ -126,7 +124,7 @@ impl Core {
                     None => orphans.push(p.to_string()),
                 },
                 NodeKind::Container | NodeKind::Ttl(_) => {
-                    self.reapable.insert(p.into());
+                    self.db.reapable.insert(p.into());
                 }
                 NodeKind::Persistent => {}
             }
@@ -139,30 +137,34 @@ impl Core {
                 n.pzxid = pz;
             }
         }
-        self.tree = tree;
-        self.zxid = zxid;
+        self.db.tree = tree;
+        self.db.zxid = zxid;
         Ok(ImportReport {
-            nodes: self.tree.len(),
+            nodes: self.db.tree.len(),
             sessions: image.sessions.len(),
             orphans_removed: orphans.len(),
         })
     }
 
-    /// Applies one logged transaction (loading a data directory). Transactions at or before
-    /// the current zxid are skipped. Sessions created here start their timeout at `now_ms`.
+    /// Applies one logged transaction (loading a data directory) with
+    /// [`Db::apply`](crate::db::Db::apply), as a live write applies it. Transactions at or
+    /// before the current zxid are skipped. Sessions created here start their timeout at
+    /// `now_ms`.
     pub fn replay(&mut self, entry: &TxnEntry, now_ms: i64) -> Replayed {
         let h = &entry.header;
-        if h.zxid <= self.zxid {
+        if h.zxid <= self.db.zxid {
             return Replayed::Skipped;
         }
-        self.zxid = h.zxid;
-        let mut problems = Vec::new();
-        match &entry.body {
+        let closed;
+        let body = match &entry.body {
             TxnBody::CreateSession(s) => {
                 self.sessions
                     .restore(h.client_id, i64::from(s.timeout), now_ms);
+                &entry.body
             }
             TxnBody::CloseSession(close) => {
+                // The session's own ephemerals, and those the record lists (an older
+                // writer lists none).
                 let mut paths: BTreeSet<Box<str>> = self
                     .sessions
                     .remove(h.client_id)
@@ -171,163 +173,35 @@ impl Core {
                 if let Some(c) = close {
                     paths.extend(c.paths.iter().map(|p| p.as_str().into()));
                 }
-                for p in paths {
-                    if self.tree.get(&p).is_some_and(|n| n.owner == h.client_id) {
-                        self.replay_delete(&p, h.zxid, &mut problems);
-                    }
-                }
+                let paths = paths.into_iter().map(String::from).collect();
+                closed = TxnBody::CloseSession(Some(CloseSessionTxn { paths }));
+                &closed
             }
-            TxnBody::Multi(subs) => {
-                let failed = subs.iter().any(|(_, b)| matches!(b, TxnBody::Error(_)));
-                if !failed {
-                    for (_, body) in subs {
-                        self.replay_op(h, body, &mut problems);
-                    }
-                }
+            TxnBody::Multi(subs)
+                if subs.iter().any(|(_, b)| {
+                    matches!(
+                        b,
+                        TxnBody::CreateSession(_) | TxnBody::CloseSession(_) | TxnBody::Multi(_)
+                    )
+                }) =>
+            {
+                self.db.zxid = h.zxid;
+                return Replayed::Inconsistent(
+                    "session or multi transaction inside a multi".into(),
+                );
             }
-            body => self.replay_op(h, body, &mut problems),
-        }
-        if problems.is_empty() {
+            body => body,
+        };
+        let applied = self.apply_main(h, body, now_ms);
+        if applied.problems.is_empty() {
             Replayed::Applied
         } else {
-            Replayed::Inconsistent(problems.join("; "))
-        }
-    }
-
-    fn replay_op(&mut self, h: &TxnHeader, body: &TxnBody, problems: &mut Vec<String>) {
-        let zxid = h.zxid;
-        match body {
-            TxnBody::Create(c) => {
-                let owner = if c.ephemeral { h.client_id } else { 0 };
-                self.replay_create(h, &c.node, owner, c.parent_cversion, problems)
-            }
-            TxnBody::CreateContainer(c) => {
-                self.replay_create(h, &c.node, CONTAINER_OWNER, c.parent_cversion, problems)
-            }
-            TxnBody::CreateTtl(c) => {
-                let owner = TTL_MARKER | (c.ttl & tree::MAX_TTL);
-                self.replay_create(h, &c.node, owner, c.parent_cversion, problems)
-            }
-            TxnBody::Delete(d) => self.replay_delete(&d.path, zxid, problems),
-            TxnBody::SetData(s) => {
-                let data = s.data.as_ref().map(|d| Bytes::copy_from_slice(d));
-                match self.tree.set_data(&s.path, data) {
-                    Some(n) => {
-                        n.version = s.version;
-                        n.mzxid = zxid;
-                        n.mtime = h.time;
-                    }
-                    None => problems.push(format!("setData of missing {}", s.path)),
-                }
-            }
-            TxnBody::SetAcl(s) => {
-                let acl = self.shared_acl(&s.acl);
-                match self.tree.set_acl(&s.path, &acl) {
-                    Some(n) => {
-                        n.aversion = s.version;
-                    }
-                    None => problems.push(format!("setACL of missing {}", s.path)),
-                }
-            }
-            TxnBody::CreateSession(_) | TxnBody::CloseSession(_) | TxnBody::Multi(_) => {
-                problems.push("session or multi transaction inside a multi".into())
-            }
-            TxnBody::Check(_) | TxnBody::Error(_) | TxnBody::Other => {}
-        }
-    }
-
-    fn shared_acl(&self, acl: &[Acl]) -> AclList {
-        if acl == &self.open_acl[..] {
-            self.open_acl.clone()
-        } else {
-            Arc::from(acl.to_vec())
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn replay_create(
-        &mut self,
-        h: &TxnHeader,
-        new: &NewNode,
-        owner: i64,
-        parent_cversion: i32,
-        problems: &mut Vec<String>,
-    ) {
-        let (p, data, acl) = (new.path.as_str(), &new.data, &new.acl);
-        let parent = path::canonical(path::parent(p).unwrap_or("")).to_string();
-        if !path::is_valid(p) || self.tree.get(&parent).is_none() {
-            problems.push(format!("create of {p} without its parent"));
-            return;
-        }
-        if self.tree.get(p).is_none() {
-            let node = Node::new(
-                data.as_ref().map(|d| Bytes::copy_from_slice(d)),
-                self.shared_acl(acl),
-                h.zxid,
-                h.time,
-                owner,
-            );
-            self.tree.insert(p, node, h.zxid, false);
-            match tree::kind_of(owner) {
-                NodeKind::Ephemeral(sid) => {
-                    if let Some(s) = self.sessions.get_mut(sid) {
-                        s.ephemerals.insert(p.into());
-                    }
-                }
-                NodeKind::Container | NodeKind::Ttl(_) => {
-                    self.reapable.insert(p.into());
-                }
-                NodeKind::Persistent => {}
-            }
-        }
-        if let Some(pn) = self.tree.get_mut(&parent) {
-            if parent_cversion > pn.child_creates {
-                pn.child_creates = parent_cversion;
-            }
-            if h.zxid > pn.pzxid {
-                pn.pzxid = h.zxid;
-            }
-        }
-    }
-
-    fn replay_delete(&mut self, p: &str, zxid: i64, problems: &mut Vec<String>) {
-        // As ZooKeeper's replay: the parent's pzxid moves on to the delete's zxid even when
-        // the child is gone already (a fuzzy snapshot caught the parent before the delete
-        // and the child after it), and never moves back.
-        let parent = path::canonical(path::parent(p).unwrap_or("")).to_string();
-        let parent_pzxid = self.tree.get(&parent).map(|n| n.pzxid.max(zxid));
-        self.replay_delete_node(p, zxid, problems);
-        if let (Some(pzxid), Some(pn)) = (parent_pzxid, self.tree.get_mut(&parent)) {
-            pn.pzxid = pzxid;
-        }
-    }
-
-    fn replay_delete_node(&mut self, p: &str, zxid: i64, problems: &mut Vec<String>) {
-        match self.tree.get(p) {
-            None => problems.push(format!("delete of missing {p}")),
-            Some(n) if n.num_children() > 0 => {
-                problems.push(format!("delete of {p}, which has children"))
-            }
-            Some(_) => {
-                if let Some((node, _)) = self.tree.remove(p, zxid) {
-                    match node.kind() {
-                        NodeKind::Ephemeral(sid) => {
-                            if let Some(s) = self.sessions.get_mut(sid) {
-                                s.ephemerals.remove(p);
-                            }
-                        }
-                        NodeKind::Container | NodeKind::Ttl(_) => {
-                            self.reapable.remove(p);
-                        }
-                        NodeKind::Persistent => {}
-                    }
-                }
-            }
+            Replayed::Inconsistent(applied.problems.join("; "))
         }
     }
 
     /// Number of nodes in the tree.
     pub fn node_count(&self) -> usize {
-        self.tree.len()
+        self.db.tree.len()
     }
 }

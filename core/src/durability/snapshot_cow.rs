@@ -125,8 +125,8 @@ impl Core {
     /// written by [`Core::snapshot_step`], between requests; a job started later replaces
     /// this one.
     pub fn begin_snapshot(&mut self) -> SnapshotJob {
-        let id = self.tree.cow.0.as_ref().map_or(0, |c| c.job) + 1;
-        self.tree.cow.0 = Some(Box::new(CowLog {
+        let id = self.db.tree.cow.0.as_ref().map_or(0, |c| c.job) + 1;
+        self.db.tree.cow.0 = Some(Box::new(CowLog {
             job: id,
             ..CowLog::default()
         }));
@@ -140,7 +140,7 @@ impl Core {
         writer.sessions(&sessions);
         SnapshotJob {
             id,
-            zxid: self.zxid,
+            zxid: self.db.zxid,
             writer: Some(writer),
             stack: vec![Pending::Node("/".to_string())],
             by_ptr: HashMap::new(),
@@ -154,11 +154,11 @@ impl Core {
     /// Writes up to `budget` more nodes of `job` (at least one). Fails when the job was
     /// replaced by a newer one or the tree was replaced.
     pub fn snapshot_step(&mut self, job: &mut SnapshotJob, budget: usize) -> Result<Step, String> {
-        let Some(mut cow) = self.tree.cow.0.take() else {
+        let Some(mut cow) = self.db.tree.cow.0.take() else {
             return Err("the snapshot was superseded before it was complete".into());
         };
         if cow.job != job.id {
-            self.tree.cow.0 = Some(cow);
+            self.db.tree.cow.0 = Some(cow);
             return Err("the snapshot was superseded before it was complete".into());
         }
         let Some(mut writer) = job.writer.take() else {
@@ -168,7 +168,7 @@ impl Core {
         let result = self.write_slice(&mut cow, job, &mut writer, budget.max(1));
         job.writer = Some(writer);
         if result.is_err() || !job.stack.is_empty() {
-            self.tree.cow.0 = Some(cow);
+            self.db.tree.cow.0 = Some(cow);
             return result.map(|()| Step::More);
         }
         Ok(Step::Done)
@@ -201,7 +201,7 @@ impl Core {
                     let mut run: Vec<Box<str>> = Vec::new();
                     let mut at = cow.gather.unwrap_or(NIL);
                     while at != NIL && run.len() < left {
-                        let (name, next) = self.tree.child_at(at);
+                        let (name, next) = self.db.tree.child_at(at);
                         run.push(name.into());
                         at = next;
                     }
@@ -270,7 +270,7 @@ impl Core {
         writer: &mut SnapshotWriter,
         p: String,
     ) -> Result<(), String> {
-        let live = self.tree.get(&p);
+        let live = self.db.tree.get(&p);
         let (data, acl, stat) = match cow.saved.get(p.as_str()) {
             Some(Some(old)) => (old.data.as_deref(), &old.acl, persisted(&old.bookkeeping())),
             Some(None) => return Ok(()),
@@ -287,7 +287,7 @@ impl Core {
         // children at the job's zxid are the live ones that existed then and those changed
         // or removed since (kept in `changed_children` until the gathering ends).
         cow.saved.remove(p.as_str());
-        let first = self.tree.first_child(&p).unwrap_or(NIL);
+        let first = self.db.tree.first_child(&p).unwrap_or(NIL);
         let w = cow.written.get_or_insert_with(String::new);
         w.clear();
         w.push_str(&p);
@@ -304,8 +304,8 @@ impl Core {
 
     /// Stops `job` (when it is abandoned): the tree keeps no more old versions for it.
     pub fn end_snapshot(&mut self, job: &SnapshotJob) {
-        if self.tree.cow.0.as_ref().is_some_and(|c| c.job == job.id) {
-            self.tree.cow.0 = None;
+        if self.db.tree.cow.0.as_ref().is_some_and(|c| c.job == job.id) {
+            self.db.tree.cow.0 = None;
         }
     }
 }

@@ -249,6 +249,7 @@ type Durable = (
 /// Everything durable, in a comparable form.
 fn durable(core: &Core) -> Durable {
     let mut nodes: Vec<NodeDump> = core
+        .db
         .tree
         .iter()
         .map(|(p, n)| {
@@ -271,8 +272,8 @@ fn durable(core: &Core) -> Durable {
         })
         .collect();
     sessions.sort();
-    let reapable = core.reapable.iter().map(|p| p.to_string()).collect();
-    (core.zxid, nodes, sessions, reapable)
+    let reapable = core.db.reapable.iter().map(|p| p.to_string()).collect();
+    (core.db.zxid, nodes, sessions, reapable)
 }
 
 fn rebuild(snapshot: Option<&(i64, Bytes, usize)>, log: &[(i64, Bytes)]) -> Core {
@@ -308,7 +309,7 @@ proptest! {
         let log = w.log.0.lock().unwrap().clone();
         // Every zxid used is logged exactly once, in order.
         let zxids: Vec<i64> = log.iter().map(|(z, _)| *z).collect();
-        let expected: Vec<i64> = (1..=w.core.zxid).collect();
+        let expected: Vec<i64> = (1..=w.core.db.zxid).collect();
         prop_assert_eq!(zxids, expected);
 
         let live = durable(&w.core);
@@ -370,7 +371,7 @@ proptest! {
             None => finish(&mut w.core, &mut job),
         };
         prop_assert_eq!(&sliced, &at_once);
-        prop_assert!(w.core.tree.cow.0.is_none(), "copies are dropped when the job ends");
+        prop_assert!(w.core.db.tree.cow.0.is_none(), "copies are dropped when the job ends");
         let log = w.log.0.lock().unwrap().clone();
         let rebuilt = rebuild(Some(&(zxid, sliced, from)), &log);
         prop_assert_eq!(&durable(&rebuilt), &durable(&w.core));
@@ -429,7 +430,7 @@ fn a_newer_snapshot_supersedes_an_unfinished_one() {
     let mut abandoned = w.core.begin_snapshot();
     w.core.snapshot_step(&mut abandoned, 1).expect("current");
     w.core.end_snapshot(&abandoned);
-    assert!(w.core.tree.cow.0.is_none());
+    assert!(w.core.db.tree.cow.0.is_none());
 }
 
 /// A transaction log that takes `ok` records, then fails every later one.
@@ -503,7 +504,7 @@ fn replaying_a_delete_of_a_child_already_gone_moves_the_parents_pzxid() {
         parent_cversion: 1,
     });
     assert_eq!(core.replay(&entry(1, create), 1_000), Replayed::Applied);
-    assert_eq!(core.tree.get("/").map(|n| n.pzxid), Some(1));
+    assert_eq!(core.db.tree.get("/").map(|n| n.pzxid), Some(1));
     let gone = TxnBody::Delete(DeleteTxn {
         path: "/gone".into(),
     });
@@ -511,8 +512,8 @@ fn replaying_a_delete_of_a_child_already_gone_moves_the_parents_pzxid() {
         core.replay(&entry(2, gone), 1_000),
         Replayed::Inconsistent(_)
     ));
-    assert_eq!(core.tree.get("/").map(|n| n.pzxid), Some(2));
+    assert_eq!(core.db.tree.get("/").map(|n| n.pzxid), Some(2));
     let a = TxnBody::Delete(DeleteTxn { path: "/a".into() });
     assert_eq!(core.replay(&entry(3, a), 1_000), Replayed::Applied);
-    assert_eq!(core.tree.get("/").map(|n| n.pzxid), Some(3));
+    assert_eq!(core.db.tree.get("/").map(|n| n.pzxid), Some(3));
 }

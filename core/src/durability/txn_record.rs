@@ -1,17 +1,14 @@
-//! The transaction record the core emits for every zxid it uses, in ZooKeeper's log format
-//! (`TxnHeader` and body), handed to the [`TxnSink`] the layer around the core provides; a
-//! sink that cannot keep a record stops the core ([`StopServing`]).
+//! Committing a transaction: the record the core decided (in ZooKeeper's log format,
+//! `TxnHeader` and body) is applied to the state, handed to the [`TxnSink`] the layer around
+//! the core provides (a sink that cannot keep a record stops the core: [`StopServing`]),
+//! kept for lagging members, and announced to watchers.
 
 use bytes::{Bytes, BytesMut};
-use zkd_protocol::disk::{
-    txn_type, CloseSessionTxn, CreateContainerTxn, CreateSessionTxn, CreateTtlTxn, CreateTxn,
-    DeleteTxn, ErrorTxn, MultiTxn, NewNode, SetAclTxn, SetDataTxn, SubTxn, TxnHeader,
-};
+use zkd_protocol::disk::{txn_type, CreateSessionTxn, TxnBody, TxnHeader};
 use zkd_protocol::Jute;
 
-use crate::data::path;
-use crate::data::tree::NodeKind;
-use crate::Core;
+use crate::db::Applied;
+use crate::{Core, Now, Outbox};
 
 /// Receives every transaction the core commits, in zxid order, before the reply to it is
 /// queued: the encoded `TxnHeader` followed by the body, as a transaction log stores it.
@@ -46,7 +43,6 @@ impl Core {
     /// Installs (or removes) the receiver of committed transactions.
     pub fn set_txn_sink(&mut self, sink: Option<Box<dyn TxnSink>>) {
         self.txn_sink = sink;
-        self.log_ops.clear();
     }
 
     /// Whether transactions are being recorded.
@@ -54,204 +50,102 @@ impl Core {
         self.txn_sink.is_some()
     }
 
-    /// Records one sub-operation of the write being executed.
-    pub(crate) fn log_op<T: Jute>(&mut self, kind: i32, body: &T) {
-        if self.logging() {
-            self.log_ops.push((kind, zkd_protocol::to_bytes(body)));
-        }
-    }
-
-    /// Records the node just created at `p` (create of any kind, also inside multi).
-    pub(crate) fn log_created(&mut self, p: &str, create2: bool) {
-        if !self.logging() {
-            return;
-        }
-        let Some(node) = self.tree.get(p) else { return };
-        let kind = node.kind();
-        let parent = path::canonical(path::parent(p).unwrap_or(""));
-        let parent_cversion = self.tree.get(parent).map_or(0, |n| n.child_creates);
-        let node = NewNode {
-            path: p.to_string(),
-            data: node.data_bytes(),
-            acl: node.acl.to_vec(),
-        };
-        match kind {
-            NodeKind::Container => self.log_op(
-                txn_type::CREATE_CONTAINER,
-                &CreateContainerTxn {
-                    node,
-                    parent_cversion,
-                },
-            ),
-            NodeKind::Ttl(ttl) => self.log_op(
-                txn_type::CREATE_TTL,
-                &CreateTtlTxn {
-                    node,
-                    parent_cversion,
-                    ttl,
-                },
-            ),
-            kind => {
-                let t = if create2 {
-                    txn_type::CREATE2
-                } else {
-                    txn_type::CREATE
-                };
-                self.log_op(
-                    t,
-                    &CreateTxn {
-                        node,
-                        ephemeral: matches!(kind, NodeKind::Ephemeral(_)),
-                        parent_cversion,
-                    },
-                )
-            }
-        }
-    }
-
-    /// Records a successful delete of `p`.
-    pub(crate) fn log_deleted(&mut self, p: &str) {
-        self.log_op(txn_type::DELETE, &DeleteTxn { path: p.into() });
-    }
-
-    /// Records the data or ACL change just made to `p`.
-    pub(crate) fn log_changed(&mut self, p: &str, acl_change: bool) {
-        if !self.logging() {
-            return;
-        }
-        let Some(n) = self.tree.get(p) else { return };
-        if acl_change {
-            let t = SetAclTxn {
-                path: p.into(),
-                acl: n.acl.to_vec(),
-                version: n.aversion,
-            };
-            self.log_op(txn_type::SET_ACL, &t);
-        } else {
-            let t = SetDataTxn {
-                path: p.into(),
-                data: n.data_bytes(),
-                version: n.version,
-            };
-            self.log_op(txn_type::SET_DATA, &t);
-        }
-    }
-
-    /// A multi failed: it is recorded as error sub-transactions with these codes.
-    pub(crate) fn log_failed_multi(&mut self, codes: impl Iterator<Item = i32>) {
-        if !self.logging() {
-            return;
-        }
-        self.log_ops.clear();
-        for err in codes {
-            self.log_op(txn_type::ERROR, &ErrorTxn { err });
-        }
-    }
-
-    /// Emits the transaction of a client write that used `zxid`: its recorded operation, a
-    /// multi of its sub-operations, or an error transaction when it failed.
-    pub(crate) fn log_write(
+    /// The one way a transaction takes effect: [`Core::apply_main`], then
+    /// [`Core::publish`]. Returns what applying it did (the Stats a reply carries).
+    pub(crate) fn commit(
         &mut self,
-        client_id: i64,
-        cxid: i32,
-        zxid: i64,
-        time: i64,
-        multi: bool,
-        err: Option<i32>,
-    ) {
-        if !self.logging() {
-            return;
-        }
-        let ops = std::mem::take(&mut self.log_ops);
-        let (kind, body) = match err {
-            Some(err) => (txn_type::ERROR, zkd_protocol::to_bytes(&ErrorTxn { err })),
-            None if multi => {
-                let txns = ops
-                    .into_iter()
-                    .map(|(txn_type, data)| SubTxn { txn_type, data })
-                    .collect();
-                (txn_type::MULTI, zkd_protocol::to_bytes(&MultiTxn { txns }))
+        h: &TxnHeader,
+        body: &TxnBody,
+        now: Now,
+        out: &mut dyn Outbox,
+    ) -> Applied {
+        let applied = self.apply_main(h, body, now.mono);
+        self.publish(h, body, now.mono, &applied, out);
+        applied
+    }
+
+    /// Applies a transaction to the server's state ([`Db::apply`](crate::db::Db::apply))
+    /// and keeps each session's set of ephemeral nodes in step with it.
+    pub(crate) fn apply_main(&mut self, h: &TxnHeader, body: &TxnBody, mono: i64) -> Applied {
+        let applied = self.db.apply(h, body, mono);
+        for (p, sid) in &applied.created {
+            if let Some(s) = self.sessions.get_mut(*sid) {
+                s.ephemerals.insert(p.as_str().into());
             }
-            None => match ops.into_iter().next() {
-                Some(op) => op,
-                None => (
-                    txn_type::ERROR,
-                    zkd_protocol::to_bytes(&ErrorTxn { err: 0 }),
-                ),
-            },
-        };
-        let header = TxnHeader {
-            client_id,
-            cxid,
-            zxid,
-            time,
-            txn_type: kind,
-        };
-        self.emit(&header, &body);
+        }
+        for (p, sid) in &applied.deleted {
+            if let Some(s) = self.sessions.get_mut(*sid) {
+                s.ephemerals.remove(p.as_str());
+            }
+        }
+        applied
     }
 
-    /// Emits a session creation.
-    pub(crate) fn log_session_created(&mut self, sid: i64, timeout_ms: i64, zxid: i64, now: i64) {
-        if !self.logging() {
-            return;
+    /// Tells the rest of the world of a transaction applied: the sink takes its record, the
+    /// lagging members' history keeps it for their copies, and then (only once it is logged:
+    /// a change the log could not take is never announced) its watch events fire.
+    pub(crate) fn publish(
+        &mut self,
+        h: &TxnHeader,
+        body: &TxnBody,
+        mono: i64,
+        applied: &Applied,
+        out: &mut dyn Outbox,
+    ) {
+        self.record(h, body, mono);
+        for (event, p, acl) in &applied.events {
+            self.fire(out, *event, p, h.zxid, acl);
         }
-        let header = session_header(sid, zxid, now, txn_type::CREATE_SESSION);
+    }
+
+    /// Commits the creation of global session `sid` with `timeout_ms` under `zxid`.
+    pub(crate) fn commit_session_created(
+        &mut self,
+        sid: i64,
+        timeout_ms: i64,
+        zxid: i64,
+        now: Now,
+        out: &mut dyn Outbox,
+    ) {
         let timeout = timeout_ms.clamp(0, i64::from(i32::MAX)) as i32;
-        self.emit(
-            &header,
-            &zkd_protocol::to_bytes(&CreateSessionTxn { timeout }),
-        );
-    }
-
-    /// Emits a session close (explicit or expiry) with the ephemerals it removed.
-    pub(crate) fn log_session_closed(&mut self, sid: i64, zxid: i64, now: i64, paths: Vec<String>) {
-        if !self.logging() {
-            return;
-        }
-        let header = session_header(sid, zxid, now, txn_type::CLOSE_SESSION);
-        self.emit(&header, &zkd_protocol::to_bytes(&CloseSessionTxn { paths }));
-    }
-
-    /// Emits the reaper's removal of an empty container or expired TTL node.
-    pub(crate) fn log_reaped(&mut self, p: &str, zxid: i64, now: i64) {
-        if !self.logging() {
-            return;
-        }
-        let header = TxnHeader {
-            client_id: 0,
+        let h = TxnHeader {
+            client_id: sid,
             cxid: 0,
             zxid,
-            time: now,
-            txn_type: txn_type::DELETE_CONTAINER,
+            time: now.wall,
+            txn_type: txn_type::CREATE_SESSION,
         };
-        self.emit(
-            &header,
-            &zkd_protocol::to_bytes(&DeleteTxn { path: p.into() }),
-        );
+        let body = TxnBody::CreateSession(CreateSessionTxn { timeout });
+        self.commit(&h, &body, now, out);
     }
 
-    fn emit(&mut self, header: &TxnHeader, body: &[u8]) {
+    /// Hands a transaction's record to the sink and to the lagging members' history.
+    pub(crate) fn record(&mut self, h: &TxnHeader, body: &TxnBody, mono: i64) {
+        if self.logging() || self.lagging() {
+            let record = encode(h, body);
+            if self.logging() {
+                self.emit(h.zxid, record.clone());
+            }
+            self.record_history(h.zxid, mono, Some(record));
+        }
+    }
+
+    fn emit(&mut self, zxid: i64, record: Bytes) {
         if self.stopped.is_some() {
             return;
         }
-        let mut buf = BytesMut::with_capacity(28 + body.len());
-        header.write(&mut buf);
-        buf.extend_from_slice(body);
         if let Some(sink) = self.txn_sink.as_mut() {
-            if let Err(StopServing(reason)) = sink.append(header.zxid, buf.freeze()) {
+            if let Err(StopServing(reason)) = sink.append(zxid, record) {
                 self.stopped = Some(reason);
             }
         }
     }
 }
 
-/// The header of a session's own transaction (creation or close): no client xid.
-fn session_header(sid: i64, zxid: i64, now: i64, txn_type: i32) -> TxnHeader {
-    TxnHeader {
-        client_id: sid,
-        cxid: 0,
-        zxid,
-        time: now,
-        txn_type,
-    }
+/// A transaction record as a log stores it: the header, then the body.
+pub(crate) fn encode(h: &TxnHeader, body: &TxnBody) -> Bytes {
+    let mut buf = BytesMut::with_capacity(64);
+    h.write(&mut buf);
+    body.write(&mut buf);
+    buf.freeze()
 }

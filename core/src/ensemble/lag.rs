@@ -3,13 +3,14 @@
 //! it; its clients' writes and syncs are answered once the replica has applied them
 //! (docs/protocol.md, "Lagging members and sync"). With no member lagging none of this runs.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use bytes::Bytes;
 use zkd_protocol::{FollowerAnswers, Request};
 
-use crate::data::tree::{AclList, Node, Tree};
-use crate::request::txn::Txn;
+use zkd_protocol::disk::TxnEntry;
+
+use crate::db::{Applied, Db};
 use crate::watch::watches::Watches;
 use crate::{ConnId, Core, Frame, Now, Outbox};
 
@@ -71,28 +72,23 @@ const MAX_HISTORY_BYTES: usize = 16 << 10;
 /// and data: the node's other fields and the bookkeeping around them.
 const RECORD_OVERHEAD: usize = 128;
 
-/// One zxid of the committed history, as the replicas replay it.
+/// One zxid of the committed history, as the replicas apply it.
 struct Entry {
     zxid: i64,
     /// Session-clock time of the commit.
     mono: i64,
-    /// The final state of every node the transaction touched, without its children
-    /// (`None`: the node is gone).
-    changes: Vec<(Box<str>, Option<Node>)>,
-    /// Its watch events in op order, with the ACL that filters each.
-    events: Vec<(i32, String, AclList)>,
+    /// The transaction's record as the log holds it (`None` for a zxid that records
+    /// nothing: a new leader's first).
+    record: Option<Bytes>,
     /// What it counts against [`MAX_HISTORY_BYTES`].
     bytes: usize,
 }
 
-/// A lagging member's own view.
+/// A lagging member's own copy of the state: its watches are those its clients set, which
+/// fire when the copy applies the change.
 struct Replica {
     lag: Lag,
-    tree: Tree,
-    /// Watches its clients set (they fire when the replica applies the change).
-    watches: Watches,
-    /// The last zxid applied.
-    zxid: i64,
+    db: Db,
 }
 
 /// A connection whose member has not yet applied the write (or sync) it is waiting for.
@@ -123,38 +119,6 @@ impl Lagging {
     /// True when no member lags and no connection waits: the core runs as a single server.
     pub(crate) fn idle(&self) -> bool {
         self.replicas.is_empty() && self.blocked.is_empty()
-    }
-}
-
-fn depth(p: &str) -> usize {
-    p.bytes().filter(|b| *b == b'/').count()
-}
-
-/// Applies one entry's changes to a replica: removals deepest first, then creations and
-/// updates shallowest first, so every node finds its parent.
-fn apply(tree: &mut Tree, e: &Entry) {
-    let mut gone: Vec<&str> = e
-        .changes
-        .iter()
-        .filter(|(_, n)| n.is_none())
-        .map(|(p, _)| &**p)
-        .collect();
-    gone.sort_by_key(|p| std::cmp::Reverse(depth(p)));
-    for p in gone {
-        tree.remove(p, e.zxid);
-    }
-    let mut present: Vec<(&str, &Node)> = e
-        .changes
-        .iter()
-        .filter_map(|(p, n)| n.as_ref().map(|n| (&**p, n)))
-        .collect();
-    present.sort_by_key(|(p, _)| depth(p));
-    for (p, n) in present {
-        if tree.get(p).is_none() {
-            tree.insert(p, n.clone(), e.zxid, false);
-            continue;
-        }
-        tree.overwrite(p, n);
     }
 }
 
@@ -198,7 +162,10 @@ impl Core {
 
     /// The last zxid `member` has applied (the last committed one for a member in lockstep).
     pub fn member_zxid(&self, member: MemberId) -> i64 {
-        self.lag.replicas.get(&member).map_or(self.zxid, |r| r.zxid)
+        self.lag
+            .replicas
+            .get(&member)
+            .map_or(self.db.zxid, |r| r.db.zxid)
     }
 
     /// Sets how far `member` lags. A member leaving lockstep keeps serving the history up to
@@ -220,7 +187,7 @@ impl Core {
         match (self.lag.replicas.get_mut(&member), lag) {
             (None, Lag::Lockstep) => {}
             (None, lag) => {
-                let mut watches = Watches::default();
+                let mut db = self.db.fork();
                 let conns: Vec<ConnId> = self
                     .conns
                     .iter()
@@ -228,27 +195,21 @@ impl Core {
                     .map(|(id, _)| *id)
                     .collect();
                 for conn in conns {
-                    move_watches(&mut self.watches, &mut watches, conn);
+                    move_watches(&mut self.db.watches, &mut db.watches, conn);
                 }
-                let replica = Replica {
-                    lag,
-                    tree: self.tree.fork(),
-                    watches,
-                    zxid: self.zxid,
-                };
-                self.lag.replicas.insert(member, replica);
+                self.lag.replicas.insert(member, Replica { lag, db });
             }
             (Some(r), Lag::Lockstep) => {
                 // Up to date, with its own writes applied at once while the waiting
                 // requests are replayed; then back onto the main tree.
                 r.lag = Lag::Txns(0);
-                let head = self.zxid;
+                let head = self.db.zxid;
                 self.bring_up(member, head, out);
                 self.drain(now, out);
                 if let Some(mut r) = self.lag.replicas.remove(&member) {
-                    let conns: Vec<ConnId> = r.watches.conns().collect();
+                    let conns: Vec<ConnId> = r.db.watches.conns().collect();
                     for conn in conns {
-                        move_watches(&mut r.watches, &mut self.watches, conn);
+                        move_watches(&mut r.db.watches, &mut self.db.watches, conn);
                     }
                 }
                 self.prune_log();
@@ -258,77 +219,48 @@ impl Core {
         self.advance_members(now, out);
     }
 
-    /// Uses the next zxid; with members lagging, records it in the history they replay.
-    pub(crate) fn next_zxid(&mut self, mono: i64) -> i64 {
-        self.zxid += 1;
-        if !self.lag.replicas.is_empty() {
-            self.lag.log.push_back(Entry {
-                zxid: self.zxid,
-                mono,
-                changes: Vec::new(),
-                events: Vec::new(),
-                bytes: 0,
-            });
-        }
-        self.zxid
+    /// Uses the next zxid.
+    pub(crate) fn next_zxid(&mut self) -> i64 {
+        self.db.zxid += 1;
+        self.db.zxid
     }
 
-    /// Whether any member lags behind (and replays what commits record).
+    /// The state a request through lagging member `member` sees (`None`, or a member not
+    /// lagging: the main one). `None` only for a member that stopped lagging meanwhile.
+    pub(crate) fn view_db(&mut self, member: Option<MemberId>) -> Option<&mut Db> {
+        match member {
+            None => Some(&mut self.db),
+            Some(m) => self.lag.replicas.get_mut(&m).map(|r| &mut r.db),
+        }
+    }
+
+    /// [`Core::view_db`], falling back on the main state.
+    pub(crate) fn view_or_main(&mut self, member: Option<MemberId>) -> &mut Db {
+        match member.and_then(|m| self.lag.replicas.get_mut(&m)) {
+            Some(r) => &mut r.db,
+            None => &mut self.db,
+        }
+    }
+
+    /// Whether any member lags behind (and applies what commits record).
     pub(crate) fn lagging(&self) -> bool {
         !self.lag.replicas.is_empty()
     }
 
-    /// Records what a committed transaction did, for the lagging members to replay.
-    pub(crate) fn record_commit(&mut self, txn: &Txn) {
+    /// Keeps a committed transaction's record (`None`: a zxid that records nothing) for
+    /// the lagging members to apply.
+    pub(crate) fn record_history(&mut self, zxid: i64, mono: i64, record: Option<Bytes>) {
         if self.lag.replicas.is_empty() {
             return;
         }
-        self.record_paths(txn.zxid, txn.touched(), txn.events());
-    }
-
-    /// Records the final state of `paths` (and `events`) under `zxid`.
-    pub(crate) fn record_paths<'a>(
-        &mut self,
-        zxid: i64,
-        paths: impl Iterator<Item = &'a str>,
-        events: &[(i32, String, AclList)],
-    ) {
-        if self.lag.replicas.is_empty() {
-            return;
-        }
-        if self.lag.log.back().is_none_or(|e| e.zxid != zxid) {
-            self.lag.log.push_back(Entry {
-                zxid,
-                mono: self.now_ms,
-                changes: Vec::new(),
-                events: Vec::new(),
-                bytes: 0,
-            });
-        }
-        let tree = &self.tree;
-        let Some(entry) = self.lag.log.back_mut() else {
-            return;
-        };
-        let mut seen: HashSet<Box<str>> = entry.changes.iter().map(|(p, _)| p.clone()).collect();
-        let mut added = 0;
-        for p in paths {
-            if seen.insert(p.into()) {
-                let node = tree.get(p).map(|n| n.to_node());
-                let data = node
-                    .as_ref()
-                    .and_then(|n| n.data.as_ref())
-                    .map_or(0, |d| d.len());
-                added += RECORD_OVERHEAD + p.len() + data;
-                entry.changes.push((p.into(), node));
-            }
-        }
-        added += events
-            .iter()
-            .map(|(_, p, _)| RECORD_OVERHEAD + p.len())
-            .sum::<usize>();
-        entry.events.extend(events.iter().cloned());
-        entry.bytes += added;
-        self.lag.log_bytes += added;
+        let bytes = RECORD_OVERHEAD + record.as_ref().map_or(0, Bytes::len);
+        self.lag.log.push_back(Entry {
+            zxid,
+            mono,
+            record,
+            bytes,
+        });
+        self.lag.log_bytes += bytes;
     }
 
     /// Moves every lagging member forward by its rule at `now`, then answers what that
@@ -403,7 +335,7 @@ impl Core {
             .lag
             .replicas
             .iter()
-            .filter(|(_, r)| r.zxid < floor)
+            .filter(|(_, r)| r.db.zxid < floor)
             .map(|(m, _)| *m)
             .collect();
         for m in behind {
@@ -423,7 +355,7 @@ impl Core {
             .values()
             .filter_map(|r| {
                 let Lag::Ms(ms) = r.lag else { return None };
-                let i = self.lag.log.partition_point(|e| e.zxid <= r.zxid);
+                let i = self.lag.log.partition_point(|e| e.zxid <= r.db.zxid);
                 let e = self.lag.log.get(i)?;
                 Some(e.mono.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)))
             })
@@ -431,48 +363,37 @@ impl Core {
     }
 
     /// Applies the history to `member`'s replica up to `target`, one zxid at a time: its
-    /// changes, then its clients' watch events, then the replies that waited for it.
+    /// record, then its clients' watch events, then the replies that waited for it.
     fn bring_up(&mut self, member: MemberId, target: i64, out: &mut dyn Outbox) {
         loop {
             let Some(r) = self.lag.replicas.get_mut(&member) else {
                 return;
             };
-            if r.zxid >= target {
+            if r.db.zxid >= target {
                 return;
             }
-            let i = self.lag.log.partition_point(|e| e.zxid <= r.zxid);
+            let i = self.lag.log.partition_point(|e| e.zxid <= r.db.zxid);
             let Some(e) = self.lag.log.get(i).filter(|e| e.zxid <= target) else {
                 // Nothing recorded up to the target: those zxids changed nothing.
-                r.zxid = target;
+                r.db.zxid = target;
                 self.release(member, target, out);
                 return;
             };
-            apply(&mut r.tree, e);
-            r.zxid = e.zxid;
-            let (zxid, events) = (e.zxid, e.events.clone());
-            if !events.is_empty() {
-                self.swap_watches(member);
-                for (event, p, acl) in &events {
-                    self.fire(out, *event, p, zxid, acl);
+            let (zxid, mono) = (e.zxid, e.mono);
+            let applied = match e.record.clone().map(TxnEntry::decode) {
+                Some(Ok(entry)) => r.db.apply(&entry.header, &entry.body, mono),
+                Some(Err(err)) => {
+                    // The core encoded it: never expected.
+                    tracing::error!(zxid, %err, "a lagging member cannot read a recorded transaction");
+                    Applied::default()
                 }
-                self.swap_watches(member);
+                None => Applied::default(),
+            };
+            r.db.zxid = zxid;
+            for (event, p, acl) in &applied.events {
+                self.fire_in(Some(member), out, *event, p, zxid, acl);
             }
             self.release(member, zxid, out);
-        }
-    }
-
-    fn swap_watches(&mut self, member: MemberId) {
-        if let Some(r) = self.lag.replicas.get_mut(&member) {
-            std::mem::swap(&mut self.watches, &mut r.watches);
-        }
-    }
-
-    /// Puts `member`'s view in place of the main tree (and back, called again).
-    fn swap_view(&mut self, member: MemberId) {
-        if let Some(r) = self.lag.replicas.get_mut(&member) {
-            std::mem::swap(&mut self.tree, &mut r.tree);
-            std::mem::swap(&mut self.watches, &mut r.watches);
-            std::mem::swap(&mut self.zxid, &mut r.zxid);
         }
     }
 
@@ -538,7 +459,7 @@ impl Core {
 
     /// Drops history every lagging member has applied.
     fn prune_log(&mut self) {
-        let oldest = self.lag.replicas.values().map(|r| r.zxid).min();
+        let oldest = self.lag.replicas.values().map(|r| r.db.zxid).min();
         match oldest {
             None => {
                 self.lag.log.clear();
@@ -561,7 +482,7 @@ impl Core {
         }
         self.lag.blocked.remove(&conn);
         for r in self.lag.replicas.values_mut() {
-            r.watches.remove_conn(conn);
+            r.db.watches.remove_conn(conn);
         }
     }
 
@@ -626,19 +547,14 @@ impl Core {
         muted: bool,
     ) -> Option<(i32, i64, Frame)> {
         let Some(LaggingMember { member, lag }) = lagging else {
-            return self.execute(conn, sid, xid, req, now, out);
+            return self.execute(conn, sid, xid, req, now, None, out);
         };
         let sync = match needs(&req) {
-            Needs::Read => {
-                self.swap_view(member);
-                let done = self.execute(conn, sid, xid, req, now, out);
-                self.swap_view(member);
-                return done;
-            }
+            Needs::Read => return self.execute(conn, sid, xid, req, now, Some(member), out),
             Needs::Write => false,
             Needs::Sync => true,
         };
-        let done = self.execute(conn, sid, xid, req, now, out)?;
+        let done = self.execute(conn, sid, xid, req, now, None, out)?;
         let need = done.1;
         if matches!((lag, sync), (Lag::Txns(_), _) | (Lag::Ms(_), true)) {
             self.bring_up(member, need, out);
@@ -678,25 +594,25 @@ impl Core {
         let Some(r) = self.lag.replicas.get(&member) else {
             return Ok(());
         };
-        if r.tree.len() != self.tree.len() {
+        if r.db.tree.len() != self.db.tree.len() {
             return Err(format!(
                 "replica has {} nodes, main {}",
-                r.tree.len(),
-                self.tree.len()
+                r.db.tree.len(),
+                self.db.tree.len()
             ));
         }
-        for (p, n) in self.tree.iter() {
-            let Some(m) = r.tree.get(&p) else {
+        for (p, n) in self.db.tree.iter() {
+            let Some(m) = r.db.tree.get(&p) else {
                 return Err(format!("{p} missing in the replica"));
             };
             if m.stat() != n.stat() || m.data != n.data || m.acl != n.acl {
                 return Err(format!("{p} differs: {:?} vs {:?}", m.stat(), n.stat()));
             }
-            if r.tree.children(&p) != self.tree.children(&p) {
+            if r.db.tree.children(&p) != self.db.tree.children(&p) {
                 return Err(format!("{p}: children differ"));
             }
         }
-        if r.tree.approximate_data_size() != self.tree.approximate_data_size() {
+        if r.db.tree.approximate_data_size() != self.db.tree.approximate_data_size() {
             return Err("data size accounting differs".into());
         }
         Ok(())

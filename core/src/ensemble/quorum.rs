@@ -41,8 +41,9 @@ impl Core {
         }
         // The epoch's zxid 0 is the leader's own NEWLEADER proposal: lagging members record
         // it like any other, so their replicas reach the new epoch too.
-        self.zxid = (epoch << 32) - 1;
-        self.next_zxid(now.mono);
+        self.db.zxid = (epoch << 32) - 1;
+        let zxid = self.next_zxid();
+        self.record_history(zxid, now.mono, None);
         if self.quorum {
             self.restart_session_deadlines(now);
         }
@@ -51,7 +52,7 @@ impl Core {
 
     /// The epoch of the last zxid (its high 32 bits; 0 on a standalone server).
     pub fn epoch(&self) -> i64 {
-        self.zxid >> 32
+        self.db.zxid >> 32
     }
 
     fn restart_session_deadlines(&mut self, now: Now) {

@@ -7,12 +7,12 @@
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
-use zkd_protocol::disk::{txn_type, SetDataTxn};
-use zkd_protocol::{event_type, perms, ErrorCode, Id, ReconfigRequest, Stat};
+use zkd_protocol::disk::{txn_type, SetDataTxn, TxnBody};
+use zkd_protocol::{perms, ErrorCode, Id, ReconfigRequest, Stat};
 
 use super::servers::{config_text, next_servers, ServerSpec, Servers};
-use crate::request::txn::Txn;
-use crate::{auth::acl, Core};
+use crate::request::txn::header;
+use crate::{auth::acl, Core, Now, Outbox};
 
 /// The node holding the configuration.
 pub(crate) const CONFIG_NODE: &str = "/zookeeper/config";
@@ -51,14 +51,11 @@ impl Core {
         let servers: Servers = servers.into_iter().map(|s| (s.id, s)).collect();
         let version = match kept_version {
             Some(v) => v,
-            None if self.cfg.reconfig_enabled => self.zxid,
+            None if self.cfg.reconfig_enabled => self.db.zxid,
             None => 0,
         };
         let text = config_text(&servers, version);
-        if let Some(node) = self
-            .tree
-            .set_data(CONFIG_NODE, Some(Bytes::copy_from_slice(text.as_bytes())))
-        {
+        if let Some(node) = self.db.tree.set_data(CONFIG_NODE, Some(text.as_bytes())) {
             node.version = -1;
             node.mtime = wall_ms;
             node.mzxid = version;
@@ -110,11 +107,14 @@ impl Core {
     /// members runs, and NOAUTH without WRITE on `/zookeeper/config` (only a superuser has
     /// it: the node's ACL is read-only for everyone). Returns the new configuration text and
     /// the node's Stat.
-    pub(crate) fn txn_reconfig(
+    pub(crate) fn reconfig(
         &mut self,
-        txn: &mut Txn,
+        session: i64,
+        xid: i32,
         ids: &[Id],
         r: &ReconfigRequest,
+        now: Now,
+        out: &mut dyn Outbox,
     ) -> Result<(Bytes, Stat), ErrorCode> {
         if !self.cfg.reconfig_enabled {
             return Err(ErrorCode::ReconfigDisabled);
@@ -141,35 +141,24 @@ impl Core {
         if 2 * synced <= voters.len() {
             return Err(ErrorCode::NewConfigNoQuorum);
         }
-        let node = self.tree.get(CONFIG_NODE).ok_or(ErrorCode::NoNode)?;
+        let node = self.db.tree.get(CONFIG_NODE).ok_or(ErrorCode::NoNode)?;
         if !acl::allowed(node.acl, perms::WRITE, ids) {
             return Err(ErrorCode::NoAuth);
         }
-        let text = Bytes::from(config_text(&next, txn.zxid));
-        txn.save(&self.tree, CONFIG_NODE);
-        let node = self
-            .tree
-            .set_data(CONFIG_NODE, Some(text.clone()))
-            .ok_or(ErrorCode::NoNode)?;
+        let zxid = self.db.zxid;
+        let text = Bytes::from(config_text(&next, zxid));
         // ZooKeeper writes the configuration with version -1, so the node's version stays
         // -1; its mzxid and mtime are the transaction's.
-        node.version = -1;
-        node.mzxid = txn.zxid;
-        node.mtime = txn.time;
-        let node = self.tree.get(CONFIG_NODE).ok_or(ErrorCode::NoNode)?;
-        let stat = node.stat();
-        let acl = node.acl.clone();
-        txn.event(event_type::NODE_DATA_CHANGED, CONFIG_NODE, acl);
-        self.log_op(
-            txn_type::RECONFIG,
-            &SetDataTxn {
-                path: CONFIG_NODE.into(),
-                data: Some(text.clone()),
-                version: -1,
-            },
-        );
+        let body = TxnBody::Reconfig(SetDataTxn {
+            path: CONFIG_NODE.into(),
+            data: Some(text.clone()),
+            version: -1,
+        });
+        let h = header(session, xid, zxid, now.wall, txn_type::RECONFIG);
+        let applied = self.commit(&h, &body, now, out);
+        let stat = applied.stats.first().unwrap_or_default();
         if let Some(d) = &mut self.dynamic {
-            d.version = txn.zxid;
+            d.version = zxid;
             d.servers = next.clone();
             d.pending = Some(next);
         }

@@ -2,19 +2,17 @@
 //! (reads, writes through transactions, multi, auth and watch management), its reply written
 //! straight into its frame.
 
-use bytes::{BufMut, BytesMut};
+use zkd_protocol::disk::{txn_type, ErrorTxn, TxnBody};
 use zkd_protocol::{
-    add_watch_mode, event_type, perms, xid, AllChildrenNumberResponse, ChildrenResponse,
-    ClientInfo, Create2Response, CreateMode, CreateResponse, ErrorCode, ErrorResponse,
-    GetAclResponse, GetDataResponse, Id, Jute, MultiOp, MultiResponse, MultiResult, OpCode,
-    PathWatchRequest, Request, SetWatches2, StatResponse, WhoAmIResponse,
+    add_watch_mode, xid, AllChildrenNumberResponse, ChildrenResponse, ClientInfo, Create2Response,
+    CreateMode, CreateResponse, ErrorCode, ErrorResponse, GetDataResponse, Id, Jute, MultiOp,
+    MultiResponse, MultiResult, OpCode, Request, StatResponse, WhoAmIResponse,
 };
 
-use crate::data::tree::NodeRef;
-use crate::request::reply::{header_only, Reply, SHARE_MIN};
-use crate::request::txn::Txn;
+use crate::request::reply::{header_only, Reply};
+use crate::request::txn::{created_path, header, Pending};
 use crate::watch::watches::WatchKind;
-use crate::{auth::acl, notification_frame, ConnId, Core, Frame, Now, Outbox};
+use crate::{auth::acl, ConnId, Core, Frame, Now, Outbox};
 
 /// The terminating MultiHeader of a multi response `{type -1, done true, err -1}`.
 const MULTI_TERMINATOR: [u8; 9] = [0xff, 0xff, 0xff, 0xff, 1, 0xff, 0xff, 0xff, 0xff];
@@ -54,8 +52,14 @@ fn multi_create(
     })
 }
 
-/// Encoded size of a Stat.
-const STAT_LEN: usize = 68;
+/// What a write multi's result for one sub-op needs besides the Stat applying it gives.
+enum Shape {
+    /// Whether the result carries the created node's Stat.
+    Create(bool),
+    Delete,
+    SetData,
+    Check,
+}
 
 /// The answer to checkWatches and removeWatches from what the watch table said: `None`, a
 /// watcher type it does not know; `Some(false)`, no such watcher.
@@ -69,7 +73,9 @@ fn watcher_found(found: Option<bool>) -> Result<(), ErrorCode> {
 
 impl Core {
     /// Runs one decoded request. Returns (xid, zxid, reply frame), or `None` when the request
-    /// already answered (or deliberately did not answer) by itself.
+    /// already answered (or deliberately did not answer) by itself. Reads run on the copy of
+    /// lagging member `view` when one is given, else (and writes always) on the main state.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn execute(
         &mut self,
         conn: ConnId,
@@ -77,6 +83,7 @@ impl Core {
         xid: i32,
         req: Request,
         now: Now,
+        view: Option<u64>,
         out: &mut dyn Outbox,
     ) -> Option<(i32, i64, Frame)> {
         let ids = self
@@ -85,16 +92,20 @@ impl Core {
             .map(|c| c.ids.clone())
             .unwrap_or_default();
         let mut reply = Reply::new();
-        let mut done: Option<Txn> = None;
+        // Whether the write's transaction was committed (a write that fails its checks
+        // commits an error transaction below).
+        let mut committed = false;
         let op = req.op().info();
         let is_write = op.transaction;
         if is_write {
-            self.next_zxid(now.mono);
+            self.next_zxid();
         }
-        let is_multi = matches!(req, Request::Multi(_));
         let multi_read_of_writes = matches!(&req, Request::MultiRead(ops)
             if !ops.is_empty() && ops.iter().all(|o| !o.is_read()));
-        let zxid = self.zxid;
+        let zxid = match view {
+            Some(m) if !is_write => self.member_zxid(m),
+            _ => self.db.zxid,
+        };
         if self.herd.watching_rereads() {
             if let Some(path) = req.paths().first().filter(|_| op.watching_read) {
                 self.herd
@@ -102,6 +113,19 @@ impl Core {
             }
         }
         let result: OpResult = match req {
+            // The most common write first: decided, then committed (applied, logged, its
+            // events fired).
+            Request::SetData(s) => {
+                let mut pending = Pending::default();
+                let decided = self.decide_set_data(&mut pending, &ids, s.path, s.data, s.version);
+                decided.map(|(t, body)| {
+                    let h = header(sid, xid, zxid, now.wall, t);
+                    let applied = self.commit(&h, &body, now, out);
+                    committed = true;
+                    let stat = applied.stats.first().unwrap_or_default();
+                    StatResponse { stat }.write(reply.body())
+                })
+            }
             Request::Ping => {
                 return Some((xid::PING, zxid, header_only(xid::PING, zxid, 0)));
             }
@@ -125,96 +149,107 @@ impl Core {
                 return None;
             }
             Request::Create(c) => {
-                let mut txn = self.write_txn(zxid, now);
-                match self.txn_create(&mut txn, sid, &ids, &c, false) {
-                    Ok(created) => {
-                        done = Some(txn);
-                        if c.op == OpCode::Create {
-                            CreateResponse { path: created.path }.write(reply.body());
+                let plain = c.op == OpCode::Create;
+                match self.decide_create(&mut Pending::default(), sid, &ids, c, false) {
+                    Ok(((t, body), _)) => {
+                        let applied =
+                            self.commit(&header(sid, xid, zxid, now.wall, t), &body, now, out);
+                        committed = true;
+                        let path = created_path(body);
+                        if plain {
+                            CreateResponse { path }.write(reply.body());
                         } else {
-                            Create2Response {
-                                path: created.path,
-                                stat: created.stat,
-                            }
-                            .write(reply.body());
+                            let stat = applied.stats.first().unwrap_or_default();
+                            Create2Response { path, stat }.write(reply.body());
                         }
                         Ok(())
                     }
                     Err(e) => Err(e),
                 }
             }
-            Request::Delete(d) => {
-                let mut txn = self.write_txn(zxid, now);
-                let r = self.txn_delete(&mut txn, &ids, &d.path, d.version);
-                done = Some(txn);
-                r
-            }
-            Request::SetData(s) => {
-                let mut txn = self.write_txn(zxid, now);
-                let r = self.txn_set_data(&mut txn, &ids, &s.path, &s.data, s.version);
-                done = Some(txn);
-                r.map(|stat| StatResponse { stat }.write(reply.body()))
-            }
+            Request::Delete(d) => self
+                .decide_delete(&mut Pending::default(), &ids, d.path, d.version)
+                .map(|(t, body)| {
+                    self.commit(&header(sid, xid, zxid, now.wall, t), &body, now, out);
+                    committed = true;
+                }),
             Request::SetAcl(s) => {
-                let mut txn = self.write_txn(zxid, now);
-                let r = self.txn_set_acl(&mut txn, &ids, &s.path, &s.acl, s.version);
-                done = Some(txn);
-                r.map(|stat| StatResponse { stat }.write(reply.body()))
+                self.decide_set_acl(&ids, &s.path, &s.acl, s.version)
+                    .map(|(t, body)| {
+                        let applied =
+                            self.commit(&header(sid, xid, zxid, now.wall, t), &body, now, out);
+                        committed = true;
+                        let stat = applied.stats.first().unwrap_or_default();
+                        StatResponse { stat }.write(reply.body())
+                    })
             }
             Request::Multi(ops) => {
-                let resp = self.multi(sid, &ids, ops, zxid, now, &mut done);
+                committed = true;
+                let resp = self.multi(sid, xid, &ids, ops, zxid, now, out);
                 resp.map(|r| r.write(reply.body()))
             }
-            Request::MultiRead(ops) => self.multi_read(&ids, ops).map(|r| r.write(reply.body())),
+            Request::MultiRead(ops) => self
+                .view_or_main(view)
+                .multi_read(&ids, ops)
+                .map(|r| r.write(reply.body())),
             Request::Reconfig(r) => {
-                let mut txn = self.write_txn(zxid, now);
-                let res = self.txn_reconfig(&mut txn, &ids, &r);
-                done = Some(txn);
-                res.map(|(data, stat)| {
-                    GetDataResponse {
-                        data: Some(data),
-                        stat,
-                    }
-                    .write(reply.body())
-                })
+                self.reconfig(sid, xid, &ids, &r, now, out)
+                    .map(|(data, stat)| {
+                        committed = true;
+                        GetDataResponse {
+                            data: Some(data),
+                            stat,
+                        }
+                        .write(reply.body())
+                    })
             }
             Request::DeleteContainer(_) => Err(ErrorCode::BadArguments),
-            Request::Exists(r) => self.exists(conn, &ids, &r.path, r.watch, reply.body()),
+            Request::Exists(r) => {
+                let db = self.view_or_main(view);
+                db.exists(conn, &ids, &r.path, r.watch, reply.body())
+            }
             Request::GetData(r) => {
-                let res = self.get_data(&ids, &r.path, &mut reply);
-                self.watch_if_read(res, conn, &r, WatchKind::Data)
+                let db = self.view_or_main(view);
+                let res = db.get_data(&ids, &r.path, &mut reply);
+                db.watch_if_read(res, conn, &r, WatchKind::Data)
             }
             Request::GetChildren(r) => {
-                let res = self.get_children(&ids, &r.path, false, &mut reply);
-                self.watch_if_read(res, conn, &r, WatchKind::Child)
+                let db = self.view_or_main(view);
+                let res = db.get_children(&ids, &r.path, false, &mut reply);
+                db.watch_if_read(res, conn, &r, WatchKind::Child)
             }
             Request::GetChildren2(r) => {
-                let res = self.get_children(&ids, &r.path, true, &mut reply);
-                self.watch_if_read(res, conn, &r, WatchKind::Child)
+                let db = self.view_or_main(view);
+                let res = db.get_children(&ids, &r.path, true, &mut reply);
+                db.watch_if_read(res, conn, &r, WatchKind::Child)
             }
-            Request::GetAcl(r) => self.get_acl(&ids, &r.path, reply.body()),
+            Request::GetAcl(r) => self.view_or_main(view).get_acl(&ids, &r.path, reply.body()),
             Request::Sync(s) => {
                 s.write(reply.body());
                 Ok(())
             }
-            Request::CheckWatches(w) => watcher_found(self.watches.check(
-                conn,
-                &w.path,
-                w.watcher_type,
-                self.cfg.zookeeper_version,
-            )),
-            Request::RemoveWatches(w) => watcher_found(self.watches.remove(
-                conn,
-                &w.path,
-                w.watcher_type,
-                self.cfg.zookeeper_version,
-            )),
+            Request::CheckWatches(w) => {
+                let version = self.cfg.zookeeper_version;
+                let db = self.view_or_main(view);
+                watcher_found(db.watches.check(conn, &w.path, w.watcher_type, version))
+            }
+            Request::RemoveWatches(w) => {
+                let version = self.cfg.zookeeper_version;
+                let db = self.view_or_main(view);
+                watcher_found(db.watches.remove(conn, &w.path, w.watcher_type, version))
+            }
             Request::SetWatches(w) => {
-                self.set_watches(conn, w.into(), out);
+                let fired = self.view_or_main(view).set_watches(conn, w.into());
+                for frame in fired {
+                    self.send(out, conn, frame);
+                }
                 Ok(())
             }
             Request::SetWatches2(w) => {
-                self.set_watches(conn, w, out);
+                let fired = self.view_or_main(view).set_watches(conn, w);
+                for frame in fired {
+                    self.send(out, conn, frame);
+                }
                 Ok(())
             }
             Request::Sasl(t) => return self.sasl(conn, xid, t.token, out),
@@ -235,14 +270,16 @@ impl Core {
                 ChildrenResponse { children }.write(reply.body());
                 Ok(())
             }
-            Request::GetAllChildrenNumber(r) => match self.readable(&ids, &r.path) {
-                Ok(()) => {
-                    let total = self.tree.descendants(&r.path);
-                    AllChildrenNumberResponse { total }.write(reply.body());
-                    Ok(())
+            Request::GetAllChildrenNumber(r) => {
+                match self.view_or_main(view).readable(&ids, &r.path) {
+                    Ok(()) => {
+                        let total = self.view_or_main(view).tree.descendants(&r.path);
+                        AllChildrenNumberResponse { total }.write(reply.body());
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
                 }
-                Err(e) => Err(e),
-            },
+            }
             Request::AddWatch(w) => {
                 let kind = match w.mode {
                     add_watch_mode::PERSISTENT => Some(WatchKind::Persistent),
@@ -251,7 +288,7 @@ impl Core {
                 };
                 match kind {
                     Some(kind) => {
-                        self.watches.add(conn, &w.path, kind);
+                        self.view_or_main(view).watches.add(conn, &w.path, kind);
                         ErrorResponse { err: 0 }.write(reply.body());
                         Ok(())
                     }
@@ -277,20 +314,14 @@ impl Core {
             Ok(()) => 0,
             Err(e) => e.code(),
         };
-        if is_write {
-            self.log_write(
-                sid,
-                xid,
-                zxid,
-                now.wall,
-                is_multi,
-                (err != 0).then_some(err),
+        if is_write && !committed {
+            let body = TxnBody::Error(ErrorTxn { err });
+            self.commit(
+                &header(sid, xid, zxid, now.wall, txn_type::ERROR),
+                &body,
+                now,
+                out,
             );
-        }
-        // Watches fire only once the change is logged: a change the log could not take
-        // is never announced.
-        if let Some(txn) = done {
-            self.commit(txn, out);
         }
         if multi_read_of_writes && err == ErrorCode::MarshallingError.code() {
             // A multiRead of writes only: ZooKeeper follows its MARSHALLINGERROR with an
@@ -352,124 +383,32 @@ impl Core {
         }
     }
 
-    /// Node exists and the caller may read it.
-    fn readable(&self, ids: &[Id], p: &str) -> Result<(), ErrorCode> {
-        self.readable_node(ids, p).map(|_| ())
-    }
-
-    /// The node at `p` if `ids` may read it.
-    fn readable_node(&self, ids: &[Id], p: &str) -> Result<NodeRef<'_>, ErrorCode> {
-        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
-        if acl::allowed(node.acl, perms::READ, ids) {
-            Ok(node)
-        } else {
-            Err(ErrorCode::NoAuth)
-        }
-    }
-
-    fn exists(
-        &mut self,
-        conn: ConnId,
-        ids: &[Id],
-        p: &str,
-        watch: bool,
-        body: &mut BytesMut,
-    ) -> OpResult {
-        if p.contains('\0') {
-            return Err(ErrorCode::BadArguments);
-        }
-        let node = self.tree.get(p);
-        if let Some(n) = node {
-            if !acl::allowed(n.acl, perms::READ, ids) {
-                return Err(ErrorCode::NoAuth);
-            }
-        }
-        let stat = node.map(|n| n.stat());
-        if watch {
-            self.watches
-                .add(conn, crate::data::path::canonical(p), WatchKind::Data);
-        }
-        let stat = stat.ok_or(ErrorCode::NoNode)?;
-        StatResponse { stat }.write(body);
-        Ok(())
-    }
-
-    /// Leaves a watch of `kind` on the path of a read that succeeded, if the request asks for one.
-    fn watch_if_read(
-        &mut self,
-        res: OpResult,
-        conn: ConnId,
-        r: &PathWatchRequest,
-        kind: WatchKind,
-    ) -> OpResult {
-        if res.is_ok() && r.watch {
-            self.watches
-                .add(conn, crate::data::path::canonical(&r.path), kind);
-        }
-        res
-    }
-
-    fn get_data(&self, ids: &[Id], p: &str, reply: &mut Reply) -> OpResult {
-        let node = self.readable_node(ids, p)?;
-        // Size the frame once: grown by doubling, a large reply would hold up to twice its
-        // length while it waits in an outbound queue.
-        let data_len = node.data.map_or(0, <[u8]>::len);
-        let body = reply.body_for(data_len + 4 + STAT_LEN);
-        // As GetDataResponse encodes it (nullable data, then the Stat), without a copy of
-        // the data in between.
-        match node.data {
-            Some(d) => zkd_protocol::jute::write_bytes(body, d),
-            None => body.put_i32(-1),
-        }
-        node.stat().write(body);
-        Ok(())
-    }
-
-    fn get_children(
-        &mut self,
-        ids: &[Id],
-        p: &str,
-        with_stat: bool,
-        reply: &mut Reply,
-    ) -> OpResult {
-        self.readable(ids, p)?;
-        let list = self.tree.encoded_children(p).ok_or(ErrorCode::NoNode)?;
-        if list.len() < SHARE_MIN {
-            reply.body().reserve(list.len() + STAT_LEN);
-        }
-        reply.append_shared(list);
-        if with_stat {
-            let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
-            node.stat().write(reply.body());
-        }
-        Ok(())
-    }
-
-    fn get_acl(&self, ids: &[Id], p: &str, body: &mut BytesMut) -> OpResult {
-        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
-        if !acl::allowed(node.acl, perms::READ | perms::ADMIN, ids) {
-            return Err(ErrorCode::NoAuth);
-        }
-        GetAclResponse {
-            acl: acl::masked(node.acl, ids),
-            stat: node.stat(),
-        }
-        .write(body);
-        Ok(())
-    }
-
-    /// A write multi: all or nothing, one zxid, events only on success.
+    /// A write multi: all or nothing, one zxid, events only on success. Every sub-op is
+    /// checked against what the ones before it would change; only when all pass is the
+    /// multi applied. A multi that fails is committed as error sub-transactions.
+    #[allow(clippy::too_many_arguments)]
     fn multi(
         &mut self,
         sid: i64,
+        xid: i32,
         ids: &[Id],
         ops: Vec<MultiOp>,
         zxid: i64,
         now: Now,
-        done: &mut Option<Txn>,
+        out: &mut dyn Outbox,
     ) -> Result<MultiResponse, ErrorCode> {
+        let fail = |core: &mut Core, err: ErrorCode, out: &mut dyn Outbox| {
+            let body = TxnBody::Error(ErrorTxn { err: err.code() });
+            core.commit(
+                &header(sid, xid, zxid, now.wall, txn_type::ERROR),
+                &body,
+                now,
+                out,
+            );
+            Err(err)
+        };
         if ops.iter().any(MultiOp::is_read) {
-            return Err(ErrorCode::MarshallingError);
+            return fail(self, ErrorCode::MarshallingError, out);
         }
         let version = self.cfg.zookeeper_version;
         // 3.9 checks every create sub-op's flags before running any sub-op; 3.8 only when
@@ -480,165 +419,100 @@ impl Core {
                 _ => false,
             })
         {
-            return Err(ErrorCode::MarshallingError);
+            return fail(self, ErrorCode::MarshallingError, out);
         }
-        let mut txn = Txn::new(zxid, now, true);
-        let mut results = Vec::with_capacity(ops.len());
+        let mut pending = Pending::multi();
+        let count = ops.len();
+        let mut subs = Vec::with_capacity(count);
+        // Per sub-op: what its result needs besides the Stat applying it gives.
+        let mut shapes = Vec::with_capacity(count);
         let mut failed = None;
-        for (i, op) in ops.iter().enumerate() {
+        for (i, op) in ops.into_iter().enumerate() {
             let r = match op {
                 MultiOp::Create(c) => {
                     // 3.9 answers with a Stat for headers 15 and 19 whatever the flags, 3.8
                     // by the kind of node the flags made; both for containers and TTL nodes.
                     let v39 = version == crate::ZookeeperVersion::V3_9;
                     let header_stat = matches!(c.op, OpCode::Create2 | OpCode::CreateContainer);
-                    let Some(c) = multi_create(c, version) else {
+                    let Some(c) = multi_create(&c, version) else {
                         // A TTL flag under a header without a ttl (or, on 3.9, an unknown
                         // flag): the whole multi is malformed, found when execution reaches
                         // this sub-op.
-                        self.rollback(txn);
-                        return Err(ErrorCode::MarshallingError);
+                        return fail(self, ErrorCode::MarshallingError, out);
                     };
-                    self.txn_create(&mut txn, sid, ids, &c, true)
-                        .map(|created| {
-                            let by_kind = if v39 {
-                                header_stat
-                            } else {
-                                c.op != OpCode::Create
-                            };
-                            let stat = (created.extended || by_kind).then_some(created.stat);
-                            MultiResult::Create {
-                                path: created.path,
-                                stat,
-                            }
+                    let by_kind = if v39 {
+                        header_stat
+                    } else {
+                        c.op != OpCode::Create
+                    };
+                    self.decide_create(&mut pending, sid, ids, c, true)
+                        .map(|(decided, created)| {
+                            (decided, Shape::Create(created.extended || by_kind))
                         })
                 }
                 MultiOp::Delete(d) => self
-                    .txn_delete(&mut txn, ids, &d.path, d.version)
-                    .map(|()| MultiResult::Delete),
+                    .decide_delete(&mut pending, ids, d.path, d.version)
+                    .map(|decided| (decided, Shape::Delete)),
                 MultiOp::SetData(s) => self
-                    .txn_set_data(&mut txn, ids, &s.path, &s.data, s.version)
-                    .map(MultiResult::SetData),
-                MultiOp::Check(c) => self.txn_check(ids, &c.path, c.version).map(|()| {
-                    let t = zkd_protocol::disk::CheckVersionTxn {
-                        path: c.path.clone(),
-                        version: c.version,
-                    };
-                    self.log_op(zkd_protocol::disk::txn_type::CHECK, &t);
-                    MultiResult::Check
-                }),
+                    .decide_set_data(&mut pending, ids, s.path, s.data, s.version)
+                    .map(|decided| (decided, Shape::SetData)),
+                MultiOp::Check(c) => self
+                    .decide_check(&pending, ids, &c.path, c.version)
+                    .map(|decided| (decided, Shape::Check)),
                 MultiOp::GetData(_) | MultiOp::GetChildren(_) => Err(ErrorCode::MarshallingError),
             };
             match r {
-                Ok(result) => results.push(result),
+                Ok((decided, shape)) => {
+                    subs.push(decided);
+                    shapes.push(shape);
+                }
                 Err(e) => {
                     failed = Some((i, e));
                     break;
                 }
             }
         }
+        let h = header(sid, xid, zxid, now.wall, txn_type::MULTI);
         match failed {
             None => {
-                *done = Some(txn);
+                let body = TxnBody::Multi(subs);
+                let applied = self.commit(&h, &body, now, out);
+                let subs = match body {
+                    TxnBody::Multi(subs) => subs,
+                    _ => Vec::new(),
+                };
+                let mut stats = applied.stats.into_iter();
+                let results = shapes
+                    .into_iter()
+                    .zip(subs)
+                    .map(|(shape, (_, sub))| match shape {
+                        Shape::Create(with_stat) => {
+                            let stat = stats.next();
+                            MultiResult::Create {
+                                path: created_path(sub),
+                                stat: stat.filter(|_| with_stat),
+                            }
+                        }
+                        Shape::SetData => MultiResult::SetData(stats.next().unwrap_or_default()),
+                        Shape::Delete => MultiResult::Delete,
+                        Shape::Check => MultiResult::Check,
+                    })
+                    .collect();
                 Ok(MultiResponse(results))
             }
             Some((at, err)) => {
-                self.rollback(txn);
                 let code = |i: usize| match i.cmp(&at) {
                     std::cmp::Ordering::Less => 0,
                     std::cmp::Ordering::Equal => err.code(),
                     std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency.code(),
                 };
-                self.log_failed_multi((0..ops.len()).map(code));
-                let results = (0..ops.len())
-                    .map(|i| MultiResult::Error(code(i)))
+                let errors = (0..count)
+                    .map(|i| (txn_type::ERROR, TxnBody::Error(ErrorTxn { err: code(i) })))
                     .collect();
+                self.commit(&h, &TxnBody::Multi(errors), now, out);
+                let results = (0..count).map(|i| MultiResult::Error(code(i))).collect();
                 Ok(MultiResponse(results))
             }
-        }
-    }
-
-    /// multiRead: independent reads, no watches, no zxid.
-    fn multi_read(&self, ids: &[Id], ops: Vec<MultiOp>) -> Result<MultiResponse, ErrorCode> {
-        if ops.iter().any(|op| !op.is_read()) {
-            return Err(ErrorCode::MarshallingError);
-        }
-        let results = ops
-            .iter()
-            .map(|op| {
-                let (MultiOp::GetData(r) | MultiOp::GetChildren(r)) = op else {
-                    return MultiResult::Error(ErrorCode::MarshallingError.code());
-                };
-                match (self.readable(ids, &r.path), self.tree.get(&r.path)) {
-                    (Ok(()), Some(node)) => match op {
-                        MultiOp::GetData(_) => MultiResult::GetData {
-                            data: node.data_bytes(),
-                            stat: node.stat(),
-                        },
-                        _ => MultiResult::GetChildren(
-                            self.tree
-                                .children(&r.path)
-                                .unwrap_or_default()
-                                .into_iter()
-                                .map(str::to_string)
-                                .collect(),
-                        ),
-                    },
-                    (Err(e), _) => MultiResult::Error(e.code()),
-                    (Ok(()), None) => MultiResult::Error(ErrorCode::NoNode.code()),
-                }
-            })
-            .collect();
-        Ok(MultiResponse(results))
-    }
-
-    /// Re-registers watches after a reconnect, firing at once what changed
-    /// (docs/protocol.md, "setWatches after a reconnect").
-    fn set_watches(&mut self, conn: ConnId, w: SetWatches2, out: &mut dyn Outbox) {
-        let rel = w.relative_zxid;
-        let data = (event_type::NODE_DATA_CHANGED, WatchKind::Data);
-        self.rewatch_existing(conn, &w.data_watches, rel, |n| n.mzxid, data, out);
-        for p in &w.exist_watches {
-            match self.tree.get(p) {
-                None => self.watches.add(conn, p, WatchKind::Data),
-                Some(_) => self.send(
-                    out,
-                    conn,
-                    notification_frame(event_type::NODE_CREATED, p, -1),
-                ),
-            }
-        }
-        let child = (event_type::NODE_CHILDREN_CHANGED, WatchKind::Child);
-        self.rewatch_existing(conn, &w.child_watches, rel, |n| n.pzxid, child, out);
-        for p in &w.persistent_watches {
-            self.watches.add(conn, p, WatchKind::Persistent);
-        }
-        for p in &w.persistent_recursive_watches {
-            self.watches.add(conn, p, WatchKind::Recursive);
-        }
-    }
-
-    /// Re-registers data or child watches: fires `NODE_DELETED` for a path that is gone and
-    /// `changed.0` for one whose zxid (`zxid_of`) is past `rel`, else watches it as `changed.1`.
-    fn rewatch_existing(
-        &mut self,
-        conn: ConnId,
-        paths: &[String],
-        rel: i64,
-        zxid_of: fn(NodeRef) -> i64,
-        changed: (i32, WatchKind),
-        out: &mut dyn Outbox,
-    ) {
-        for p in paths {
-            let event = match self.tree.get(p).map(zxid_of) {
-                None => event_type::NODE_DELETED,
-                Some(z) if z > rel => changed.0,
-                Some(_) => {
-                    self.watches.add(conn, p, changed.1);
-                    continue;
-                }
-            };
-            self.send(out, conn, notification_frame(event, p, -1));
         }
     }
 }

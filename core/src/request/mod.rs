@@ -1,8 +1,9 @@
 //! Request handling, one name per stage: [`Core::request`] (here: the connection's turn and
 //! the lagging member, chosen once) → `Core::decode` (`core/src/decode.rs`: header, opcode,
 //! body and the checks before running it) → `Core::route` (ensemble/lag.rs: a lagging
-//! member's replica or the main tree) → `Core::execute` (execute.rs: the request run against
-//! the tree). Writes go through `txn.rs`; replies are built in `reply.rs` as a
+//! member's copy of the state or the main one) → `Core::execute` (execute.rs: the request
+//! run). Reads run on one `Db` (`read.rs`); writes are decided in `txn.rs` as transaction
+//! records and committed through `Db::apply`; replies are built in `reply.rs` as a
 //! [`Frame`](crate::Frame) in parts (`core/src/frame_parts.rs`).
 
 use bytes::Bytes;
@@ -10,6 +11,7 @@ use bytes::Bytes;
 use crate::{ConnId, Core, Now, Outbox};
 
 pub(crate) mod execute;
+pub(crate) mod read;
 pub(crate) mod reply;
 pub(crate) mod txn;
 

@@ -1,41 +1,76 @@
-//! Write transactions: the checks of every write op in the real server's order, their effects on the tree, and commit/rollback (a failed multi leaves no trace).
+//! Write transactions decided: the checks of every write op in the real server's order, each
+//! producing the transaction record it performs, which [`crate::db::Db::apply`] then applies.
+//! A multi's sub-ops are checked against what the sub-ops before them would change, so a
+//! multi that fails changes nothing. Also the server's own transactions: closing a session
+//! and the reaper's deletes.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use zkd_protocol::{event_type, perms, Acl, CreateMode, ErrorCode, Id, OpCode, Stat};
+use zkd_protocol::disk::{
+    txn_type, CheckVersionTxn, CloseSessionTxn, CreateContainerTxn, CreateTtlTxn, CreateTxn,
+    DeleteTxn, NewNode, SetAclTxn, SetDataTxn, TxnBody, TxnHeader,
+};
+use zkd_protocol::{perms, Acl, CreateMode, ErrorCode, Id, OpCode};
 
-use crate::data::tree::{self, AclList, Node, NodeKind, CONTAINER_OWNER, MAX_TTL, TTL_MARKER};
+use crate::data::tree::{self, AclList, NodeKind, CONTAINER_OWNER, MAX_TTL, TTL_MARKER};
 use crate::{auth::acl, data::path, Core, Now, Outbox};
 
-/// One write transaction: a zxid, a timestamp, and what it changed.
-pub struct Txn {
-    pub zxid: i64,
-    /// Wall time: the ctime/mtime written.
-    pub time: i64,
-    /// Session-clock time: when TTL nodes count as modified.
-    pub mono: i64,
-    /// Watch events in op order, each with the ACL that decides who may receive it.
-    events: Vec<(i32, String, AclList)>,
-    created: Vec<(String, i64)>,
-    deleted: Vec<(String, i64)>,
-    /// Nodes whose ACL changed (no watch event marks them).
-    acl_changed: Vec<String>,
-    /// Pre-transaction copies of touched nodes, kept only when the txn may roll back (multi).
-    saved: Option<HashMap<String, Option<Node>>>,
-    /// Whether `events` are kept: false when nothing could use them (no watch is set, no
-    /// member lags behind, no TTL node is tracked), so a write copies no path for them.
-    announce: bool,
+/// What the checks of a write read of a node.
+#[derive(Clone)]
+pub(crate) struct Facts {
+    version: i32,
+    acl: AclList,
+    owner: i64,
+    children: usize,
+    child_creates: i32,
 }
 
-/// What a successful create reports.
-pub struct Created {
-    pub path: String,
-    pub stat: Stat,
+/// The nodes that the sub-ops of a multi decided so far would change, as they would be
+/// after them (`None`: gone). The checks of a later sub-op read here first, then the tree.
+/// A single write leaves it empty.
+#[derive(Default)]
+pub(crate) struct Pending {
+    /// Whether a multi is being decided (a single write notes nothing).
+    multi: bool,
+    nodes: HashMap<String, Option<Facts>>,
+}
+
+impl Pending {
+    /// For the sub-ops of one multi.
+    pub(crate) fn multi() -> Pending {
+        Pending {
+            multi: true,
+            nodes: HashMap::new(),
+        }
+    }
+
+    /// The node at `p` will be as `facts` says once the sub-ops decided so far are applied.
+    fn note(&mut self, p: &str, facts: Option<Facts>) {
+        if self.multi {
+            self.nodes.insert(path::canonical(p).to_string(), facts);
+        }
+    }
+}
+
+/// A decided operation: its record type and body.
+pub(crate) type Decided = (i32, TxnBody);
+
+/// What a decided create says besides its record.
+pub(crate) struct Created {
     /// Container or TTL node (their multi result carries a Stat).
     pub extended: bool,
+}
+
+/// The path a create record makes (its node's); empty for any other record.
+pub(crate) fn created_path(body: TxnBody) -> String {
+    match body {
+        TxnBody::Create(c) => c.node.path,
+        TxnBody::CreateContainer(c) => c.node.path,
+        TxnBody::CreateTtl(c) => c.node.path,
+        _ => String::new(),
+    }
 }
 
 type OpResult<T> = Result<T, ErrorCode>;
@@ -48,74 +83,34 @@ fn check_version(expected: i32, actual: i32) -> OpResult<()> {
     }
 }
 
-impl Txn {
-    pub fn new(zxid: i64, now: Now, undoable: bool) -> Txn {
-        Txn {
-            zxid,
-            time: now.wall,
-            mono: now.mono,
-            events: Vec::new(),
-            created: Vec::new(),
-            deleted: Vec::new(),
-            acl_changed: Vec::new(),
-            saved: undoable.then(HashMap::new),
-            announce: true,
-        }
-    }
-
-    /// Records a watch event (when anything could use it).
-    pub(crate) fn event(&mut self, event: i32, p: &str, acl: AclList) {
-        if self.announce {
-            self.events.push((event, p.to_string(), acl));
-        }
-    }
-
-    /// Every path whose node this transaction changed, in op order, repeats included:
-    /// created and deleted nodes with their parents, and nodes whose data or ACL changed.
-    pub fn touched(&self) -> impl Iterator<Item = &str> {
-        fn with_parent(entry: &(String, i64)) -> [Option<&str>; 2] {
-            let p = entry.0.as_str();
-            [Some(p), path::parent(p).map(path::canonical)]
-        }
-        self.created
-            .iter()
-            .chain(&self.deleted)
-            .flat_map(with_parent)
-            .flatten()
-            .chain(
-                self.events
-                    .iter()
-                    .filter(|(e, _, _)| *e == event_type::NODE_DATA_CHANGED)
-                    .map(|(_, p, _)| p.as_str()),
-            )
-            .chain(self.acl_changed.iter().map(String::as_str))
-    }
-
-    /// The watch events in op order, each with the ACL that decides who may receive it.
-    pub fn events(&self) -> &[(i32, String, AclList)] {
-        &self.events
-    }
-
-    pub(crate) fn save(&mut self, tree: &tree::Tree, p: &str) {
-        let p = path::canonical(p);
-        if let Some(saved) = &mut self.saved {
-            if !saved.contains_key(p) {
-                saved.insert(p.to_string(), tree.get(p).map(|n| n.to_node()));
-            }
-        }
+/// The header of a transaction of `session` (0 for the server's own) and its request xid.
+pub(crate) fn header(session: i64, cxid: i32, zxid: i64, wall: i64, txn_type: i32) -> TxnHeader {
+    TxnHeader {
+        client_id: session,
+        cxid,
+        zxid,
+        time: wall,
+        txn_type,
     }
 }
 
 impl Core {
-    /// A transaction for one write request, keeping its watch events only when anything
-    /// could use them.
-    pub(crate) fn write_txn(&self, zxid: i64, now: Now) -> Txn {
-        let mut txn = Txn::new(zxid, now, false);
-        txn.announce = !self.watches.is_empty() || self.lagging() || !self.ttl_touched.is_empty();
-        txn
+    /// A node as the checks see it: as pending sub-ops of a multi left it, else the tree's.
+    fn facts(&self, pending: &Pending, p: &str) -> Option<Facts> {
+        let p = path::canonical(p);
+        if let Some(f) = pending.nodes.get(p) {
+            return f.clone();
+        }
+        self.db.tree.get(p).map(|n| Facts {
+            version: n.version,
+            acl: n.acl.clone(),
+            owner: n.owner,
+            children: n.num_children(),
+            child_creates: n.child_creates,
+        })
     }
 
-    fn intern_acl(&self, acl: Vec<Acl>) -> tree::AclList {
+    fn intern_acl(&self, acl: Vec<Acl>) -> AclList {
         if *acl == *self.open_acl {
             self.open_acl.clone()
         } else {
@@ -124,14 +119,14 @@ impl Core {
     }
 
     /// create, create2, createContainer and createTTL (also as multi sub-ops).
-    pub(crate) fn txn_create(
-        &mut self,
-        txn: &mut Txn,
+    pub(crate) fn decide_create(
+        &self,
+        pending: &mut Pending,
         session: i64,
         ids: &[Id],
-        c: &zkd_protocol::Create,
+        c: zkd_protocol::Create,
         in_multi: bool,
-    ) -> OpResult<Created> {
+    ) -> OpResult<(Decided, Created)> {
         let mode = CreateMode::from_flags(c.flags).ok_or(ErrorCode::BadArguments)?;
         if c.op == OpCode::CreateTtl {
             if !mode.is_ttl() {
@@ -153,20 +148,17 @@ impl Core {
         let container =
             c.op == OpCode::CreateContainer || (in_multi && mode == CreateMode::Container);
         let parent_path = match path::parent(&c.path) {
-            Some(p) if !c.path.contains('\0') => p,
+            Some(p) if !c.path.contains('\0') => path::canonical(p),
             _ => return Err(ErrorCode::BadArguments),
         };
         // The open ACL (the usual one) comes out of the fix-up as it went in: no copy.
-        let acl = if c.acl[..] == self.open_acl[..] {
-            self.open_acl.clone()
+        let fixed = if c.acl[..] == self.open_acl[..] {
+            None
         } else {
-            let fixed =
-                acl::fixup_with(&c.acl, ids, &self.cfg.auth).map_err(|_| ErrorCode::InvalidAcl)?;
-            self.intern_acl(fixed)
+            Some(acl::fixup_with(&c.acl, ids, &self.cfg.auth).map_err(|_| ErrorCode::InvalidAcl)?)
         };
-        let parent_at = self.tree.locate(parent_path).ok_or(ErrorCode::NoNode)?;
-        let parent = self.tree.at(&parent_at).ok_or(ErrorCode::NoNode)?;
-        if !acl::allowed(parent.acl, perms::CREATE, ids) {
+        let parent = self.facts(pending, parent_path).ok_or(ErrorCode::NoNode)?;
+        if !acl::allowed(&parent.acl, perms::CREATE, ids) {
             return Err(ErrorCode::NoAuth);
         }
         let full = if mode.is_sequential() {
@@ -181,11 +173,10 @@ impl Core {
         if !path::is_valid(&full) {
             return Err(ErrorCode::BadArguments);
         }
-        let at = self.tree.locate_child(&parent_at, &full);
-        if self.tree.at(&at).is_some() {
+        if self.facts(pending, &full).is_some() {
             return Err(ErrorCode::NodeExists);
         }
-        if let NodeKind::Ephemeral(_) = parent.kind() {
+        if let NodeKind::Ephemeral(_) = tree::kind_of(parent.owner) {
             return Err(ErrorCode::NoChildrenForEphemerals);
         }
         let owner = if container {
@@ -197,283 +188,214 @@ impl Core {
         } else {
             0
         };
-        let parent_acl = parent.acl.clone();
-        let parent_path = path::canonical(parent_path);
-        txn.save(&self.tree, parent_path);
-        txn.save(&self.tree, &full);
-        let node = Node::new(c.data.clone(), acl.clone(), txn.zxid, txn.time, owner);
-        let stat = node.stat();
-        self.tree.insert_located(at, &full, node, txn.zxid);
-        self.log_created(&full, c.op == OpCode::Create2);
-        txn.created.push((full.clone(), owner));
-        // Who may see the events: READ on the new node for NodeCreated, READ on the parent
-        // for its NodeChildrenChanged.
-        txn.event(event_type::NODE_CREATED, &full, acl);
-        txn.event(event_type::NODE_CHILDREN_CHANGED, parent_path, parent_acl);
-        Ok(Created {
-            path: full,
-            stat,
+        let parent_cversion = parent.child_creates.wrapping_add(1);
+        if pending.multi {
+            let after = Facts {
+                children: parent.children + 1,
+                child_creates: parent_cversion,
+                ..parent
+            };
+            pending.note(parent_path, Some(after));
+            let acl = match &fixed {
+                None => self.open_acl.clone(),
+                Some(fixed) => self.intern_acl(fixed.clone()),
+            };
+            let new = Facts {
+                version: 0,
+                acl,
+                owner,
+                children: 0,
+                child_creates: 0,
+            };
+            pending.note(&full, Some(new));
+        }
+        let created = Created {
             extended: container || c.op == OpCode::CreateTtl,
-        })
+        };
+        let create2 = c.op == OpCode::Create2;
+        let node = NewNode {
+            path: full,
+            data: c.data,
+            acl: fixed.unwrap_or(c.acl),
+        };
+        Ok((
+            create_record(node, owner, parent_cversion, create2),
+            created,
+        ))
     }
 
     /// delete (also as a multi sub-op).
-    pub(crate) fn txn_delete(
-        &mut self,
-        txn: &mut Txn,
+    pub(crate) fn decide_delete(
+        &self,
+        pending: &mut Pending,
         ids: &[Id],
-        p: &str,
+        path: String,
         version: i32,
-    ) -> OpResult<()> {
+    ) -> OpResult<Decided> {
+        let p = path.as_str();
         let parent_path = match path::parent(p) {
-            Some(pp) if !p.contains('\0') && !path::is_system(p) => pp,
+            Some(pp) if !p.contains('\0') && !path::is_system(p) => path::canonical(pp),
             _ => return Err(ErrorCode::BadArguments),
         };
-        let parent_at = self.tree.locate(parent_path).ok_or(ErrorCode::NoNode)?;
-        let parent = self.tree.at(&parent_at).ok_or(ErrorCode::NoNode)?;
-        if !acl::allowed(parent.acl, perms::DELETE, ids) {
+        let parent = self.facts(pending, parent_path).ok_or(ErrorCode::NoNode)?;
+        if !acl::allowed(&parent.acl, perms::DELETE, ids) {
             return Err(ErrorCode::NoAuth);
         }
-        let at = self.tree.locate_child(&parent_at, p);
-        let node = self.tree.at(&at).ok_or(ErrorCode::NoNode)?;
+        let node = self.facts(pending, p).ok_or(ErrorCode::NoNode)?;
         check_version(version, node.version)?;
-        if node.num_children() > 0 {
+        if node.children > 0 {
             return Err(ErrorCode::NotEmpty);
         }
-        self.delete_located(txn, p, path::canonical(parent_path), Some(at));
-        self.log_deleted(p);
-        Ok(())
-    }
-
-    /// Removes a childless node and records the events; shared by delete, session close and
-    /// the reaper.
-    pub(crate) fn delete_node(&mut self, txn: &mut Txn, p: &str, parent_path: &str) {
-        self.delete_located(txn, p, parent_path, None);
-    }
-
-    /// [`Core::delete_node`], given the lookup of `p` when the caller already made it.
-    fn delete_located(
-        &mut self,
-        txn: &mut Txn,
-        p: &str,
-        parent_path: &str,
-        at: Option<tree::Located>,
-    ) {
-        txn.save(&self.tree, parent_path);
-        txn.save(&self.tree, p);
-        let removed = match at {
-            Some(at) => self.tree.remove_located(at, p, txn.zxid),
-            None => self.tree.remove(p, txn.zxid),
-        };
-        if let Some((node, acl)) = removed {
-            txn.deleted.push((p.to_string(), node.owner));
-            // NodeDeleted is filtered by the deleted node's ACL, the parent's
-            // NodeChildrenChanged by the parent's.
-            txn.event(event_type::NODE_DELETED, p, acl);
-            let parent = match &at {
-                Some(at) => self.tree.parent_at(at),
-                None => self.tree.get(parent_path),
+        if pending.multi {
+            let after = Facts {
+                children: parent.children.saturating_sub(1),
+                ..parent
             };
-            let parent_acl = parent.map_or_else(|| self.open_acl.clone(), |n| n.acl.clone());
-            txn.event(event_type::NODE_CHILDREN_CHANGED, parent_path, parent_acl);
+            pending.note(parent_path, Some(after));
+            pending.note(p, None);
         }
+        let body = TxnBody::Delete(DeleteTxn { path });
+        Ok((txn_type::DELETE, body))
     }
 
     /// setData (also as a multi sub-op).
-    pub(crate) fn txn_set_data(
-        &mut self,
-        txn: &mut Txn,
+    pub(crate) fn decide_set_data(
+        &self,
+        pending: &mut Pending,
         ids: &[Id],
-        p: &str,
-        data: &Option<Bytes>,
+        path: String,
+        data: Option<bytes::Bytes>,
         version: i32,
-    ) -> OpResult<Stat> {
+    ) -> OpResult<Decided> {
+        let p = path.as_str();
         if !path::is_valid(p) {
             return Err(ErrorCode::BadArguments);
         }
-        let at = self.tree.locate(p).ok_or(ErrorCode::NoNode)?;
-        let node = self.tree.at(&at).ok_or(ErrorCode::NoNode)?;
-        if !acl::allowed(node.acl, perms::WRITE, ids) {
+        let node = self.facts(pending, p).ok_or(ErrorCode::NoNode)?;
+        if !acl::allowed(&node.acl, perms::WRITE, ids) {
             return Err(ErrorCode::NoAuth);
         }
         check_version(version, node.version)?;
-        txn.save(&self.tree, p);
-        // The tree copies the data into its own allocation (a slice of the received frame
-        // would keep the connection's whole read buffer alive).
-        let node = self
-            .tree
-            .set_data_then(&at, p, data.as_deref(), |m| {
-                m.version = m.version.wrapping_add(1);
-                m.mzxid = txn.zxid;
-                m.mtime = txn.time;
-            })
-            .ok_or(ErrorCode::NoNode)?;
-        let stat = node.stat();
-        let acl = node.acl.clone();
-        txn.event(event_type::NODE_DATA_CHANGED, p, acl);
-        self.log_changed(p, false);
-        Ok(stat)
+        let next = node.version.wrapping_add(1);
+        pending.note(
+            p,
+            Some(Facts {
+                version: next,
+                ..node
+            }),
+        );
+        let body = TxnBody::SetData(SetDataTxn {
+            path,
+            data,
+            version: next,
+        });
+        Ok((txn_type::SET_DATA, body))
     }
 
     /// setACL.
-    pub(crate) fn txn_set_acl(
-        &mut self,
-        txn: &mut Txn,
+    pub(crate) fn decide_set_acl(
+        &self,
         ids: &[Id],
         p: &str,
         acl: &[Acl],
         version: i32,
-    ) -> OpResult<Stat> {
+    ) -> OpResult<Decided> {
         if !path::is_valid(p) {
             return Err(ErrorCode::BadArguments);
         }
         let acl = acl::fixup_with(acl, ids, &self.cfg.auth).map_err(|_| ErrorCode::InvalidAcl)?;
-        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        let node = self.db.tree.get(p).ok_or(ErrorCode::NoNode)?;
         if !acl::allowed(node.acl, perms::ADMIN, ids) {
             return Err(ErrorCode::NoAuth);
         }
         check_version(version, node.aversion)?;
-        txn.save(&self.tree, p);
-        let acl = self.intern_acl(acl);
-        let meta = self.tree.set_acl(p, &acl).ok_or(ErrorCode::NoNode)?;
-        meta.aversion = meta.aversion.wrapping_add(1);
-        let stat = self.tree.stat(p).ok_or(ErrorCode::NoNode)?;
-        txn.acl_changed.push(p.to_string());
-        self.log_changed(p, true);
-        Ok(stat)
+        let body = TxnBody::SetAcl(SetAclTxn {
+            path: p.into(),
+            acl,
+            version: node.aversion.wrapping_add(1),
+        });
+        Ok((txn_type::SET_ACL, body))
     }
 
     /// check (multi sub-op only).
-    pub(crate) fn txn_check(&self, ids: &[Id], p: &str, version: i32) -> OpResult<()> {
+    pub(crate) fn decide_check(
+        &self,
+        pending: &Pending,
+        ids: &[Id],
+        p: &str,
+        version: i32,
+    ) -> OpResult<Decided> {
         if !path::is_valid(p) {
             return Err(ErrorCode::BadArguments);
         }
-        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
-        if !acl::allowed(node.acl, perms::READ, ids) {
+        let node = self.facts(pending, p).ok_or(ErrorCode::NoNode)?;
+        if !acl::allowed(&node.acl, perms::READ, ids) {
             return Err(ErrorCode::NoAuth);
         }
-        check_version(version, node.version)
+        check_version(version, node.version)?;
+        let body = TxnBody::Check(CheckVersionTxn {
+            path: p.into(),
+            version,
+        });
+        Ok((txn_type::CHECK, body))
     }
 
-    /// Applies a transaction's bookkeeping and fires its watch events, in op order.
-    pub(crate) fn commit(&mut self, txn: Txn, out: &mut dyn Outbox) {
-        self.record_commit(&txn);
-        for (p, owner) in &txn.created {
-            match tree::kind_of(*owner) {
-                NodeKind::Ephemeral(sid) => {
-                    if let Some(s) = self.sessions.get_mut(sid) {
-                        s.ephemerals.insert(p.as_str().into());
-                    }
-                }
-                NodeKind::Container => {
-                    self.reapable.insert(p.as_str().into());
-                }
-                NodeKind::Ttl(_) => {
-                    self.reapable.insert(p.as_str().into());
-                    self.ttl_touched.insert(p.as_str().into(), txn.mono);
-                }
-                NodeKind::Persistent => {}
-            }
-        }
-        for (p, owner) in &txn.deleted {
-            match tree::kind_of(*owner) {
-                NodeKind::Ephemeral(sid) => {
-                    if let Some(s) = self.sessions.get_mut(sid) {
-                        s.ephemerals.remove(p.as_str());
-                    }
-                }
-                NodeKind::Container | NodeKind::Ttl(_) => {
-                    self.reapable.remove(p.as_str());
-                    self.ttl_touched.remove(p.as_str());
-                }
-                NodeKind::Persistent => {}
-            }
-        }
-        for (event, p, _) in &txn.events {
-            if *event == event_type::NODE_DATA_CHANGED {
-                if let Some(t) = self.ttl_touched.get_mut(p.as_str()) {
-                    *t = txn.mono;
-                }
-            }
-        }
-        for (event, p, acl) in &txn.events {
-            self.fire(out, *event, p, txn.zxid, acl);
-        }
-    }
-
-    /// Undoes everything a failed multi changed.
-    pub(crate) fn rollback(&mut self, txn: Txn) {
-        if let Some(saved) = txn.saved {
-            // Removals deepest first, then the saved copies shallowest first: every node
-            // put back finds its parent, and no node is removed before its children.
-            let depth = |p: &str| p.bytes().filter(|b| *b == b'/').count();
-            let mut saved: Vec<(String, Option<Node>)> = saved.into_iter().collect();
-            saved.sort_by_key(|(p, n)| match n {
-                None => (0, usize::MAX - depth(p)),
-                Some(_) => (1, depth(p)),
-            });
-            for (p, node) in saved {
-                self.tree.restore(&p, node);
-            }
-        }
-    }
-
-    /// Closes a session (explicit close or expiry): one zxid for all its ephemerals.
+    /// Closes a session (explicit close or expiry): one zxid for all its ephemerals, deleted
+    /// in the order ZooKeeper deletes them.
     pub(crate) fn kill_session(&mut self, sid: i64, now: Now, out: &mut dyn Outbox) -> i64 {
         if self.local_sessions.remove(&sid) {
             // A read-only member's local session ends without a transaction (it has no
             // ephemerals: read-only members refuse writes).
             self.sessions.remove(sid);
-            return self.zxid;
+            return self.db.zxid;
         }
-        let zxid = self.next_zxid(now.mono);
-        let mut txn = Txn::new(zxid, now, false);
+        let zxid = self.next_zxid();
+        let mut paths = Vec::new();
         if let Some(session) = self.sessions.remove(sid) {
             let mut owned: Vec<(&str, i64)> = session
                 .ephemerals
                 .iter()
                 .filter_map(|p| {
-                    let n = self.tree.get(p)?;
+                    let n = self.db.tree.get(p)?;
                     (n.owner == sid).then_some((&**p, n.czxid))
                 })
                 .collect();
             java_hash_set_order(&mut owned);
-            for (p, _) in owned {
-                let parent = path::canonical(path::parent(p).unwrap_or("")).to_string();
-                self.delete_node(&mut txn, p, &parent);
-            }
+            paths = owned.into_iter().map(|(p, _)| p.to_string()).collect();
         }
-        let zxid = txn.zxid;
-        if self.logging() {
-            let paths = txn.deleted.iter().map(|(p, _)| p.clone()).collect();
-            self.log_session_closed(sid, zxid, now.wall, paths);
-        }
-        self.commit(txn, out);
+        let h = header(sid, 0, zxid, now.wall, txn_type::CLOSE_SESSION);
+        let body = TxnBody::CloseSession(Some(CloseSessionTxn { paths }));
+        self.commit(&h, &body, now, out);
         zxid
     }
 
-    /// Deletes empty containers that have had a child and expired empty TTL nodes.
+    /// Deletes empty containers that have had a child and expired empty TTL nodes, each in
+    /// a transaction of its own.
     pub(crate) fn reap(&mut self, now: Now, out: &mut dyn Outbox) {
-        for p in &self.reapable {
+        for p in &self.db.reapable {
             let is_ttl = self
+                .db
                 .tree
                 .get(p)
                 .is_some_and(|n| matches!(n.kind(), NodeKind::Ttl(_)));
-            if is_ttl && !self.ttl_touched.contains_key(p) {
-                self.ttl_touched.insert(p.clone(), now.mono);
+            if is_ttl && !self.db.ttl_touched.contains_key(p) {
+                self.db.ttl_touched.insert(p.clone(), now.mono);
             }
         }
         let due: Vec<String> = self
+            .db
             .reapable
             .iter()
             .filter(|p| {
-                self.tree.get(p).is_some_and(|n| {
+                self.db.tree.get(p).is_some_and(|n| {
                     n.num_children() == 0
                         && match n.kind() {
                             NodeKind::Container => n.child_creates != 0,
-                            NodeKind::Ttl(ttl) => {
-                                self.ttl_touched.get(*p).is_some_and(|t| now.mono - t > ttl)
-                            }
+                            NodeKind::Ttl(ttl) => self
+                                .db
+                                .ttl_touched
+                                .get(*p)
+                                .is_some_and(|t| now.mono - t > ttl),
                             _ => false,
                         }
                 })
@@ -481,17 +403,56 @@ impl Core {
             .map(|p| p.to_string())
             .collect();
         for p in due {
-            let zxid = self.next_zxid(now.mono);
-            let mut txn = Txn::new(zxid, now, false);
-            let parent = path::canonical(path::parent(&p).unwrap_or("")).to_string();
+            let zxid = self.next_zxid();
             tracing::debug!(path = %p, "reaping");
-            self.delete_node(&mut txn, &p, &parent);
-            self.log_reaped(&p, txn.zxid, now.wall);
-            self.commit(txn, out);
+            let h = header(0, 0, zxid, now.wall, txn_type::DELETE_CONTAINER);
+            let body = TxnBody::Delete(DeleteTxn { path: p });
+            self.commit(&h, &body, now, out);
         }
-        self.reapable.retain(|p| self.tree.get(p).is_some());
-        let reapable = &self.reapable;
-        self.ttl_touched.retain(|p, _| reapable.contains(p));
+        let tree = &self.db.tree;
+        self.db.reapable.retain(|p| tree.get(p).is_some());
+        let reapable = &self.db.reapable;
+        self.db.ttl_touched.retain(|p, _| reapable.contains(p));
+    }
+}
+
+/// The record of a create of `node` owned by `owner` (a session, or the container or TTL
+/// marker) that leaves its parent's create count at `parent_cversion`; `create2` keeps the
+/// request's type for an ordinary node.
+pub(crate) fn create_record(
+    node: NewNode,
+    owner: i64,
+    parent_cversion: i32,
+    create2: bool,
+) -> Decided {
+    match tree::kind_of(owner) {
+        NodeKind::Container => (
+            txn_type::CREATE_CONTAINER,
+            TxnBody::CreateContainer(CreateContainerTxn {
+                node,
+                parent_cversion,
+            }),
+        ),
+        NodeKind::Ttl(ttl) => (
+            txn_type::CREATE_TTL,
+            TxnBody::CreateTtl(CreateTtlTxn {
+                node,
+                parent_cversion,
+                ttl,
+            }),
+        ),
+        kind => (
+            if create2 {
+                txn_type::CREATE2
+            } else {
+                txn_type::CREATE
+            },
+            TxnBody::Create(CreateTxn {
+                node,
+                ephemeral: matches!(kind, NodeKind::Ephemeral(_)),
+                parent_cversion,
+            }),
+        ),
     }
 }
 

@@ -96,12 +96,13 @@ impl Core {
             self.local_sessions.insert(sid);
             sid
         } else if req.session_id == 0 {
-            self.next_zxid(now.mono);
+            self.next_zxid();
             let member = self.conns.get(&conn).map_or(0, |c| c.member);
             let s = self.sessions.create_on(member, timeout, now.mono);
             s.conn = Some(conn);
             let sid = s.id;
-            self.log_session_created(sid, timeout, self.zxid, now.wall);
+            let zxid = self.db.zxid;
+            self.commit_session_created(sid, timeout, zxid, now, out);
             sid
         } else {
             let valid = self

@@ -2,7 +2,11 @@
 //! session reports, forced expiry and disconnects, fault rules, and reset.
 
 use crate::testing::fault::{FaultRule, FaultStatus};
-use crate::{data::path, ConnId, Core, Now, Outbox, Txn};
+use zkd_protocol::disk::{txn_type, DeleteTxn, TxnBody};
+
+use crate::db::Applied;
+use crate::request::txn::header;
+use crate::{ConnId, Core, Now, Outbox};
 
 /// One session as the control plane reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +62,7 @@ impl Core {
                     peer: conn.and_then(|c| self.conns.get(&c)).map(|c| c.remote),
                     conn,
                     ephemerals: s.ephemerals.len(),
-                    watches: conn.map_or(0, |c| self.watches.count_for(c)),
+                    watches: conn.map_or(0, |c| self.db.watches.count_for(c)),
                     idle_ms: (now.mono - s.last_heard).max(0),
                 }
             })
@@ -159,8 +163,8 @@ impl Core {
     /// Nodes a reset would delete: every one but `/` and the `/zookeeper` subtree (read
     /// from the tree's counts, without a walk).
     pub fn reset_pending(&self) -> usize {
-        let all = self.tree.descendants("/");
-        let kept = self.tree.descendants("/zookeeper") + 1;
+        let all = self.db.tree.descendants("/");
+        let kept = self.db.tree.descendants("/zookeeper") + 1;
         usize::try_from(all - kept).unwrap_or(0)
     }
 
@@ -199,28 +203,31 @@ impl Core {
         out: &mut dyn Outbox,
     ) -> usize {
         let now = now.into();
-        if self.tree.leaf_outside("zookeeper").is_none() {
+        if self.db.tree.leaf_outside("zookeeper").is_none() {
             return 0;
         }
-        let zxid = self.next_zxid(now.mono);
-        let mut txn = Txn::new(zxid, now, false);
-        let mut deleted = 0;
-        while deleted < max_nodes.max(1) {
-            let Some(p) = self.tree.leaf_outside("zookeeper") else {
+        let zxid = self.next_zxid();
+        let h = header(0, 0, zxid, now.wall, txn_type::MULTI);
+        // Each leaf is found once the one before it is gone, so the deletes are applied one
+        // by one as sub-transactions of the slice's multi, which is published whole.
+        let mut subs = Vec::new();
+        let mut applied = Applied::default();
+        while subs.len() < max_nodes.max(1) {
+            let Some(p) = self.db.tree.leaf_outside("zookeeper") else {
                 break;
             };
-            let parent = path::canonical(path::parent(&p).unwrap_or("")).to_string();
-            let before = self.tree.len();
-            self.delete_node(&mut txn, &p, &parent);
-            if self.tree.len() == before {
+            let before = self.db.tree.len();
+            let body = TxnBody::Delete(DeleteTxn { path: p });
+            let one = self.apply_main(&h, &body, now.mono);
+            applied.events.extend(one.events);
+            subs.push((txn_type::DELETE, body));
+            if self.db.tree.len() == before {
                 // Never expected; stops a slice that would find the same leaf forever.
                 break;
             }
-            self.log_deleted(&p);
-            deleted += 1;
         }
-        self.log_write(0, 0, txn.zxid, now.wall, true, None);
-        self.commit(txn, out);
+        let deleted = subs.len();
+        self.publish(&h, &TxnBody::Multi(subs), now.mono, &applied, out);
         deleted
     }
 

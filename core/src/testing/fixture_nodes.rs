@@ -6,7 +6,10 @@ use std::collections::BTreeSet;
 use bytes::Bytes;
 use zkd_protocol::{Acl, Stat};
 
-use crate::data::tree::{Node, NodeKind, CONTAINER_OWNER, MAX_TTL, TTL_MARKER};
+use zkd_protocol::disk::NewNode;
+
+use crate::data::tree::{NodeKind, CONTAINER_OWNER, MAX_TTL, TTL_MARKER};
+use crate::request::txn::{create_record, header};
 use crate::{auth::acl, data::path, Core};
 
 /// The kind of a fixture node (ephemeral nodes belong to sessions and are not fixtures).
@@ -55,7 +58,7 @@ impl Core {
             if path::is_system(&n.path) || n.path == "/zookeeper" {
                 return Err(format!("{} is a system node and cannot be seeded", n.path));
             }
-            if self.tree.get(&n.path).is_some() || planned.contains(&n.path) {
+            if self.db.tree.get(&n.path).is_some() || planned.contains(&n.path) {
                 return Err(format!("{} exists already", n.path));
             }
             if let FixtureKind::Ttl(ttl) = n.kind {
@@ -75,12 +78,12 @@ impl Core {
             // Missing ancestors first, outermost first.
             let mut missing = Vec::new();
             let mut p = path::parent(&n.path).unwrap_or("");
-            while !p.is_empty() && self.tree.get(p).is_none() && !planned.contains(p) {
+            while !p.is_empty() && self.db.tree.get(p).is_none() && !planned.contains(p) {
                 missing.push(p.to_string());
                 p = path::parent(p).unwrap_or("");
             }
             let parent = path::canonical(p);
-            let parent_kind = self.tree.get(parent).map(|node| node.kind());
+            let parent_kind = self.db.tree.get(parent).map(|node| node.kind());
             if matches!(parent_kind, Some(NodeKind::Ephemeral(_))) {
                 return Err(format!("{}: its parent is an ephemeral node", n.path));
             }
@@ -97,36 +100,34 @@ impl Core {
             plan.push(n.clone());
         }
         for n in &plan {
-            let zxid = self.next_zxid(self.now_ms);
+            let zxid = self.next_zxid();
             let acl = if n.acl.is_empty() {
-                self.open_acl.clone()
+                self.open_acl.to_vec()
             } else {
-                let fixed = acl::fixup(&n.acl, &[]).unwrap_or_default();
-                if fixed[..] == self.open_acl[..] {
-                    self.open_acl.clone()
-                } else {
-                    std::sync::Arc::from(fixed)
-                }
+                acl::fixup(&n.acl, &[]).unwrap_or_default()
             };
             let owner = match n.kind {
                 FixtureKind::Persistent => 0,
                 FixtureKind::Container => CONTAINER_OWNER,
                 FixtureKind::Ttl(ttl) => TTL_MARKER | ttl,
             };
-            let data = n.data.as_ref().map(|d| Bytes::copy_from_slice(d));
-            self.tree.insert(
-                &n.path,
-                Node::new(data, acl, zxid, now_ms, owner),
-                zxid,
-                true,
-            );
-            if owner != 0 {
-                self.reapable.insert(n.path.as_str().into());
-            }
             let parent = path::canonical(path::parent(&n.path).unwrap_or("/"));
-            self.record_paths(zxid, [n.path.as_str(), parent].into_iter(), &[]);
-            self.log_created(&n.path, false);
-            self.log_write(0, 0, zxid, now_ms, false, None);
+            let parent_cversion = self
+                .db
+                .tree
+                .get(parent)
+                .map_or(0, |p| p.child_creates)
+                .wrapping_add(1);
+            let node = NewNode {
+                path: n.path.clone(),
+                data: n.data.clone(),
+                acl,
+            };
+            let (t, body) = create_record(node, owner, parent_cversion, false);
+            let h = header(0, 0, zxid, now_ms, t);
+            // Seeding fires no watch (as before any client could have set one).
+            self.apply_main(&h, &body, self.now_ms);
+            self.record(&h, &body, self.now_ms);
             if let Some(reason) = self.stopped() {
                 return Err(reason.to_string());
             }
@@ -154,7 +155,7 @@ impl Core {
     pub fn export_some(&self, walk: &mut TreeWalk, max: usize, out: &mut Vec<TreeEntry>) {
         if !walk.started {
             walk.started = true;
-            let names = self.tree.children("/").unwrap_or_default();
+            let names = self.db.tree.children("/").unwrap_or_default();
             walk.stack.push(WalkLevel {
                 parent: "/".to_string(),
                 names: names
@@ -177,7 +178,7 @@ impl Core {
             let p = path::join(&level.parent, name);
             level.next += 1;
             looked_at += 1;
-            let Some(node) = self.tree.get(&p) else {
+            let Some(node) = self.db.tree.get(&p) else {
                 continue;
             };
             let (kind, ephemeral_owner) = match node.kind() {
@@ -190,7 +191,7 @@ impl Core {
                 continue;
             }
             if node.num_children() > 0 {
-                let names = self.tree.children(&p).unwrap_or_default();
+                let names = self.db.tree.children(&p).unwrap_or_default();
                 walk.stack.push(WalkLevel {
                     parent: p.clone(),
                     names: names.into_iter().map(Box::from).collect(),

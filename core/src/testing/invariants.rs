@@ -19,13 +19,13 @@ impl Core {
     }
 
     fn check_tree(&self) -> Result<(), String> {
-        if self.tree.get("/").is_none() {
+        if self.db.tree.get("/").is_none() {
             return Err("the root node is missing".into());
         }
-        self.tree.check_descendant_counts()?;
+        self.db.tree.check_descendant_counts()?;
         let mut data_bytes = 0u64;
         let mut listed = 0usize;
-        for (p, n) in self.tree.iter() {
+        for (p, n) in self.db.tree.iter() {
             let p = p.as_str();
             let at = |what: &str| Err(format!("{p}: {what}"));
             // As ZooKeeper counts it: path and data of every node, the root's path as empty.
@@ -36,7 +36,7 @@ impl Core {
                 }
                 data_bytes += p.len() as u64;
                 let parent = path::canonical(path::parent(p).unwrap_or(""));
-                match self.tree.get(parent) {
+                match self.db.tree.get(parent) {
                     None => return at("parent missing"),
                     Some(pn) if matches!(pn.kind(), NodeKind::Ephemeral(_)) => {
                         return at("child of an ephemeral node")
@@ -44,16 +44,24 @@ impl Core {
                     Some(_) => {}
                 }
             }
-            let children = self.tree.children(p).unwrap_or_default();
+            let children = self.db.tree.children(p).unwrap_or_default();
             listed += children.len();
             for c in &children {
-                if self.tree.get(&path::join(path::canonical(p), c)).is_none() {
+                if self
+                    .db
+                    .tree
+                    .get(&path::join(path::canonical(p), c))
+                    .is_none()
+                {
                     return at(&format!("lists child {c:?} that does not exist"));
                 }
             }
             let s = n.stat();
-            if s.czxid > self.zxid || s.mzxid > self.zxid || s.pzxid > self.zxid {
-                return at(&format!("zxid from the future: {s:?}, last {}", self.zxid));
+            if s.czxid > self.db.zxid || s.mzxid > self.db.zxid || s.pzxid > self.db.zxid {
+                return at(&format!(
+                    "zxid from the future: {s:?}, last {}",
+                    self.db.zxid
+                ));
             }
             if s.mzxid < s.czxid || s.pzxid < s.czxid {
                 return at(&format!("modified before it was created: {s:?}"));
@@ -78,7 +86,7 @@ impl Core {
                     Some(_) => {}
                 },
                 NodeKind::Container | NodeKind::Ttl(_) => {
-                    if !self.reapable.contains(p) {
+                    if !self.db.reapable.contains(p) {
                         return at("container or TTL node unknown to the reaper");
                     }
                 }
@@ -87,12 +95,12 @@ impl Core {
         }
         kept_as_counted(
             "nodes (root and listed children)",
-            &self.tree.len(),
+            &self.db.tree.len(),
             &(listed + 1),
         )?;
         kept_as_counted(
             "tree size counter",
-            &self.tree.approximate_data_size(),
+            &self.db.tree.approximate_data_size(),
             &data_bytes,
         )?;
         Ok(())
@@ -102,7 +110,7 @@ impl Core {
         self.sessions.check_consistency()?;
         for s in self.sessions.iter() {
             for p in &s.ephemerals {
-                if self.tree.get(p).map(|n| n.owner) != Some(s.id) {
+                if self.db.tree.get(p).map(|n| n.owner) != Some(s.id) {
                     return Err(format!(
                         "session 0x{:x} lists ephemeral {p} it does not own",
                         s.id
@@ -147,8 +155,8 @@ impl Core {
     }
 
     fn check_watches(&self) -> Result<(), String> {
-        self.watches.check_consistency()?;
-        for conn in self.watches.conns() {
+        self.db.watches.check_consistency()?;
+        for conn in self.db.watches.conns() {
             if self.conns.get(&conn).map(|c| c.closing) != Some(false) {
                 return Err(format!("watches kept for closed connection {conn}"));
             }
@@ -182,9 +190,10 @@ mod tests {
         let mut core = Core::new(tests_config(), 1_000);
         let acl = core.open_acl.clone();
         let orphan = Node::new(None, acl.clone(), 0, 0, 0);
-        assert!(!core.tree.insert("/a/b", orphan, 0, true));
+        assert!(!core.db.tree.insert("/a/b", orphan, 0, true));
         assert_eq!(core.check_invariants(), Ok(()));
         assert!(core
+            .db
             .tree
             .insert("/e", Node::new(None, acl, 0, 0, 0x77), 0, true));
         let err = core.check_invariants().unwrap_err();
@@ -194,7 +203,7 @@ mod tests {
     #[test]
     fn watches_of_a_gone_connection_are_caught() {
         let mut core = Core::new(tests_config(), 1_000);
-        core.watches.add(42, "/a", WatchKind::Data);
+        core.db.watches.add(42, "/a", WatchKind::Data);
         let err = core.check_invariants().unwrap_err();
         assert!(err.contains("closed connection 42"), "{err}");
     }

@@ -334,11 +334,11 @@ proptest! {
         }
         // The whole tree agrees at the end, ephemerals of closed sessions included.
         for (path, n) in &w.model {
-            let node = w.core.tree.get(path);
+            let node = w.core.db.tree.get(path);
             prop_assert!(node.is_some(), "{} missing", path);
             prop_assert_eq!(node.unwrap().num_children(), n.children);
         }
-        prop_assert_eq!(w.core.tree.len(), w.model.len() + 3, "model has no /zookeeper subtree");
+        prop_assert_eq!(w.core.db.tree.len(), w.model.len() + 3, "model has no /zookeeper subtree");
     }
 
     #[test]
@@ -355,11 +355,11 @@ proptest! {
             prop_assert_eq!(w.core.check_invariants(), Ok(()));
         }
         // Every node's parent lists it, and every listed child exists.
-        let paths: Vec<String> = w.core.tree.nodes_for_tests();
+        let paths: Vec<String> = w.core.db.tree.nodes_for_tests();
         for p in &paths {
             if p != "/" {
                 let par = parent(p);
-                let listed = w.core.tree.children(&par);
+                let listed = w.core.db.tree.children(&par);
                 prop_assert!(listed.is_some_and(|c| c.contains(&path::name(p))), "{} not listed in {}", p, par);
             }
         }

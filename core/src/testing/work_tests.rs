@@ -352,9 +352,9 @@ fn a_snapshot_step_is_bounded_by_its_budget_on_a_wide_parent() {
         }
         // Delete the child the walk visits next (new children go first in the list it
         // follows, so they are not visited), add one, and change some.
-        let cursor = h.core.tree.cow.0.as_ref().and_then(|c| c.gather_at());
+        let cursor = h.core.db.tree.cow.0.as_ref().and_then(|c| c.gather_at());
         if let Some(i) = cursor.filter(|_| step % 2 == 0) {
-            let name = h.core.tree.child_at(i).0.to_string();
+            let name = h.core.db.tree.child_at(i).0.to_string();
             assert_eq!(h.reply(a, &delete(&format!("/wide/{name}"), -1)).err, 0);
             h.create(a, &child(next_new), 0);
             next_new += 1;

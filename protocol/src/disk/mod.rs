@@ -6,7 +6,7 @@
 pub mod snapshot;
 pub mod txnlog;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::record;
 use crate::{Acl, Jute};
@@ -139,7 +139,9 @@ pub enum TxnBody {
     Error(ErrorTxn),
     /// Sub-transactions with their types.
     Multi(Vec<(i32, TxnBody)>),
-    /// A type zkd does not replay (e.g. reconfig); it only advances the zxid.
+    /// A reconfig: the new configuration, written to `/zookeeper/config` with version -1.
+    Reconfig(SetDataTxn),
+    /// A type zkd does not know; it only advances the zxid.
     Other,
 }
 
@@ -154,6 +156,7 @@ impl TxnBody {
             t::DELETE | t::DELETE_CONTAINER => TxnBody::Delete(DeleteTxn::read(r)?),
             t::SET_DATA => TxnBody::SetData(SetDataTxn::read(r)?),
             t::SET_ACL => TxnBody::SetAcl(SetAclTxn::read(r)?),
+            t::RECONFIG => TxnBody::Reconfig(SetDataTxn::read(r)?),
             t::CHECK => TxnBody::Check(CheckVersionTxn::read(r)?),
             t::CREATE_SESSION => TxnBody::CreateSession(CreateSessionTxn::read(r)?),
             t::CLOSE_SESSION if r.is_empty() => TxnBody::CloseSession(None),
@@ -170,6 +173,36 @@ impl TxnBody {
             }
             _ => TxnBody::Other,
         })
+    }
+
+    /// Encodes the body as [`TxnBody::read`] decodes it (a multi's sub-transactions each
+    /// encoded on their own, as its `SubTxn`s hold them; `Other` as nothing).
+    pub fn write(&self, out: &mut BytesMut) {
+        match self {
+            TxnBody::Create(c) => c.write(out),
+            TxnBody::CreateTtl(c) => c.write(out),
+            TxnBody::CreateContainer(c) => c.write(out),
+            TxnBody::Delete(d) => d.write(out),
+            TxnBody::SetData(s) | TxnBody::Reconfig(s) => s.write(out),
+            TxnBody::SetAcl(s) => s.write(out),
+            TxnBody::Check(c) => c.write(out),
+            TxnBody::CreateSession(s) => s.write(out),
+            TxnBody::CloseSession(Some(c)) => c.write(out),
+            TxnBody::CloseSession(None) | TxnBody::Other => {}
+            TxnBody::Error(e) => e.write(out),
+            TxnBody::Multi(subs) => {
+                out.put_i32(i32::try_from(subs.len()).unwrap_or(i32::MAX));
+                for (txn_type, body) in subs {
+                    let mut data = BytesMut::new();
+                    body.write(&mut data);
+                    SubTxn {
+                        txn_type: *txn_type,
+                        data: data.freeze(),
+                    }
+                    .write(out);
+                }
+            }
+        }
     }
 }
 

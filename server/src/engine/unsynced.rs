@@ -91,7 +91,7 @@ impl Unsynced {
             TxnBody::CreateTtl(t) => self.touch_with_parent(n, &t.node.path),
             TxnBody::CreateContainer(t) => self.touch_with_parent(n, &t.node.path),
             TxnBody::Delete(t) => self.touch_with_parent(n, &t.path),
-            TxnBody::SetData(t) => self.touch(n, &t.path),
+            TxnBody::SetData(t) | TxnBody::Reconfig(t) => self.touch(n, &t.path),
             TxnBody::SetAcl(t) => self.touch(n, &t.path),
             TxnBody::CloseSession(Some(t)) => {
                 for p in &t.paths {
