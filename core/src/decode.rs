@@ -125,7 +125,7 @@ impl Core {
                 }
                 Some(FaultAction::Delay(ms)) => {
                     tracing::debug!(conn, ?op, ms, "fault rule: reply delayed");
-                    out.delay(conn, ms);
+                    out.delay(conn, ms, self.release_when());
                     match self.route(conn, sid, header.xid, req, now, lagging, out, false) {
                         Some(done) => done,
                         None => return,

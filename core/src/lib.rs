@@ -34,21 +34,33 @@ impl From<i64> for Now {
     }
 }
 
+/// When what the core gives an [`Outbox`] may leave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// At once: it shows nothing of the transactions whose records are not stored yet.
+    Now,
+    /// Only once every transaction record the core has handed over
+    /// ([`Core::take_records`]) is stored: it may reveal them (a write's reply, its
+    /// notifications, and whatever the same call produced after them).
+    AfterRecords,
+}
+
 /// Where the core puts what it produces. Frames are complete (length-prefixed) and must be
-/// written to the connection in the order they are given, across all calls.
+/// written to the connection in the order they are given, across all calls; each says when
+/// it may leave ([`Release`]).
 pub trait Outbox {
     /// Queue `frame` on connection `conn`.
-    fn send(&mut self, conn: ConnId, frame: Bytes);
+    fn send(&mut self, conn: ConnId, frame: Bytes, release: Release);
     /// Queue a frame given in parts on `conn`. Outboxes that write to sockets write the
     /// parts as they are (a shared body is not copied); the others get one buffer.
-    fn send_frame(&mut self, conn: ConnId, frame: Frame) {
-        self.send(conn, frame.into_bytes());
+    fn send_frame(&mut self, conn: ConnId, frame: Frame, release: Release) {
+        self.send(conn, frame.into_bytes(), release);
     }
     /// Close `conn` once everything queued before this call has been written.
-    fn close(&mut self, conn: ConnId);
+    fn close(&mut self, conn: ConnId, release: Release);
     /// Hold what is queued on `conn` after this call for `ms` milliseconds before writing it
     /// (a `delay` fault). Outboxes that do not write to sockets ignore it.
-    fn delay(&mut self, _conn: ConnId, _ms: u64) {}
+    fn delay(&mut self, _conn: ConnId, _ms: u64, _release: Release) {}
 }
 
 /// Core settings, all in milliseconds.
@@ -114,7 +126,7 @@ pub use auth::secure_auth::AuthConfig;
 use data::tree::AclList;
 pub use durability::snapshot::{ImportReport, Replayed};
 pub use durability::snapshot_cow::{SnapshotJob, Step as SnapshotStep};
-pub use durability::txn_record::{StopServing, TxnSink};
+
 pub use ensemble::lag::{Lag, MemberId};
 pub use ensemble::servers::{host_and_ports, is_observer, LineParts, ServerSpec};
 pub use frame_parts::Frame;
@@ -213,8 +225,10 @@ pub struct Core {
     /// The time of the call being processed (for the herd detector's windows).
     now_ms: i64,
     scratch: Vec<ConnId>,
-    /// Receiver of committed transactions (persistence), if any.
-    txn_sink: Option<Box<dyn TxnSink>>,
+    /// Whether committed transactions' records are handed over (persistence is on).
+    logging: bool,
+    /// Records handed over and not yet taken ([`Core::take_records`]), in zxid order.
+    ready: Vec<(i64, Bytes)>,
     /// DIGEST-MD5 nonces handed out so far.
     nonces: u64,
     /// Ensemble members told to lag, with their replicas.
@@ -253,7 +267,8 @@ impl Core {
             herd: Herd::new(cfg_herd_warn),
             now_ms: now.mono,
             scratch: Vec::new(),
-            txn_sink: None,
+            logging: false,
+            ready: Vec::new(),
             nonces: 0,
             lag: ensemble::lag::Lagging::default(),
             stopped: None,
@@ -262,11 +277,10 @@ impl Core {
         }
     }
 
-    /// Why the core stopped serving, once a transaction could not be logged
-    /// ([`TxnSink::append`] failed). From then on it queues nothing on any outbox (not even
-    /// the reply to the write being logged), and requests, handshakes, ticks and new
-    /// connections are refused without looking at the state, which may be half-changed. The
-    /// layer around it closes every connection.
+    /// Why the core stopped serving, once a transaction could not be stored ([`Core::stop`]).
+    /// From then on it queues nothing on any outbox, and requests, handshakes, ticks and new
+    /// connections are refused without looking at the state. The layer around it closes every
+    /// connection, and never lets go of what was declared [`Release::AfterRecords`].
     pub fn stopped(&self) -> Option<&str> {
         self.stopped.as_deref()
     }
@@ -365,7 +379,17 @@ impl Core {
         self.db.watches.remove_conn(conn);
         self.lag_forget(conn);
         if self.stopped.is_none() {
-            out.close(conn);
+            out.close(conn, self.release_when());
+        }
+    }
+
+    /// When what the core gives an outbox now may leave: once the records handed over are
+    /// stored, while any is waiting to be taken ([`Core::take_records`]).
+    pub(crate) fn release_when(&self) -> Release {
+        if self.ready.is_empty() {
+            Release::Now
+        } else {
+            Release::AfterRecords
         }
     }
 
@@ -384,7 +408,7 @@ impl Core {
         let size = frame.len() as u64;
         self.counters.response_sizes.add(size);
         self.counters.last_response_size = Some(size);
-        out.send_frame(conn, frame);
+        out.send_frame(conn, frame, self.release_when());
     }
 
     /// Sends one notification to every connection watching `path` for `event` that holds

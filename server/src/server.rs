@@ -98,6 +98,7 @@ impl Server {
         }
         let persist = Persistence::open(&config, &mut core, now_ms())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let mut store = persist.as_ref().map(|(p, _)| p.store());
         let mut seeded = false;
         if !config.seed.is_empty() {
             if core.last_zxid() == 0 {
@@ -106,6 +107,11 @@ impl Server {
                     core.apply_fixture(&config.seed, now_ms())
                 }))
                 .map_err(|payload| io::Error::other(engine::panic_message(&*payload)))?;
+                for (zxid, record) in core.take_records() {
+                    if let Some(s) = store.as_mut() {
+                        s.store(zxid, record).map_err(io::Error::other)?;
+                    }
+                }
                 if let Some(reason) = core.stopped() {
                     return Err(io::Error::other(reason.to_string()));
                 }
@@ -122,7 +128,7 @@ impl Server {
             (None, None) => 0,
             _ => addr.port(),
         };
-        let shared = Arc::new(Shared::new(&config, plain_port, core));
+        let shared = Arc::new(Shared::new(&config, plain_port, core, store));
         let shutdown = CancellationToken::new();
         let (persist, persister) = match persist {
             Some((p, snapshot_now)) => {

@@ -2,7 +2,7 @@
 //! order to an empty [`Db`], give the live tree Stat for Stat; and a lagging member's copy,
 //! which applies the same records later, ends equal to it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use proptest::prelude::*;
@@ -12,19 +12,6 @@ use zkd_protocol::*;
 use super::Db;
 use crate::testing::harness::*;
 use crate::*;
-
-#[derive(Clone, Default)]
-struct Collect(Arc<Mutex<Vec<Bytes>>>);
-
-impl TxnSink for Collect {
-    fn append(&mut self, _zxid: i64, txn: Bytes) -> Result<(), StopServing> {
-        self.0
-            .lock()
-            .map_err(|_| StopServing("poisoned".into()))?
-            .push(txn);
-        Ok(())
-    }
-}
 
 const PATHS: [&str; 6] = ["/a", "/a/b", "/a/b/c", "/d", "/d/e", "/a/f"];
 const LAGGING: MemberId = 2;
@@ -147,8 +134,7 @@ proptest! {
         ops in proptest::collection::vec(op(), 1..80)
     ) {
         let mut h = Harness::new();
-        let log = Collect::default();
-        h.core.set_txn_sink(Some(Box::new(log.clone())));
+        h.core.set_logging(true);
         let mut conns: Vec<ConnId> = (0..3).map(|_| h.session_on(1, 30_000).0).collect();
         h.core.set_member_lag(LAGGING, Lag::Stalled, h.now, &mut h.out);
         for op in &ops {
@@ -170,7 +156,7 @@ proptest! {
             }
         }
 
-        let records = log.0.lock().map(|r| r.clone()).unwrap_or_default();
+        let records: Vec<Bytes> = h.core.take_records().into_iter().map(|(_, r)| r).collect();
         let mut db = empty_db();
         for r in &records {
             let entry = TxnEntry::decode(r.clone()).map_err(|e| TestCaseError::fail(e.to_string()))?;

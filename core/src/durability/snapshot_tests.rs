@@ -2,8 +2,6 @@
 //! expiries; the state rebuilt from a snapshot taken at a random point plus the logged
 //! transactions after it must equal the live state, and so must an export/import round trip.
 
-use std::sync::{Arc, Mutex};
-
 use bytes::Bytes;
 use proptest::prelude::*;
 use zkd_protocol::disk::snapshot::read_snapshot;
@@ -12,16 +10,6 @@ use zkd_protocol::*;
 
 use crate::testing::harness::{op_inputs, open_test_session, tests_config, TEST_SESSIONS};
 use crate::*;
-
-#[derive(Clone, Default)]
-struct Collect(Arc<Mutex<Vec<(i64, Bytes)>>>);
-
-impl TxnSink for Collect {
-    fn append(&mut self, zxid: i64, txn: Bytes) -> Result<(), StopServing> {
-        self.0.lock().unwrap().push((zxid, txn));
-        Ok(())
-    }
-}
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -114,15 +102,16 @@ struct World {
     core: Core,
     conns: Vec<Option<ConnId>>,
     now: i64,
-    log: Collect,
+    /// Every record the core handed over, as a transaction log would hold them.
+    log: Vec<(i64, Bytes)>,
     next_port: u16,
 }
 
 impl World {
     fn new() -> World {
-        let log = Collect::default();
+        let log = Vec::new();
         let mut core = Core::new(tests_config(), 1_000);
-        core.set_txn_sink(Some(Box::new(log.clone())));
+        core.set_logging(true);
         let mut w = World {
             core,
             conns: vec![None; SESSIONS],
@@ -134,6 +123,12 @@ impl World {
             w.connect(s);
         }
         w
+    }
+
+    /// The records logged so far.
+    fn log(&mut self) -> Vec<(i64, Bytes)> {
+        self.log.extend(self.core.take_records());
+        self.log.clone()
     }
 
     fn connect(&mut self, s: usize) {
@@ -230,7 +225,7 @@ impl World {
             }
             Op::Snapshot => {
                 let (zxid, bytes) = self.core.export_snapshot();
-                return Some((zxid, bytes, self.log.0.lock().unwrap().len()));
+                return Some((zxid, bytes, self.log().len()));
             }
         }
         None
@@ -306,7 +301,7 @@ proptest! {
                 snapshots.push(s);
             }
         }
-        let log = w.log.0.lock().unwrap().clone();
+        let log = w.log();
         // Every zxid used is logged exactly once, in order.
         let zxids: Vec<i64> = log.iter().map(|(z, _)| *z).collect();
         let expected: Vec<i64> = (1..=w.core.db.zxid).collect();
@@ -352,7 +347,7 @@ proptest! {
             w.step(op);
         }
         let (zxid, at_once) = w.core.export_snapshot();
-        let from = w.log.0.lock().unwrap().len();
+        let from = w.log().len();
         let mut job = w.core.begin_snapshot();
         prop_assert_eq!(job.zxid(), zxid);
         let mut sliced = None;
@@ -372,7 +367,7 @@ proptest! {
         };
         prop_assert_eq!(&sliced, &at_once);
         prop_assert!(w.core.db.tree.cow.0.is_none(), "copies are dropped when the job ends");
-        let log = w.log.0.lock().unwrap().clone();
+        let log = w.log();
         let rebuilt = rebuild(Some(&(zxid, sliced, from)), &log);
         prop_assert_eq!(&durable(&rebuilt), &durable(&w.core));
     }
@@ -433,42 +428,43 @@ fn a_newer_snapshot_supersedes_an_unfinished_one() {
     assert!(w.core.db.tree.cow.0.is_none());
 }
 
-/// A transaction log that takes `ok` records, then fails every later one.
-struct FailingAfter {
-    ok: usize,
-}
-
-impl TxnSink for FailingAfter {
-    fn append(&mut self, zxid: i64, _txn: Bytes) -> Result<(), StopServing> {
-        if self.ok == 0 {
-            return Err(StopServing(format!("log write of 0x{zxid:x} failed")));
-        }
-        self.ok -= 1;
-        Ok(())
-    }
-}
-
+/// What reveals a record not yet stored is declared to wait for it, the rest leaves at once;
+/// a record that cannot be stored stops the core.
 #[test]
-fn a_failed_log_write_stops_the_core_without_a_reply() {
+fn frames_revealing_unstored_records_wait_and_a_failed_store_stops_the_core() {
     use crate::testing::harness::*;
     let (mut h, [a, w]) = Harness::with_sessions::<2>();
     h.create(a, "/kept", 0);
     h.reply(w, &exists("/new", true));
-    h.core.set_txn_sink(Some(Box::new(FailingAfter { ok: 0 })));
-    assert_eq!(h.core.stopped(), None);
-    // The create cannot be logged: neither its reply nor the watcher's event goes out.
-    let frames = h.call(a, &create_req(OpCode::Create2, "/new", 0));
-    assert!(frames.is_empty(), "nothing queued after the failed write");
-    assert!(
-        h.take(w).is_empty(),
-        "no notification of the unlogged write"
-    );
+    h.core.set_logging(true);
+    // Sends `req` from `a` and gives when each frame the core queued may leave.
+    let releases = |h: &mut Harness, req: &Request| {
+        h.out.clear();
+        h.xid += 1;
+        let frame = req.to_frame(h.xid);
+        h.core.request(a, frame.slice(4..), h.now, &mut h.out);
+        std::mem::take(&mut h.out.releases)
+    };
+    use Release::{AfterRecords, Now};
+    assert_eq!(releases(&mut h, &get_data("/kept", false)), [Now]);
+    // The create's notification and reply reveal its record: both wait for it.
+    let create = create_req(OpCode::Create2, "/new", 0);
+    assert_eq!(releases(&mut h, &create), [AfterRecords, AfterRecords]);
+    assert_eq!(h.out.frames.iter().map(|f| f.0).collect::<Vec<_>>(), [w, a]);
+    assert_eq!(h.core.take_records().len(), 1);
+    // Stored: what follows leaves at once again.
+    assert_eq!(releases(&mut h, &get_data("/new", false)), [Now]);
+    // A record that cannot be stored stops the core.
+    assert_eq!(releases(&mut h, &delete("/new", -1)), [AfterRecords]);
+    let zxid = h.core.take_records()[0].0;
+    h.core.stop(format!("log write of 0x{zxid:x} failed"));
     let reason = h.core.stopped().map(str::to_string);
     assert!(
         reason.as_deref().unwrap_or("").contains("log write of 0x"),
         "{reason:?}"
     );
     // Every later call is refused without touching the state or the outbox.
+    h.out.clear();
     assert!(h.call(a, &get_data("/kept", false)).is_empty());
     h.now += 100_000;
     h.core.tick(h.now, &mut h.out);

@@ -1,7 +1,8 @@
 //! Committing a transaction: the record the core decided (in ZooKeeper's log format,
-//! `TxnHeader` and body) is applied to the state, handed to the [`TxnSink`] the layer around
-//! the core provides (a sink that cannot keep a record stops the core: [`StopServing`]),
-//! kept for lagging members, and announced to watchers.
+//! `TxnHeader` and body) is applied to the state, handed over for the layer around the core
+//! to store ([`Core::take_records`]; one that cannot stops the core, [`Core::stop`]), kept
+//! for lagging members, and announced to watchers, which may hear of it only once it is
+//! stored.
 
 use bytes::{Bytes, BytesMut};
 use zkd_protocol::disk::{txn_type, CreateSessionTxn, TxnBody, TxnHeader};
@@ -10,44 +11,38 @@ use zkd_protocol::Jute;
 use crate::db::Applied;
 use crate::{Core, Now, Outbox};
 
-/// Receives every transaction the core commits, in zxid order, before the reply to it is
-/// queued: the encoded `TxnHeader` followed by the body, as a transaction log stores it.
-pub trait TxnSink: Send {
-    /// Takes one transaction. An error means it could not be made durable: the core stops
-    /// serving (see [`Core::stopped`]) and queues nothing more, not even the reply to the
-    /// write that was being logged.
-    fn append(&mut self, zxid: i64, txn: Bytes) -> Result<(), StopServing>;
-
-    /// A leader starts epoch `epoch` ([`Core::new_epoch`]); the state is the one the
-    /// previous epoch ended with. A data directory snapshots it then, as ZooKeeper's leader
-    /// does when it takes over. Nothing by default.
-    fn epoch_started(&mut self, epoch: i64) {
-        let _ = epoch;
-    }
-}
-
-/// Why the core stopped serving: the sentence a [`TxnSink`] gave when it could not keep a
-/// transaction (it names the file and what failed).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StopServing(pub String);
-
-impl std::fmt::Display for StopServing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for StopServing {}
-
 impl Core {
-    /// Installs (or removes) the receiver of committed transactions.
-    pub fn set_txn_sink(&mut self, sink: Option<Box<dyn TxnSink>>) {
-        self.txn_sink = sink;
+    /// Turns handing over transaction records on (persistence) or off. While on, every
+    /// committed transaction's record waits for [`Core::take_records`], and whatever the
+    /// core gives an outbox meanwhile is declared [`Release::AfterRecords`](crate::Release).
+    pub fn set_logging(&mut self, on: bool) {
+        self.logging = on;
+        if !on {
+            self.ready.clear();
+        }
     }
 
     /// Whether transactions are being recorded.
     pub(crate) fn logging(&self) -> bool {
-        self.txn_sink.is_some()
+        self.logging
+    }
+
+    /// The records of the transactions committed since the last call, in zxid order: the
+    /// `TxnHeader` followed by the body, as a transaction log stores them. The caller stores
+    /// them (or, when it cannot, calls [`Core::stop`]) and then lets go of what was declared
+    /// [`Release::AfterRecords`](crate::Release). Raft implementations call this the ready
+    /// state: messages that may leave now, entries to persist, and messages that may leave
+    /// only after them.
+    pub fn take_records(&mut self) -> Vec<(i64, Bytes)> {
+        std::mem::take(&mut self.ready)
+    }
+
+    /// A record could not be stored: the core stops serving (see [`Core::stopped`]); `reason`
+    /// names the file and what failed.
+    pub fn stop(&mut self, reason: String) {
+        if self.stopped.is_none() {
+            self.stopped = Some(reason);
+        }
     }
 
     /// The one way a transaction takes effect: [`Core::apply_main`], then
@@ -81,9 +76,10 @@ impl Core {
         applied
     }
 
-    /// Tells the rest of the world of a transaction applied: the sink takes its record, the
-    /// lagging members' history keeps it for their copies, and then (only once it is logged:
-    /// a change the log could not take is never announced) its watch events fire.
+    /// Tells the rest of the world of a transaction applied: its record is handed over for
+    /// storing and kept in the lagging members' history, and its watch events fire, declared
+    /// to leave only once the record is stored (a change the log could not take is never
+    /// announced).
     pub(crate) fn publish(
         &mut self,
         h: &TxnHeader,
@@ -119,25 +115,17 @@ impl Core {
         self.commit(&h, &body, now, out);
     }
 
-    /// Hands a transaction's record to the sink and to the lagging members' history.
+    /// Hands a transaction's record over for storing and to the lagging members' history.
     pub(crate) fn record(&mut self, h: &TxnHeader, body: &TxnBody, mono: i64) {
-        if self.logging() || self.lagging() {
-            let record = encode(h, body);
-            if self.logging() {
-                self.emit(h.zxid, record.clone());
-            }
-            self.record_history(h.zxid, mono, Some(record));
-        }
-    }
-
-    fn emit(&mut self, zxid: i64, record: Bytes) {
         if self.stopped.is_some() {
             return;
         }
-        if let Some(sink) = self.txn_sink.as_mut() {
-            if let Err(StopServing(reason)) = sink.append(zxid, record) {
-                self.stopped = Some(reason);
+        if self.logging() || self.lagging() {
+            let record = encode(h, body);
+            if self.logging() {
+                self.ready.push((h.zxid, record.clone()));
             }
+            self.record_history(h.zxid, mono, Some(record));
         }
     }
 }

@@ -29,16 +29,13 @@ impl Core {
     /// (`epoch << 32 | counter`, the counter starting again from 0, so the first transaction
     /// of the epoch is `epoch << 32 | 1`), and every global session's deadline restarts at
     /// `now` plus its timeout, as the new leader's session tracker does. The transaction sink
-    /// hears of it first ([`crate::TxnSink::epoch_started`]). Returns the epoch.
+    /// Returns the epoch (a layer that persists takes a snapshot of the state it starts from).
     pub fn new_epoch(&mut self, now: impl Into<Now>) -> i64 {
         if self.stopped.is_some() {
             return self.epoch();
         }
         let now = now.into();
         let epoch = self.epoch() + 1;
-        if let Some(sink) = self.txn_sink.as_mut() {
-            sink.epoch_started(epoch);
-        }
         // The epoch's zxid 0 is the leader's own NEWLEADER proposal: lagging members record
         // it like any other, so their replicas reach the new epoch too.
         self.db.zxid = (epoch << 32) - 1;

@@ -257,25 +257,14 @@ fn a_standalone_server_answers_unimplemented_with_reconfig_on() {
     );
 }
 
-#[derive(Clone, Default)]
-struct Collect(std::sync::Arc<std::sync::Mutex<Vec<Bytes>>>);
-
-impl TxnSink for Collect {
-    fn append(&mut self, _zxid: i64, txn: Bytes) -> Result<(), StopServing> {
-        self.0.lock().expect("lock").push(txn);
-        Ok(())
-    }
-}
-
 #[test]
 fn a_reconfig_is_logged_as_zookeeper_logs_it() {
     let mut h = ensemble(true);
     let c = super_session(&mut h);
-    let log = Collect::default();
-    h.core.set_txn_sink(Some(Box::new(log.clone())));
+    h.core.set_logging(true);
     let bad = h.reply(c, &reconfig(None, Some("3"), 77));
     let good = h.reply(c, &reconfig(None, Some("3"), -1));
-    let records = log.0.lock().expect("lock").clone();
+    let records: Vec<Bytes> = h.core.take_records().into_iter().map(|(_, r)| r).collect();
     assert_eq!(records.len(), 2);
     let mut r = Reader::new(records[0].clone());
     let header = disk::TxnHeader::read(&mut r).expect("header");

@@ -138,23 +138,23 @@ pub struct Muted<'a> {
 }
 
 impl crate::Outbox for Muted<'_> {
-    fn send(&mut self, conn: ConnId, frame: bytes::Bytes) {
+    fn send(&mut self, conn: ConnId, frame: bytes::Bytes, release: crate::Release) {
         if conn != self.conn {
-            self.inner.send(conn, frame);
+            self.inner.send(conn, frame, release);
         }
     }
 
-    fn send_frame(&mut self, conn: ConnId, frame: crate::Frame) {
+    fn send_frame(&mut self, conn: ConnId, frame: crate::Frame, release: crate::Release) {
         if conn != self.conn {
-            self.inner.send_frame(conn, frame);
+            self.inner.send_frame(conn, frame, release);
         }
     }
 
-    fn close(&mut self, conn: ConnId) {
-        self.inner.close(conn);
+    fn close(&mut self, conn: ConnId, release: crate::Release) {
+        self.inner.close(conn, release);
     }
 
-    fn delay(&mut self, conn: ConnId, ms: u64) {
-        self.inner.delay(conn, ms);
+    fn delay(&mut self, conn: ConnId, ms: u64, release: crate::Release) {
+        self.inner.delay(conn, ms, release);
     }
 }

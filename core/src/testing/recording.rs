@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use crate::{ConnId, Frame, Outbox};
+use crate::{ConnId, Frame, Outbox, Release};
 
 /// One call the core made on the outbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +41,8 @@ pub struct RecordingOutbox {
     pub closed: Vec<ConnId>,
     /// Every call, in order.
     pub log: Vec<Recorded>,
+    /// When each frame in `frames` may leave, as the core declared it.
+    pub releases: Vec<Release>,
     /// Frames queued, counted whatever is kept.
     pub sent: u64,
     /// Closes asked for, counted whatever is kept.
@@ -83,6 +85,7 @@ impl RecordingOutbox {
     /// Forgets everything recorded (the counts stay).
     pub fn clear(&mut self) {
         self.frames.clear();
+        self.releases.clear();
         self.parts.clear();
         self.closed.clear();
         self.log.clear();
@@ -90,11 +93,11 @@ impl RecordingOutbox {
 }
 
 impl Outbox for RecordingOutbox {
-    fn send(&mut self, conn: ConnId, frame: Bytes) {
-        self.send_frame(conn, Frame::from(frame));
+    fn send(&mut self, conn: ConnId, frame: Bytes, release: Release) {
+        self.send_frame(conn, Frame::from(frame), release);
     }
 
-    fn send_frame(&mut self, conn: ConnId, frame: Frame) {
+    fn send_frame(&mut self, conn: ConnId, frame: Frame, release: Release) {
         self.sent += 1;
         if self.keep == Keep::Counts {
             return;
@@ -104,9 +107,10 @@ impl Outbox for RecordingOutbox {
             self.parts.push((conn, frame.clone()));
         }
         self.frames.push((conn, frame.into_bytes()));
+        self.releases.push(release);
     }
 
-    fn close(&mut self, conn: ConnId) {
+    fn close(&mut self, conn: ConnId, _release: Release) {
         self.closes += 1;
         if self.keep == Keep::Counts {
             return;
@@ -115,7 +119,7 @@ impl Outbox for RecordingOutbox {
         self.closed.push(conn);
     }
 
-    fn delay(&mut self, conn: ConnId, ms: u64) {
+    fn delay(&mut self, conn: ConnId, ms: u64, _release: Release) {
         if self.keep != Keep::Counts {
             self.log.push(Recorded::Delayed(conn, ms));
         }

@@ -4,44 +4,40 @@
 //! visited (`data::work`) must stay within a constant times the bytes of its request and of
 //! every frame it sends.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-
 use bytes::Bytes;
 use proptest::prelude::*;
 use zkd_protocol::*;
 
 use crate::data::work;
 use crate::testing::harness::*;
-use crate::{ConnId, StopServing, TxnSink};
+use crate::ConnId;
 
 /// Work allowed per byte of a step's input and output.
 const PER_BYTE: u64 = 8;
 /// Work any step may do whatever its size (a lookup, a reply header).
 const FIXED: u64 = 64;
 
-/// Bytes of the transactions the core logged (as a data directory would keep them).
-#[derive(Clone, Default)]
-struct Logged(Arc<AtomicU64>);
-
-impl TxnSink for Logged {
-    fn append(&mut self, _zxid: i64, txn: Bytes) -> Result<(), StopServing> {
-        self.0.fetch_add(txn.len() as u64, Ordering::Relaxed);
-        Ok(())
-    }
+/// Takes the records the core handed over and gives their bytes (as a data directory would
+/// keep them).
+fn logged(h: &mut Harness) -> u64 {
+    h.core
+        .take_records()
+        .iter()
+        .map(|(_, r)| r.len() as u64)
+        .sum()
 }
 
 /// Runs one step; gives the work it did and its output: the bytes of the frames it sent (all
 /// of them are then forgotten) and of the transaction it logged.
-fn measured(h: &mut Harness, logged: &Logged, step: impl FnOnce(&mut Harness)) -> (u64, u64) {
+fn measured(h: &mut Harness, step: impl FnOnce(&mut Harness)) -> (u64, u64) {
     h.out.clear();
-    let before = logged.0.load(Ordering::Relaxed);
+    logged(h);
     work::take();
     step(h);
     let done = work::take();
     let sent: u64 = h.out.frames.iter().map(|(_, f)| f.len() as u64).sum();
     h.out.clear();
-    (done, sent + logged.0.load(Ordering::Relaxed) - before)
+    (done, sent + logged(h))
 }
 
 /// Sends `req` from `conn` as one step; fails when its work is out of bounds. `once` is work
@@ -49,7 +45,6 @@ fn measured(h: &mut Harness, logged: &Logged, step: impl FnOnce(&mut Harness)) -
 /// progress keeps (the first change of the wide parent copies its data).
 fn bounded_request(
     h: &mut Harness,
-    logged: &Logged,
     once: &mut u64,
     conn: ConnId,
     req: &Request,
@@ -58,7 +53,7 @@ fn bounded_request(
     h.xid += 1;
     let frame = req.to_frame(h.xid);
     let input = frame.len() as u64;
-    let (done, sent) = measured(h, logged, |h| {
+    let (done, sent) = measured(h, |h| {
         h.core.request(conn, frame.slice(4..), h.now, &mut h.out);
     });
     let mut bound = FIXED + PER_BYTE * (input + sent);
@@ -152,8 +147,7 @@ fn run(p: &Program) {
         h.create(a, &format!("{deep}-leaf"), 0);
     }
     h.out.clear();
-    let logged = Logged::default();
-    h.core.set_txn_sink(Some(Box::new(logged.clone())));
+    h.core.set_logging(true);
     let _job = p.snapshot.then(|| h.core.begin_snapshot());
     let mut once = if p.snapshot { 4000 } else { 0 };
     let list = children("/wide", false);
@@ -161,19 +155,12 @@ fn run(p: &Program) {
     let mut next = 0;
     for _ in 0..p.singles {
         if p.relist || next == 0 {
-            bounded_request(&mut h, &logged, &mut once, a, &list, "getChildren");
+            bounded_request(&mut h, &mut once, a, &list, "getChildren");
         }
-        bounded_request(
-            &mut h,
-            &logged,
-            &mut once,
-            a,
-            &delete(&child(next), -1),
-            "delete",
-        );
+        bounded_request(&mut h, &mut once, a, &delete(&child(next), -1), "delete");
         next += 1;
     }
-    bounded_request(&mut h, &logged, &mut once, a, &list, "getChildren");
+    bounded_request(&mut h, &mut once, a, &list, "getChildren");
     let ops: Vec<MultiOp> = (next..next + p.multi)
         .map(|i| delete_op(child(i)))
         .collect();
@@ -183,16 +170,14 @@ fn run(p: &Program) {
     failing.push(delete_op("/wide/absent".into()));
     bounded_request(
         &mut h,
-        &logged,
         &mut once,
         a,
         &Request::Multi(failing),
         "failed multi",
     );
-    bounded_request(&mut h, &logged, &mut once, a, &list, "getChildren");
+    bounded_request(&mut h, &mut once, a, &list, "getChildren");
     bounded_request(
         &mut h,
-        &logged,
         &mut once,
         a,
         &Request::Multi(ops),
@@ -207,7 +192,6 @@ fn run(p: &Program) {
     );
     bounded_request(
         &mut h,
-        &logged,
         &mut once,
         a,
         &all_children_number("/"),
@@ -215,19 +199,18 @@ fn run(p: &Program) {
     );
     bounded_request(
         &mut h,
-        &logged,
         &mut once,
         a,
         &all_children_number("/wide"),
         "getAllChildrenNumber",
     );
-    bounded_request(&mut h, &logged, &mut once, a, &list, "getChildren");
+    bounded_request(&mut h, &mut once, a, &list, "getChildren");
     // Reset, a slice at a time; each slice's output is the nodes it deletes (their paths
     // are logged, their events sent).
     let mut deleted = 0;
     loop {
         let mut n = 0;
-        let (done, out) = measured(&mut h, &logged, |h| {
+        let (done, out) = measured(&mut h, |h| {
             n = h.core.reset_slice(p.slice, h.now, &mut h.out);
         });
         assert!(n <= p.slice);
@@ -299,11 +282,10 @@ fn a_member_set_to_lag_shares_the_tree_and_a_write_copies_one_chunk() {
     };
     // The first change to a shared chunk copies it (at most CHUNK records); the next change
     // to the same chunk copies nothing more.
-    let logged = Logged::default();
     let write = |h: &mut Harness, i: usize| {
         h.xid += 1;
         let frame = set(i).to_frame(h.xid);
-        measured(h, &logged, |h| {
+        measured(h, |h| {
             h.core.request(a, frame.slice(4..), h.now, &mut h.out);
         })
         .0

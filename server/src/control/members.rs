@@ -44,7 +44,7 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
         // Session time follows the quorum, and every new leader starts an epoch.
         core.set_quorum(members.has_quorum(), now);
         if t.leader_after.is_some() && t.leader_after != t.leader_before {
-            core.new_epoch(now);
+            state.new_epoch(now);
         }
         let dropped = state.drop_connections_of(&t.drop_connections, budget);
         tracing::info!(

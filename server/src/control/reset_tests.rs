@@ -30,7 +30,7 @@ fn a_big_tree_is_reset_a_slice_at_a_time() {
     }
     let total = nodes.len();
     core.apply_fixture(&nodes, 0).unwrap();
-    let shared = Arc::new(Shared::new(&config, 0, core));
+    let shared = Arc::new(Shared::new(&config, 0, core, None));
     let before = shared.inspect(|c, _| c.last_zxid()).unwrap();
     assert_eq!(shared.inspect(|c, _| c.reset_pending()).unwrap(), total);
 
@@ -69,7 +69,7 @@ fn every_session_is_expired_a_slice_at_a_time() {
         let req = zkd_protocol::ConnectRequest::new_session(30_000);
         core.handshake(conn, zkd_protocol::to_bytes(&req), 0, &mut out);
     }
-    let shared = Arc::new(Shared::new(&config, 0, core));
+    let shared = Arc::new(Shared::new(&config, 0, core, None));
     assert_eq!(
         shared.inspect(|c, _| c.session_ids().len()).unwrap(),
         sessions

@@ -481,13 +481,17 @@ pub(crate) fn apply_reconfig(
     let Some(members) = state.members.as_mut() else {
         return;
     };
-    let core = &mut state.core;
     let t = members.reconfigure(&specs);
-    core.set_running_members(members.running_ids());
-    core.set_quorum(members.has_quorum(), now);
+    state.core.set_running_members(members.running_ids());
+    state.core.set_quorum(members.has_quorum(), now);
     if t.leader_after.is_some() && t.leader_after != t.leader_before {
-        core.new_epoch(now);
+        if let Some(store) = state.store.as_mut() {
+            store.epoch_started(state.core.new_epoch(now));
+        } else {
+            state.core.new_epoch(now);
+        }
     }
+    let core = &mut state.core;
     members.set_config_text(core.ensemble_config_text().unwrap_or_default());
     if let (Some(dir), Some(version)) = (&members.keep_dir, core.ensemble_config_version()) {
         match super::kept_membership::keep(dir, version, &specs) {

@@ -52,7 +52,12 @@ fn feed_after(shared: &Arc<Shared>, waiting: OpCode, op: OpCode) -> (Handover, u
 #[test]
 fn a_feeder_that_woke_readers_while_writes_wait_steps_aside() {
     let config = Config::default();
-    let shared = Arc::new(Shared::new(&config, 0, Core::new(config.core_config(), 0)));
+    let shared = Arc::new(Shared::new(
+        &config,
+        0,
+        Core::new(config.core_config(), 0),
+        None,
+    ));
     let (handover, woken) = feed_after(&shared, OpCode::GetData, OpCode::SetData);
     assert!(handover.step_aside, "a read was fed while a write waited");
     assert_eq!(woken, 1, "the reader's task was woken");
@@ -93,7 +98,12 @@ fn connected(shared: &Arc<Shared>) -> (ConnId, Arc<ConnQueue>) {
 #[test]
 fn a_reader_woken_by_its_reply_counts_as_a_reader() {
     let config = Config::default();
-    let shared = Arc::new(Shared::new(&config, 0, Core::new(config.core_config(), 0)));
+    let shared = Arc::new(Shared::new(
+        &config,
+        0,
+        Core::new(config.core_config(), 0),
+        None,
+    ));
     let (reader, reader_q) = connected(&shared);
     let (writer, writer_q) = connected(&shared);
     let mut get = 7i32.to_be_bytes().to_vec();

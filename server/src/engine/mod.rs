@@ -52,6 +52,7 @@ pub(crate) mod listeners;
 pub(crate) mod net_faults;
 pub(crate) mod outbound;
 pub(crate) mod queue;
+pub(crate) mod records;
 pub(crate) mod slow_step;
 pub(crate) mod unsynced;
 
@@ -68,7 +69,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, FourLetterWhitelist, SESSIONLESS_CNXN_TIMEOUT_MS};
 use crate::core::keyed::KeyedMap;
-use crate::core::{ConnId, Core, Frame, Now, Outbox, Serving};
+use crate::core::{ConnId, Core, Frame, Now, Outbox, Release, Serving};
 use ensemble::{MemberId, Membership};
 use outbound::OutBudget;
 
@@ -129,6 +130,10 @@ pub(crate) struct State {
     pub(crate) members: Option<Membership>,
     /// The network fault rules on client connections.
     pub(crate) net_faults: net_faults::NetFaults,
+    /// Where the core's transaction records are stored (the data directory's log), if any.
+    pub(crate) store: Option<Box<dyn records::RecordStore>>,
+    /// What the call running now gave to leave only after its records are stored.
+    pub(crate) held: records::HeldOut,
 }
 
 impl ConnHandle {
@@ -140,6 +145,16 @@ impl ConnHandle {
 }
 
 impl State {
+    /// A leader starts a new epoch ([`Core::new_epoch`]); the record store hears of it (a
+    /// data directory snapshots the state the epoch starts from).
+    pub(crate) fn new_epoch(&mut self, now: Now) -> i64 {
+        let epoch = self.core.new_epoch(now);
+        if let Some(store) = self.store.as_mut() {
+            store.epoch_started(epoch);
+        }
+        epoch
+    }
+
     /// Drops the connections of the members in `members` (a mode change ended them); returns
     /// how many.
     pub(crate) fn drop_connections_of(
@@ -278,6 +293,8 @@ struct Registry<'a> {
     reads: u64,
     /// Tasks to wake once the core's lock is released (see [`wake`]).
     wakers: &'a mut Vec<Waker>,
+    /// What the core declared to leave only after its records are stored ([`settle`]).
+    held: &'a mut records::HeldOut,
 }
 
 impl<'a> Registry<'a> {
@@ -286,6 +303,7 @@ impl<'a> Registry<'a> {
         budget: &'a Arc<OutBudget>,
         durable: Option<&'a durable::Durability>,
         wakers: &'a mut Vec<Waker>,
+        held: &'a mut records::HeldOut,
     ) -> Registry<'a> {
         let durable = durable.map(|d| (d, d.written()));
         Registry {
@@ -295,6 +313,7 @@ impl<'a> Registry<'a> {
             requester: None,
             reads: 0,
             wakers,
+            held,
         }
     }
 
@@ -333,6 +352,50 @@ fn wake(wakers: &mut Vec<Waker>) {
     }
 }
 
+/// Stores the records the core handed over in the call just made (in zxid order), then lets
+/// go of what it declared to wait for them, in the order given: each waits, with
+/// `--fsync always`, behind a barrier for every transaction written so far. A record the
+/// store cannot keep stops the core ([`Core::stop`]) and what waited for it is dropped: a
+/// change the log could not take is never announced. Called after every core call that may
+/// have committed a transaction.
+fn settle(
+    core: &mut Core,
+    store: &mut Option<Box<dyn records::RecordStore>>,
+    held: &mut records::HeldOut,
+    conns: &mut Conns,
+    budget: &Arc<OutBudget>,
+    durable: Option<&durable::Durability>,
+    wakers: &mut Vec<Waker>,
+) {
+    let ready = core.take_records();
+    if let Some(store) = store.as_mut() {
+        for (zxid, record) in ready {
+            if let Err(reason) = store.store(zxid, record) {
+                core.stop(reason);
+                break;
+            }
+        }
+    }
+    if held.is_empty() {
+        return;
+    }
+    let mut items = std::mem::take(held);
+    if core.stopped().is_none() {
+        let mut spare = records::HeldOut::new();
+        let mut out = Registry::new(conns, budget, durable, wakers, &mut spare);
+        for (conn, item) in items.drain(..) {
+            match item {
+                records::Held::Frame(frame) => out.send_frame(conn, frame, Release::Now),
+                records::Held::Close => out.close(conn, Release::Now),
+                records::Held::Delay(ms) => out.delay(conn, ms, Release::Now),
+            }
+        }
+    }
+    items.clear();
+    // The buffer is kept for the next call.
+    *held = items;
+}
+
 /// The barrier `h` needs before what a core call queues next: the number of the last
 /// transaction written, when this call wrote it, or else of the newest one the call's read
 /// depends on (`reads`), when it is not synced yet (and not already barred on this
@@ -350,11 +413,15 @@ fn barrier_for(
 }
 
 impl Outbox for Registry<'_> {
-    fn send(&mut self, conn: ConnId, frame: Bytes) {
-        self.send_frame(conn, frame.into());
+    fn send(&mut self, conn: ConnId, frame: Bytes, release: Release) {
+        self.send_frame(conn, frame.into(), release);
     }
 
-    fn send_frame(&mut self, conn: ConnId, frame: Frame) {
+    fn send_frame(&mut self, conn: ConnId, frame: Frame, release: Release) {
+        if release == Release::AfterRecords {
+            self.held.push((conn, records::Held::Frame(frame)));
+            return;
+        }
         let reads = self.reads_for(conn);
         let Some(h) = self.conns.get_mut(&conn) else {
             return;
@@ -394,7 +461,11 @@ impl Outbox for Registry<'_> {
         }
     }
 
-    fn close(&mut self, conn: ConnId) {
+    fn close(&mut self, conn: ConnId, release: Release) {
+        if release == Release::AfterRecords {
+            self.held.push((conn, records::Held::Close));
+            return;
+        }
         let reads = self.reads_for(conn);
         let Some(h) = self.conns.get_mut(&conn) else {
             return;
@@ -413,7 +484,11 @@ impl Outbox for Registry<'_> {
         }
     }
 
-    fn delay(&mut self, conn: ConnId, ms: u64) {
+    fn delay(&mut self, conn: ConnId, ms: u64, release: Release) {
+        if release == Release::AfterRecords {
+            self.held.push((conn, records::Held::Delay(ms)));
+            return;
+        }
         if let Some(h) = self.conns.get_mut(&conn) {
             if !h.closing {
                 match h.q.push(Out::Delay(ms)) {
@@ -434,7 +509,14 @@ pub(crate) struct ConnChannels {
 }
 
 impl Shared {
-    pub(crate) fn new(config: &Config, client_port: u16, core: Core) -> Shared {
+    /// The engine around `core`, storing its transaction records in `store` (none: no
+    /// data directory).
+    pub(crate) fn new(
+        config: &Config,
+        client_port: u16,
+        core: Core,
+        store: Option<Box<dyn records::RecordStore>>,
+    ) -> Shared {
         let tick_ms = i64::try_from(config.tick_time.as_millis()).unwrap_or(i64::MAX);
         let reaper_ms = i64::try_from(config.reaper_interval.as_millis()).unwrap_or(i64::MAX);
         Shared {
@@ -443,6 +525,8 @@ impl Shared {
                 conns: Conns::default(),
                 members: None,
                 net_faults: net_faults::NetFaults::default(),
+                store,
+                held: records::HeldOut::new(),
             }),
             cfg: NetConfig {
                 client_port,
@@ -530,12 +614,31 @@ impl Shared {
             }
         };
         let started = step.as_ref().map(|_| Instant::now());
+        let mut late_wakers = Vec::new();
         match catch_unwind(AssertUnwindSafe(|| {
             let r = f(&mut guard);
             // A reconfig changes who votes and leads before the lock is released.
             if guard.core.reconfig_pending() {
                 ensemble::apply_reconfig(&mut guard, &self.outbound, self.now());
             }
+            // Records a call left (one that did not settle them itself) are stored now.
+            let State {
+                core,
+                conns,
+                held,
+                store,
+                ..
+            } = &mut *guard;
+            let durable = self.durability.get().map(|d| &**d);
+            settle(
+                core,
+                store,
+                held,
+                conns,
+                &self.outbound,
+                durable,
+                &mut late_wakers,
+            );
             r
         })) {
             Ok(r) => {
@@ -556,6 +659,8 @@ impl Shared {
                         self.slow.report(&step, us);
                     }
                 }
+                drop(guard);
+                wake(&mut late_wakers);
                 Ok(r)
             }
             Err(payload) => {
@@ -660,9 +765,17 @@ impl Shared {
         let durable = self.durability.get().map(|d| &**d);
         let mut wakers = Vec::new();
         let r = self.with_state(|state| {
-            let State { core, conns, .. } = state;
-            let mut out = Registry::new(conns, budget, durable, &mut wakers);
-            f(core, &mut out)
+            let State {
+                core,
+                conns,
+                held,
+                store,
+                ..
+            } = state;
+            let mut out = Registry::new(conns, budget, durable, &mut wakers, held);
+            let r = f(core, &mut out);
+            settle(core, store, held, conns, budget, durable, &mut wakers);
+            r
         });
         wake(&mut wakers);
         r
@@ -854,7 +967,13 @@ impl Shared {
         let durable = self.durability.get().map(|d| &**d);
         let slow = &self.slow;
         self.hold(None, |state| {
-            let State { core, conns, .. } = state;
+            let State {
+                core,
+                conns,
+                held,
+                store,
+                ..
+            } = state;
             let now = self.now();
             // One clock reading per request: the end of one request is the start of the next.
             let mut started = Instant::now();
@@ -868,7 +987,8 @@ impl Shared {
                         break;
                     }
                     let reads = read_barrier(durable, &frame);
-                    let mut out = Registry::new(conns, budget, durable, wakers).reading(id, reads);
+                    let mut out =
+                        Registry::new(conns, budget, durable, wakers, held).reading(id, reads);
                     // The header (xid, opcode) says which distribution the time goes to.
                     let mut head = [0u8; 8];
                     let n = frame.len().min(8);
@@ -876,6 +996,9 @@ impl Shared {
                     // A shared handle on the frame, read only if the step turns out slow.
                     let kept = frame.clone();
                     core.request(id, frame, now, &mut out);
+                    // Each request's records are stored before the next runs, so a later
+                    // read in the batch waits only for what it reads.
+                    settle(core, store, held, conns, budget, durable, wakers);
                     let done = Instant::now();
                     let held = micros(done.saturating_duration_since(started));
                     times.record(&head[..n], held);
@@ -894,7 +1017,7 @@ impl Shared {
                     }
                 }
                 if batch.close_after {
-                    Registry::new(conns, budget, durable, wakers).close(id);
+                    Registry::new(conns, budget, durable, wakers, held).close(id, Release::Now);
                 }
                 if mine == Some(id) {
                     mine_open = Some(conns.get(&id).is_some_and(|h| !h.closing));
@@ -923,7 +1046,7 @@ impl Shared {
 
     /// Asks for `id` to be closed after what is queued has been written.
     pub(crate) fn close(&self, id: ConnId) {
-        let _ = self.with_core(|_, out| out.close(id));
+        let _ = self.with_core(|_, out| out.close(id, Release::Now));
     }
 
     /// The socket of `id` is gone: forget it here and in the core.
@@ -964,8 +1087,18 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
         let durable = shared.durability.get().map(|d| &**d);
         let mut wakers = Vec::new();
         let next = shared.with_state_named("the tick (session expiry, reaping)", |state| {
-            let State { core, conns, .. } = state;
-            core.tick(at, &mut Registry::new(conns, budget, durable, &mut wakers));
+            let State {
+                core,
+                conns,
+                held,
+                store,
+                ..
+            } = state;
+            core.tick(
+                at,
+                &mut Registry::new(conns, budget, durable, &mut wakers, held),
+            );
+            settle(core, store, held, conns, budget, durable, &mut wakers);
             core.next_deadline()
         });
         wake(&mut wakers);

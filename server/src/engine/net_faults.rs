@@ -271,6 +271,7 @@ impl Shared {
                 core,
                 conns,
                 net_faults,
+                held,
                 ..
             } = state;
             let mut close = Vec::new();
@@ -294,7 +295,7 @@ impl Shared {
             }
             if !close.is_empty() {
                 close.sort_unstable();
-                let mut out = Registry::new(conns, budget, durable, &mut wakers);
+                let mut out = Registry::new(conns, budget, durable, &mut wakers, held);
                 let closed = core.disconnect_connections(&close, &mut out);
                 tracing::info!(
                     closed,

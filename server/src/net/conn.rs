@@ -1084,7 +1084,7 @@ mod tests {
     async fn a_connection_task_is_a_few_hundred_bytes() {
         let config = crate::config::Config::default();
         let core = crate::core::Core::new(config.core_config(), 0);
-        let shared = Arc::new(Shared::new(&config, 0, core));
+        let shared = Arc::new(Shared::new(&config, 0, core, None));
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("address");
         let _client = TcpStream::connect(addr).await.expect("connect");

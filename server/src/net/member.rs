@@ -38,7 +38,7 @@ pub(crate) fn start_all(
         .with_state(|state| {
             // The first leader starts epoch 1 (or the one after the data directory's), as a
             // quorum peer does even alone; only a standalone server stays in epoch 0.
-            state.core.new_epoch(now);
+            state.new_epoch(now);
             state
                 .core
                 .install_ensemble_at(membership.specs(), config.kept_version, now.wall);

@@ -127,7 +127,8 @@ pub(crate) struct Persistence {
 }
 
 impl Persistence {
-    /// Loads `config.data_dir` into `core` and installs the transaction log as its sink.
+    /// Loads `config.data_dir` into `core` and has it hand over its transaction records,
+    /// which [`Persistence::store`] keeps.
     /// `Ok(None)` when no data directory is configured.
     pub(crate) fn open(
         config: &Config,
@@ -166,7 +167,7 @@ impl Persistence {
             config.snap_count,
             config.fsync_warning_threshold_ms,
         );
-        core.set_txn_sink(Some(log.sink()));
+        core.set_logging(true);
         // Like ZooKeeper, start from a snapshot of what was loaded when logs were replayed
         // (or nothing existed), so the next start reads one file.
         let snapshot_now = loaded.snapshot.is_none() || loaded.replayed > 0;
@@ -182,6 +183,11 @@ impl Persistence {
             },
             snapshot_now,
         )))
+    }
+
+    /// The store of the core's transaction records: the transaction log.
+    pub(crate) fn store(&self) -> Box<dyn crate::engine::records::RecordStore> {
+        self.log.sink()
     }
 
     /// Takes a snapshot now (blocking: call from a blocking context).

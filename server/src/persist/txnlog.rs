@@ -1,5 +1,5 @@
-//! The transaction log writer: the [`TxnSink`] the core hands each committed transaction
-//! to. It appends entries in ZooKeeper's log format to `log.<first zxid>` and syncs them
+//! The transaction log writer: the [`RecordStore`] the engine hands each transaction record
+//! the core committed to. It appends entries in ZooKeeper's log format to `log.<first zxid>` and syncs them
 //! according to the [`FsyncPolicy`]; a snapshot starts a new file. A transaction that
 //! cannot be written stops the server before its reply is sent (with `batch` and `never`,
 //! before it is even queued), as ZooKeeper stops when its log cannot be written: nothing is
@@ -30,8 +30,8 @@ use zkd_protocol::disk::txnlog::{file_header, frame_entry};
 use super::datadir::{file_name, sync_dir};
 use crate::config::FsyncPolicy;
 use crate::core::Series;
-use crate::core::{StopServing, TxnSink};
 use crate::engine::durable::Durability;
+use crate::engine::records::RecordStore;
 
 /// How often `batch` syncs the log when something was written.
 pub const BATCH_SYNC_INTERVAL: Duration = Duration::from_millis(100);
@@ -183,8 +183,8 @@ impl TxnLog {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The sink to install in the core.
-    pub fn sink(&self) -> Box<dyn TxnSink> {
+    /// The store the engine hands the core's records to.
+    pub fn sink(&self) -> Box<dyn RecordStore> {
         Box::new(self.clone())
     }
 
@@ -328,7 +328,7 @@ impl TxnLog {
     }
 }
 
-impl TxnSink for TxnLog {
+impl RecordStore for TxnLog {
     /// A new epoch: a snapshot of the state it starts from is due (the persistence task takes
     /// it at once, a slice at a time; several epochs in a row make one snapshot).
     fn epoch_started(&mut self, epoch: i64) {
@@ -337,13 +337,14 @@ impl TxnSink for TxnLog {
     }
 
     /// Appends one transaction. When it cannot be written (under every policy) or synced
-    /// (`always`), this returns [`StopServing`]: the core queues nothing more (not the reply
-    /// to the transaction, nor its notifications), and the server stops serving.
-    fn append(&mut self, zxid: i64, txn: Bytes) -> Result<(), StopServing> {
+    /// (`always`), this returns the sentence naming the file: the engine lets go of nothing
+    /// that waited for it (not the reply to the transaction, nor its notifications), and the
+    /// server stops serving.
+    fn store(&mut self, zxid: i64, txn: Bytes) -> Result<(), String> {
         let error = {
             let mut st = self.lock();
             if let Some(earlier) = st.failed.clone() {
-                return Err(StopServing(earlier));
+                return Err(earlier);
             }
             st.since_snapshot += 1;
             if st.since_snapshot == st.snap_count {
@@ -362,9 +363,7 @@ impl TxnSink for TxnLog {
             error
         };
         match error {
-            Some(e) => Err(StopServing(
-                self.failure(&format!("write transaction 0x{zxid:x} to"), &e),
-            )),
+            Some(e) => Err(self.failure(&format!("write transaction 0x{zxid:x} to"), &e)),
             None => Ok(()),
         }
     }
