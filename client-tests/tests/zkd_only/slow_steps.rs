@@ -90,8 +90,10 @@ async fn a_step_over_the_threshold_is_logged_with_its_request_and_counted_in_mnt
     let after = tokio::task::spawn_blocking(move || slow_steps(addr))
         .await
         .expect("mntr");
-    assert_eq!(after, before + 1);
-    // The same count in /metrics.
+    // At least the stall (with a 1 ms threshold, another step of a loaded machine may count
+    // too; the log line below names the stall).
+    assert!(after > before, "zk_zkd_slow_steps {before} -> {after}");
+    // The same count in /metrics (or more, for the same reason).
     let metrics = tokio::task::spawn_blocking(move || {
         ureq::get(&format!("http://{admin}/metrics"))
             .call()
@@ -102,10 +104,12 @@ async fn a_step_over_the_threshold_is_logged_with_its_request_and_counted_in_mnt
     })
     .await
     .expect("metrics");
-    assert!(
-        metrics.contains(&format!("zkd_slow_steps_total {after}\n")),
-        "{metrics}"
-    );
+    let total: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("zkd_slow_steps_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no zkd_slow_steps_total in {metrics}"));
+    assert!(total >= after, "zkd_slow_steps_total {total} < {after}");
     let text = std::fs::read_to_string(&log).expect("log");
     assert!(
         text.contains("slow step: a stall the control plane asked for"),

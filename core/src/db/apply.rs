@@ -235,21 +235,18 @@ impl Db {
             done.stats.push(n.stat());
             done.event(announce, event_type::NODE_CREATED, p, n.acl.clone());
         }
-        if announce {
-            let parent_acl = self.parent_acl(parent);
-            done.event(
-                announce,
-                event_type::NODE_CHILDREN_CHANGED,
-                parent,
-                parent_acl,
-            );
-        }
+        self.children_changed(announce, parent, done);
     }
 
-    fn parent_acl(&self, parent: &str) -> AclList {
-        self.tree
-            .get(parent)
-            .map_or_else(|| self.open_acl.clone(), |n| n.acl.clone())
+    /// Records `parent`'s NodeChildrenChanged, which its own ACL filters.
+    fn children_changed(&self, announce: bool, parent: &str, done: &mut Applied) {
+        if announce {
+            let acl = self
+                .tree
+                .get(parent)
+                .map_or_else(|| self.open_acl.clone(), |n| n.acl.clone());
+            done.event(announce, event_type::NODE_CHILDREN_CHANGED, parent, acl);
+        }
     }
 
     /// Deletes the childless node `p`. As in ZooKeeper's replay, the parent's pzxid moves on
@@ -277,15 +274,7 @@ impl Db {
                     // NodeDeleted is filtered by the deleted node's ACL, the parent's
                     // NodeChildrenChanged by the parent's.
                     done.event(announce, event_type::NODE_DELETED, p, acl);
-                    if announce {
-                        let parent_acl = self.parent_acl(parent);
-                        done.event(
-                            announce,
-                            event_type::NODE_CHILDREN_CHANGED,
-                            parent,
-                            parent_acl,
-                        );
-                    }
+                    self.children_changed(announce, parent, done);
                 }
             }
         }

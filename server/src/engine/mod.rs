@@ -145,6 +145,37 @@ impl ConnHandle {
 }
 
 impl State {
+    /// Runs `f` on the core with the connection registry as its outbox, then [`settle`]s.
+    pub(crate) fn call<R>(
+        &mut self,
+        budget: &Arc<OutBudget>,
+        durable: Option<&durable::Durability>,
+        wakers: &mut Vec<Waker>,
+        f: impl FnOnce(&mut Core, &mut dyn Outbox) -> R,
+    ) -> R {
+        let mut out = Registry::new(&mut self.conns, budget, durable, wakers, &mut self.held);
+        let r = f(&mut self.core, &mut out);
+        self.settle(budget, durable, wakers);
+        r
+    }
+
+    /// [`settle`] after a core call on this state.
+    pub(crate) fn settle(
+        &mut self,
+        budget: &Arc<OutBudget>,
+        durable: Option<&durable::Durability>,
+        wakers: &mut Vec<Waker>,
+    ) {
+        let State {
+            core,
+            conns,
+            held,
+            store,
+            ..
+        } = self;
+        settle(core, store, held, conns, budget, durable, wakers);
+    }
+
     /// A leader starts a new epoch ([`Core::new_epoch`]); the record store hears of it (a
     /// data directory snapshots the state the epoch starts from).
     pub(crate) fn new_epoch(&mut self, now: Now) -> i64 {
@@ -622,23 +653,8 @@ impl Shared {
                 ensemble::apply_reconfig(&mut guard, &self.outbound, self.now());
             }
             // Records a call left (one that did not settle them itself) are stored now.
-            let State {
-                core,
-                conns,
-                held,
-                store,
-                ..
-            } = &mut *guard;
             let durable = self.durability.get().map(|d| &**d);
-            settle(
-                core,
-                store,
-                held,
-                conns,
-                &self.outbound,
-                durable,
-                &mut late_wakers,
-            );
+            guard.settle(&self.outbound, durable, &mut late_wakers);
             r
         })) {
             Ok(r) => {
@@ -764,19 +780,7 @@ impl Shared {
         let budget = &self.outbound;
         let durable = self.durability.get().map(|d| &**d);
         let mut wakers = Vec::new();
-        let r = self.with_state(|state| {
-            let State {
-                core,
-                conns,
-                held,
-                store,
-                ..
-            } = state;
-            let mut out = Registry::new(conns, budget, durable, &mut wakers, held);
-            let r = f(core, &mut out);
-            settle(core, store, held, conns, budget, durable, &mut wakers);
-            r
-        });
+        let r = self.with_state(|state| state.call(budget, durable, &mut wakers, f));
         wake(&mut wakers);
         r
     }
@@ -967,13 +971,6 @@ impl Shared {
         let durable = self.durability.get().map(|d| &**d);
         let slow = &self.slow;
         self.hold(None, |state| {
-            let State {
-                core,
-                conns,
-                held,
-                store,
-                ..
-            } = state;
             let now = self.now();
             // One clock reading per request: the end of one request is the start of the next.
             let mut started = Instant::now();
@@ -983,44 +980,46 @@ impl Shared {
             for batch in batches.iter_mut() {
                 let id = batch.id;
                 for frame in batch.frames.drain(..) {
-                    if conns.get(&id).is_none_or(|h| h.closing) {
+                    if state.conns.get(&id).is_none_or(|h| h.closing) {
                         break;
                     }
                     let reads = read_barrier(durable, &frame);
                     let mut out =
-                        Registry::new(conns, budget, durable, wakers, held).reading(id, reads);
+                        Registry::new(&mut state.conns, budget, durable, wakers, &mut state.held)
+                            .reading(id, reads);
                     // The header (xid, opcode) says which distribution the time goes to.
                     let mut head = [0u8; 8];
                     let n = frame.len().min(8);
                     head[..n].copy_from_slice(&frame[..n]);
                     // A shared handle on the frame, read only if the step turns out slow.
                     let kept = frame.clone();
-                    core.request(id, frame, now, &mut out);
+                    state.core.request(id, frame, now, &mut out);
                     // Each request's records are stored before the next runs, so a later
                     // read in the batch waits only for what it reads.
-                    settle(core, store, held, conns, budget, durable, wakers);
+                    state.settle(budget, durable, wakers);
                     let done = Instant::now();
-                    let held = micros(done.saturating_duration_since(started));
-                    times.record(&head[..n], held);
-                    if slow.is_slow(held) {
+                    let took = micros(done.saturating_duration_since(started));
+                    times.record(&head[..n], took);
+                    if slow.is_slow(took) {
                         let step = slow_step::RequestStep {
                             frame: &kept,
                             conn: id,
                         };
-                        slow.report(&step, held);
+                        slow.report(&step, took);
                     }
                     let total = micros(done.saturating_duration_since(batch.arrived));
                     started = done;
                     times.record_request(total);
-                    if let Some(h) = conns.get_mut(&id) {
+                    if let Some(h) = state.conns.get_mut(&id) {
                         h.latency.record(total);
                     }
                 }
                 if batch.close_after {
-                    Registry::new(conns, budget, durable, wakers, held).close(id, Release::Now);
+                    Registry::new(&mut state.conns, budget, durable, wakers, &mut state.held)
+                        .close(id, Release::Now);
                 }
                 if mine == Some(id) {
-                    mine_open = Some(conns.get(&id).is_some_and(|h| !h.closing));
+                    mine_open = Some(state.conns.get(&id).is_some_and(|h| !h.closing));
                 }
             }
             latencies.add(&times);
@@ -1087,19 +1086,8 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
         let durable = shared.durability.get().map(|d| &**d);
         let mut wakers = Vec::new();
         let next = shared.with_state_named("the tick (session expiry, reaping)", |state| {
-            let State {
-                core,
-                conns,
-                held,
-                store,
-                ..
-            } = state;
-            core.tick(
-                at,
-                &mut Registry::new(conns, budget, durable, &mut wakers, held),
-            );
-            settle(core, store, held, conns, budget, durable, &mut wakers);
-            core.next_deadline()
+            state.call(budget, durable, &mut wakers, |core, out| core.tick(at, out));
+            state.core.next_deadline()
         });
         wake(&mut wakers);
         let Ok(next) = next else {
