@@ -42,7 +42,7 @@ server/engine:     clock, gate, input_budget, kept_membership, latency, outbound
 server/reports:    civil_date, host, monitor_keys < metrics, report < format, gate, worker
 server/persist:    datadir < load < txnlog
 server/net:        input, member, stream, x509_dn < conn < tls
-server/control:    member_lag, members, net_faults
+server/control:    member_lag, members, net_faults, partition
 server/admin:      error, outgoing < listen < guard, control, herd, metrics, persist, members < member_lag, commands, net_faults, web, zk_controller
 cli:               alloc, datadir, gen_certs, kept_membership, pow, snapshot, trim, zoocfg, ctl_client < config_file, members, net_faults < serve, ctl
 cli/zoocfg:        env, props, servers < keys < members < apply

@@ -86,6 +86,15 @@ enum Op {
     /// The members of an ensemble (`zkd --ensemble N`): list, stop, start.
     #[command(subcommand)]
     Members(crate::members::MembersOp),
+    /// Split an ensemble's members into groups, as in `partition 1 / 2,3`: the group with a
+    /// majority of the voters keeps the quorum; every other member is cut off from it.
+    Partition {
+        /// Member ids separated by commas, groups by `/`.
+        #[arg(required = true, num_args = 1..)]
+        groups: Vec<String>,
+    },
+    /// End a partition: the cut members catch up and serve again.
+    Heal,
 }
 
 #[derive(Subcommand, Debug)]
@@ -262,6 +271,8 @@ fn execute(args: &CtlArgs) -> Result<String, Failure> {
             .call("GET", "/zkd/clock")
             .map(|v| human_or_json(&v, json, || clock_line(&v))),
         Op::Members(op) => crate::members::run(&client, op, json),
+        Op::Partition { groups } => crate::members::partition(&client, &groups.join(" "), json),
+        Op::Heal => crate::members::heal(&client, json),
         Op::Clock(ClockOp::Advance { duration }) => {
             let ms = clock_step_ms(duration)?;
             client

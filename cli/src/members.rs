@@ -1,5 +1,5 @@
 //! `zkd ctl members`: list, stop and start the members of a simulated ensemble, and make one
-//! lag behind the others.
+//! lag behind the others; `zkd ctl partition` and `zkd ctl heal` split and join them.
 
 use clap::Subcommand;
 use serde_json::Value;
@@ -94,7 +94,8 @@ fn text(v: &Value) -> String {
     }
 }
 
-/// One line per member: `ID  ADDRESS  MODE  STATE  LAG`.
+/// One line per member: `ID  ADDRESS  MODE  STATE  LAG`, and `cut off` for a member a
+/// partition cuts off.
 fn table(v: &Value) -> String {
     let mut lines = vec![format!(
         "{:<4} {:<22} {:<10} {:<8} {}",
@@ -107,8 +108,13 @@ fn table(v: &Value) -> String {
         .flatten()
     {
         let field = |k: &str| m.get(k).map_or("?".into(), text);
+        let cut = if m.get("cut").and_then(Value::as_bool) == Some(true) {
+            "  cut off"
+        } else {
+            ""
+        };
         lines.push(format!(
-            "{:<4} {:<22} {:<10} {:<8} {}",
+            "{:<4} {:<22} {:<10} {:<8} {}{cut}",
             field("id"),
             field("client_address"),
             field("mode"),
@@ -117,4 +123,27 @@ fn table(v: &Value) -> String {
         ));
     }
     lines.join("\n")
+}
+
+/// `zkd ctl partition 1 / 2,3`: the groups go to the server as written (it reads them).
+pub(crate) fn partition(client: &Client, groups: &str, json: bool) -> Result<String, Failure> {
+    let query: String = groups
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| match c {
+            '/' => "%2F".to_string(),
+            ',' => "%2C".to_string(),
+            c => c.to_string(),
+        })
+        .collect();
+    let v = client.call("POST", &format!("/zkd/partition?groups={query}"))?;
+    Ok(human_or_json(&v, json, || {
+        format!("partitioned: {}\n{}", groups.trim(), table(&v))
+    }))
+}
+
+/// `zkd ctl heal`.
+pub(crate) fn heal(client: &Client, json: bool) -> Result<String, Failure> {
+    let v = client.call("POST", "/zkd/heal")?;
+    Ok(human_or_json(&v, json, || format!("healed\n{}", table(&v))))
 }

@@ -173,3 +173,31 @@ def test_blackholed_connection_moves_to_another_member():
         assert server.clear_net_faults() == 2
         assert server.net_faults() == []
         _close(c)
+
+
+def test_a_partition_cuts_the_leader_off_and_heal_brings_it_back():
+    with zkd.Server(ensemble=3) as server:
+        client = _client(server.member_hosts(1))
+        try:
+            client.create("/split", b"before")
+            assert server.leader() == 3
+            listing = server.partition([3], [1, 2])
+            assert listing["leader"] == 2, "the majority elects one of its own"
+            assert [m["cut"] for m in listing["members"]] == [False, False, True]
+            client.set("/split", b"after")
+            # the cut member serves a read-only client what it had
+            ro = KazooClient(hosts=server.member_hosts(3), read_only=True, timeout=10.0)
+            ro.start(timeout=10)
+            try:
+                assert ro.get("/split")[0] == b"before"
+            finally:
+                _close(ro)
+            healed = server.heal()
+            assert not any(m["cut"] for m in healed["members"])
+            back = _client(server.member_hosts(3))
+            try:
+                assert back.retry(back.get, "/split")[0] == b"after"
+            finally:
+                _close(back)
+        finally:
+            _close(client)

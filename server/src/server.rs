@@ -288,6 +288,21 @@ impl Server {
         members::stop(&self.shared, id).await.map(|_| ())
     }
 
+    /// Splits the ensemble's members into `groups` (members named in none form one more
+    /// group): the group holding a majority of the voters keeps the quorum and elects a
+    /// leader of its own if it must; every other member is cut off, keeping its clients only
+    /// in read-only mode and applying no commit, until [`Server::heal`]. See
+    /// docs/ensembles.md, "Partitions".
+    pub fn partition(&self, groups: &[&[u64]]) -> Result<(), ControlError> {
+        let groups: Vec<Vec<u64>> = groups.iter().map(|g| g.to_vec()).collect();
+        crate::control::partition::partition(&self.shared, &groups)
+    }
+
+    /// Ends a partition: cut members apply what they missed and serve again.
+    pub fn heal(&self) -> Result<(), ControlError> {
+        crate::control::partition::heal(&self.shared)
+    }
+
     /// Tells ensemble member `id` to lag: `Lag::Ms(n)` applies each transaction n ms
     /// (session clock) after it committed, `Lag::Txns(k)` stays k transactions behind,
     /// `Lag::Stalled` applies nothing, `Lag::Lockstep` (or 0) is in step again. Its clients

@@ -883,6 +883,24 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
     let (code, text) = ctl(&["stop", "1"]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("member 1 is already stopped"), "{text}");
+    // Members 2 and 3 hold the quorum; the observer is cut off from them, and so is member 1,
+    // named in no group (stopped, it stays stopped).
+    let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "2,3", "/", "4"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.starts_with("partitioned: 2,3 / 4\n"), "{text}");
+    let cut: Vec<&str> = text
+        .lines()
+        .filter(|l| l.ends_with("cut off"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(cut, ["1", "4"], "{text}");
+    let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "2,x"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("\"x\" is not a member id"), "{text}");
+    let (code, text) = crate::admin::zkd_ctl(admin, &["heal"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.starts_with("healed\n"), "{text}");
+    assert!(!text.contains("cut off"), "{text}");
     drop(running);
 }
 
@@ -1067,4 +1085,101 @@ async fn reconfig_adds_a_new_member_that_starts_on_its_port_and_removes_one_that
         ["stopped", "stopped", "read-only", "stopped"]
     );
     server.shutdown().await;
+}
+
+/// The data a getData reply holds.
+fn data_of(r: &zkd_testkit::raw::Reply) -> Vec<u8> {
+    assert_eq!(r.err, 0, "getData failed");
+    let body: zkd_protocol::GetDataResponse = r.decode().expect("a getData body");
+    body.data.unwrap_or_default().to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_cuts_the_leader_off_and_healing_brings_it_back() {
+    let server = ensemble(true).await;
+    let admin = server.admin_addr().expect("admin listener");
+    let a = addrs(&server);
+    assert_eq!(modes(&server), ["follower", "follower", "leader"]);
+    let c = RawClient::connect(a[0], 30_000)
+        .await
+        .expect("session on 1");
+    let made = c.call(&create("/p", 0)).await.expect("create");
+    assert_eq!(made.err, 0);
+    let on_leader = RawClient::connect(a[2], 30_000)
+        .await
+        .expect("session on 3");
+
+    // The leader is cut off from the two others: they hold the quorum and elect member 2;
+    // member 3 keeps running in read-only mode and drops its read-write client.
+    server.partition(&[&[3]]).expect("partition");
+    assert_eq!(modes(&server), ["follower", "leader", "read-only"]);
+    let cut: Vec<bool> = server
+        .members()
+        .expect("members")
+        .iter()
+        .map(|m| m.cut)
+        .collect();
+    assert_eq!(cut, [false, false, true]);
+    dropped(&on_leader).await;
+
+    // The majority writes on, in the new leader's epoch.
+    let w = c.call(&set_data("/p", b"new")).await.expect("write");
+    assert_eq!(w.err, 0);
+    assert!(
+        w.zxid >> 32 > made.zxid >> 32,
+        "a new epoch: {:x} after {:x}",
+        w.zxid,
+        made.zxid
+    );
+
+    // The cut member serves read-only clients what it had, and refuses writes.
+    let ro = read_only_session(a[2]).await;
+    assert!(ro.read_only);
+    assert_eq!(
+        data_of(&ro.call(&get_data("/p")).await.expect("read")),
+        b"v"
+    );
+    assert_eq!(
+        ro.call(&create("/q", 0)).await.expect("write").err,
+        ErrorCode::NotReadOnly.code()
+    );
+
+    // Healing: member 3 applies what it missed and follows member 2.
+    let healed = admin::ok(admin, "POST", "/zkd/heal", None).await;
+    assert_eq!(healed["leader"], 2);
+    assert_eq!(healed["members"][2]["cut"], false);
+    assert_eq!(modes(&server), ["follower", "leader", "follower"]);
+    dropped(&ro).await;
+    let back = RawClient::connect(a[2], 30_000)
+        .await
+        .expect("session on 3");
+    assert_eq!(
+        data_of(&back.call(&get_data("/p")).await.expect("read")),
+        b"new"
+    );
+
+    // Over HTTP: split 1 / 2,3; member 1 alone is cut off and the leader stays.
+    let split = admin::ok(admin, "POST", "/zkd/partition?groups=1/2,3", None).await;
+    assert_eq!(split["leader"], 2);
+    assert_eq!(split["members"][0]["cut"], true);
+    assert_eq!(split["members"][0]["mode"], "read-only");
+    // No group with a majority: every member is cut off and serves read-only.
+    let apart = admin::ok(admin, "POST", "/zkd/partition?groups=1/2/3", None).await;
+    assert!(apart["leader"].is_null(), "{apart}");
+    assert_eq!(modes(&server), ["read-only", "read-only", "read-only"]);
+    for (path, status) in [
+        ("/zkd/partition?groups=1/9", 400),
+        ("/zkd/partition?groups=1/1,2", 400),
+        ("/zkd/partition?groups=1,2,3", 400),
+        ("/zkd/partition?groups=a/b", 400),
+        ("/zkd/partition", 400),
+    ] {
+        let answer = admin::call(admin, "POST", path, None).await;
+        assert_eq!(answer.status, status, "{path}: {}", answer.body);
+        assert!(!admin::error_text(&answer).is_empty());
+    }
+    // Healed, they elect as a fresh ZooKeeper ensemble would: members 2 and 3 have the same
+    // newest zxid, and the higher id wins.
+    server.heal().expect("heal");
+    assert_eq!(modes(&server), ["follower", "follower", "leader"]);
 }

@@ -442,6 +442,19 @@ class Server:
         """Starts a stopped member again on its port. 409 if it is running."""
         return self._call("POST", "/zkd/members/%d/start" % int(member_id))
 
+    def partition(self, *groups):
+        """Splits the members into groups, each a list of member ids (members named in none
+        form one more group): ``server.partition([1], [2, 3])``. The group holding a majority
+        of the voters keeps the quorum (electing a leader of its own if its leader is
+        elsewhere); every other member is cut off, serving only read-only clients from what
+        it had, until :meth:`heal`. Returns the members listing."""
+        text = "/".join(",".join(str(int(i)) for i in g) for g in groups)
+        return self._call("POST", "/zkd/partition", {"groups": text})
+
+    def heal(self):
+        """Ends a partition: the cut members apply what they missed and serve again."""
+        return self._call("POST", "/zkd/heal")
+
     def lag_member(self, member_id, ms=None, txns=None, stall=None):
         """Makes a member trail the committed history: by ``ms`` milliseconds (an int or a
         ``timedelta``), by ``txns`` transactions, or not at all with ``stall=True``; ``ms=0``,

@@ -45,7 +45,7 @@ impl From<ControlError> for ApiError {
             | ControlError::NoSuchFault(_)
             | ControlError::NoSuchNetFault(_)
             | ControlError::NoSuchMember(_) => StatusCode::NOT_FOUND,
-            ControlError::BadNetFault(_) => StatusCode::BAD_REQUEST,
+            ControlError::BadNetFault(_) | ControlError::BadPartition(_) => StatusCode::BAD_REQUEST,
             ControlError::Bind(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ControlError::NotAnEnsemble
             | ControlError::MemberRunning(_)

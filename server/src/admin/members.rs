@@ -1,7 +1,10 @@
 //! The ensemble's membership routes under `/zkd/members`: list the members (each with its
-//! lag), stop and start one. Per-member routes sit under `/zkd/members/{id}/`.
+//! lag), stop and start one (per-member routes sit under `/zkd/members/{id}/`); and
+//! `/zkd/partition` and `/zkd/heal`, which split the members and join them again.
 
-use axum::extract::{Path, State};
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
@@ -9,6 +12,7 @@ use serde_json::{json, Value};
 use super::{AdminState, ApiError, ApiResult};
 use crate::control::member_lag::{self, MemberLagReport};
 use crate::control::members as member;
+use crate::control::partition as split;
 use crate::engine::ensemble::{MemberId, MemberReport};
 use crate::engine::Shared;
 
@@ -17,6 +21,8 @@ pub(crate) fn routes() -> Router<AdminState> {
         .route("/zkd/members", get(list))
         .route("/zkd/members/{id}/stop", post(stop))
         .route("/zkd/members/{id}/start", post(start))
+        .route("/zkd/partition", post(partition))
+        .route("/zkd/heal", post(heal))
 }
 
 /// A member id from the path: a decimal server id.
@@ -36,6 +42,7 @@ fn member_json(m: &MemberReport) -> Value {
         "state": if m.running { "running" } else { "stopped" },
         "type": if m.observer { "observer" } else { "participant" },
         "in_config": m.in_config,
+        "cut": m.cut,
     })
 }
 
@@ -104,5 +111,24 @@ async fn stop(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult
 async fn start(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let id = parse_member_id(&id)?;
     member::start(&st.shared, id, &st.shutdown).await?;
+    listing(&st)
+}
+
+/// `POST /zkd/partition?groups=1/2,3`: splits the members into the groups given.
+async fn partition(
+    State(st): State<AdminState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    let text = q.get("groups").ok_or_else(|| {
+        ApiError::bad_request("give the groups, as in /zkd/partition?groups=1/2,3".to_string())
+    })?;
+    let groups = split::parse_groups(text)?;
+    split::partition(&st.shared, &groups)?;
+    listing(&st)
+}
+
+/// `POST /zkd/heal`: ends a partition.
+async fn heal(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+    split::heal(&st.shared)?;
     listing(&st)
 }

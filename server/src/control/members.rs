@@ -40,7 +40,7 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
                 ControlError::MemberStopped(id)
             });
         };
-        core.set_running_members(members.running_ids());
+        core.set_running_members(members.connected_ids());
         // Session time follows the quorum, and every new leader starts an epoch.
         core.set_quorum(members.has_quorum(), now);
         if t.leader_after.is_some() && t.leader_after != t.leader_before {

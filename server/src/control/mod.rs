@@ -1,13 +1,14 @@
 //! The test control plane as Rust operations on a running server: list, expire and
 //! disconnect sessions, pause and resume traffic, fault rules, network faults on connections
-//! ([`net_faults`]), reset, the virtual clock, and stopping, starting ([`members`]) and
-//! lagging ([`member_lag`]) ensemble members.
+//! ([`net_faults`]), reset, the virtual clock, and stopping, starting ([`members`]),
+//! lagging ([`member_lag`]) and partitioning ([`partition`]) ensemble members.
 //! [`crate::Server`]'s methods and the admin HTTP routes both call these, so both take
 //! effect the same way: through the core, in the one order of client requests.
 
 pub(crate) mod member_lag;
 pub(crate) mod members;
 pub(crate) mod net_faults;
+pub(crate) mod partition;
 #[cfg(test)]
 mod reset_tests;
 
@@ -81,6 +82,8 @@ pub enum ControlError {
     MemberRemoved(u64),
     /// A member's listener could not be bound again.
     Bind(String),
+    /// A partition that cannot be made, and why.
+    BadPartition(String),
     Failed,
 }
 
@@ -111,7 +114,7 @@ impl std::fmt::Display for ControlError {
                 "member {id} is not in the configuration (a reconfig removed it), so it cannot \
                  start, as a removed ZooKeeper server cannot; add it back with reconfig first"
             ),
-            ControlError::Bind(msg) => f.write_str(msg),
+            ControlError::Bind(msg) | ControlError::BadPartition(msg) => f.write_str(msg),
             ControlError::Failed => f.write_str(
                 "the server failed closed after an internal error and serves nothing more",
             ),

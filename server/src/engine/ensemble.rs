@@ -22,9 +22,11 @@ pub enum MemberMode {
     /// Running, a non-voting member observing the leader of a quorum: serves clients like a
     /// follower, never votes and is never elected.
     Observer,
-    /// Running without quorum, read-only mode on: serves read-only clients.
+    /// Running without quorum (or cut off from it by a partition), read-only mode on:
+    /// serves read-only clients.
     ReadOnly,
-    /// Running without quorum, read-only mode off: looking for a leader, serving no client.
+    /// Running without quorum (or cut off from it by a partition), read-only mode off:
+    /// looking for a leader, serving no client.
     Looking,
     /// Stopped: its listener is closed.
     Stopped,
@@ -67,6 +69,8 @@ pub struct MemberReport {
     pub observer: bool,
     /// Whether it is in the current configuration (a reconfig may have removed it).
     pub in_config: bool,
+    /// Whether a partition cuts it off from the side that holds the quorum.
+    pub cut: bool,
 }
 
 /// What a stop, start or reconfig changed.
@@ -96,6 +100,10 @@ struct Member {
     /// that was away takes part in an election with what it had, not with what the others
     /// committed meanwhile.
     stale_zxid: Option<i64>,
+    /// Cut off by a partition from the side that holds the quorum (or from every other
+    /// member, when no side holds one): it runs and keeps its listener, but counts for no
+    /// quorum and hears of no commit until the partition heals.
+    cut: bool,
 }
 
 /// One member as the membership is built from: its id, client address and whether it
@@ -134,6 +142,7 @@ impl Membership {
                 observer: m.observer,
                 removed: false,
                 stale_zxid: None,
+                cut: false,
             })
             .collect();
         members.sort_by_key(|m| m.id);
@@ -164,15 +173,6 @@ impl Membership {
         self.members.iter().filter(|m| m.votes()).count()
     }
 
-    /// The members whose listener is open.
-    pub fn running_ids(&self) -> Vec<MemberId> {
-        self.members
-            .iter()
-            .filter(|m| m.running)
-            .map(|m| m.id)
-            .collect()
-    }
-
     /// Whether `id` is in the current configuration (a reconfig may have removed it).
     pub fn in_config(&self, id: MemberId) -> bool {
         self.members.iter().any(|m| m.id == id && !m.removed)
@@ -187,14 +187,122 @@ impl Membership {
         self.members.iter().any(|m| m.id == id && m.observer)
     }
 
-    /// Whether a majority of the voting members runs (observers count for nothing).
+    /// Whether a majority of the voting members runs on the same side of any partition
+    /// (observers count for nothing).
     pub fn has_quorum(&self) -> bool {
         let running = self
             .members
             .iter()
-            .filter(|m| m.running && m.votes())
+            .filter(|m| m.running && !m.cut && m.votes())
             .count();
         2 * running > self.voters()
+    }
+
+    /// Whether a partition cuts `id` off from the quorum's side.
+    pub fn is_cut(&self, id: MemberId) -> bool {
+        self.members.iter().any(|m| m.id == id && m.cut)
+    }
+
+    /// The members a partition cuts off.
+    pub fn cut_ids(&self) -> Vec<MemberId> {
+        self.members
+            .iter()
+            .filter(|m| m.cut)
+            .map(|m| m.id)
+            .collect()
+    }
+
+    /// The members running on the quorum's side (those a new configuration can count on).
+    pub fn connected_ids(&self) -> Vec<MemberId> {
+        self.members
+            .iter()
+            .filter(|m| m.running && !m.cut)
+            .map(|m| m.id)
+            .collect()
+    }
+
+    /// Splits the members into `groups` (members named in none form one more group
+    /// together): the group whose running voters are a majority of all voters keeps the
+    /// quorum and, if its leader is on another side, elects one of its own; every member
+    /// outside it is cut off (all of them when no group has a majority). A new partition
+    /// replaces the one before. `zxid_of` gives each member's last applied zxid.
+    pub fn partition(
+        &mut self,
+        groups: &[Vec<MemberId>],
+        zxid_of: &dyn Fn(MemberId) -> i64,
+    ) -> Result<Transition, String> {
+        let mut seen = Vec::new();
+        for id in groups.iter().flatten() {
+            if !self.contains(*id) {
+                return Err(format!("there is no member {id}"));
+            }
+            if seen.contains(id) {
+                return Err(format!("member {id} is named in two groups"));
+            }
+            seen.push(*id);
+        }
+        let rest: Vec<MemberId> = self.ids().filter(|id| !seen.contains(id)).collect();
+        let mut sides: Vec<Vec<MemberId>> =
+            groups.iter().filter(|g| !g.is_empty()).cloned().collect();
+        if !rest.is_empty() {
+            sides.push(rest);
+        }
+        if sides.len() < 2 {
+            return Err("a partition needs at least two groups of members".into());
+        }
+        let majority = sides.iter().find(|side| {
+            let voters = self
+                .members
+                .iter()
+                .filter(|m| side.contains(&m.id) && m.running && m.votes())
+                .count();
+            2 * voters > self.voters()
+        });
+        let quorum_side: Vec<MemberId> = majority.cloned().unwrap_or_default();
+        Ok(self.change(zxid_of, |members| {
+            for m in members.iter_mut() {
+                m.cut = !quorum_side.contains(&m.id);
+            }
+        }))
+    }
+
+    /// Ends a partition: every member is on one side again; members that were cut off
+    /// sync with the leader.
+    pub fn heal(&mut self, zxid_of: &dyn Fn(MemberId) -> i64) -> Transition {
+        self.change(zxid_of, |members| {
+            for m in members.iter_mut() {
+                m.cut = false;
+            }
+        })
+    }
+
+    /// Applies `f` to the members, then elects as needed; the transition names the members
+    /// whose way of serving changed. A member cut off keeps the zxid it had for elections.
+    fn change(
+        &mut self,
+        zxid_of: &dyn Fn(MemberId) -> i64,
+        f: impl FnOnce(&mut [Member]),
+    ) -> Transition {
+        let before: Vec<(MemberId, Serving)> =
+            self.ids().map(|i| (i, self.mode(i).serving())).collect();
+        let leader_before = self.leader;
+        f(&mut self.members);
+        for m in self.members.iter_mut().filter(|m| m.cut || !m.running) {
+            if m.stale_zxid.is_none() {
+                m.stale_zxid = Some(zxid_of(m.id));
+            }
+        }
+        self.elect(zxid_of);
+        let drop_connections = before
+            .into_iter()
+            .filter(|(i, serving)| self.mode(*i).serving() != *serving)
+            .map(|(i, _)| i)
+            .collect();
+        Transition {
+            drop_connections,
+            leader_before,
+            leader_after: self.leader,
+        }
     }
 
     pub fn leader(&self) -> Option<MemberId> {
@@ -204,7 +312,7 @@ impl Membership {
     pub fn mode(&self, id: MemberId) -> MemberMode {
         if !self.is_running(id) {
             MemberMode::Stopped
-        } else if !self.has_quorum() {
+        } else if !self.has_quorum() || self.is_cut(id) {
             if self.read_only {
                 MemberMode::ReadOnly
             } else {
@@ -226,7 +334,7 @@ impl Membership {
             Some(l) => self
                 .members
                 .iter()
-                .filter(|m| m.running && !m.observer && m.id != l)
+                .filter(|m| m.running && !m.cut && !m.observer && m.id != l)
                 .count() as u64,
             None => 0,
         }
@@ -239,7 +347,7 @@ impl Membership {
             Some(_) => self
                 .members
                 .iter()
-                .filter(|m| m.running && m.removed && !m.observer)
+                .filter(|m| m.running && !m.cut && m.removed && !m.observer)
                 .count() as u64,
             None => 0,
         }
@@ -252,7 +360,7 @@ impl Membership {
             Some(_) => self
                 .members
                 .iter()
-                .filter(|m| m.running && m.observer)
+                .filter(|m| m.running && !m.cut && m.observer)
                 .count() as u64,
             None => 0,
         }
@@ -268,6 +376,7 @@ impl Membership {
                 running: m.running,
                 observer: m.observer,
                 in_config: !m.removed,
+                cut: m.cut,
             })
             .collect()
     }
@@ -326,15 +435,18 @@ impl Membership {
             self.leader = None;
             return;
         }
-        if !self.leader.is_some_and(|l| self.is_running(l)) {
+        if !self
+            .leader
+            .is_some_and(|l| self.is_running(l) && !self.is_cut(l))
+        {
             self.leader = self
                 .members
                 .iter()
-                .filter(|m| m.running && m.votes())
+                .filter(|m| m.running && !m.cut && m.votes())
                 .max_by_key(|m| (m.stale_zxid.unwrap_or_else(|| zxid_of(m.id)), m.id))
                 .map(|m| m.id);
         }
-        for m in self.members.iter_mut().filter(|m| m.running) {
+        for m in self.members.iter_mut().filter(|m| m.running && !m.cut) {
             m.stale_zxid = None;
         }
     }
@@ -420,6 +532,7 @@ impl Membership {
                         observer: spec.observer,
                         removed: false,
                         stale_zxid: None,
+                        cut: false,
                     });
                 }
             }
@@ -482,7 +595,7 @@ pub(crate) fn apply_reconfig(
         return;
     };
     let t = members.reconfigure(&specs);
-    state.core.set_running_members(members.running_ids());
+    state.core.set_running_members(members.connected_ids());
     state.core.set_quorum(members.has_quorum(), now);
     if t.leader_after.is_some() && t.leader_after != t.leader_before {
         if let Some(store) = state.store.as_mut() {

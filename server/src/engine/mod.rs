@@ -377,7 +377,7 @@ fn read_barrier(durable: Option<&durable::Durability>, frame: &Bytes) -> u64 {
 
 /// Wakes the tasks a core call queued frames for; called after the core's lock is released,
 /// so no thread waits for the lock while another one makes a wake-up's system call.
-fn wake(wakers: &mut Vec<Waker>) {
+pub(crate) fn wake(wakers: &mut Vec<Waker>) {
     for w in wakers.drain(..) {
         w.wake();
     }
@@ -719,6 +719,11 @@ impl Shared {
     /// Why the server stopped serving, once a core call has panicked.
     pub(crate) fn failure(&self) -> Option<&ServerFailure> {
         self.failure.get()
+    }
+
+    /// Group commit's counts, with `--fsync always`.
+    pub(crate) fn durability(&self) -> Option<&durable::Durability> {
+        self.durability.get().map(|d| &**d)
     }
 
     /// Transactions synced so far with group commit (all of them without it).

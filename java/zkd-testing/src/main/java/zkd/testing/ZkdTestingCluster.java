@@ -158,6 +158,35 @@ public class ZkdTestingCluster implements Closeable {
         server.admin("POST", "/zkd/members/" + instance.getServerId() + "/lag?ms=" + lag.toMillis(), null);
     }
 
+    /**
+     * Splits the members into groups (members named in none form one more group): the group
+     * holding a majority of the voters keeps the quorum, electing a leader of its own if its
+     * leader is elsewhere; every other member is cut off, serving only read-only clients from
+     * what it had, until {@link #heal()}.
+     */
+    public void partition(List<List<ZkdInstanceSpec>> groups) {
+        StringBuilder text = new StringBuilder();
+        for (List<ZkdInstanceSpec> group : groups) {
+            if (text.length() > 0) {
+                text.append("%2F");
+            }
+            StringBuilder ids = new StringBuilder();
+            for (ZkdInstanceSpec spec : group) {
+                if (ids.length() > 0) {
+                    ids.append("%2C");
+                }
+                ids.append(spec.getServerId());
+            }
+            text.append(ids);
+        }
+        server.admin("POST", "/zkd/partition?groups=" + text, null);
+    }
+
+    /** Ends a partition: the cut members apply what they missed and serve again. */
+    public void heal() {
+        server.admin("POST", "/zkd/heal", null);
+    }
+
     /** The members as the admin API's JSON ({@code GET /zkd/members}: leader, state, mode, lag). */
     public String membersJson() {
         return server.admin("GET", "/zkd/members", null);

@@ -31,6 +31,7 @@ public final class ZkdTestingClusterTest {
         test("sessionAndEphemeralSurviveKillingTheConnectedMember", ZkdTestingClusterTest::failover);
         test("killAndRestartAnswerForUnknownOrStoppedMembers", ZkdTestingClusterTest::killAndRestartResults);
         test("closeStopsEveryMember", ZkdTestingClusterTest::close);
+        test("aPartitionCutsAMemberOffUntilHealed", ZkdTestingClusterTest::partition);
         ZkdTestingServerTest.finish();
     }
 
@@ -88,6 +89,37 @@ public final class ZkdTestingClusterTest {
                 }
                 check(sessionOf(c) == sid, "the session changed after the restart");
                 check(!states.contains(ConnectionState.LOST), "the session was lost: " + states);
+            }
+        }
+    }
+
+    /**
+     * Cutting the leader off: the two others elect one of their own and write on; the cut
+     * member is marked in the members listing; healed, it serves what it missed.
+     */
+    static void partition() throws Exception {
+        try (ZkdTestingCluster cluster = new ZkdTestingCluster(3)) {
+            cluster.start();
+            List<ZkdInstanceSpec> specs = new ArrayList<>(cluster.getInstances());
+            List<ConnectionState> states = new CopyOnWriteArrayList<>();
+            try (CuratorFramework c = curator(specs.get(0).getConnectString(), states)) {
+                c.create().forPath("/split", "before".getBytes());
+                cluster.partition(List.of(List.of(specs.get(2)), List.of(specs.get(0), specs.get(1))));
+                String json = cluster.membersJson();
+                check(json.contains("\"leader\":2"), "member 2 should lead: " + json);
+                check(json.contains("\"cut\":true"), "no member cut off: " + json);
+                c.setData().forPath("/split", "after".getBytes());
+                cluster.heal();
+                check(!cluster.membersJson().contains("\"cut\":true"), "still cut: " + cluster.membersJson());
+                try (ZooKeeper direct = connectTo(specs.get(2).getConnectString())) {
+                    check(eventually(() -> {
+                        try {
+                            return new String(direct.getData("/split", false, null)).equals("after");
+                        } catch (Exception e) {
+                            return false;
+                        }
+                    }), "the healed member does not serve the write it missed");
+                }
             }
         }
     }
