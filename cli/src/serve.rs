@@ -238,6 +238,18 @@ pub struct ServeArgs {
     #[arg(long, requires = "ensemble")]
     no_read_only: bool,
 
+    /// With --ensemble: sessions start local to the member they connected to, as ZooKeeper's
+    /// `localSessionsEnabled` makes them (they cannot move to another member until their
+    /// first ephemeral makes them global, with --local-sessions-upgrading).
+    #[arg(long, requires = "ensemble")]
+    local_sessions: bool,
+
+    /// With --local-sessions: a local session's first ephemeral makes it global
+    /// (ZooKeeper's `localSessionsUpgradingEnabled`); without it that create fails with
+    /// EPHEMERALONLOCALSESSION.
+    #[arg(long, requires = "local_sessions")]
+    local_sessions_upgrading: bool,
+
     /// With --ensemble: the last K members are observers, which serve clients but do not
     /// vote, are never elected and do not count for the quorum (at least one member votes).
     #[arg(long, value_name = "K", requires = "ensemble",
@@ -315,6 +327,8 @@ impl ServeArgs {
                         .map_err(|m| format!("--observers: {m}"))?;
                 }
                 e.read_only = !self.no_read_only;
+                e.local_sessions = self.local_sessions;
+                e.local_sessions_upgrading = self.local_sessions_upgrading;
                 Some(e)
             }
             None => None,

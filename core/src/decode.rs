@@ -86,7 +86,7 @@ impl Core {
             Some((op, Ok(_)))
                 if self.conn_serving(conn) == Serving::ReadOnly
                     && op.refused_when_read_only()
-                    && !(op == OpCode::CloseSession && self.local_sessions.contains(&sid)) =>
+                    && !(op == OpCode::CloseSession && self.local_sessions.contains_key(&sid)) =>
             {
                 let zxid = self.db.zxid;
                 (

@@ -216,9 +216,13 @@ pub struct Core {
     next_reap: i64,
     open_acl: AclList,
     counters: Counters,
-    /// Sessions created by read-only ensemble members: never logged, unknown to members
-    /// serving reads and writes.
-    local_sessions: std::collections::HashSet<i64>,
+    /// Local sessions, each with the member that made it: a read-only member's, and with
+    /// local sessions on (`localSessionsEnabled`) every session until its first ephemeral.
+    /// Never logged; known to their own member only.
+    local_sessions: HashMap<i64, u64>,
+    /// Whether read-write members start sessions local (`localSessionsEnabled`) and whether
+    /// a local session's first ephemeral makes it global (`localSessionsUpgradingEnabled`).
+    local_mode: (bool, bool),
     /// Packet counters per ensemble member (empty on a standalone server).
     member_counters: std::collections::BTreeMap<u64, Counters>,
     herd: Herd,
@@ -264,6 +268,7 @@ impl Core {
             counters: Counters::default(),
             member_counters: Default::default(),
             local_sessions: Default::default(),
+            local_mode: (false, false),
             herd: Herd::new(cfg_herd_warn),
             now_ms: now.mono,
             scratch: Vec::new(),

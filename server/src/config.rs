@@ -159,6 +159,16 @@ pub struct EnsembleConfig {
     /// older ones are removed), so that a restart starts from it. `None` (default) = not kept;
     /// the `zkd` binary sets its data directory.
     pub membership_dir: Option<PathBuf>,
+    /// ZooKeeper's `localSessionsEnabled`: a session starts local to the member it connected
+    /// to, known to no other (it cannot move: a client that reconnects elsewhere is told it
+    /// expired, and it ends when its member stops or changes how it serves), and costs no
+    /// transaction. Off by default, as in ZooKeeper. Read-only members' sessions are local
+    /// either way.
+    pub local_sessions: bool,
+    /// ZooKeeper's `localSessionsUpgradingEnabled`: a local session's first ephemeral makes
+    /// it global (a session transaction first); without it that create fails with
+    /// EPHEMERALONLOCALSESSION. Off by default, as in ZooKeeper.
+    pub local_sessions_upgrading: bool,
 }
 
 /// The file name a membership of `version` is kept under (see
@@ -219,6 +229,8 @@ impl EnsembleConfig {
             sync_limit: Self::DEFAULT_LIMITS.1,
             kept_version: None,
             membership_dir: None,
+            local_sessions: false,
+            local_sessions_upgrading: false,
         })
     }
 

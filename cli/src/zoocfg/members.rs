@@ -130,6 +130,11 @@ pub fn ensemble(
         sync_limit: s.sync_limit.as_ref().map_or(sync, |l| l.value),
         kept_version: None,
         membership_dir: None,
+        local_sessions: s.local_sessions_enabled.as_ref().is_some_and(|b| b.value),
+        local_sessions_upgrading: s
+            .local_sessions_upgrading_enabled
+            .as_ref()
+            .is_some_and(|b| b.value),
     })
 }
 

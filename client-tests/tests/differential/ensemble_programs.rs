@@ -6,8 +6,9 @@
 //! (`POST /zkd/members/{id}/stop|start`: zkd's admin listener, and for the JVMs the endpoint
 //! the ensemble client suites use). What clients can observe is compared, not timings.
 //!
-//! One ensemble per side serves the whole run, both with a 500 ms tick and read-only mode
-//! (ZooKeeper also with `localSessionsEnabled=true`, see E1); both sides run each program at
+//! One ensemble per side serves the whole run, both with a 500 ms tick, read-only mode and
+//! local sessions (`localSessionsEnabled` and `localSessionsUpgradingEnabled`: ZooKeeper 3.8
+//! serves read-only clients only with them); both sides run each program at
 //! the same time. Program N works under its own root `/eN` (`~` below), which the harness
 //! creates with `~/a` and `~/b`. Its three sessions (3 s timeout, accepting read-only
 //! servers, knowing every member) start on members 1, 2 and 3, and each first creates an
@@ -62,15 +63,10 @@
 //! are never excused.
 //!
 //! Differences (explained, not counted as failures):
-//! * E1 — local sessions. ZooKeeper 3.8 serves read-only clients only with
-//!   `localSessionsEnabled=true`, so both sides run that way (zkd's read-only members always
-//!   behave so). With it ZooKeeper also starts every ordinary session as a local session,
-//!   known only to the member it connected to, until its first ephemeral makes it global: a
-//!   local session whose member stops is told it expired when it moves to another member.
-//!   zkd's sessions made with a quorum are global from the start. The programs create an
-//!   ephemeral in each session first, so both sides compare global sessions; the read-only
-//!   probe compares local sessions of a read-only member. `local_sessions` (ignored; run
-//!   it with `--ignored`) shows the difference itself.
+//! * E1 — local sessions: no longer a difference. Both sides run with local sessions on,
+//!   so a session starts local to its member until its first ephemeral (the programs create
+//!   one in each session first); `local_sessions` shows both telling a session that had none
+//!   that it expired when its member stopped.
 //! * E2 — lagging members. zkd can make a member lag (`POST /zkd/members/{id}/lag`);
 //!   ZooKeeper cannot be told to, and no fault a client can cause there has the same
 //!   observable effect (a follower serving stale reads until a sync), so lag is not part of
@@ -365,12 +361,9 @@ fn side_by_side(a: &Observed, b: &Observed) -> String {
     out
 }
 
-/// E1 shown: a session without an ephemeral, made on member 1, moves to member 2 after
-/// member 1 stops. ZooKeeper (local sessions on) says it expired; zkd keeps it.
-/// `cargo test -p zkd-client-tests --test differential ensemble_programs::local_sessions --
-/// --ignored --nocapture`.
+/// Local sessions on both sides: a session without an ephemeral, made on member 1, tries to
+/// move to member 2 after member 1 stops, and both say it expired.
 #[test]
-#[ignore]
 fn local_sessions() {
     use bytes::Bytes;
     use zkd_testkit::raw::{create, ClientError, RawClient};
@@ -414,7 +407,7 @@ fn local_sessions() {
     let zk_saw = rt.block_on(outcome(zk));
     assert_eq!(
         (zkd_saw, zk_saw),
-        ("the session moves to member 2", "the session expired")
+        ("the session expired", "the session expired")
     );
 }
 

@@ -1183,3 +1183,85 @@ async fn a_partition_cuts_the_leader_off_and_healing_brings_it_back() {
     server.heal().expect("heal");
     assert_eq!(modes(&server), ["follower", "follower", "leader"]);
 }
+
+/// Three members with local sessions on (`localSessionsEnabled`), upgrading or not.
+async fn local_sessions(upgrading: bool) -> Server {
+    let mut e = EnsembleConfig::numbered(3, 0).expect("an ensemble");
+    e.local_sessions = true;
+    e.local_sessions_upgrading = upgrading;
+    Server::start(Config {
+        port: 0,
+        ensemble: Some(e),
+        ..Config::default()
+    })
+    .await
+    .expect("ensemble starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_sessions_stay_on_their_member_until_an_ephemeral_makes_them_global() {
+    use zkd_testkit::raw::ClientError;
+    let server = local_sessions(true).await;
+    let a = addrs(&server);
+    let local = RawClient::connect(a[0], 30_000)
+        .await
+        .expect("a session on 1");
+    let global = RawClient::connect(a[0], 30_000)
+        .await
+        .expect("another on 1");
+    // A local session writes like any other, but costs no transaction: the create after it
+    // has the zxid right after the ensemble's start.
+    let made = local.call(&create("/l", 0)).await.expect("create");
+    assert_eq!(made.err, 0);
+    // Its first ephemeral makes the second session global (a session transaction first).
+    let eph = global.call(&create("/g", 1)).await.expect("ephemeral");
+    assert_eq!(eph.err, 0);
+    assert_eq!(
+        eph.zxid,
+        made.zxid + 2,
+        "the upgrade took a zxid of its own"
+    );
+
+    // Another member does not know the local session while its member runs...
+    let elsewhere = RawClient::handshake(
+        a[1],
+        local.session_id,
+        local.passwd.clone(),
+        30_000,
+        local.last_zxid(),
+        false,
+    )
+    .await;
+    assert!(
+        matches!(elsewhere, Err(ClientError::Rejected)),
+        "another member took a local session"
+    );
+    // ...and when member 1 stops, the local session ends with it, while the global one moves.
+    server.stop_member(1).await.expect("stop 1");
+    let moved = RawClient::handshake(
+        a[1],
+        local.session_id,
+        local.passwd.clone(),
+        30_000,
+        local.last_zxid(),
+        false,
+    )
+    .await;
+    assert!(
+        matches!(moved, Err(ClientError::Rejected)),
+        "a local session outlived its member"
+    );
+    let kept = move_to(&global, a[1], false).await;
+    assert_eq!(kept.call(&get_data("/g")).await.expect("read").err, 0);
+
+    // Without upgrading, a local session cannot own an ephemeral.
+    let strict = local_sessions(false).await;
+    let s = RawClient::connect(addrs(&strict)[0], 30_000)
+        .await
+        .expect("session");
+    assert_eq!(
+        s.call(&create("/e", 1)).await.expect("create").err,
+        ErrorCode::EphemeralOnLocalSession.code()
+    );
+    assert_eq!(s.call(&create("/p", 0)).await.expect("create").err, 0);
+}

@@ -546,6 +546,18 @@ impl Core {
         out: &mut dyn Outbox,
         muted: bool,
     ) -> Option<(i32, i64, Frame)> {
+        if self.local_sessions.contains_key(&sid)
+            && crate::request::execute::creates_ephemeral(&req)
+        {
+            // A local session's first ephemeral: it becomes global first (its own
+            // transaction), or, without upgrading, the create is refused.
+            if !self.upgrade_local_session(sid, now, out) {
+                let zxid = self.db.zxid;
+                let err = zkd_protocol::ErrorCode::EphemeralOnLocalSession.code();
+                let reply = crate::request::reply::header_only(xid, zxid, err);
+                return Some((xid, zxid, reply));
+            }
+        }
         let Some(LaggingMember { member, lag }) = lagging else {
             return self.execute(conn, sid, xid, req, now, None, out);
         };

@@ -3,7 +3,7 @@
 //! leader gives each session a fresh timeout and starts a new epoch of zxids
 //! (docs/protocol.md, "Ensemble members and read-only mode").
 
-use crate::{Core, Now};
+use crate::{Core, Now, Outbox};
 
 impl Core {
     /// Whether the ensemble has a quorum (always, on a standalone server).
@@ -47,6 +47,53 @@ impl Core {
         epoch
     }
 
+    /// Local sessions as ZooKeeper's `localSessionsEnabled` makes them: a session a
+    /// read-write member starts is known to that member only, until its first ephemeral
+    /// makes it global (with `upgrading`, ZooKeeper's `localSessionsUpgradingEnabled`;
+    /// without, that create fails with EPHEMERALONLOCALSESSION). A read-only member's
+    /// sessions are local either way.
+    pub fn set_local_sessions(&mut self, enabled: bool, upgrading: bool) {
+        self.local_mode = (enabled, upgrading);
+    }
+
+    /// Makes local session `sid` global, committing its creation; false when upgrading is
+    /// off.
+    pub(crate) fn upgrade_local_session(
+        &mut self,
+        sid: i64,
+        now: Now,
+        out: &mut dyn Outbox,
+    ) -> bool {
+        if !self.local_mode.1 {
+            return false;
+        }
+        self.local_sessions.remove(&sid);
+        let timeout = self.sessions.get(sid).map_or(0, |s| s.timeout_ms);
+        let zxid = self.next_zxid();
+        self.commit_session_created(sid, timeout, zxid, now, out);
+        true
+    }
+
+    /// Member `member` stopped or changed how it serves: the local sessions it held end with
+    /// it (no transaction: they own no ephemeral), as a restarted ZooKeeper server forgets
+    /// its local sessions. Their clients, moving elsewhere, are told they expired.
+    pub fn end_local_sessions(&mut self, member: u64, out: &mut dyn Outbox) {
+        let ended: Vec<i64> = self
+            .local_sessions
+            .iter()
+            .filter(|(_, owner)| **owner == member)
+            .map(|(sid, _)| *sid)
+            .collect();
+        for sid in ended {
+            self.local_sessions.remove(&sid);
+            let conn = self.sessions.get(sid).and_then(|s| s.conn);
+            self.sessions.remove(sid);
+            if let Some(conn) = conn {
+                self.finish_connection(conn, out);
+            }
+        }
+    }
+
     /// The epoch of the last zxid (its high 32 bits; 0 on a standalone server).
     pub fn epoch(&self) -> i64 {
         self.db.zxid >> 32
@@ -57,7 +104,7 @@ impl Core {
             .sessions
             .iter()
             .map(|s| s.id)
-            .filter(|id| !self.local_sessions.contains(id))
+            .filter(|id| !self.local_sessions.contains_key(id))
             .collect();
         for id in global {
             self.sessions.restart_deadline(id, now.mono);
@@ -66,11 +113,11 @@ impl Core {
     }
 
     /// The sessions whose deadline has passed at `mono` and that may expire now: all of
-    /// them with a quorum, only read-only members' local sessions without.
+    /// them with a quorum, only local sessions without.
     pub(crate) fn expiring_sessions(&self, mono: i64) -> Vec<i64> {
         let mut ids = self.sessions.expired(mono);
         if !self.quorum {
-            ids.retain(|id| self.local_sessions.contains(id));
+            ids.retain(|id| self.local_sessions.contains_key(id));
         }
         ids
     }
@@ -82,7 +129,7 @@ impl Core {
             self.sessions.next_expiry()
         } else {
             self.sessions
-                .next_expiry_of(|id| self.local_sessions.contains(&id))
+                .next_expiry_of(|id| self.local_sessions.contains_key(&id))
         }
     }
 }

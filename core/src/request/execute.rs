@@ -61,6 +61,21 @@ enum Shape {
     Check,
 }
 
+/// Whether `req` creates an ephemeral node (alone or in a multi).
+pub(crate) fn creates_ephemeral(req: &Request) -> bool {
+    let ephemeral = |c: &zkd_protocol::Create| {
+        CreateMode::from_flags(c.flags).is_some_and(|m| m.is_ephemeral())
+    };
+    match req {
+        Request::Create(c) => ephemeral(c),
+        Request::Multi(ops) => ops.iter().any(|op| match op {
+            MultiOp::Create(c) => ephemeral(c),
+            _ => false,
+        }),
+        _ => false,
+    }
+}
+
 /// The answer to checkWatches and removeWatches from what the watch table said: `None`, a
 /// watcher type it does not know; `Some(false)`, no such watcher.
 fn watcher_found(found: Option<bool>) -> Result<(), ErrorCode> {

@@ -343,9 +343,9 @@ impl Core {
     /// Closes a session (explicit close or expiry): one zxid for all its ephemerals, deleted
     /// in the order ZooKeeper deletes them.
     pub(crate) fn kill_session(&mut self, sid: i64, now: Now, out: &mut dyn Outbox) -> i64 {
-        if self.local_sessions.remove(&sid) {
-            // A read-only member's local session ends without a transaction (it has no
-            // ephemerals: read-only members refuse writes).
+        if self.local_sessions.remove(&sid).is_some() {
+            // A local session ends without a transaction (it has no ephemerals: its first
+            // one would have made it global).
             self.sessions.remove(sid);
             return self.db.zxid;
         }

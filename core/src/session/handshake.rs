@@ -56,7 +56,7 @@ impl Core {
             Serving::ReadOnly
                 if req.session_id != 0
                     && self.sessions.get(req.session_id).is_some()
-                    && !self.local_sessions.contains(&req.session_id) =>
+                    && !self.local_sessions.contains_key(&req.session_id) =>
             {
                 // A read-only member does not take over a global session (docs/protocol.md,
                 // "Ensemble members and read-only mode"): closed without an answer.
@@ -86,14 +86,15 @@ impl Core {
             .min(self.cfg.max_session_timeout_ms)
             .max(floor);
         let ro = req.read_only;
-        let sid = if req.session_id == 0 && serving == Serving::ReadOnly {
-            // A local session of this read-only member: no transaction, unknown to the
-            // members serving reads and writes.
-            let member = self.conns.get(&conn).map_or(0, |c| c.member);
+        let member = self.conns.get(&conn).map_or(0, |c| c.member);
+        let local = serving == Serving::ReadOnly || (self.local_mode.0 && member != 0);
+        let sid = if req.session_id == 0 && local {
+            // A local session of this member (a read-only member's, or any member's with
+            // local sessions on): no transaction, unknown to the other members.
             let s = self.sessions.create_on(member, timeout, now.mono);
             s.conn = Some(conn);
             let sid = s.id;
-            self.local_sessions.insert(sid);
+            self.local_sessions.insert(sid, member);
             sid
         } else if req.session_id == 0 {
             self.next_zxid();
@@ -109,7 +110,10 @@ impl Core {
                 .sessions
                 .get(req.session_id)
                 .is_some_and(|s| req.passwd.len() == 16 && s.passwd[..] == req.passwd[..])
-                && (serving == Serving::ReadOnly || !self.local_sessions.contains(&req.session_id));
+                && self
+                    .local_sessions
+                    .get(&req.session_id)
+                    .is_none_or(|owner| *owner == member);
             if !valid {
                 let frame = zkd_protocol::frame::record_frame(&ConnectResponse::invalid(ro));
                 self.send(out, conn, frame);

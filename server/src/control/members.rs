@@ -27,7 +27,8 @@ pub(crate) fn list(shared: &Shared) -> Result<Vec<MemberReport>, ControlError> {
 fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition, ControlError> {
     let budget = &shared.outbound;
     let now = shared.now();
-    shared.with_state(|state| {
+    let mut wakers = Vec::new();
+    let t = shared.with_state(|state| {
         let members = state.members.as_mut().ok_or(ControlError::NotAnEnsemble)?;
         if !members.contains(id) {
             return Err(ControlError::NoSuchMember(id));
@@ -46,6 +47,12 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
         if t.leader_after.is_some() && t.leader_after != t.leader_before {
             state.new_epoch(now);
         }
+        state.end_local_sessions(
+            &t.drop_connections,
+            budget,
+            shared.durability(),
+            &mut wakers,
+        );
         let dropped = state.drop_connections_of(&t.drop_connections, budget);
         tracing::info!(
             member = id,
@@ -56,7 +63,9 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
             if running { "started" } else { "stopped" }
         );
         Ok(t)
-    })?
+    });
+    crate::engine::wake(&mut wakers);
+    t?
 }
 
 /// Ends member `id`'s accept loop, if it has one, and waits until it has let go of its port.

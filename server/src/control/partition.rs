@@ -97,6 +97,7 @@ fn change(
         if t.leader_after.is_some() && t.leader_after != t.leader_before {
             state.new_epoch(now);
         }
+        state.end_local_sessions(&t.drop_connections, budget, durable, &mut wakers);
         let dropped = state.drop_connections_of(&t.drop_connections, budget);
         tracing::info!(
             cut = ?cut,

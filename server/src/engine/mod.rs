@@ -159,6 +159,22 @@ impl State {
         r
     }
 
+    /// Ends the local sessions of `members`, which stopped or changed how they serve (their
+    /// connections are being dropped).
+    pub(crate) fn end_local_sessions(
+        &mut self,
+        members: &[MemberId],
+        budget: &Arc<OutBudget>,
+        durable: Option<&durable::Durability>,
+        wakers: &mut Vec<Waker>,
+    ) {
+        self.call(budget, durable, wakers, |core, out| {
+            for m in members {
+                core.end_local_sessions(*m, out);
+            }
+        });
+    }
+
     /// [`settle`] after a core call on this state.
     pub(crate) fn settle(
         &mut self,

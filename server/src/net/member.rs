@@ -41,6 +41,9 @@ pub(crate) fn start_all(
             state.new_epoch(now);
             state
                 .core
+                .set_local_sessions(config.local_sessions, config.local_sessions_upgrading);
+            state
+                .core
                 .install_ensemble_at(membership.specs(), config.kept_version, now.wall);
             membership.set_config_text(state.core.ensemble_config_text().unwrap_or_default());
             state.members = Some(membership);

@@ -56,7 +56,10 @@ impl Fleet {
     /// zkd `--ensemble 3` (read-only mode on, as the flag has it) behaving as 3.8, with the
     /// admin listener for the member routes.
     pub async fn zkd(version: ZookeeperVersion) -> Fleet {
-        let members = zkd_server::EnsembleConfig::numbered(MEMBERS, 0).expect("three members");
+        let mut members = zkd_server::EnsembleConfig::numbered(MEMBERS, 0).expect("three members");
+        // As the ZooKeeper side runs (see `Fleet::zookeeper`).
+        members.local_sessions = true;
+        members.local_sessions_upgrading = true;
         let (server, admin) = zkd_testkit::target::zkd_with_admin(zkd_server::Config {
             ensemble: Some(members),
             tick_time: Duration::from_millis(TICK_MS),
