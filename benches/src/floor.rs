@@ -97,7 +97,10 @@ pub const CHILD_COMMAND: &str = "floor-server";
 const LISTENING: &str = "floor listening on ";
 
 /// The floor server in a child process (the `zkd-bench` binary `bin` run with
-/// [`CHILD_COMMAND`]); killed and reaped on drop, and killed with this process.
+/// [`CHILD_COMMAND`]); killed and reaped on drop, and killed with this process. The kernel
+/// kills it when the *thread* that spawned it ends (`PR_SET_PDEATHSIG`), so spawn it from a
+/// thread that lives as long as it must: a runtime worker, not a blocking-pool thread (those
+/// end after ten idle seconds).
 pub struct FloorProcess {
     child: Child,
     addr: SocketAddr,

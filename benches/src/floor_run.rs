@@ -3,7 +3,8 @@
 //! in flight) on zkd, on the tokio floor ([`crate::floor_tokio`]) and on the epoll floor
 //! ([`crate::floor_epoll`]), each a process of its own whose CPU time is read; then setData of
 //! 100 B on zkd `--fsync always` against the durable floor ([`crate::floor_disk`]) at each
-//! durable shape, the floor's group being the writes in flight. Rounds alternate which server
+//! durable shape, the floor's group being the writes in flight, with zkd in memory and the
+//! tokio floor at the same shapes and size (what bounds durable writes besides the disk). Rounds alternate which server
 //! goes first; the tables show medians over the rounds and zkd / floor.
 
 use std::collections::BTreeMap;
@@ -87,8 +88,8 @@ impl Server {
 pub struct Report {
     /// (workload, shape, server) → one outcome per round.
     pub throughput: BTreeMap<(Workload, (usize, usize), Server), Vec<Outcome>>,
-    /// shape → zkd `--fsync always` outcomes, one per round.
-    pub durable_zkd: BTreeMap<(usize, usize), Vec<Outcome>>,
+    /// (run, shape) → setData outcomes of the durable comparison, one per round.
+    pub durable: BTreeMap<(DurableRun, (usize, usize)), Vec<Outcome>>,
     /// shape → durable floor outcomes, one per round.
     pub durable_floor: BTreeMap<(usize, usize), Vec<floor_disk::Outcome>>,
     pub errors: Vec<String>,
@@ -118,11 +119,10 @@ async fn start(server: Server, zkd: &ServerSpec, p: &Params) -> BenchResult<Runn
         Server::Tokio => FloorKind::Tokio,
         Server::Epoll => FloorKind::Epoll,
     };
-    let (bin, size) = (p.floor_bin.clone(), p.value_size);
-    tokio::task::spawn_blocking(move || FloorProcess::spawn_kind(&bin, kind, size))
-        .await
-        .map_err(|e| format!("floor: {e}"))?
-        .map(Running::Floor)
+    // Spawned from this runtime thread, not a blocking-pool one: the child is killed when
+    // the thread that spawned it ends (see `FloorProcess`), and an idle pool thread ends
+    // after ten seconds. Waiting for its first line blocks this thread for milliseconds.
+    FloorProcess::spawn_kind(&p.floor_bin, kind, p.value_size).map(Running::Floor)
 }
 
 /// Runs the comparison: every round, each server in turn (the order rotating with the
@@ -186,7 +186,35 @@ pub async fn run(zkd: &ServerSpec, p: &Params, progress: &Progress) -> Report {
     r
 }
 
-/// zkd `--fsync always` and the durable floor, one after the other (which first alternates).
+/// What the durable comparison measures at each shape, setData of the durable value size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DurableRun {
+    /// zkd `--fsync always`.
+    ZkdAlways,
+    /// zkd without a data directory (the same writes, nothing on disk).
+    ZkdMemory,
+    /// The tokio floor (the network part of the durable floor).
+    TokioFloor,
+}
+
+impl DurableRun {
+    const ALL: [DurableRun; 3] = [
+        DurableRun::ZkdAlways,
+        DurableRun::ZkdMemory,
+        DurableRun::TokioFloor,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            DurableRun::ZkdAlways => "zkd --fsync always",
+            DurableRun::ZkdMemory => "zkd in memory",
+            DurableRun::TokioFloor => "tokio floor",
+        }
+    }
+}
+
+/// The durable comparison of one round: zkd `--fsync always`, zkd in memory, the tokio floor
+/// and the disk floor at every durable shape (the order rotating with the round).
 async fn durable_round(
     zkd: &ServerSpec,
     p: &Params,
@@ -196,74 +224,100 @@ async fn durable_round(
 ) {
     let d = &p.durable;
     let prog = progress.sub(format!("round {}/{} durable", round + 1, p.rounds));
-    let first = round.is_multiple_of(2);
-    for zkd_turn in [first, !first] {
-        if zkd_turn {
-            let place = Placement {
-                cpus: None,
-                base: Some(d.base_dir()),
-            };
-            let server = match zkd
-                .durable("always")
-                .start_with(&place, Duration::from_secs(60))
-                .await
-            {
-                Ok(s) => s,
-                Err(e) => {
-                    r.errors
-                        .push(format!("round {} durable zkd: {e}", round + 1));
-                    continue;
-                }
-            };
-            for &shape in &d.shapes {
-                let tp = throughput::Params {
-                    driver: throughput::Driver::Lean,
-                    sessions: shape.0,
-                    inflight: shape.1,
-                    workload: Workload::Set,
-                    value_size: d.value_size,
-                    warmup: d.warmup,
-                    duration: d.duration,
-                    readers: 0,
-                    unrelated_readers: false,
-                };
-                match throughput::run(server.addr(), Some(server.pid()), &tp, &prog).await {
-                    Ok(o) => r.durable_zkd.entry(shape).or_default().push(o),
-                    Err(e) => r.errors.push(format!(
-                        "round {} durable zkd {}x{}: {e}",
-                        round + 1,
-                        shape.0,
-                        shape.1
-                    )),
-                }
+    let mut order: Vec<Option<DurableRun>> =
+        DurableRun::ALL.into_iter().map(Some).chain([None]).collect();
+    let n = order.len();
+    order.rotate_left(round % n);
+    for run in order {
+        match run {
+            Some(run) => durable_server(zkd, p, run, round, &prog, r).await,
+            None => disk_floor(d, round, &prog, r).await,
+        }
+    }
+}
+
+/// One server of the durable comparison at every durable shape.
+async fn durable_server(
+    zkd: &ServerSpec,
+    p: &Params,
+    run: DurableRun,
+    round: usize,
+    prog: &Progress,
+    r: &mut Report,
+) {
+    let d = &p.durable;
+    let what = format!("round {} durable {}", round + 1, run.label());
+    let place = Placement {
+        cpus: None,
+        base: Some(d.base_dir()),
+    };
+    let running = match run {
+        DurableRun::ZkdAlways => zkd
+            .durable("always")
+            .start_with(&place, Duration::from_secs(60))
+            .await
+            .map(Running::Zkd),
+        DurableRun::ZkdMemory => zkd.start(Duration::from_secs(60)).await.map(Running::Zkd),
+        // From this runtime thread: see `FloorProcess` on which thread a child dies with.
+        DurableRun::TokioFloor => {
+            FloorProcess::spawn_kind(&p.floor_bin, FloorKind::Tokio, d.value_size)
+                .map(Running::Floor)
+        }
+    };
+    let running = match running {
+        Ok(s) => s,
+        Err(e) => {
+            r.errors.push(format!("{what}: {e}"));
+            return;
+        }
+    };
+    let (addr, pid) = running.addr_pid();
+    for &shape in &d.shapes {
+        let tp = throughput::Params {
+            driver: throughput::Driver::Lean,
+            sessions: shape.0,
+            inflight: shape.1,
+            workload: Workload::Set,
+            value_size: d.value_size,
+            warmup: d.warmup,
+            duration: d.duration,
+            readers: 0,
+            unrelated_readers: false,
+        };
+        match throughput::run(addr, Some(pid), &tp, prog).await {
+            Ok(o) => r.durable.entry((run, shape)).or_default().push(o),
+            Err(e) => r
+                .errors
+                .push(format!("{what} {}x{}: {e}", shape.0, shape.1)),
+        }
+    }
+}
+
+/// The disk floor at every durable shape.
+async fn disk_floor(d: &durable::Params, round: usize, prog: &Progress, r: &mut Report) {
+    for &shape in &d.shapes {
+        let (base, size, warmup, duration) = (d.base_dir(), d.value_size, d.warmup, d.duration);
+        let group = shape.0 * shape.1;
+        let out = tokio::task::spawn_blocking(move || {
+            floor_disk::run(&base, size, group, warmup, duration)
+        })
+        .await
+        .map_err(|e| format!("disk floor: {e}"))
+        .and_then(|o| o);
+        match out {
+            Ok(o) => {
+                prog.say(format!(
+                    "durable floor, {group} entries of {} B per sync: {:.0} ops/s, round p50 {:.0} us",
+                    o.entry_len, o.ops_per_sec, o.round_p50_us
+                ));
+                r.durable_floor.entry(shape).or_default().push(o);
             }
-        } else {
-            for &shape in &d.shapes {
-                let (base, size, warmup, duration) =
-                    (d.base_dir(), d.value_size, d.warmup, d.duration);
-                let group = shape.0 * shape.1;
-                let out = tokio::task::spawn_blocking(move || {
-                    floor_disk::run(&base, size, group, warmup, duration)
-                })
-                .await
-                .map_err(|e| format!("disk floor: {e}"))
-                .and_then(|o| o);
-                match out {
-                    Ok(o) => {
-                        prog.say(format!(
-                            "durable floor, {group} entries of {} B per sync: {:.0} ops/s, round p50 {:.0} us",
-                            o.entry_len, o.ops_per_sec, o.round_p50_us
-                        ));
-                        r.durable_floor.entry(shape).or_default().push(o);
-                    }
-                    Err(e) => r.errors.push(format!(
-                        "round {} durable floor {}x{}: {e}",
-                        round + 1,
-                        shape.0,
-                        shape.1
-                    )),
-                }
-            }
+            Err(e) => r.errors.push(format!(
+                "round {} durable floor {}x{}: {e}",
+                round + 1,
+                shape.0,
+                shape.1
+            )),
         }
     }
 }
@@ -344,55 +398,69 @@ impl Report {
         t
     }
 
-    /// The durable table: zkd `--fsync always` against the floor at each shape.
+    /// The median of figure `f` of one durable run at `shape`.
+    fn durable_med(&self, run: DurableRun, shape: (usize, usize), f: Pick) -> f64 {
+        self.durable
+            .get(&(run, shape))
+            .map_or(f64::NAN, |v| median(&v.iter().map(f).collect::<Vec<_>>()))
+    }
+
+    /// The disk floor's median of `f` at `shape`.
+    fn disk_med(&self, shape: (usize, usize), f: fn(&floor_disk::Outcome) -> f64) -> f64 {
+        self.durable_floor
+            .get(&shape)
+            .map_or(f64::NAN, |v| median(&v.iter().map(f).collect::<Vec<_>>()))
+    }
+
+    /// The durable table: zkd `--fsync always` against the disk floor at each shape, and
+    /// what bounds it besides the disk (zkd in memory, the tokio floor).
     pub fn durable_table(&self) -> Table {
         let mut t = Table::new(&[
             "shape",
             "zkd always ops/s",
-            "floor ops/s",
-            "zkd/floor",
-            "floor group",
-            "floor entry (B)",
-            "floor write+sync p50 (us)",
-            "floor write+sync p99 (us)",
-            "zkd p50 (us)",
-            "zkd CPU per op (us)",
+            "disk floor ops/s",
+            "zkd always / disk floor",
+            "zkd in memory ops/s",
+            "tokio floor ops/s",
+            "zkd always / min(disk, tokio floor)",
+            "disk floor: entries per sync, entry B, write+sync p50 / p99 us",
+            "zkd always p50 us",
+            "zkd always CPU per op us",
+            "zkd in memory CPU per op us",
         ]);
-        for (shape, floors) in &self.durable_floor {
-            let fm = |f: fn(&floor_disk::Outcome) -> f64| {
-                median(&floors.iter().map(f).collect::<Vec<_>>())
-            };
-            let zm = |f: fn(&Outcome) -> f64| {
-                self.durable_zkd
-                    .get(shape)
-                    .map_or(f64::NAN, |v| median(&v.iter().map(f).collect::<Vec<_>>()))
-            };
-            let (z, fl) = (zm(|o| o.ops_per_sec), fm(|o| o.ops_per_sec));
+        let cpu: Pick = |o| o.server_cpu_us_per_op.unwrap_or(f64::NAN);
+        for &shape in self.durable_floor.keys() {
+            let ops = |run| self.durable_med(run, shape, |o| o.ops_per_sec);
+            let always = ops(DurableRun::ZkdAlways);
+            let disk = self.disk_med(shape, |o| o.ops_per_sec);
+            let net = ops(DurableRun::TokioFloor);
             t.row(vec![
                 format!("{}x{}", shape.0, shape.1),
-                num(z),
-                num(fl),
-                num(z / fl),
-                (shape.0 * shape.1).to_string(),
-                num(fm(|o| o.entry_len as f64)),
-                num(fm(|o| o.round_p50_us)),
-                num(fm(|o| o.round_p99_us)),
-                num(zm(|o| o.latency.p50_us)),
-                num(zm(|o| o.server_cpu_us_per_op.unwrap_or(f64::NAN))),
+                num(always),
+                num(disk),
+                num(always / disk),
+                num(ops(DurableRun::ZkdMemory)),
+                num(net),
+                num(always / disk.min(net)),
+                format!(
+                    "{}, {}, {} / {}",
+                    shape.0 * shape.1,
+                    num(self.disk_med(shape, |o| o.entry_len as f64)),
+                    num(self.disk_med(shape, |o| o.round_p50_us)),
+                    num(self.disk_med(shape, |o| o.round_p99_us))
+                ),
+                num(self.durable_med(DurableRun::ZkdAlways, shape, |o| o.latency.p50_us)),
+                num(self.durable_med(DurableRun::ZkdAlways, shape, cpu)),
+                num(self.durable_med(DurableRun::ZkdMemory, shape, cpu)),
             ]);
         }
         t
     }
 
-    /// zkd / durable floor ops/s at `shape`.
+    /// zkd `--fsync always` / disk floor ops/s at `shape`.
     pub fn durable_ratio(&self, shape: (usize, usize)) -> f64 {
-        let z = self.durable_zkd.get(&shape).map_or(f64::NAN, |v| {
-            median(&v.iter().map(|o| o.ops_per_sec).collect::<Vec<_>>())
-        });
-        let f = self.durable_floor.get(&shape).map_or(f64::NAN, |v| {
-            median(&v.iter().map(|o| o.ops_per_sec).collect::<Vec<_>>())
-        });
-        z / f
+        self.durable_med(DurableRun::ZkdAlways, shape, |o| o.ops_per_sec)
+            / self.disk_med(shape, |o| o.ops_per_sec)
     }
 
     /// The goals: get and set ops/s at 64×8 ≥ 0.8 of the tokio floor, p50 at 1×1 within
@@ -442,7 +510,7 @@ impl Report {
             self.rounds, self.value_size, self.durable_value_size
         );
         let _ = writeln!(out, "{}", self.throughput_table().render());
-        if !self.durable_floor.is_empty() || !self.durable_zkd.is_empty() {
+        if !self.durable_floor.is_empty() {
             let _ = writeln!(out, "{}", self.durable_table().render());
         }
         let _ = writeln!(out, "goals:\n{}", self.goals().render());

@@ -493,10 +493,8 @@ async fn throughput_floor_figures(
         .clone()
         .ok_or("the throughput floors run as child processes of the zkd-bench binary")?;
     let size = s.tp_value_size;
-    let server =
-        tokio::task::spawn_blocking(move || floor::FloorProcess::spawn_kind(&bin, kind, size))
-            .await
-            .map_err(|e| format!("floor: {e}"))??;
+    // From this runtime thread: see `floor::FloorProcess` on which thread a child dies with.
+    let server = floor::FloorProcess::spawn_kind(&bin, kind, size)?;
     let floor_at = At {
         addr: server.addr(),
         pid: Some(server.pid()),
@@ -532,9 +530,9 @@ pub fn floor_item(w: usize) -> String {
 async fn floor_figures(watchers: usize, at: At<'_>) -> BenchResult<Figures> {
     let o = match at.s.floor_bin.clone() {
         Some(bin) => {
-            let server = tokio::task::spawn_blocking(move || floor::FloorProcess::spawn(&bin))
-                .await
-                .map_err(|e| format!("floor: {e}"))??;
+            // From this runtime thread: see `floor::FloorProcess` on which thread a child
+            // dies with.
+            let server = floor::FloorProcess::spawn(&bin)?;
             let p = fanout_params(watchers, Some(server.pid()), at.s);
             let o = fanout::run(server.addr(), &p, at.progress).await;
             drop(server);
