@@ -224,8 +224,11 @@ async fn durable_round(
 ) {
     let d = &p.durable;
     let prog = progress.sub(format!("round {}/{} durable", round + 1, p.rounds));
-    let mut order: Vec<Option<DurableRun>> =
-        DurableRun::ALL.into_iter().map(Some).chain([None]).collect();
+    let mut order: Vec<Option<DurableRun>> = DurableRun::ALL
+        .into_iter()
+        .map(Some)
+        .chain([None])
+        .collect();
     let n = order.len();
     order.rotate_left(round % n);
     for run in order {
