@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The side-by-side run BENCHMARKS.md is written from: zkd and Apache ZooKeeper (3.9.3, or
 # 3.8.0 with ZKD_ZOOKEEPER_VERSION=3.8), every
-# group (footprint, throughput, fan-out with its floor, herd; durable writes with
-# `--only footprint,throughput,fanout,herd,durable`), medians of 3 rounds, every
+# group (footprint, throughput, fan-out with its floor, herd, durable writes, and the
+# throughput and durable floors: `--only floor`), medians of 3 rounds, every
 # target checked. Run it from a checkout of main on a quiet machine. It builds the release
 # binaries, then writes bench-results/compare.{txt,md,csv}, the SVG plots and the progress
 # lines (bench-results/compare.log).

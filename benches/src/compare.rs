@@ -22,8 +22,12 @@ pub enum Group {
     Throughput,
     Fanout,
     Herd,
-    /// setData against servers that sync before acknowledging (not in the default set).
+    /// setData against servers that sync before acknowledging.
     Durable,
+    /// The throughput floors (tokio and epoll) under getData and setData at the throughput
+    /// shape, and the durable floor at the durable shapes, each measured in each server's
+    /// turn; zkd / floor comes from zkd's throughput and durable rows.
+    Floor,
 }
 
 pub struct Options {
@@ -112,6 +116,7 @@ pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
     out.extend(no_regression(c, s));
     out.extend(scaling(c));
     out.extend(crate::durable::targets(c));
+    out.extend(floor_targets(c, s));
     let w = s.fan_watchers.iter().copied().max().unwrap_or(0);
     let fan = crate::fanout_item(w);
     let last = "time until last";
@@ -351,6 +356,9 @@ pub async fn run(o: &Options) -> Comparison {
     if o.groups.contains(&Group::Fanout) {
         items.extend(Item::fanout(s));
     }
+    if o.groups.contains(&Group::Floor) {
+        items.extend(Item::throughput_floors(s));
+    }
     if o.groups.contains(&Group::Herd) {
         items.extend(Item::herd(s));
     }
@@ -422,6 +430,16 @@ pub async fn run(o: &Options) -> Comparison {
             crate::durable::round(&o.zkd, &o.zookeeper, &s.durable, round, &prog, &mut c).await;
         }
         c.timings.push(("durable".into(), t0.elapsed()));
+    }
+    if o.groups.contains(&Group::Floor) {
+        let t0 = Instant::now();
+        for round in 0..s.rounds {
+            if run.over_budget(&mut c, "the durable floor") {
+                break;
+            }
+            disk_floor_round(&s.durable, round, &prog, &mut c).await;
+        }
+        c.time("floor", t0.elapsed());
     }
     c.elapsed = started.elapsed();
     c
@@ -532,6 +550,103 @@ impl Run<'_> {
     }
 }
 
+/// `floor disk set 100B 64x8`: the durable floor's item at one durable shape.
+pub fn disk_floor_item(value_size: usize, shape: (usize, usize)) -> String {
+    format!("floor disk set {value_size}B {}x{}", shape.0, shape.1)
+}
+
+/// The durable floor ([`crate::floor_disk`]) at every durable shape, twice (once in each
+/// server's column, as the other floors are measured in each server's turn).
+async fn disk_floor_round(
+    p: &crate::durable::Params,
+    round: usize,
+    prog: &Progress,
+    c: &mut Comparison,
+) {
+    for &shape in &p.shapes {
+        for column in [0, 1] {
+            let (base, size, warmup, duration) = (p.base_dir(), p.value_size, p.warmup, p.duration);
+            let group = shape.0 * shape.1;
+            let out = tokio::task::spawn_blocking(move || {
+                crate::floor_disk::run(&base, size, group, warmup, duration)
+            })
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|o| o);
+            let item = disk_floor_item(p.value_size, shape);
+            match out {
+                Ok(o) => {
+                    prog.say(format!(
+                        "round {} {item}: {:.0} ops/s ({} B entries), write+sync p50 {:.0} us",
+                        round + 1,
+                        o.ops_per_sec,
+                        o.entry_len,
+                        o.round_p50_us
+                    ));
+                    let rows = [
+                        ("ops/s", "ops/s", o.ops_per_sec, crate::Better::Higher),
+                        ("write+sync p50", "us", o.round_p50_us, crate::Better::Lower),
+                        ("write+sync p99", "us", o.round_p99_us, crate::Better::Lower),
+                    ];
+                    let figs = Figures {
+                        figures: rows
+                            .into_iter()
+                            .map(|(n, u, v, b)| crate::Figure::new(&item, n, u, v, b))
+                            .collect(),
+                        notes: Vec::new(),
+                    };
+                    c.add(column, &figs, round);
+                }
+                Err(e) => c.errors.push(format!("round {} {item}: {e}", round + 1)),
+            }
+        }
+    }
+}
+
+/// zkd's median of `zkd_row` over the median of every value of `floor_row` (both columns
+/// are the floor).
+fn over_floor(zkd_row: Option<&Row>, floor_row: Option<&Row>) -> Option<f64> {
+    let zkd = zkd_row.map(Row::zkd_median)?;
+    let floor = floor_row.map(|r| {
+        let all: Vec<f64> = r.zkd.iter().chain(&r.zookeeper).copied().collect();
+        crate::util::median(&all)
+    })?;
+    Some(zkd / floor).filter(|v| v.is_finite())
+}
+
+/// The floor targets: zkd's get and set ops/s at the throughput shape ≥ 0.8 of the tokio
+/// floor's, zkd `--fsync always` at 64×8 ≥ 0.7 of the durable floor's (where measured).
+pub fn floor_targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
+    let mut out = Vec::new();
+    for w in [Workload::Get, Workload::Set] {
+        let zkd_item = crate::throughput_item(w, s);
+        let floor_item = crate::throughput_floor_item(crate::floor::FloorKind::Tokio, w, s);
+        let Some(floor_row) = c.find(&floor_item, "ops/s") else {
+            continue;
+        };
+        let measured = over_floor(c.find(&zkd_item, "ops/s"), Some(floor_row));
+        out.push(TargetCheck {
+            target: format!("ops/s, {zkd_item}, zkd / tokio floor"),
+            bound: ">= 0.8 (floor)".into(),
+            measured,
+            met: measured.map(|m| m >= 0.8),
+        });
+    }
+    let shape = (64, 8);
+    let floor_item = disk_floor_item(s.durable.value_size, shape);
+    if let Some(floor_row) = c.find(&floor_item, "ops/s") {
+        let zkd_item = crate::durable::item(s.durable.value_size, shape, false);
+        let measured = over_floor(c.find(&zkd_item, "ops/s"), Some(floor_row));
+        out.push(TargetCheck {
+            target: format!("ops/s, {zkd_item}, zkd always / durable floor"),
+            bound: ">= 0.7 (floor)".into(),
+            measured,
+            met: measured.map(|m| m >= 0.7),
+        });
+    }
+    out
+}
+
 /// How long [`settle`] waits at most.
 const SETTLE_LIMIT: Duration = Duration::from_secs(20);
 /// A server using less CPU than this (in cores, over [`SETTLE_WINDOW`]) is idle.
@@ -603,6 +718,7 @@ fn group_of(item: &Item) -> &'static str {
     match item {
         Item::Throughput(_) => "throughput",
         Item::Fanout(_) | Item::Floor(_) => "fanout",
+        Item::ThroughputFloor(..) => "floor",
         Item::Herd(..) => "herd",
     }
 }
@@ -775,6 +891,36 @@ mod tests {
         assert!(!checks
             .iter()
             .any(|c| c.target.contains("mixed 64x8: server")));
+    }
+
+    /// zkd over the throughput and durable floors: zkd's own rows over the median of every
+    /// floor value (both columns), against 0.8 and 0.7.
+    #[test]
+    fn floor_targets_from_the_floor_rows() {
+        let csv = "item,figure,unit,server,round,value\n\
+            throughput get 64x8,ops/s,ops/s,zkd,1,400000\n\
+            throughput get 64x8,ops/s,ops/s,zookeeper,1,100000\n\
+            floor tokio get 64x8,ops/s,ops/s,zkd,1,480000\n\
+            floor tokio get 64x8,ops/s,ops/s,zookeeper,1,520000\n\
+            floor epoll get 64x8,ops/s,ops/s,zkd,1,900000\n\
+            throughput set 64x8,ops/s,ops/s,zkd,1,300000\n\
+            floor tokio set 64x8,ops/s,ops/s,zkd,1,500000\n\
+            floor tokio set 64x8,ops/s,ops/s,zookeeper,1,500000\n\
+            durable set 100B 64x8,ops/s,ops/s,zkd,1,350000\n\
+            durable set 100B 64x8,ops/s,ops/s,zookeeper,1,140000\n\
+            floor disk set 100B 64x8,ops/s,ops/s,zkd,1,400000\n\
+            floor disk set 100B 64x8,ops/s,ops/s,zookeeper,1,600000\n";
+        let c = from_csv(csv).unwrap();
+        let checks = targets(&c, &Settings::full());
+        let get = check(&checks, "ops/s, throughput get 64x8, zkd / tokio floor");
+        assert_eq!((get.measured, get.met), (Some(0.8), Some(true)));
+        let set = check(&checks, "ops/s, throughput set 64x8, zkd / tokio floor");
+        assert_eq!((set.measured, set.met), (Some(0.6), Some(false)));
+        let disk = check(
+            &checks,
+            "ops/s, durable set 100B 64x8, zkd always / durable floor",
+        );
+        assert_eq!((disk.measured, disk.met), (Some(0.7), Some(true)));
     }
 
     /// The floor ratio comes from the floor measured next to both servers, and the

@@ -1,4 +1,5 @@
-//! A minimal epoll wrapper: register sockets by token and wait for readable ones.
+//! A minimal epoll wrapper: register sockets by token and wait for readable (or writable)
+//! ones.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -23,6 +24,20 @@ impl Epoll {
         };
         // SAFETY: both fds are open; `ev` is a valid event.
         if unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Changes what `fd` is watched for: readable, and writable too when `writable`.
+    pub(crate) fn modify(&self, fd: RawFd, token: u64, writable: bool) -> io::Result<()> {
+        let mut events = libc::EPOLLIN as u32;
+        if writable {
+            events |= libc::EPOLLOUT as u32;
+        }
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: both fds are open; `ev` is a valid event.
+        if unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_MOD, fd, &mut ev) } < 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(())

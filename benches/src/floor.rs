@@ -97,17 +97,30 @@ pub const CHILD_COMMAND: &str = "floor-server";
 const LISTENING: &str = "floor listening on ";
 
 /// The floor server in a child process (the `zkd-bench` binary `bin` run with
-/// [`CHILD_COMMAND`]); killed and reaped on drop, and killed with this process.
+/// [`CHILD_COMMAND`]); killed and reaped on drop, and killed with this process. The kernel
+/// kills it when the *thread* that spawned it ends (`PR_SET_PDEATHSIG`), so spawn it from a
+/// thread that lives as long as it must: a runtime worker, not a blocking-pool thread (those
+/// end after ten idle seconds).
 pub struct FloorProcess {
     child: Child,
     addr: SocketAddr,
 }
 
 impl FloorProcess {
-    /// Starts the child and waits for the address it listens on.
+    /// Starts the child with the fan-out floor and waits for the address it listens on.
     pub fn spawn(bin: &Path) -> BenchResult<FloorProcess> {
+        FloorProcess::spawn_kind(bin, FloorKind::Fanout, 0)
+    }
+
+    /// Starts the child with the floor `kind` (a throughput floor's getData returns
+    /// `value_size` bytes) and waits for the address it listens on.
+    pub fn spawn_kind(bin: &Path, kind: FloorKind, value_size: usize) -> BenchResult<FloorProcess> {
         let mut cmd = Command::new(bin);
         cmd.arg(CHILD_COMMAND)
+            .arg("--kind")
+            .arg(kind.key())
+            .arg("--value-size")
+            .arg(value_size.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -153,17 +166,48 @@ impl Drop for FloorProcess {
     }
 }
 
-/// The child's side: serves until its standard input closes (the parent is gone or done).
-pub fn serve_for_parent() -> BenchResult<()> {
-    let server = FloorServer::start()?;
+/// The bare servers the child process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FloorKind {
+    /// The fan-out floor (this module).
+    Fanout,
+    /// The throughput floor on tokio ([`crate::floor_tokio`]).
+    Tokio,
+    /// The throughput floor on one epoll thread ([`crate::floor_epoll`]).
+    Epoll,
+}
+
+impl FloorKind {
+    /// Its name on the child's command line and in item names.
+    pub fn key(self) -> &'static str {
+        match self {
+            FloorKind::Fanout => "fanout",
+            FloorKind::Tokio => "tokio",
+            FloorKind::Epoll => "epoll",
+        }
+    }
+}
+
+/// The child's side: serves the floor `kind` until its standard input closes (the parent
+/// is gone or done).
+pub fn serve_for_parent(kind: FloorKind, value_size: usize) -> BenchResult<()> {
+    let err = |e: io::Error| format!("floor: {e}");
+    let (addr, fanout) = match kind {
+        FloorKind::Fanout => {
+            let server = FloorServer::start()?;
+            (server.addr(), Some(server))
+        }
+        FloorKind::Tokio => (crate::floor_tokio::start(value_size).map_err(err)?, None),
+        FloorKind::Epoll => (crate::floor_epoll::start(value_size).map_err(err)?, None),
+    };
     let mut out = io::stdout().lock();
-    writeln!(out, "{LISTENING}{}", server.addr())
+    writeln!(out, "{LISTENING}{addr}")
         .and_then(|()| out.flush())
         .map_err(|e| format!("floor: {e}"))?;
     drop(out);
     let mut sink = Vec::new();
     let _ = io::stdin().lock().read_to_end(&mut sink);
-    drop(server);
+    drop(fanout);
     Ok(())
 }
 

@@ -16,6 +16,11 @@ pub mod ensemble_startup;
 mod epoll;
 pub mod fanout;
 pub mod floor;
+pub mod floor_disk;
+mod floor_epoll;
+pub mod floor_reply;
+pub mod floor_run;
+mod floor_tokio;
 pub mod footprint;
 pub mod herd;
 pub mod plot;
@@ -321,6 +326,9 @@ pub enum Item {
     Fanout(usize),
     /// The fan-out floor ([`floor`]); it runs in each server's turn, without the server.
     Floor(usize),
+    /// A throughput floor ([`floor_tokio`] or [`floor_epoll`]) under a throughput workload
+    /// at the settings' shape; it runs in each server's turn, without the server.
+    ThroughputFloor(floor::FloorKind, Workload),
     Herd(Mode, usize),
 }
 
@@ -341,6 +349,16 @@ impl Item {
             .collect()
     }
 
+    /// The throughput floors under getData and setData (those of the settings' workloads).
+    pub fn throughput_floors(s: &Settings) -> Vec<Item> {
+        let kinds = [floor::FloorKind::Tokio, floor::FloorKind::Epoll];
+        [Workload::Get, Workload::Set]
+            .into_iter()
+            .filter(|w| s.tp_workloads.contains(w))
+            .flat_map(|w| kinds.map(|k| Item::ThroughputFloor(k, w)))
+            .collect()
+    }
+
     /// Every herd size in every mode of the settings.
     pub fn herd(s: &Settings) -> Vec<Item> {
         let modes = |n: usize| s.herd_modes.iter().map(move |m| Item::Herd(*m, n));
@@ -353,6 +371,7 @@ impl Item {
             Item::Throughput(w) => throughput_item(w, s),
             Item::Fanout(w) => fanout_item(w),
             Item::Floor(w) => floor_item(w),
+            Item::ThroughputFloor(k, w) => throughput_floor_item(k, w, s),
             Item::Herd(m, n) => herd_item(m, n),
         }
     }
@@ -375,6 +394,7 @@ impl Item {
             Item::Throughput(w) => throughput_figures(w, at).await,
             Item::Fanout(w) => fanout_figures(w, at).await,
             Item::Floor(w) => floor_figures(w, at).await,
+            Item::ThroughputFloor(k, w) => throughput_floor_figures(k, w, at).await,
             Item::Herd(m, n) => herd_figures(m, n, at).await,
         }
     }
@@ -449,6 +469,47 @@ async fn throughput_figures(w: Workload, at: At<'_>) -> BenchResult<Figures> {
     ))
 }
 
+/// `floor tokio get 64x8`: a throughput floor's item.
+pub fn throughput_floor_item(kind: floor::FloorKind, w: Workload, s: &Settings) -> String {
+    format!(
+        "floor {} {} {}x{}",
+        kind.key(),
+        w.key(),
+        s.tp_sessions,
+        s.tp_inflight
+    )
+}
+
+/// A throughput floor in a child process (the binary the settings name), measured with the
+/// throughput client as zkd's throughput item is (the server of `at` is not used).
+async fn throughput_floor_figures(
+    kind: floor::FloorKind,
+    w: Workload,
+    at: At<'_>,
+) -> BenchResult<Figures> {
+    let s = at.s;
+    let bin = s
+        .floor_bin
+        .clone()
+        .ok_or("the throughput floors run as child processes of the zkd-bench binary")?;
+    let size = s.tp_value_size;
+    // From this runtime thread: see `floor::FloorProcess` on which thread a child dies with.
+    let server = floor::FloorProcess::spawn_kind(&bin, kind, size)?;
+    let floor_at = At {
+        addr: server.addr(),
+        pid: Some(server.pid()),
+        ..at
+    };
+    let mut f = throughput_figures(w, floor_at).await?;
+    drop(server);
+    let item = throughput_floor_item(kind, w, s);
+    for fig in &mut f.figures {
+        fig.item = item.clone();
+        fig.series = Some(format!("floor {}", kind.key()));
+    }
+    Ok(f)
+}
+
 pub fn fanout_item(w: usize) -> String {
     format!("fanout W={w}")
 }
@@ -469,9 +530,9 @@ pub fn floor_item(w: usize) -> String {
 async fn floor_figures(watchers: usize, at: At<'_>) -> BenchResult<Figures> {
     let o = match at.s.floor_bin.clone() {
         Some(bin) => {
-            let server = tokio::task::spawn_blocking(move || floor::FloorProcess::spawn(&bin))
-                .await
-                .map_err(|e| format!("floor: {e}"))??;
+            // From this runtime thread: see `floor::FloorProcess` on which thread a child
+            // dies with.
+            let server = floor::FloorProcess::spawn(&bin)?;
             let p = fanout_params(watchers, Some(server.pid()), at.s);
             let o = fanout::run(server.addr(), &p, at.progress).await;
             drop(server);

@@ -103,8 +103,13 @@ enum Cmd {
         #[arg(long)]
         writes: Option<usize>,
     },
-    /// The fan-out floor: a bare one-thread server that writes the same notification frame to
-    /// W watching sockets, one write each, measured with the fan-out client.
+    /// The machine's floors, measured with the same clients as zkd. Without --throughput:
+    /// the fan-out floor, a bare one-thread server that writes the same notification frame to
+    /// W watching sockets, one write each. With --throughput: zkd against two bare servers
+    /// that answer getData and setData with fixed, correct replies and keep no tree (one on
+    /// tokio with zkd's framing and flush policy, one on a single epoll thread), and zkd
+    /// `--fsync always` against the durable floor (one file, a group of log entries per
+    /// fdatasync).
     Floor {
         /// Watcher counts [default: 1000,10000; quick: 50].
         #[arg(long, value_delimiter = ',')]
@@ -112,11 +117,37 @@ enum Cmd {
         /// Writes per run [default: 5; quick: 2].
         #[arg(long)]
         writes: Option<usize>,
+        /// The throughput, latency and durable-write floors instead of the fan-out floor.
+        #[arg(long)]
+        throughput: bool,
+        /// With --throughput: connections x requests in flight [default: 1x1,16x8,64x8;
+        /// quick: 1x1,4x4].
+        #[arg(long, value_delimiter = ',', value_parser = zkd_bench::durable::parse_shape)]
+        shapes: Vec<(usize, usize)>,
+        /// With --throughput: rounds, the servers' order rotating [default: 3; quick: 1].
+        #[arg(long)]
+        rounds: Option<usize>,
+        /// With --throughput: measured seconds per run [default: 5].
+        #[arg(long)]
+        duration: Option<f64>,
+        /// With --throughput: skip the durable comparison.
+        #[arg(long)]
+        no_durable: bool,
+        #[command(flatten)]
+        spawn: SpawnArgs,
+        #[command(flatten)]
+        durable: DurableArgs,
     },
-    /// The floor's bare server alone, as a child process of `floor` and `compare` (prints
+    /// A floor's bare server alone, as a child process of `floor` and `compare` (prints
     /// its address, serves until standard input closes).
     #[command(name = "floor-server", hide = true)]
-    FloorServer,
+    FloorServer {
+        #[arg(long, value_enum, default_value = "fanout")]
+        kind: zkd_bench::floor::FloorKind,
+        /// Bytes of the value a throughput floor's getData returns.
+        #[arg(long, default_value_t = 1024)]
+        value_size: usize,
+    },
     /// Times server start-ups for `footprint` and `compare` from a fresh process of its own
     /// (prints one line per start-up).
     #[command(name = "startup-timer", hide = true)]
@@ -410,8 +441,8 @@ fn main() -> ExitCode {
         }
     }
     let fd = proc::raise_nofile_limit();
-    if let Cmd::FloorServer = cli.cmd {
-        return match zkd_bench::floor::serve_for_parent() {
+    if let Cmd::FloorServer { kind, value_size } = cli.cmd {
+        return match zkd_bench::floor::serve_for_parent(kind, value_size) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("zkd-bench floor-server: {e}");
@@ -567,7 +598,51 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             s.fan_writes = writes.unwrap_or(s.fan_writes);
             figs.extend(run_items(&target, Item::fanout(&s), &s, &progress).await?);
         }
-        Cmd::Floor { watchers, writes } => {
+        Cmd::Floor {
+            throughput: true,
+            shapes,
+            rounds,
+            duration,
+            no_durable,
+            spawn,
+            durable,
+            ..
+        } => {
+            let bin = std::env::current_exe().map_err(|e| format!("this executable: {e}"))?;
+            let mut p = if cli.quick {
+                zkd_bench::floor_run::Params::quick(bin)
+            } else {
+                zkd_bench::floor_run::Params::full(bin)
+            };
+            set_if_given(&mut p.shapes, shapes);
+            durable.apply(&mut p.durable);
+            if no_durable {
+                p.durable.shapes.clear();
+            }
+            p.rounds = rounds.unwrap_or(p.rounds).max(1);
+            if let Some(d) = duration {
+                p.duration = Duration::from_secs_f64(d);
+            }
+            let zkd = spawn.zkd();
+            println!("zkd: {}", zkd.describe());
+            println!(
+                "durable: zkd {}; data directories and the floor's file under {} ({})",
+                zkd.durable("always").describe(),
+                p.durable.base_dir().display(),
+                zkd_bench::durable::filesystem_of(&p.durable.base_dir())
+            );
+            println!("load average at the start: {}", loadavg());
+            let report = zkd_bench::floor_run::run(&zkd, &p, &progress).await;
+            print!("{}", report.render());
+            println!("load average at the end: {}", loadavg());
+            if !report.errors.is_empty() {
+                return Err(format!("{} run(s) failed", report.errors.len()));
+            }
+            return Ok(());
+        }
+        Cmd::Floor {
+            watchers, writes, ..
+        } => {
             if !watchers.is_empty() {
                 s.fan_watchers = watchers;
             }
@@ -604,7 +679,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             figs.extend(f.figures);
             notes.extend(f.notes);
         }
-        Cmd::FloorServer | Cmd::StartupTimer { .. } => {
+        Cmd::FloorServer { .. } | Cmd::StartupTimer { .. } => {
             return Err("this subcommand runs only as a child process".into())
         }
         Cmd::Snapshot {
@@ -751,6 +826,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
                     Group::Fanout,
                     Group::Herd,
                     Group::Durable,
+                    Group::Floor,
                 ]
             } else {
                 only

@@ -31,7 +31,7 @@ use crate::progress::Progress;
 use crate::util::{call_ok, create, delete, quantile_sorted, session_with_node, BenchResult};
 
 /// What each request does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
 pub enum Workload {
     /// getData of a 1 KiB node.
     Get,
