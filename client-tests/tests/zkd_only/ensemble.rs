@@ -128,8 +128,12 @@ fn set_data(path: &str, data: &'static [u8]) -> Request {
     })
 }
 
-/// Moves `c`'s session to `addr` (asking for read-only mode or not).
-async fn move_to(c: &RawClient, addr: SocketAddr, read_only: bool) -> RawClient {
+/// Tries to move `c`'s session to `addr` (asking for read-only mode or not).
+async fn try_move(
+    c: &RawClient,
+    addr: SocketAddr,
+    read_only: bool,
+) -> Result<RawClient, zkd_testkit::raw::ClientError> {
     tokio::time::timeout(
         WAIT,
         RawClient::handshake(
@@ -143,7 +147,13 @@ async fn move_to(c: &RawClient, addr: SocketAddr, read_only: bool) -> RawClient 
     )
     .await
     .expect("handshake in time")
-    .unwrap_or_else(|e| panic!("session moves to {addr}: {e}"))
+}
+
+/// Moves `c`'s session to `addr` (asking for read-only mode or not).
+async fn move_to(c: &RawClient, addr: SocketAddr, read_only: bool) -> RawClient {
+    try_move(c, addr, read_only)
+        .await
+        .unwrap_or_else(|e| panic!("session moves to {addr}: {e}"))
 }
 
 /// Sends a ConnectRequest and returns every byte the server sends before closing (bounded).
@@ -1223,30 +1233,14 @@ async fn local_sessions_stay_on_their_member_until_an_ephemeral_makes_them_globa
     );
 
     // Another member does not know the local session while its member runs...
-    let elsewhere = RawClient::handshake(
-        a[1],
-        local.session_id,
-        local.passwd.clone(),
-        30_000,
-        local.last_zxid(),
-        false,
-    )
-    .await;
+    let elsewhere = try_move(&local, a[1], false).await;
     assert!(
         matches!(elsewhere, Err(ClientError::Rejected)),
         "another member took a local session"
     );
     // ...and when member 1 stops, the local session ends with it, while the global one moves.
     server.stop_member(1).await.expect("stop 1");
-    let moved = RawClient::handshake(
-        a[1],
-        local.session_id,
-        local.passwd.clone(),
-        30_000,
-        local.last_zxid(),
-        false,
-    )
-    .await;
+    let moved = try_move(&local, a[1], false).await;
     assert!(
         matches!(moved, Err(ClientError::Rejected)),
         "a local session outlived its member"

@@ -6,7 +6,8 @@
 //! Then the control actions, each answered in the browser's own confirmation dialog: a
 //! dismissed expiry changes nothing; disconnect closes a session's connection and the client
 //! resumes it; expire ends a session (it leaves the table, its ephemeral goes, its client is
-//! told it expired when it comes back); reset empties the tree.
+//! told it expired when it comes back); reset empties the tree. On an ensemble, the member
+//! cards: cutting the leader off and healing, from the page.
 //!
 //! And the attacker's side: a page on another origin tries every state-changing route and
 //! the test controller with `<img>` GETs, text/plain form POSTs and `no-cors` fetches, and
@@ -678,4 +679,62 @@ async fn a_page_on_another_origin_changes_nothing_and_reads_nothing() {
         .expect("a new client is accepted");
     drop(other);
     drop(client);
+}
+
+/// On `zkd --ensemble 3` the page shows a card per member and draws a partition: cutting the
+/// leader off from the page moves it to a side of its own (read-only), another member leads,
+/// and healing joins them again. A screenshot of the split is saved to
+/// `target/tmp/web-view-members.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_view_shows_the_members_and_cuts_and_heals_a_partition() {
+    let config = zkd_server::Config {
+        ensemble: Some(zkd_server::EnsembleConfig::numbered(3, 0).expect("three members")),
+        ..Default::default()
+    };
+    let (server, admin) = zkd_testkit::target::zkd_with_admin(config).await;
+    let page = format!("http://{admin}/");
+    let first = server.members().expect("members")[0].client_addr;
+    let _client = RawClient::connect(first, 30_000)
+        .await
+        .expect("a session on 1");
+    let driver = tokio::task::spawn_blocking(start_driver)
+        .await
+        .expect("driver");
+    let driver = std::sync::Arc::new(driver);
+    let (tx, rx) = std::sync::mpsc::channel();
+    on_page(&driver, &page, ".card[data-member=\"3\"]".into(), move |b| {
+        b.wait_for(
+            "member 3 leading and member 1's connection",
+            r#"const c = document.querySelector('.card[data-member="3"] .role');
+               const one = document.querySelector('.card[data-member="1"]');
+               return !!c && c.textContent === 'leader' && one.textContent.includes('1 connection')"#,
+        );
+        b.click(".card[data-member=\"3\"] .cut");
+        b.answer_dialog("Cut member 3 off from the others?", true);
+        b.wait_for(
+            "member 3 on a side of its own, member 2 leading",
+            r#"const cut = document.querySelector('.side.cut .card[data-member="3"] .role');
+               const two = document.querySelector('.card[data-member="2"] .role');
+               return !!cut && cut.textContent === 'read-only' && two.textContent === 'leader'"#,
+        );
+        let _ = tx.send(b.screenshot());
+        b.click("#heal");
+        b.answer_dialog("Heal the partition?", true);
+        b.wait_for(
+            "no member cut off",
+            r#"return !document.querySelector('.side.cut') && document.getElementById('heal').hidden"#,
+        );
+    })
+    .await;
+    let png = rx.recv().expect("a screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-view-members.png");
+    std::fs::write(&out, &png).expect("save screenshot");
+    let cut: Vec<bool> = server
+        .members()
+        .expect("members")
+        .iter()
+        .map(|m| m.cut)
+        .collect();
+    assert_eq!(cut, [false, false, false], "healed");
 }

@@ -80,6 +80,16 @@ impl NodeRef<'_> {
     }
 }
 
+/// What [`Tree::create`] did.
+pub enum Placed<'a> {
+    /// Made the node, given as it is now.
+    Made(NodeRef<'a>),
+    /// A node was there already; it stays as it was.
+    Existed,
+    /// There is no parent node (or the path is the root's).
+    NoParent,
+}
+
 /// All znodes.
 #[derive(Debug, Clone)]
 pub struct Tree {
@@ -289,6 +299,13 @@ impl Tree {
         if self.find_child(h, parent, path::name(path)).is_some() {
             return self.overwrite(path, &node);
         }
+        self.place(parent, h, path, node);
+        true
+    }
+
+    /// Creates the node at `path` (whose hash is `h`, absent so far) under the node at
+    /// `parent`; gives its index.
+    fn place(&mut self, parent: u32, h: u64, path: &str, node: Node) -> u32 {
         self.data_bytes += (path.len() + node.data.as_ref().map_or(0, |d| d.len())) as u64;
         let acl = self.acls.acquire(&node.acl);
         let slot = Slot::new(
@@ -302,7 +319,41 @@ impl Tree {
         self.count_below(parent, 1);
         self.index
             .insert_unique(h, (key_of(h), i), |&(k, _)| spread(k));
-        true
+        i
+    }
+
+    /// A transaction's create of `node` at `path`: the parent's create count moves on to
+    /// `parent_cversion` and its pzxid to `zxid`, never back (a log replayed over a fuzzy
+    /// snapshot may meet a node the snapshot holds already, which then stays as it is). Looks
+    /// the parent up once.
+    pub fn create(
+        &mut self,
+        path: &str,
+        node: Node,
+        zxid: i64,
+        parent_cversion: i32,
+    ) -> Placed<'_> {
+        let path = path::canonical(path);
+        let parent_path = path::canonical(path::parent(path).unwrap_or(""));
+        if path == "/" {
+            return Placed::NoParent;
+        }
+        let Some(parent) = self.find(parent_path) else {
+            return Placed::NoParent;
+        };
+        let h = hash_path(&self.hasher, path);
+        let exists = self.find_child(h, parent, path::name(path)).is_some();
+        self.keep_old(parent_path);
+        let p = &mut self.slab.at_mut(parent).meta;
+        p.child_creates = p.child_creates.max(parent_cversion);
+        p.pzxid = p.pzxid.max(zxid);
+        if exists {
+            return Placed::Existed;
+        }
+        self.keep_old(path);
+        self.children_enc.invalidate(parent_path);
+        let i = self.place(parent, h, path, node);
+        Placed::Made(self.view(i))
     }
 
     /// Replaces the bookkeeping, data and ACL of the node at `path` (its children stay).
@@ -435,7 +486,9 @@ impl Tree {
         let p = self.slab.at(i).parent;
         let node = self.detach(i, path, h);
         self.children_enc.child_removed(parent);
-        self.slab.at_mut(p).meta.pzxid = zxid;
+        // Never back: a replayed delete may be older than a create the parent has seen.
+        let meta = &mut self.slab.at_mut(p).meta;
+        meta.pzxid = meta.pzxid.max(zxid);
         Some(node)
     }
 

@@ -11,7 +11,7 @@ use zkd_protocol::{event_type, Acl, Stat};
 use super::Db;
 use crate::data::node::{kind_of, NodeKind, CONTAINER_OWNER, MAX_TTL, TTL_MARKER};
 use crate::data::path;
-use crate::data::tree::{AclList, Node};
+use crate::data::tree::{AclList, Node, Placed};
 
 /// The Stats a transaction's operations left, in op order; one (a single write's) is kept
 /// without an allocation.
@@ -191,34 +191,29 @@ impl Db {
     ) {
         let p = path::canonical(&new.path);
         let parent = parent_of(p);
-        let created = self.tree.get(p).is_none();
-        let placed = if !path::is_valid(p) || p == "/" {
-            false
-        } else if created {
-            let acl = self.shared_acl(&new.acl);
-            // The tree copies the data into a node of its own.
-            let node = Node::new(new.data.clone(), acl, h.zxid, h.time, owner);
-            self.tree.insert(p, node, h.zxid, false)
-        } else {
-            self.tree.get(parent).is_some()
-        };
-        if !placed {
-            done.problems
-                .push(format!("create of {p} without its parent"));
+        if !path::is_valid(p) {
+            done.problems.push(format!("create of invalid path {p:?}"));
             return;
         }
-        // A replay may meet a node a fuzzy snapshot already holds: the parent's counters
-        // still move on, and never back.
-        if let Some(pn) = self.tree.get_mut(parent) {
-            if parent_cversion > pn.child_creates {
-                pn.child_creates = parent_cversion;
+        let acl = self.shared_acl(&new.acl);
+        // The tree copies the data into a node of its own.
+        let node = Node::new(new.data.clone(), acl, h.zxid, h.time, owner);
+        match self.tree.create(p, node, h.zxid, parent_cversion) {
+            Placed::Made(n) => {
+                done.stats.push(n.stat());
+                if announce {
+                    let acl = n.acl.clone();
+                    done.event(announce, event_type::NODE_CREATED, p, acl);
+                }
             }
-            if h.zxid > pn.pzxid {
-                pn.pzxid = h.zxid;
+            // A replay may meet a node a fuzzy snapshot already holds: the parent's counters
+            // moved on all the same.
+            Placed::Existed => return,
+            Placed::NoParent => {
+                done.problems
+                    .push(format!("create of {p} without its parent"));
+                return;
             }
-        }
-        if !created {
-            return;
         }
         match kind_of(owner) {
             NodeKind::Container => {
@@ -230,10 +225,6 @@ impl Db {
             }
             NodeKind::Ephemeral(sid) => done.created.push((p.to_string(), sid)),
             NodeKind::Persistent => {}
-        }
-        if let Some(n) = self.tree.get(p) {
-            done.stats.push(n.stat());
-            done.event(announce, event_type::NODE_CREATED, p, n.acl.clone());
         }
         self.children_changed(announce, parent, done);
     }
@@ -255,13 +246,18 @@ impl Db {
     fn delete(&mut self, p: &str, zxid: i64, announce: bool, done: &mut Applied) {
         let p = path::canonical(p);
         let parent = parent_of(p);
-        let parent_pzxid = self.tree.get(parent).map(|n| n.pzxid.max(zxid));
-        match self.tree.get(p) {
-            None => done.problems.push(format!("delete of missing {p}")),
-            Some(n) if n.num_children() > 0 => done
+        match self.tree.get(p).map(|n| n.num_children()) {
+            None => {
+                done.problems.push(format!("delete of missing {p}"));
+                if let Some(pn) = self.tree.get_mut(parent) {
+                    pn.pzxid = pn.pzxid.max(zxid);
+                }
+            }
+            Some(children) if children > 0 => done
                 .problems
                 .push(format!("delete of {p}, which has children")),
             Some(_) => {
+                // The tree moves the parent's pzxid on (never back).
                 if let Some((node, acl)) = self.tree.remove(p, zxid) {
                     match node.kind() {
                         NodeKind::Container | NodeKind::Ttl(_) => {
@@ -277,9 +273,6 @@ impl Db {
                     self.children_changed(announce, parent, done);
                 }
             }
-        }
-        if let (Some(pzxid), Some(pn)) = (parent_pzxid, self.tree.get_mut(parent)) {
-            pn.pzxid = pzxid;
         }
     }
 }

@@ -85,11 +85,26 @@ fn add_lags(shared: &Shared, v: &mut Value) -> ApiResult<()> {
     Ok(())
 }
 
-/// Every member with its lag, and the ensemble's epoch (the high half of its zxids), as the
-/// routes answer.
+/// Every member with its lag and its open connections, and the ensemble's epoch (the high
+/// half of its zxids), as the routes answer.
 fn listing(st: &AdminState) -> ApiResult<Json<Value>> {
-    let mut v = members_json(&member::list(&st.shared)?);
+    let members = member::list(&st.shared)?;
+    let mut v = members_json(&members);
     add_lags(&st.shared, &mut v)?;
+    let ids: Vec<MemberId> = members.iter().map(|m| m.id).collect();
+    let counts = st
+        .shared
+        .inspect(|_, net| {
+            ids.iter()
+                .map(|id| net.connections_of(*id))
+                .collect::<Vec<_>>()
+        })
+        .map_err(crate::control::ControlError::from)?;
+    if let Some(list) = v.get_mut("members").and_then(Value::as_array_mut) {
+        for (m, n) in list.iter_mut().zip(counts) {
+            m["connections"] = n.into();
+        }
+    }
     let epoch = st
         .shared
         .inspect(|core, _| core.epoch())

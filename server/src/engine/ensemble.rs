@@ -402,28 +402,15 @@ impl Membership {
         running: bool,
         zxid_of: &dyn Fn(MemberId) -> i64,
     ) -> Option<Transition> {
-        let before: Vec<(MemberId, Serving)> =
-            self.ids().map(|i| (i, self.mode(i).serving())).collect();
-        let leader_before = self.leader;
-        let m = self.members.iter_mut().find(|m| m.id == id)?;
+        let m = self.members.iter().find(|m| m.id == id)?;
         if m.running == running {
             return None;
         }
-        m.running = running;
-        if !running && m.stale_zxid.is_none() {
-            m.stale_zxid = Some(zxid_of(id));
-        }
-        self.elect(zxid_of);
-        let drop_connections = before
-            .into_iter()
-            .filter(|(i, serving)| *i == id || self.mode(*i).serving() != *serving)
-            .map(|(i, _)| i)
-            .collect();
-        Some(Transition {
-            drop_connections,
-            leader_before,
-            leader_after: self.leader,
-        })
+        Some(self.change(zxid_of, |members| {
+            for m in members.iter_mut().filter(|m| m.id == id) {
+                m.running = running;
+            }
+        }))
     }
 
     /// Without quorum there is no leader; with quorum a running leader stays, otherwise the

@@ -48,6 +48,14 @@ impl NetView<'_> {
         })
     }
 
+    /// Open client connections of member `member` (all of them on a standalone server).
+    pub(crate) fn connections_of(&self, member: MemberId) -> usize {
+        self.conns
+            .values()
+            .filter(|h| !h.closing && (self.members.is_none() || h.member == member))
+            .count()
+    }
+
     /// The largest request frame accepted.
     pub(crate) fn max_frame_len(&self) -> usize {
         self.cfg.max_frame_len
