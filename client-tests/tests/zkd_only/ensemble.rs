@@ -130,20 +130,27 @@ fn set_data(path: &str, data: &'static [u8]) -> Request {
 
 /// Moves `c`'s session to `addr` (asking for read-only mode or not).
 async fn move_to(c: &RawClient, addr: SocketAddr, read_only: bool) -> RawClient {
-    tokio::time::timeout(
-        WAIT,
-        RawClient::handshake(
-            addr,
-            c.session_id,
-            c.passwd.clone(),
-            30_000,
-            c.last_zxid(),
-            read_only,
-        ),
+    tokio::time::timeout(WAIT, try_move_to(c, addr, read_only))
+        .await
+        .expect("handshake in time")
+        .unwrap_or_else(|e| panic!("session moves to {addr}: {e}"))
+}
+
+/// Asks `addr` to take over `c`'s session, as a client moving to another member does.
+async fn try_move_to(
+    c: &RawClient,
+    addr: SocketAddr,
+    read_only: bool,
+) -> Result<RawClient, zkd_testkit::raw::ClientError> {
+    RawClient::handshake(
+        addr,
+        c.session_id,
+        c.passwd.clone(),
+        30_000,
+        c.last_zxid(),
+        read_only,
     )
     .await
-    .expect("handshake in time")
-    .unwrap_or_else(|e| panic!("session moves to {addr}: {e}"))
 }
 
 /// Sends a ConnectRequest and returns every byte the server sends before closing (bounded).
@@ -1223,30 +1230,14 @@ async fn local_sessions_stay_on_their_member_until_an_ephemeral_makes_them_globa
     );
 
     // Another member does not know the local session while its member runs...
-    let elsewhere = RawClient::handshake(
-        a[1],
-        local.session_id,
-        local.passwd.clone(),
-        30_000,
-        local.last_zxid(),
-        false,
-    )
-    .await;
+    let elsewhere = try_move_to(&local, a[1], false).await;
     assert!(
         matches!(elsewhere, Err(ClientError::Rejected)),
         "another member took a local session"
     );
     // ...and when member 1 stops, the local session ends with it, while the global one moves.
     server.stop_member(1).await.expect("stop 1");
-    let moved = RawClient::handshake(
-        a[1],
-        local.session_id,
-        local.passwd.clone(),
-        30_000,
-        local.last_zxid(),
-        false,
-    )
-    .await;
+    let moved = try_move_to(&local, a[1], false).await;
     assert!(
         matches!(moved, Err(ClientError::Rejected)),
         "a local session outlived its member"
