@@ -2,7 +2,8 @@
 //! ones.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 
 /// An epoll instance.
 pub(crate) struct Epoll(RawFd);
@@ -50,6 +51,29 @@ impl Epoll {
             return Err(io::Error::last_os_error());
         }
         Ok(())
+    }
+
+    /// Accepts every connection `listener` has waiting: each non-blocking, without Nagle,
+    /// added to the set with its index in `conns` as token and pushed as `conn(stream)`.
+    pub(crate) fn accept_all<C>(
+        &self,
+        listener: &TcpListener,
+        conns: &mut Vec<C>,
+        conn: impl Fn(TcpStream) -> C,
+    ) -> io::Result<()> {
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(true)?;
+                    stream.set_nodelay(true)?;
+                    self.add(stream.as_raw_fd(), conns.len() as u64)?;
+                    conns.push(conn(stream));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Tokens of ready sockets (at most `out.len()`), waiting at most `timeout_ms`.

@@ -247,26 +247,14 @@ impl Floor {
     }
 
     fn accept(&mut self) -> io::Result<()> {
-        loop {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    stream.set_nonblocking(true)?;
-                    stream.set_nodelay(true)?;
-                    self.epoll
-                        .add(stream.as_raw_fd(), self.conns.len() as u64)?;
-                    self.conns.push(Conn {
-                        stream,
-                        buf: BytesMut::new(),
-                        handshaken: false,
-                        watching: false,
-                        open: true,
-                    });
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
+        self.epoll
+            .accept_all(&self.listener, &mut self.conns, |stream| Conn {
+                stream,
+                buf: BytesMut::new(),
+                handshaken: false,
+                watching: false,
+                open: true,
+            })
     }
 
     /// Reads what socket `i` has and answers every complete frame; a broken connection is

@@ -83,27 +83,17 @@ impl Floor {
     }
 
     fn accept(&mut self) -> io::Result<()> {
-        loop {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    stream.set_nonblocking(true)?;
-                    stream.set_nodelay(true)?;
-                    self.epoll
-                        .add(stream.as_raw_fd(), self.conns.len() as u64)?;
-                    self.conns.push(Some(Conn {
-                        stream,
-                        input: BytesMut::with_capacity(4096),
-                        output: BytesMut::with_capacity(4096),
-                        session: Session::default(),
-                        closing: false,
-                        want_write: false,
-                    }));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
+        self.epoll
+            .accept_all(&self.listener, &mut self.conns, |stream| {
+                Some(Conn {
+                    stream,
+                    input: BytesMut::with_capacity(4096),
+                    output: BytesMut::with_capacity(4096),
+                    session: Session::default(),
+                    closing: false,
+                    want_write: false,
+                })
+            })
     }
 
     /// Reads and answers what socket `i` has, then writes; an error closes the connection.

@@ -530,29 +530,7 @@ fn last_zxid_in(bytes: &[u8]) -> i64 {
 
 /// One framed log entry: the create of `path` (data "x") as transaction `zxid`.
 fn entry(zxid: i64, path: &str) -> bytes::BytesMut {
-    use zkd_protocol::disk::{txnlog, CreateTxn, NewNode, TxnHeader};
-    let mut txn = bytes::BytesMut::new();
-    TxnHeader {
-        client_id: 0,
-        cxid: 0,
-        zxid,
-        time: 1,
-        txn_type: zkd_protocol::disk::txn_type::CREATE,
-    }
-    .write(&mut txn);
-    CreateTxn {
-        node: NewNode {
-            path: path.into(),
-            data: Some(Bytes::from_static(b"x")),
-            acl: Acl::open_unsafe(),
-        },
-        ephemeral: false,
-        parent_cversion: 0,
-    }
-    .write(&mut txn);
-    let mut framed = bytes::BytesMut::new();
-    txnlog::frame_entry(&txn, &mut framed);
-    framed
+    zkd_protocol::disk::txnlog::create_entry(zxid, path, Some(Bytes::from_static(b"x")))
 }
 
 /// A zkd data directory whose log ends in an entry cut in the middle (the create of /torn,

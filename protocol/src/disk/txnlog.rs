@@ -18,7 +18,10 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::{Adler32, FileHeader, TxnEntry, FORMAT_VERSION, LOG_MAGIC};
+use super::{
+    txn_type, Adler32, CreateTxn, FileHeader, NewNode, TxnEntry, TxnHeader, FORMAT_VERSION,
+    LOG_MAGIC,
+};
 use crate::Jute;
 
 /// The end-of-record byte after every entry.
@@ -58,6 +61,34 @@ pub fn frame_entry(txn: &[u8], out: &mut BytesMut) {
     out.put_i32(txn.len() as i32);
     out.put_slice(txn);
     out.put_u8(END_OF_RECORD);
+}
+
+/// The log entry of one create, as transaction `zxid` at time 1 from no session: a
+/// persistent node at `path` with `data`, open to all. What tests and tools writing a log
+/// by hand put in it.
+pub fn create_entry(zxid: i64, path: &str, data: Option<Bytes>) -> BytesMut {
+    let mut txn = BytesMut::new();
+    TxnHeader {
+        client_id: 0,
+        cxid: 0,
+        zxid,
+        time: 1,
+        txn_type: txn_type::CREATE,
+    }
+    .write(&mut txn);
+    CreateTxn {
+        node: NewNode {
+            path: path.into(),
+            data,
+            acl: crate::Acl::open_unsafe(),
+        },
+        ephemeral: false,
+        parent_cversion: 0,
+    }
+    .write(&mut txn);
+    let mut framed = BytesMut::new();
+    frame_entry(&txn, &mut framed);
+    framed
 }
 
 /// Random access to a log file's bytes: a file (the server implements it with positioned
@@ -448,7 +479,7 @@ pub fn count_entries_from<S: LogSource + ?Sized>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{txn_type, DeleteTxn, TxnBody, TxnHeader};
+    use super::super::{DeleteTxn, TxnBody};
     use super::*;
 
     const LIMIT: u64 = 2 * DEFAULT_JUTE_MAXBUFFER;
@@ -477,6 +508,25 @@ mod tests {
 
     fn scan_bytes(b: &[u8]) -> LogScan {
         scan(b, LIMIT).expect("log")
+    }
+
+    #[test]
+    fn a_create_entry_reads_back_as_that_create() {
+        let mut f = BytesMut::from(&file_header()[..]);
+        f.extend_from_slice(&create_entry(7, "/n", Some(Bytes::from_static(b"v"))));
+        let scan = scan_bytes(&f);
+        assert_eq!(scan.end, LogEnd::Clean);
+        let [(_, e)] = &scan.entries[..] else {
+            panic!("one entry: {:?}", scan.entries);
+        };
+        assert_eq!(e.header.zxid, 7);
+        let TxnBody::Create(c) = &e.body else {
+            panic!("a create: {:?}", e.body);
+        };
+        assert_eq!(c.node.path, "/n");
+        assert_eq!(c.node.data.as_deref(), Some(&b"v"[..]));
+        assert_eq!(c.node.acl, crate::Acl::open_unsafe());
+        assert!(!c.ephemeral);
     }
 
     #[test]

@@ -293,9 +293,22 @@ impl Membership {
             }
         }
         self.elect(zxid_of);
+        self.transition(before, leader_before, false)
+    }
+
+    /// What changed since `before` (each member's way of serving then) and `leader_before`:
+    /// the members whose way of serving changed lose their clients, and with
+    /// `leader_change_drops_all` every member does when the leader changed.
+    fn transition(
+        &self,
+        before: Vec<(MemberId, Serving)>,
+        leader_before: Option<MemberId>,
+        leader_change_drops_all: bool,
+    ) -> Transition {
+        let drop_all = leader_change_drops_all && self.leader != leader_before;
         let drop_connections = before
             .into_iter()
-            .filter(|(i, serving)| self.mode(*i).serving() != *serving)
+            .filter(|(i, serving)| drop_all || self.mode(*i).serving() != *serving)
             .map(|(i, _)| i)
             .collect();
         Transition {
@@ -538,18 +551,7 @@ impl Membership {
         if !self.has_quorum() {
             self.leader = None;
         }
-        let drop_connections = before
-            .into_iter()
-            .filter(|(i, serving)| {
-                self.leader != leader_before || self.mode(*i).serving() != *serving
-            })
-            .map(|(i, _)| i)
-            .collect();
-        Transition {
-            drop_connections,
-            leader_before,
-            leader_after: self.leader,
-        }
+        self.transition(before, leader_before, true)
     }
 }
 

@@ -49,15 +49,20 @@ fn feed_after(shared: &Arc<Shared>, waiting: OpCode, op: OpCode) -> (Handover, u
     (handover, count.0.load(Ordering::SeqCst))
 }
 
-#[test]
-fn a_feeder_that_woke_readers_while_writes_wait_steps_aside() {
+/// The engine's shared state on the default configuration, without persistence.
+fn default_shared() -> Arc<Shared> {
     let config = Config::default();
-    let shared = Arc::new(Shared::new(
+    Arc::new(Shared::new(
         &config,
         0,
         Core::new(config.core_config(), 0),
         None,
-    ));
+    ))
+}
+
+#[test]
+fn a_feeder_that_woke_readers_while_writes_wait_steps_aside() {
+    let shared = default_shared();
     let (handover, woken) = feed_after(&shared, OpCode::GetData, OpCode::SetData);
     assert!(handover.step_aside, "a read was fed while a write waited");
     assert_eq!(woken, 1, "the reader's task was woken");
@@ -97,13 +102,7 @@ fn connected(shared: &Arc<Shared>) -> (ConnId, Arc<ConnQueue>) {
 /// still one of the readers woken last, and the feeder still steps aside for it.
 #[test]
 fn a_reader_woken_by_its_reply_counts_as_a_reader() {
-    let config = Config::default();
-    let shared = Arc::new(Shared::new(
-        &config,
-        0,
-        Core::new(config.core_config(), 0),
-        None,
-    ));
+    let shared = default_shared();
     let (reader, reader_q) = connected(&shared);
     let (writer, writer_q) = connected(&shared);
     let mut get = 7i32.to_be_bytes().to_vec();

@@ -785,36 +785,13 @@ mod tests {
     /// A data directory under `base/name` holding logs named after their first zxid, each
     /// with the creates of the zxids given (and, with `padding`, zeros after them).
     fn dir_of_logs(base: &Path, name: &str, logs: &[&[i64]], padding: usize) -> PathBuf {
-        use zkd_protocol::disk::{txn_type, CreateTxn, NewNode, TxnHeader};
-        use zkd_protocol::{Acl, Jute};
         let root = base.join(name);
         let dir = root.join(super::super::datadir::VERSION_DIR);
         fs::create_dir_all(&dir).expect("mkdir");
         for zxids in logs {
             let mut bytes = txnlog::file_header().to_vec();
             for &zxid in *zxids {
-                let mut txn = bytes::BytesMut::new();
-                TxnHeader {
-                    client_id: 0,
-                    cxid: 0,
-                    zxid,
-                    time: 1,
-                    txn_type: txn_type::CREATE,
-                }
-                .write(&mut txn);
-                CreateTxn {
-                    node: NewNode {
-                        path: format!("/n{zxid:x}"),
-                        data: None,
-                        acl: Acl::open_unsafe(),
-                    },
-                    ephemeral: false,
-                    parent_cversion: 0,
-                }
-                .write(&mut txn);
-                let mut framed = bytes::BytesMut::new();
-                txnlog::frame_entry(&txn, &mut framed);
-                bytes.extend_from_slice(&framed);
+                bytes.extend_from_slice(&txnlog::create_entry(zxid, &format!("/n{zxid:x}"), None));
             }
             bytes.resize(bytes.len() + padding, 0);
             fs::write(dir.join(format!("log.{:x}", zxids[0])), bytes).expect("write");
