@@ -503,7 +503,8 @@ mod tests {
              admin.serverAddress=localhost\njute.maxbuffer=4096\ndataDir=/var/zk\n\
              autopurge.snapRetainCount=5\nsnapCount=1000\nforceSync=no\n\
              znode.container.checkIntervalMs=500\nstandaloneEnabled=false\n\
-             readonlymode.enabled=true\nssl.keyStore.location=/k.pem\nssl.keyStore.type=PEM\n\
+             readonlymode.enabled=true\nlocalSessionsEnabled=true\n\
+             localSessionsUpgradingEnabled=false\nssl.keyStore.location=/k.pem\nssl.keyStore.type=PEM\n\
              ssl.trustStore.location=/ca.pem\nssl.trustStore.type=PEM\nssl.clientAuth=want\n\
              X509AuthenticationProvider.superUser=CN=admin\n\
              DigestAuthenticationProvider.superDigest=super:abc=\nsuperUser=bob\n\
@@ -539,6 +540,8 @@ mod tests {
         assert_eq!(v(&s.container_check_interval), Some(500));
         assert_eq!(v(&s.standalone_enabled), Some(false));
         assert_eq!(v(&s.read_only_enabled), Some(true));
+        assert_eq!(v(&s.local_sessions_enabled), Some(true));
+        assert_eq!(v(&s.local_sessions_upgrading_enabled), Some(false));
         assert_eq!(v(&s.key_store_location), Some(PathBuf::from("/k.pem")));
         assert_eq!(v(&s.key_store_type).as_deref(), Some("PEM"));
         assert_eq!(v(&s.trust_store_location), Some(PathBuf::from("/ca.pem")));

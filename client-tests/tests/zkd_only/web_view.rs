@@ -533,6 +533,8 @@ fn attack_page(admin: SocketAddr, sid: &str) -> String {
         "/zkd/snapshot".into(),
         "/zkd/members/1/stop".into(),
         "/zkd/members/1/lag?ms=1000".into(),
+        "/zkd/partition?groups=1".into(),
+        "/zkd/heal".into(),
         "/command/shutdown".into(),
         "/command/expiresession".into(),
         "/command/closeconnection".into(),

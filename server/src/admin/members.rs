@@ -94,11 +94,7 @@ fn listing(st: &AdminState) -> ApiResult<Json<Value>> {
     let ids: Vec<MemberId> = members.iter().map(|m| m.id).collect();
     let counts = st
         .shared
-        .inspect(|_, net| {
-            ids.iter()
-                .map(|id| net.connections_of(*id))
-                .collect::<Vec<_>>()
-        })
+        .inspect(|_, net| net.connections_of(&ids))
         .map_err(crate::control::ControlError::from)?;
     if let Some(list) = v.get_mut("members").and_then(Value::as_array_mut) {
         for (m, n) in list.iter_mut().zip(counts) {

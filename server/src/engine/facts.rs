@@ -48,12 +48,16 @@ impl NetView<'_> {
         })
     }
 
-    /// Open client connections of member `member` (all of them on a standalone server).
-    pub(crate) fn connections_of(&self, member: MemberId) -> usize {
-        self.conns
-            .values()
-            .filter(|h| !h.closing && (self.members.is_none() || h.member == member))
-            .count()
+    /// Open client connections of each of `members`, in their order, counted in one pass
+    /// over the connections.
+    pub(crate) fn connections_of(&self, members: &[MemberId]) -> Vec<usize> {
+        let mut counts = vec![0; members.len()];
+        for h in self.conns.values().filter(|h| !h.closing) {
+            if let Some(i) = members.iter().position(|m| *m == h.member) {
+                counts[i] += 1;
+            }
+        }
+        counts
     }
 
     /// The largest request frame accepted.
