@@ -42,6 +42,8 @@ pub use engine::ensemble::{MemberMode, MemberReport};
 pub use engine::ServerFailure;
 pub use persist::load::read_snapshot_file;
 pub use persist::{check_data_dir, DataDirWriteError, DirCheck, SnapshotInfo};
+#[cfg(feature = "json")]
+pub use reports::recipe_checks;
 pub use reports::{BUILD_COMMIT, BUILD_DATE};
 pub use server::Server;
 pub use version_string::{version_string, VersionString};

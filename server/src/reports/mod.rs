@@ -9,6 +9,8 @@ pub(crate) mod gate;
 pub(crate) mod host;
 pub(crate) mod metrics;
 mod monitor_keys;
+#[cfg(feature = "json")]
+pub mod recipe_checks;
 pub(crate) mod report;
 pub(crate) mod worker;
 
