@@ -39,7 +39,7 @@ core/ensemble:     servers < lag, membership, quorum, reconfig
 core/testing:      fault < control_ops, fixture_nodes, invariants, recording
 server:            version_string < files < config, fixture < engine < reports, persist < net < control < admin < server
 server/engine:     clock, gate, input_budget, kept_membership, latency, outbound, records, slow_step, unsynced < durable, ensemble < net_faults < queue < facts, feed, listeners
-server/reports:    civil_date, host, monitor_keys, recipe_checks < metrics, report < format, gate, worker
+server/reports:    civil_date, host, monitor_keys, recipe_checks < timeline, metrics, report < format, gate, worker
 server/persist:    datadir < load < txnlog
 server/net:        input, member, stream, x509_dn < conn < tls
 server/control:    member_lag, members, net_faults, partition

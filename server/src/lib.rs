@@ -43,7 +43,7 @@ pub use engine::ServerFailure;
 pub use persist::load::read_snapshot_file;
 pub use persist::{check_data_dir, DataDirWriteError, DirCheck, SnapshotInfo};
 #[cfg(feature = "json")]
-pub use reports::recipe_checks;
+pub use reports::{recipe_checks, timeline};
 pub use reports::{BUILD_COMMIT, BUILD_DATE};
 pub use server::Server;
 pub use version_string::{version_string, VersionString};

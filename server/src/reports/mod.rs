@@ -12,6 +12,8 @@ mod monitor_keys;
 #[cfg(feature = "json")]
 pub mod recipe_checks;
 pub(crate) mod report;
+#[cfg(feature = "json")]
+pub mod timeline;
 pub(crate) mod worker;
 
 use zkd_protocol::FourLetterWord;

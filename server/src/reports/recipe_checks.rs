@@ -295,14 +295,7 @@ pub fn used_after_expiry(events: &[Value]) -> Vec<Finding> {
     found
 }
 
-fn late_use(
-    sess: &str,
-    at: u64,
-    at_ms: i64,
-    last: Option<Mark>,
-    e: &Value,
-    how: &str,
-) -> Finding {
+fn late_use(sess: &str, at: u64, at_ms: i64, last: Option<Mark>, e: &Value, how: &str) -> Finding {
     let what = match (kind(e), text(e, "op"), text(e, "path")) {
         ("request", Some(op), Some(p)) => format!("{op} {p}"),
         ("request", Some(op), None) => op.to_string(),
