@@ -31,7 +31,8 @@ mod version_string;
 
 pub use config::{
     dynamic_file_name, ClientAuth, ClockMode, Config, EnsembleConfig, FourLetterWhitelist,
-    FsyncPolicy, MemberConfig, TlsConfig, DYNAMIC_FILE_PREFIX,
+    FsyncPolicy, MemberConfig, TlsConfig, DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_EVENTS,
+    DYNAMIC_FILE_PREFIX,
 };
 pub use control::{
     ClientAddr, ClockReport, ControlError, FaultAction, FaultRule, FaultStatus, Lag,
@@ -39,6 +40,8 @@ pub use control::{
     SessionReport, MAX_FAULT_RULES, MAX_LATENCY_MS, MAX_NET_FAULTS,
 };
 pub use engine::ensemble::{MemberMode, MemberReport};
+pub use engine::history::event::{err_name, event_name, op_name, to_json_lines};
+pub use engine::history::{HistoryEvent, HistoryFilter, HistorySummary, RequestEvent, What};
 pub use engine::ServerFailure;
 pub use persist::load::read_snapshot_file;
 pub use persist::{check_data_dir, DataDirWriteError, DirCheck, SnapshotInfo};

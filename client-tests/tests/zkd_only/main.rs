@@ -13,6 +13,7 @@ mod embedding;
 mod ensemble;
 mod four_letter_defaults;
 mod herd;
+mod history;
 mod lagging_member;
 mod network_faults;
 mod python_checks;

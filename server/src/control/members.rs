@@ -42,6 +42,7 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
             });
         };
         core.set_running_members(members.connected_ids());
+        state.history.member(id as u32, running);
         // Session time follows the quorum, and every new leader starts an epoch.
         core.set_quorum(members.has_quorum(), now);
         if t.leader_after.is_some() && t.leader_after != t.leader_before {

@@ -46,9 +46,15 @@ pub(crate) fn partition(shared: &Shared, groups: &[Vec<MemberId>]) -> Result<(),
     change(shared, |state| {
         let members = state.members.as_mut().ok_or(ControlError::NotAnEnsemble)?;
         let core = &state.core;
-        members
+        let t = members
             .partition(groups, &|m| core.member_zxid(m))
-            .map_err(ControlError::BadPartition)
+            .map_err(ControlError::BadPartition)?;
+        let text: Vec<String> = groups
+            .iter()
+            .map(|g| g.iter().map(u64::to_string).collect::<Vec<_>>().join(","))
+            .collect();
+        state.history.partition(Some(&text.join("/")));
+        Ok(t)
     })
 }
 
@@ -57,7 +63,9 @@ pub(crate) fn heal(shared: &Shared) -> Result<(), ControlError> {
     change(shared, |state| {
         let members = state.members.as_mut().ok_or(ControlError::NotAnEnsemble)?;
         let core = &state.core;
-        Ok(members.heal(&|m| core.member_zxid(m)))
+        let t = members.heal(&|m| core.member_zxid(m));
+        state.history.partition(None);
+        Ok(t)
     })
 }
 
