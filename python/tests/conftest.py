@@ -57,7 +57,7 @@ def _recipe_checks_stay_quiet(request):
         yield
         return
     server = request.getfixturevalue("zkd_server")
-    mark = server.history_summary()["last_seq"]
+    mark = server.history_mark()
     yield
     found = server.history_checks(mark)
     assert found == [], "the recipe checks reported %r" % (found,)

@@ -21,6 +21,8 @@ mod engine;
 pub mod files;
 #[cfg(feature = "json")]
 pub mod fixture;
+#[cfg(feature = "json")]
+mod history_guard;
 mod net;
 mod persist;
 mod reports;
@@ -43,6 +45,8 @@ pub use engine::ensemble::{MemberMode, MemberReport};
 pub use engine::history::event::{err_name, event_name, op_name, to_json_lines};
 pub use engine::history::{HistoryEvent, HistoryFilter, HistorySummary, RequestEvent, What};
 pub use engine::ServerFailure;
+#[cfg(feature = "json")]
+pub use history_guard::HistoryGuard;
 pub use persist::load::read_snapshot_file;
 pub use persist::{check_data_dir, DataDirWriteError, DirCheck, SnapshotInfo};
 #[cfg(feature = "json")]

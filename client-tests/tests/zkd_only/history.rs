@@ -289,6 +289,16 @@ async fn the_history_route_refuses_foreign_hosts_and_cross_site_requests() {
         assert_eq!(status, 403, "{headers:?}: {body}");
         assert!(!body.contains("\"seq\""), "{body}");
     }
+    // The checks, the saved timeline and the live page pass the same guards.
+    for route in ["/zkd/history/checks", "/zkd/history/timeline", "/timeline"] {
+        let (status, body) = admin::raw(admin, "GET", route, &["Host: evil.example"]).await;
+        assert_eq!(status, 403, "{route}: {body}");
+        let cross = [host.as_str(), "Sec-Fetch-Site: cross-site"];
+        let (status, body) = admin::raw(admin, "GET", route, &cross).await;
+        assert_eq!(status, 403, "{route}: {body}");
+        let (status, body) = admin::raw(admin, "GET", route, &[&host]).await;
+        assert_eq!(status, 200, "{route}: {body}");
+    }
     let (status, _) = admin::raw(admin, "GET", "/zkd/history", &[&host]).await;
     assert_eq!(status, 200);
     let (status, body) = admin::raw(admin, "GET", "/zkd/history?limit=0", &[&host]).await;
@@ -340,4 +350,44 @@ async fn a_full_history_drops_the_oldest_events_and_counts_them() {
     let (_, _, raw) = lines(admin, "/zkd/history?limit=1").await;
     assert!(!raw.is_empty());
     assert_eq!(server.history_summary().unwrap().dropped, last - 40);
+}
+
+/// A test that panics while a history guard is alive leaves the history of its window (what
+/// happened after the guard was made) and its timeline in files; one that does not panic
+/// leaves nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panicking_test_leaves_its_history_and_its_timeline() {
+    let server = Server::start(Config::default()).await.expect("zkd");
+    let a = client(&server, Duration::from_secs(20)).await;
+    a.create("/before", b"", &persistent())
+        .await
+        .expect("create");
+    let dir = std::env::temp_dir().join(format!("zkd-history-guard-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let quiet = server.history_guard("a passing test").in_dir(&dir);
+    drop(quiet);
+    assert!(!dir.exists(), "a test that passed wrote its history");
+
+    let guard = server.history_guard("a failing test").in_dir(&dir);
+    a.create("/during", b"", &ephemeral())
+        .await
+        .expect("create");
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _guard = guard;
+        panic!("the test failed");
+    }));
+    assert!(panicked.is_err());
+    let jsonl = std::fs::read_to_string(dir.join("a_failing_test.history.jsonl")).expect("jsonl");
+    assert!(jsonl.contains("\"path\":\"/during\""), "{jsonl}");
+    assert!(
+        !jsonl.contains("/before"),
+        "only the test's window: {jsonl}"
+    );
+    let html = std::fs::read_to_string(dir.join("a_failing_test.history.html")).expect("html");
+    assert!(
+        html.contains("id=\"zkd-history\"") && html.contains("/during"),
+        "{html}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -480,6 +480,11 @@ class Server:
         ``first_seq``, ``last_seq``, ``max_events``, ``max_bytes``."""
         return self._call("GET", "/zkd/history", {"format": "json"})
 
+    def history_mark(self):
+        """The ``seq`` of the last event recorded so far (0 when none is, or the history is
+        off): a test's window of the history starts after it."""
+        return self.history_summary().get("last_seq") or 0
+
     def history_jsonl(self, after_seq=0, **filters):
         """The history as JSON Lines text, oldest first, every page from ``after_seq`` on.
         ``filters``: ``session`` (an int or hex string), ``path`` (a prefix), ``kinds`` (a

@@ -1,6 +1,9 @@
 //! `GET /zkd/history`: the server's history as JSON Lines, filtered by session, path prefix,
 //! kinds, session-clock time, zxid range and seq, at most 10 000 events per answer
-//! (docs/history.md); `?format=json` answers the ring's summary instead.
+//! (docs/history.md); `?format=json` answers the ring's summary instead. Beside it, what the
+//! recipe checks find in the history (`GET /zkd/history/checks`), the timeline page with the
+//! events embedded, to save (`GET /zkd/history/timeline`), and the live timeline page
+//! (`GET /timeline`), which reads `/zkd/history` itself.
 
 use std::collections::HashMap;
 
@@ -14,9 +17,15 @@ use serde_json::json;
 use super::control::{only, parse_session_id};
 use super::{json_body, off_runtime, outgoing, AdminState, ApiError, ApiResult};
 use crate::engine::history::{HistoryFilter, MAX_READ};
+use crate::reports::recipe_checks::Finding;
+use crate::reports::timeline::{self, Window};
 
 pub(crate) fn routes() -> Router<AdminState> {
-    Router::new().route("/zkd/history", get(history))
+    Router::new()
+        .route("/zkd/history", get(history))
+        .route("/zkd/history/checks", get(checks))
+        .route("/zkd/history/timeline", get(timeline))
+        .route("/timeline", get(live_timeline))
 }
 
 const PARAMS: &[&str] = &[
@@ -148,4 +157,62 @@ async fn history(
             .into_response())
     })
     .await
+}
+
+/// The `after_seq` a checks or timeline query names (0: everything the ring holds).
+fn after_seq_of(q: &HashMap<String, String>) -> ApiResult<u64> {
+    only(q, &["after_seq"])?;
+    q.get("after_seq").map_or(Ok(0), |t| number("after_seq", t))
+}
+
+fn findings_json(found: &[Finding]) -> serde_json::Value {
+    serde_json::Value::Array(found.iter().map(Finding::to_json).collect())
+}
+
+/// `GET /zkd/history/checks`: what the recipe checks find in the events after `after_seq`.
+async fn checks(
+    State(st): State<AdminState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let after = after_seq_of(&q)?;
+    let shared = st.shared.clone();
+    off_runtime(move || {
+        let window = Window::read(&shared, after)?;
+        json_body(&findings_json(&window.findings()))
+    })
+    .await
+}
+
+/// `GET /zkd/history/timeline`: the timeline page with the events after `after_seq` and
+/// the checks' findings embedded, to save and open from a file.
+async fn timeline(
+    State(st): State<AdminState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let after = after_seq_of(&q)?;
+    let shared = st.shared.clone();
+    off_runtime(move || {
+        let window = Window::read(&shared, after)?;
+        let page = window.page(&window.findings());
+        let body = outgoing::counted_whole(page.into_bytes())
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?;
+        Ok(html(body))
+    })
+    .await
+}
+
+fn html(body: impl IntoResponse) -> Response {
+    (
+        [
+            (axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (axum::http::header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `GET /timeline`: the live timeline page.
+async fn live_timeline() -> Response {
+    html(timeline::PAGE)
 }

@@ -310,8 +310,8 @@ fn late_use(sess: &str, at: u64, at_ms: i64, last: Option<Mark>, e: &Value, how:
     Finding {
         check: "used_after_expiry",
         summary: format!(
-            "session {sess} expired by time at {at_ms} ms{silent}; its client {how} {what} {} \
-             ms later, not knowing",
+            "session {sess} expired by time{silent}; its client {how} {what} {} ms later, \
+             not knowing",
             mono(e) - at_ms
         ),
         seqs: capped(seqs),

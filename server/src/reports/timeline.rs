@@ -5,7 +5,9 @@
 
 use serde_json::Value;
 
-use super::recipe_checks::Finding;
+use super::recipe_checks::{self, Finding};
+use crate::engine::history::{HistoryFilter, MAX_READ};
+use crate::engine::{CoreFailed, Shared};
 
 /// The page; without embedded events it reads them from the admin listener it came from.
 pub const PAGE: &str = include_str!("../admin/web/timeline.html");
@@ -31,6 +33,57 @@ pub fn embedded_page(jsonl: &str, findings: &[Finding], dropped: u64) -> String 
         script_safe(&findings),
     );
     PAGE.replacen(SLOT, &block, 1)
+}
+
+/// A test's window of the history: every event after `after_seq` (the ring holds a bounded
+/// number), as JSON Lines and as values, with the number of events the ring had dropped.
+pub(crate) struct Window {
+    pub(crate) jsonl: String,
+    pub(crate) events: Vec<Value>,
+    pub(crate) dropped: u64,
+}
+
+impl Window {
+    /// Reads the window from the server's history, a page at a time.
+    pub(crate) fn read(shared: &Shared, after_seq: u64) -> Result<Window, CoreFailed> {
+        let mut filter = HistoryFilter {
+            after_seq: Some(after_seq),
+            ..HistoryFilter::default()
+        };
+        let mut w = Window {
+            jsonl: String::new(),
+            events: Vec::new(),
+            dropped: 0,
+        };
+        loop {
+            let (events, summary) = shared.history(&filter)?;
+            w.dropped = summary.dropped;
+            for e in &events {
+                let line = e.to_json();
+                // The history writes well-formed JSON; a line that did not parse would only
+                // be left out of the checks.
+                if let Ok(v) = serde_json::from_str(&line) {
+                    w.events.push(v);
+                }
+                w.jsonl.push_str(&line);
+                w.jsonl.push('\n');
+            }
+            match events.last() {
+                Some(last) if events.len() >= MAX_READ => filter.after_seq = Some(last.seq),
+                _ => return Ok(w),
+            }
+        }
+    }
+
+    /// What the recipe checks find in it.
+    pub(crate) fn findings(&self) -> Vec<Finding> {
+        recipe_checks::check_all(&self.events)
+    }
+
+    /// The timeline page with it embedded.
+    pub(crate) fn page(&self, findings: &[Finding]) -> String {
+        embedded_page(&self.jsonl, findings, self.dropped)
+    }
 }
 
 #[cfg(test)]

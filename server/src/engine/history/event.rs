@@ -98,6 +98,9 @@ pub struct RequestEvent {
     pub xid: i32,
     pub opcode: i32,
     pub path: Option<String>,
+    /// A create of a sequential node: the path the server made (the path asked for and its
+    /// ten-digit counter).
+    pub created: Option<String>,
     /// A multi's sub-ops: opcode and path.
     pub ops: Vec<(i32, String)>,
     pub watch: bool,
@@ -242,6 +245,9 @@ fn request_fields(o: &mut Obj, r: &RequestEvent) {
     o.num("opcode", r.opcode);
     if let Some(p) = &r.path {
         o.str("path", p);
+    }
+    if let Some(p) = &r.created {
+        o.str("created", p);
     }
     if !r.ops.is_empty() {
         let mut list = String::from("[");

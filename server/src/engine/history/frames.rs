@@ -146,6 +146,9 @@ pub(crate) struct ReplyFacts {
     pub(crate) data_bytes: Option<i64>,
     /// getChildren, getChildren2: how many children.
     pub(crate) children: Option<i64>,
+    /// A create's reply whose path ends in a sequential node's ten-digit counter: the
+    /// counter, and the path's length.
+    pub(crate) sequence: Option<(i64, usize)>,
 }
 
 /// The xid of a frame (after its length prefix).
@@ -209,6 +212,9 @@ pub(crate) fn reply(op: i32, frame: &Frame) -> ReplyFacts {
         facts.version = frame_i32(frame, len - VERSION_FROM_END);
     }
     match code {
+        O::Create | O::Create2 | O::CreateContainer | O::CreateTtl => {
+            facts.sequence = string_at(head, BODY).and_then(|(path, _)| sequence_of(&head[path]));
+        }
         O::GetData => facts.data_bytes = frame_i32(frame, BODY).map(|n| i64::from(n.max(0))),
         O::GetChildren | O::GetChildren2 => {
             facts.children = frame_i32(frame, BODY).map(|n| i64::from(n.max(0)));
@@ -216,6 +222,21 @@ pub(crate) fn reply(op: i32, frame: &Frame) -> ReplyFacts {
         _ => {}
     }
     facts
+}
+
+/// The counter a created path ends in (ten characters: digits, or a minus sign and nine
+/// digits once the counter has wrapped), and the path's length.
+fn sequence_of(path: &[u8]) -> Option<(i64, usize)> {
+    let tail = path.get(path.len().checked_sub(10)?..)?;
+    let (negative, digits) = match tail.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, tail),
+    };
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: i64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some((if negative { -n } else { n }, path.len()))
 }
 
 /// A notification frame (xid -1): its event type, the zxid in its header and its path's range

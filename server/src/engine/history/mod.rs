@@ -122,6 +122,9 @@ const HAS_VERSION: u8 = 4;
 const MULTI: u8 = 8;
 const AUTH: u8 = 16;
 const READ_ONLY: u8 = 32;
+/// A create that made a sequential node: `x` holds its counter (the path created is the
+/// path asked for and the counter).
+const SEQUENTIAL: u8 = 64;
 
 const NO_ZXID: i64 = i64::MIN;
 
@@ -474,6 +477,14 @@ impl History {
         if let Some(n) = reply.children {
             r.x = n;
         }
+        if let Some((counter, len)) = reply.sequence {
+            // Only a name made of the path asked for and ten more characters is one the
+            // server numbered.
+            if len == r.text_len as usize + 10 {
+                r.x = counter;
+                r.flags |= SEQUENTIAL;
+            }
+        }
         let r = *r;
         let watch = watch_of(&r);
         if let Some((kind, w)) = watch {
@@ -718,7 +729,7 @@ impl History {
             replied,
             err: replied.then_some(r.d),
             version: (r.flags & HAS_VERSION != 0).then_some(r.c),
-            children: (r.x >= 0).then_some(r.x),
+            children: (r.x >= 0 && r.flags & SEQUENTIAL == 0).then_some(r.x),
             ..RequestEvent::default()
         };
         if r.flags & AUTH != 0 {
@@ -733,6 +744,9 @@ impl History {
             e.path = e.ops.first().map(|(_, p)| p.clone());
         } else if !text.is_empty() {
             e.path = Some(string(text));
+        }
+        if r.flags & SEQUENTIAL != 0 {
+            e.created = Some(format!("{}{:010}", string(text), r.x));
         }
         e
     }
