@@ -73,6 +73,12 @@ fn modes(server: &Server) -> Vec<&'static str> {
     members.iter().map(|m| m.mode.as_str()).collect()
 }
 
+/// Whether each member is cut off by a partition, in id order.
+pub fn cut_flags(server: &Server) -> Vec<bool> {
+    let members = server.members().expect("members");
+    members.iter().map(|m| m.cut).collect()
+}
+
 /// Fails naming the first of `lines` that `report` does not contain.
 fn has_lines(report: &str, lines: &[&str]) {
     for line in lines {
@@ -768,9 +774,7 @@ async fn members_over_http_and_per_member_admin_commands() {
         ("POST", "/zkd/members/one/stop", 400),
         ("GET", "/commands/srvr?member=7", 404),
     ] {
-        let answer = admin::call(admin, method, path, None).await;
-        assert_eq!(answer.status, status, "{method} {path}: {}", answer.body);
-        assert!(!admin::error_text(&answer).is_empty());
+        admin::refused(admin, method, path, status).await;
     }
     admin::ok(admin, "POST", "/zkd/members/1/stop", None).await;
     let ro = admin::ok(admin, "GET", "/commands/is_read_only?member=2", None).await;
@@ -1123,13 +1127,7 @@ async fn a_partition_cuts_the_leader_off_and_healing_brings_it_back() {
     // member 3 keeps running in read-only mode and drops its read-write client.
     server.partition(&[&[3]]).expect("partition");
     assert_eq!(modes(&server), ["follower", "leader", "read-only"]);
-    let cut: Vec<bool> = server
-        .members()
-        .expect("members")
-        .iter()
-        .map(|m| m.cut)
-        .collect();
-    assert_eq!(cut, [false, false, true]);
+    assert_eq!(cut_flags(&server), [false, false, true]);
     dropped(&on_leader).await;
 
     // The majority writes on, in the new leader's epoch.
@@ -1184,9 +1182,7 @@ async fn a_partition_cuts_the_leader_off_and_healing_brings_it_back() {
         ("/zkd/partition?groups=a/b", 400),
         ("/zkd/partition", 400),
     ] {
-        let answer = admin::call(admin, "POST", path, None).await;
-        assert_eq!(answer.status, status, "{path}: {}", answer.body);
-        assert!(!admin::error_text(&answer).is_empty());
+        admin::refused(admin, "POST", path, status).await;
     }
     // Healed, they elect as a fresh ZooKeeper ensemble would: members 2 and 3 have the same
     // newest zxid, and the higher id wins.
