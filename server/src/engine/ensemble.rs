@@ -577,10 +577,9 @@ pub(crate) fn apply_reconfig(state: &mut super::State, budget: &OutBudget, now: 
     let Some(specs) = state.core.take_reconfig() else {
         return;
     };
-    let Some(members) = state.members.as_mut() else {
+    let Some(t) = state.members.as_mut().map(|m| m.reconfigure(&specs)) else {
         return;
     };
-    let t = members.reconfigure(&specs);
     state.apply_membership(&t, now);
     let Some(members) = state.members.as_mut() else {
         return;
