@@ -70,9 +70,7 @@ pub(crate) fn heal(shared: &Shared) -> Result<(), ControlError> {
 }
 
 /// Applies a membership change under the core's lock and follows it through: the cut
-/// members stall (and the others, healed, catch up), session time follows the quorum, a new
-/// leader starts an epoch, and the connections of members whose way of serving changed
-/// drop.
+/// members stall (and the others, healed, catch up), then [`State::follow_transition`].
 fn change(
     shared: &Shared,
     f: impl FnOnce(&mut State) -> Result<Transition, ControlError>,
@@ -88,8 +86,6 @@ fn change(
         };
         let cut = members.cut_ids();
         let ids: Vec<MemberId> = members.ids().collect();
-        let connected = members.connected_ids();
-        let quorum = members.has_quorum();
         state.call(budget, durable, &mut wakers, |core, out| {
             for id in ids {
                 let stalled = core.member_lag(id) == Lag::Stalled;
@@ -99,14 +95,8 @@ fn change(
                     _ => {}
                 }
             }
-            core.set_running_members(connected);
-            core.set_quorum(quorum, now);
         });
-        if t.leader_after.is_some() && t.leader_after != t.leader_before {
-            state.new_epoch(now);
-        }
-        state.end_local_sessions(&t.drop_connections, budget, durable, &mut wakers);
-        let dropped = state.drop_connections_of(&t.drop_connections, budget);
+        let dropped = state.follow_transition(&t, now, budget, durable, &mut wakers);
         tracing::info!(
             cut = ?cut,
             leader = ?t.leader_after,

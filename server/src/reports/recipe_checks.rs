@@ -259,7 +259,9 @@ pub fn double_holder(events: &[Value]) -> Vec<Finding> {
                     continue;
                 }
                 for (other, b) in held.iter() {
-                    if other == sess || !reported.insert((p.to_string(), other.clone(), sess.to_string())) {
+                    if other == sess
+                        || !reported.insert((p.to_string(), other.clone(), sess.to_string()))
+                    {
                         continue;
                     }
                     found.push(Finding {
@@ -354,7 +356,8 @@ pub fn late_rewatch(events: &[Value]) -> Vec<Finding> {
                 let key = (sess.clone(), p.clone());
                 // A read of the path, or of its parent's children, shows where it stands.
                 waiting.retain(|(s, w), _| !(*s == sess && (*w == p || parent(w) == p)));
-                let missing = num(e, "err") == Some(i64::from(zkd_protocol::ErrorCode::NoNode.code()));
+                let missing =
+                    num(e, "err") == Some(i64::from(zkd_protocol::ErrorCode::NoNode.code()));
                 // A sequential node: a lock's or an election's predecessor.
                 let watch = e.get("watch") == Some(&Value::Bool(true));
                 if op == "exists" && watch && missing && sequential(&p) {
@@ -505,7 +508,9 @@ mod tests {
         let found = double_holder(&events);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].seqs, vec![2, 6]);
-        assert!(found[0].summary.starts_with("sessions 0xa and 0xb both held the lock /lock"));
+        assert!(found[0]
+            .summary
+            .starts_with("sessions 0xa and 0xb both held the lock /lock"));
     }
 
     #[test]
@@ -560,7 +565,11 @@ mod tests {
                             "path": "/lock/n-0000000000", "watch": true, "err": -101});
         let deleted = json!({"kind": "request", "session": "0xa", "op": "delete",
                              "path": "/lock/n-0000000000", "err": 0});
-        let late = ev(&[children("0xb", "/lock", "0x3"), deleted.clone(), exists.clone()]);
+        let late = ev(&[
+            children("0xb", "/lock", "0x3"),
+            deleted.clone(),
+            exists.clone(),
+        ]);
         let found = late_rewatch(&late);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].seqs, vec![1, 2, 3]);
