@@ -169,18 +169,24 @@ fn findings_json(found: &[Finding]) -> serde_json::Value {
     serde_json::Value::Array(found.iter().map(Finding::to_json).collect())
 }
 
+/// Reads the window a checks or timeline query names, off the runtime, and answers what
+/// `answer` makes of it.
+async fn from_window(
+    st: AdminState,
+    q: HashMap<String, String>,
+    answer: impl FnOnce(Window) -> ApiResult<Response> + Send + 'static,
+) -> ApiResult<Response> {
+    let after = after_seq_of(&q)?;
+    let shared = st.shared.clone();
+    off_runtime(move || answer(Window::read(&shared, after)?)).await
+}
+
 /// `GET /zkd/history/checks`: what the recipe checks find in the events after `after_seq`.
 async fn checks(
     State(st): State<AdminState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    let after = after_seq_of(&q)?;
-    let shared = st.shared.clone();
-    off_runtime(move || {
-        let window = Window::read(&shared, after)?;
-        json_body(&findings_json(&window.findings()))
-    })
-    .await
+    from_window(st, q, |w| json_body(&findings_json(&w.findings()))).await
 }
 
 /// `GET /zkd/history/timeline`: the timeline page with the events after `after_seq` and
@@ -189,11 +195,8 @@ async fn timeline(
     State(st): State<AdminState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    let after = after_seq_of(&q)?;
-    let shared = st.shared.clone();
-    off_runtime(move || {
-        let window = Window::read(&shared, after)?;
-        let page = window.page(&window.findings());
+    from_window(st, q, |w| {
+        let page = w.page(&w.findings());
         let body = outgoing::counted_whole(page.into_bytes())
             .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?;
         Ok(html(body))

@@ -489,6 +489,10 @@ mod tests {
                "created": p, "err": 0, "zxid": z})
     }
 
+    fn delete(s: &str, p: &str, z: &str) -> Value {
+        json!({"kind": "request", "session": s, "op": "delete", "path": p, "err": 0, "zxid": z})
+    }
+
     fn children(s: &str, p: &str, z: &str) -> Value {
         json!({"kind": "request", "session": s, "op": "getChildren", "path": p, "err": 0,
                "zxid": z})
@@ -501,8 +505,7 @@ mod tests {
             children("0xa", "/lock", "0x2"),
             create("0xb", "/lock/n-0000000001", "0x3"),
             children("0xb", "/lock", "0x3"),
-            json!({"kind": "request", "session": "0xc", "op": "delete",
-                   "path": "/lock/n-0000000000", "err": 0, "zxid": "0x4"}),
+            delete("0xc", "/lock/n-0000000000", "0x4"),
             children("0xb", "/lock", "0x4"),
         ]);
         let found = double_holder(&events);
@@ -532,8 +535,7 @@ mod tests {
             create("0xa", "/lock/n-0000000000", "0x2"),
             children("0xa", "/lock", "0x2"),
             create("0xb", "/lock/n-0000000001", "0x3"),
-            json!({"kind": "request", "session": "0xa", "op": "delete",
-                   "path": "/lock/n-0000000000", "err": 0, "zxid": "0x4"}),
+            delete("0xa", "/lock/n-0000000000", "0x4"),
             children("0xb", "/lock", "0x4"),
             create("0xc", "/lock/n-0000000002", "0x5"),
             json!({"kind": "session_expired", "session": "0xb", "why": "timeout",
@@ -563,8 +565,7 @@ mod tests {
     fn a_watch_on_a_node_already_deleted_waits_forever() {
         let exists = json!({"kind": "request", "session": "0xb", "op": "exists",
                             "path": "/lock/n-0000000000", "watch": true, "err": -101});
-        let deleted = json!({"kind": "request", "session": "0xa", "op": "delete",
-                             "path": "/lock/n-0000000000", "err": 0});
+        let deleted = delete("0xa", "/lock/n-0000000000", "0x4");
         let late = ev(&[
             children("0xb", "/lock", "0x3"),
             deleted.clone(),
