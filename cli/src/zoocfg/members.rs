@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use zkd_server::{EnsembleConfig, MemberConfig};
+use zkd_server::{ElectionTiming, EnsembleConfig, MemberConfig};
 
 use super::keys::Settings;
 use super::servers::{Role, ServerLine};
@@ -135,6 +135,9 @@ pub fn ensemble(
             .local_sessions_upgrading_enabled
             .as_ref()
             .is_some_and(|b| b.value),
+        // A zoo.cfg describes a ZooKeeper deployment: its members take ZooKeeper's time to
+        // notice a lost leader and to elect.
+        election_timing: ElectionTiming::ZooKeeper,
     })
 }
 

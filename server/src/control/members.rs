@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::ControlError;
+use crate::engine::ensemble::follow::follow;
 use crate::engine::ensemble::{MemberId, MemberReport, Membership, Transition};
 use crate::engine::Shared;
 use crate::net::member;
@@ -33,7 +34,8 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
         if !members.contains(id) {
             return Err(ControlError::NoSuchMember(id));
         }
-        let core = &mut state.core;
+        members.set_clock(now.mono);
+        let core = &state.core;
         let Some(t) = members.set_running(id, running, &|m| core.member_zxid(m)) else {
             return Err(if running {
                 ControlError::MemberRunning(id)
@@ -41,19 +43,8 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
                 ControlError::MemberStopped(id)
             });
         };
-        core.set_running_members(members.connected_ids());
         // Session time follows the quorum, and every new leader starts an epoch.
-        core.set_quorum(members.has_quorum(), now);
-        if t.leader_after.is_some() && t.leader_after != t.leader_before {
-            state.new_epoch(now);
-        }
-        state.end_local_sessions(
-            &t.drop_connections,
-            budget,
-            shared.durability(),
-            &mut wakers,
-        );
-        let dropped = state.drop_connections_of(&t.drop_connections, budget);
+        let dropped = follow(state, &t, now, budget, shared.durability(), &mut wakers);
         tracing::info!(
             member = id,
             running,

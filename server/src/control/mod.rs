@@ -235,7 +235,7 @@ pub(crate) fn resume(shared: &Shared) -> Result<(), ControlError> {
     }
     shared.clock.thaw();
     let now = shared.now();
-    let ticked = shared.with_core(|core, out| core.tick(now, out));
+    let ticked = shared.tick(now).map(|_| ());
     if !shared.gate.resume() {
         return Err(ControlError::NotPaused);
     }
@@ -301,7 +301,7 @@ pub(crate) fn advance_clock(shared: &Shared, by: Duration) -> Result<ClockReport
         .advance(ms)
         .ok_or(ControlError::ClockNotManual)?;
     let now = shared.now();
-    shared.with_core(|core, out| core.tick(now, out))?;
+    shared.tick(now)?;
     Ok(clock(shared))
 }
 

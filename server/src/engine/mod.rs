@@ -684,7 +684,7 @@ impl Shared {
                     self.poison(&mut guard, reason);
                     return Err(CoreFailed);
                 }
-                self.check_deadline(&guard.core);
+                self.check_deadline(&guard);
                 if let (Some(step), Some(t)) = (step, started) {
                     let us = micros(t.elapsed());
                     if self.slow.is_slow(us) {
@@ -1080,11 +1080,39 @@ impl Shared {
         });
     }
 
-    fn check_deadline(&self, core: &Core) {
-        if let Some(d) = core.next_deadline() {
+    fn check_deadline(&self, state: &State) {
+        if let Some(d) = state.next_deadline() {
             if d < self.planned_tick.load(Ordering::Relaxed) {
                 self.wake_ticker.notify_one();
             }
+        }
+    }
+
+    /// Runs what fell due by `at`: the ensemble members' timing steps (noticing a lost
+    /// leader or quorum, elections), then the core's tick (session expiry, reaping). Returns
+    /// the next deadline of either.
+    pub(crate) fn tick(&self, at: Now) -> Result<Option<i64>, CoreFailed> {
+        let budget = &self.outbound;
+        let durable = self.durability.get().map(|d| &**d);
+        let mut wakers = Vec::new();
+        let next =
+            self.with_state_named("the tick (session expiry, reaping, elections)", |state| {
+                ensemble::follow::advance(state, at, budget, durable, &mut wakers);
+                state.call(budget, durable, &mut wakers, |core, out| core.tick(at, out));
+                state.next_deadline()
+            });
+        wake(&mut wakers);
+        next
+    }
+}
+
+impl State {
+    /// The earlier of the core's next deadline and the ensemble members' next timing step.
+    fn next_deadline(&self) -> Option<i64> {
+        let members = self.members.as_ref().and_then(Membership::next_deadline);
+        match (self.core.next_deadline(), members) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 }
@@ -1103,15 +1131,7 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
         }
         let at = shared.now();
         let now = at.mono;
-        let budget = &shared.outbound;
-        let durable = shared.durability.get().map(|d| &**d);
-        let mut wakers = Vec::new();
-        let next = shared.with_state_named("the tick (session expiry, reaping)", |state| {
-            state.call(budget, durable, &mut wakers, |core, out| core.tick(at, out));
-            state.core.next_deadline()
-        });
-        wake(&mut wakers);
-        let Ok(next) = next else {
+        let Ok(next) = shared.tick(at) else {
             return;
         };
         let next = next.filter(|_| shared.clock.mode() == crate::config::ClockMode::Real);
