@@ -44,7 +44,7 @@ async fn with_observers(voters: u64, observers: u64, read_only: bool) -> Server 
     .expect("ensemble starts")
 }
 
-fn addrs(server: &Server) -> Vec<SocketAddr> {
+pub(crate) fn addrs(server: &Server) -> Vec<SocketAddr> {
     let members = server.members().expect("an ensemble");
     members.iter().map(|m| m.client_addr).collect()
 }
@@ -68,7 +68,7 @@ async fn word(addr: SocketAddr, w: &'static str) -> String {
 }
 
 /// Each member's mode as `/zkd/members` reports it, in id order.
-fn modes(server: &Server) -> Vec<&'static str> {
+pub(crate) fn modes(server: &Server) -> Vec<&'static str> {
     let members = server.members().expect("members");
     members.iter().map(|m| m.mode.as_str()).collect()
 }
@@ -95,7 +95,7 @@ fn mode_line(srvr: &str) -> &str {
         .unwrap_or("<no Mode line>")
 }
 
-fn create(path: &str, flags: i32) -> Request {
+pub(crate) fn create(path: &str, flags: i32) -> Request {
     Request::Create(Create {
         op: OpCode::Create,
         path: path.to_string(),
@@ -106,7 +106,7 @@ fn create(path: &str, flags: i32) -> Request {
     })
 }
 
-fn get_data(path: &str) -> Request {
+pub(crate) fn get_data(path: &str) -> Request {
     Request::GetData(PathWatchRequest {
         path: path.to_string(),
         watch: false,
@@ -120,7 +120,7 @@ fn watch_data(path: &str) -> Request {
     })
 }
 
-fn set_data(path: &str, data: &'static [u8]) -> Request {
+pub(crate) fn set_data(path: &str, data: &'static [u8]) -> Request {
     Request::SetData(SetDataRequest {
         path: path.to_string(),
         data: Some(Bytes::from_static(data)),
@@ -129,7 +129,7 @@ fn set_data(path: &str, data: &'static [u8]) -> Request {
 }
 
 /// Tries to move `c`'s session to `addr` (asking for read-only mode or not).
-async fn try_move(
+pub(crate) async fn try_move(
     c: &RawClient,
     addr: SocketAddr,
     read_only: bool,
@@ -150,7 +150,7 @@ async fn try_move(
 }
 
 /// Moves `c`'s session to `addr` (asking for read-only mode or not).
-async fn move_to(c: &RawClient, addr: SocketAddr, read_only: bool) -> RawClient {
+pub(crate) async fn move_to(c: &RawClient, addr: SocketAddr, read_only: bool) -> RawClient {
     try_move(c, addr, read_only)
         .await
         .unwrap_or_else(|e| panic!("session moves to {addr}: {e}"))
@@ -179,7 +179,7 @@ async fn raw_handshake(addr: SocketAddr, session_id: i64, passwd: Bytes, ro: boo
 }
 
 /// Waits until `c`'s connection is closed by the server.
-async fn dropped(c: &RawClient) {
+pub(crate) async fn dropped(c: &RawClient) {
     let gone = tokio::time::timeout(WAIT, async {
         loop {
             if c.call(&Request::Ping).await.is_err() {
@@ -1098,7 +1098,7 @@ async fn reconfig_adds_a_new_member_that_starts_on_its_port_and_removes_one_that
 }
 
 /// The data a getData reply holds.
-fn data_of(r: &zkd_testkit::raw::Reply) -> Vec<u8> {
+pub(crate) fn data_of(r: &zkd_testkit::raw::Reply) -> Vec<u8> {
     assert_eq!(r.err, 0, "getData failed");
     let body: zkd_protocol::GetDataResponse = r.decode().expect("a getData body");
     body.data.unwrap_or_default().to_vec()

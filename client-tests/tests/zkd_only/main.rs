@@ -11,6 +11,7 @@ mod admin;
 mod control_plane;
 mod embedding;
 mod ensemble;
+mod failover_timing;
 mod four_letter_defaults;
 mod herd;
 mod lagging_member;

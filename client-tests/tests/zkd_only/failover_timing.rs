@@ -1,0 +1,191 @@
+//! Failover on ZooKeeper's timing (`ElectionTiming::ZooKeeper`) through the wire protocol: a
+//! leader cut off from its quorum keeps its clients until `syncLimit × tickTime` has passed,
+//! a write sent to it meanwhile is never acknowledged (its client sees the connection drop)
+//! and is absent after healing, the majority elects in a new epoch after the election's
+//! time, and a stopped leader's followers drop their clients while they elect. On the manual
+//! clock to the millisecond; on the real clock, measured against the configured ticks.
+
+use std::time::{Duration, Instant};
+
+use zkd_server::{ClockMode, Config, ElectionTiming, EnsembleConfig, Server};
+use zkd_testkit::raw::RawClient;
+
+use crate::ensemble::{addrs, create, data_of, dropped, get_data, modes, move_to, set_data};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Three members on ZooKeeper's timing with `tick_ms` and `sync_limit`, the admin listener
+/// on, sessions of up to a minute.
+async fn timed(clock: ClockMode, tick_ms: u64, sync_limit: i32) -> Server {
+    let mut e = EnsembleConfig::numbered(3, 0).expect("three members");
+    e.sync_limit = sync_limit;
+    e.election_timing = ElectionTiming::ZooKeeper;
+    Server::start(Config {
+        port: 0,
+        ensemble: Some(e),
+        admin_port: Some(0),
+        clock,
+        tick_time: Duration::from_millis(tick_ms),
+        max_session_timeout: Some(Duration::from_secs(60)),
+        ..Config::default()
+    })
+    .await
+    .expect("ensemble starts")
+}
+
+fn advance(server: &Server, ms: u64) {
+    server
+        .advance_clock(Duration::from_millis(ms))
+        .expect("manual clock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_leader_serves_until_sync_limit_passes_and_its_write_is_never_acknowledged() {
+    // tickTime 100 ms, syncLimit 5: members notice after 500 ms.
+    let server = timed(ClockMode::Manual, 100, 5).await;
+    let a = addrs(&server);
+    let c = RawClient::connect(a[0], 30_000)
+        .await
+        .expect("session on 1");
+    let made = c.call(&create("/p", 0)).await.expect("create");
+    assert_eq!(made.err, 0);
+    let writer = RawClient::connect(a[2], 30_000)
+        .await
+        .expect("session on leader 3");
+    let reader = RawClient::connect(a[2], 30_000)
+        .await
+        .expect("another on 3");
+
+    server.partition(&[&[3]]).expect("partition");
+    // Nobody has noticed: the leader still leads and serves its clients.
+    assert_eq!(modes(&server), ["follower", "follower", "leader"]);
+    let mut pending = writer
+        .send(&set_data("/p", b"lost"))
+        .await
+        .expect("the write is sent");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut pending)
+            .await
+            .is_err(),
+        "a leader without a quorum acknowledges nothing"
+    );
+    advance(&server, 499);
+    assert_eq!(modes(&server), ["follower", "follower", "leader"]);
+    assert_eq!(
+        data_of(&reader.call(&get_data("/p")).await.expect("a read")),
+        b"v",
+        "the cut-off leader still answers reads"
+    );
+
+    // syncLimit × tickTime after the cut: the leader steps down and its clients drop; the
+    // write was never acknowledged (the client sees the connection lost). The followers
+    // notice too and drop theirs while they elect.
+    advance(&server, 1);
+    assert_eq!(modes(&server), ["looking", "looking", "looking"]);
+    let lost = tokio::time::timeout(WAIT, pending)
+        .await
+        .expect("the pending write ends");
+    assert!(lost.is_err(), "the write was acknowledged: {lost:?}");
+    dropped(&reader).await;
+    dropped(&c).await;
+
+    // The election takes its 200 ms; then member 2 leads, in a new epoch.
+    advance(&server, 199);
+    assert_eq!(modes(&server), ["looking", "looking", "looking"]);
+    advance(&server, 1);
+    assert_eq!(modes(&server), ["follower", "leader", "looking"]);
+    let c = move_to(&c, a[0], false).await;
+    let w = c.call(&set_data("/p", b"new")).await.expect("write");
+    assert_eq!(w.err, 0);
+    assert!(w.zxid >> 32 > made.zxid >> 32, "a new epoch");
+
+    // Healed, member 3 follows member 2; the write sent to it is nowhere.
+    server.heal().expect("heal");
+    assert_eq!(modes(&server), ["follower", "leader", "follower"]);
+    let back = RawClient::connect(a[2], 30_000)
+        .await
+        .expect("session on 3");
+    assert_eq!(
+        data_of(&back.call(&get_data("/p")).await.expect("read")),
+        b"new"
+    );
+    let on_two = move_to(&c, a[1], false).await;
+    let stat = on_two.call(&get_data("/p")).await.expect("read");
+    let body: zkd_protocol::GetDataResponse = stat.decode().expect("a body");
+    assert_eq!(
+        body.stat.version, 1,
+        "one setData only: the lost one never ran"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_leaders_followers_drop_their_clients_while_they_elect() {
+    let server = timed(ClockMode::Manual, 100, 5).await;
+    let a = addrs(&server);
+    let c = RawClient::connect(a[0], 30_000)
+        .await
+        .expect("session on 1");
+    assert_eq!(c.call(&create("/e", 1)).await.expect("create").err, 0);
+    server.stop_member(3).await.expect("stop the leader");
+    // The followers see their leader's connection close: they drop their clients and elect.
+    dropped(&c).await;
+    assert_eq!(modes(&server), ["looking", "looking", "stopped"]);
+    assert!(
+        RawClient::connect(a[0], 30_000).await.is_err(),
+        "a looking member serves nobody"
+    );
+    advance(&server, 199);
+    assert_eq!(modes(&server), ["looking", "looking", "stopped"]);
+    advance(&server, 1);
+    assert_eq!(modes(&server), ["follower", "leader", "stopped"]);
+    // The session and its ephemeral survive the election.
+    let c = move_to(&c, a[1], false).await;
+    assert_eq!(c.call(&get_data("/e")).await.expect("read").err, 0);
+    server.shutdown().await;
+}
+
+/// Polls the members' modes until `done` holds; the time since `from`.
+async fn until(server: &Server, from: Instant, done: impl Fn(&[&str]) -> bool) -> Duration {
+    let end = from + WAIT;
+    loop {
+        if done(&modes(server)) {
+            return from.elapsed();
+        }
+        assert!(Instant::now() < end, "no change: {:?}", modes(server));
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// On the real clock, with tickTime 100 ms and syncLimit 3: the leader steps down 300 ms
+/// after the cut and the majority leads again 200 ms later, each within a tick.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_real_clock_step_down_and_election_take_the_configured_ticks() {
+    let server = timed(ClockMode::Real, 100, 3).await;
+    let a = addrs(&server);
+    let on_leader = RawClient::connect(a[2], 30_000)
+        .await
+        .expect("session on 3");
+    let cut = Instant::now();
+    server.partition(&[&[3]]).expect("partition");
+    let stepped_down = until(&server, cut, |m| m[2] != "leader").await;
+    dropped(&on_leader).await;
+    let elected = until(&server, cut, |m| m[1] == "leader").await;
+    eprintln!(
+        "zkd, tickTime 100 ms, syncLimit 3: leader stepped down after {} ms, new leader after \
+         {} ms",
+        stepped_down.as_millis(),
+        elected.as_millis()
+    );
+    let ms = |d: Duration| d.as_millis() as u64;
+    assert!(
+        (300..400).contains(&ms(stepped_down)),
+        "step-down after {stepped_down:?}"
+    );
+    assert!(
+        (200..300).contains(&(ms(elected) - ms(stepped_down))),
+        "election took {:?}",
+        elected - stepped_down
+    );
+    server.shutdown().await;
+}
