@@ -907,6 +907,19 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
     let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "2,x"]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("\"x\" is not a member id"), "{text}");
+    // One way: observer 4 no longer hears leader 3, and is cut off (instant elections).
+    let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "--one-way", "3>4"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.starts_with("partitioned: one way 3>4\n"), "{text}");
+    let cut: Vec<&str> = text
+        .lines()
+        .filter(|l| l.ends_with("cut off"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(cut, ["4"], "{text}");
+    let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "--one-way", "3-4"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("is not a FROM>TO pair"), "{text}");
     let (code, text) = crate::admin::zkd_ctl(admin, &["heal"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.starts_with("healed\n"), "{text}");
@@ -1183,6 +1196,9 @@ async fn a_partition_cuts_the_leader_off_and_healing_brings_it_back() {
         ("/zkd/partition?groups=1,2,3", 400),
         ("/zkd/partition?groups=a/b", 400),
         ("/zkd/partition", 400),
+        ("/zkd/partition?one_way=3", 400),
+        ("/zkd/partition?one_way=3%3E3", 400),
+        ("/zkd/partition?one_way=3%3E9", 400),
     ] {
         let answer = admin::call(admin, "POST", path, None).await;
         assert_eq!(answer.status, status, "{path}: {}", answer.body);
