@@ -268,6 +268,13 @@ impl EnsembleConfig {
         })
     }
 
+    /// ZooKeeper's failover timing ([`ElectionTiming::ZooKeeper`]) with `sync_limit` ticks.
+    pub fn with_zookeeper_timing(mut self, sync_limit: i32) -> EnsembleConfig {
+        self.sync_limit = sync_limit;
+        self.election_timing = ElectionTiming::ZooKeeper;
+        self
+    }
+
     /// Makes the last `k` members (by id) observers (`--observers K`); at least one member
     /// must stay a voting one.
     pub fn with_observers(mut self, k: u64) -> Result<EnsembleConfig, String> {

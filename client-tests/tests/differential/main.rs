@@ -10,6 +10,7 @@
 
 mod admin_commands;
 mod ensemble_programs;
+mod failover_timing;
 mod kazoo_own_suite;
 mod oracle_smoke;
 mod persistence;

@@ -898,11 +898,7 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
     let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "2,3", "/", "4"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.starts_with("partitioned: 2,3 / 4\n"), "{text}");
-    let cut: Vec<&str> = text
-        .lines()
-        .filter(|l| l.ends_with("cut off"))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
+    let cut = cut_rows(&text);
     assert_eq!(cut, ["1", "4"], "{text}");
     let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "2,x"]);
     assert_eq!(code, Some(1), "{text}");
@@ -911,11 +907,7 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
     let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "--one-way", "3>4"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.starts_with("partitioned: one way 3>4\n"), "{text}");
-    let cut: Vec<&str> = text
-        .lines()
-        .filter(|l| l.ends_with("cut off"))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
+    let cut = cut_rows(&text);
     assert_eq!(cut, ["4"], "{text}");
     let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "--one-way", "3-4"]);
     assert_eq!(code, Some(1), "{text}");
@@ -1110,6 +1102,21 @@ async fn reconfig_adds_a_new_member_that_starts_on_its_port_and_removes_one_that
     server.shutdown().await;
 }
 
+/// The member ids of the rows `zkd ctl` marks `cut off`.
+fn cut_rows(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| l.ends_with("cut off"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect()
+}
+
+/// A new session of 30 s on `addr`.
+pub(crate) async fn session(addr: SocketAddr) -> RawClient {
+    RawClient::connect(addr, 30_000)
+        .await
+        .unwrap_or_else(|e| panic!("a session on {addr}: {e}"))
+}
+
 /// The data a getData reply holds.
 pub(crate) fn data_of(r: &zkd_testkit::raw::Reply) -> Vec<u8> {
     assert_eq!(r.err, 0, "getData failed");
@@ -1123,14 +1130,10 @@ async fn a_partition_cuts_the_leader_off_and_healing_brings_it_back() {
     let admin = server.admin_addr().expect("admin listener");
     let a = addrs(&server);
     assert_eq!(modes(&server), ["follower", "follower", "leader"]);
-    let c = RawClient::connect(a[0], 30_000)
-        .await
-        .expect("session on 1");
+    let c = session(a[0]).await;
     let made = c.call(&create("/p", 0)).await.expect("create");
     assert_eq!(made.err, 0);
-    let on_leader = RawClient::connect(a[2], 30_000)
-        .await
-        .expect("session on 3");
+    let on_leader = session(a[2]).await;
 
     // The leader is cut off from the two others: they hold the quorum and elect member 2;
     // member 3 keeps running in read-only mode and drops its read-write client.

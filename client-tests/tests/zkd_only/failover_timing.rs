@@ -7,19 +7,21 @@
 
 use std::time::{Duration, Instant};
 
-use zkd_server::{ClockMode, Config, ElectionTiming, EnsembleConfig, Server};
+use zkd_server::{ClockMode, Config, EnsembleConfig, Server};
 use zkd_testkit::raw::RawClient;
 
-use crate::ensemble::{addrs, create, data_of, dropped, get_data, modes, move_to, set_data};
+use crate::ensemble::{
+    addrs, create, data_of, dropped, get_data, modes, move_to, session, set_data,
+};
 
 const WAIT: Duration = Duration::from_secs(10);
 
 /// Three members on ZooKeeper's timing with `tick_ms` and `sync_limit`, the admin listener
 /// on, sessions of up to a minute.
 async fn timed(clock: ClockMode, tick_ms: u64, sync_limit: i32) -> Server {
-    let mut e = EnsembleConfig::numbered(3, 0).expect("three members");
-    e.sync_limit = sync_limit;
-    e.election_timing = ElectionTiming::ZooKeeper;
+    let e = EnsembleConfig::numbered(3, 0)
+        .expect("three members")
+        .with_zookeeper_timing(sync_limit);
     Server::start(Config {
         port: 0,
         ensemble: Some(e),
@@ -44,17 +46,11 @@ async fn a_cut_off_leader_serves_until_sync_limit_passes_and_its_write_is_never_
     // tickTime 100 ms, syncLimit 5: members notice after 500 ms.
     let server = timed(ClockMode::Manual, 100, 5).await;
     let a = addrs(&server);
-    let c = RawClient::connect(a[0], 30_000)
-        .await
-        .expect("session on 1");
+    let c = session(a[0]).await;
     let made = c.call(&create("/p", 0)).await.expect("create");
     assert_eq!(made.err, 0);
-    let writer = RawClient::connect(a[2], 30_000)
-        .await
-        .expect("session on leader 3");
-    let reader = RawClient::connect(a[2], 30_000)
-        .await
-        .expect("another on 3");
+    let writer = session(a[2]).await;
+    let reader = session(a[2]).await;
 
     server.partition(&[&[3]]).expect("partition");
     // Nobody has noticed: the leader still leads and serves its clients.
@@ -77,20 +73,24 @@ async fn a_cut_off_leader_serves_until_sync_limit_passes_and_its_write_is_never_
         "the cut-off leader still answers reads"
     );
 
-    // syncLimit × tickTime after the cut: the leader steps down and its clients drop; the
-    // write was never acknowledged (the client sees the connection lost). The followers
-    // notice too and drop theirs while they elect.
+    // syncLimit × tickTime after the cut the followers notice, drop their clients and
+    // start electing; the leader notices at its next check, within a tick, steps down and
+    // drops its clients: the write was never acknowledged (the client sees the connection
+    // lost).
     advance(&server, 1);
+    assert_eq!(modes(&server)[..2], ["looking", "looking"]);
+    dropped(&c).await;
+    advance(&server, 100);
     assert_eq!(modes(&server), ["looking", "looking", "looking"]);
     let lost = tokio::time::timeout(WAIT, pending)
         .await
         .expect("the pending write ends");
     assert!(lost.is_err(), "the write was acknowledged: {lost:?}");
     dropped(&reader).await;
-    dropped(&c).await;
 
-    // The election takes its 200 ms; then member 2 leads, in a new epoch.
-    advance(&server, 199);
+    // The election takes 370 ms from the followers' noticing; then member 2 leads, in a
+    // new epoch.
+    advance(&server, 269);
     assert_eq!(modes(&server), ["looking", "looking", "looking"]);
     advance(&server, 1);
     assert_eq!(modes(&server), ["follower", "leader", "looking"]);
@@ -102,9 +102,7 @@ async fn a_cut_off_leader_serves_until_sync_limit_passes_and_its_write_is_never_
     // Healed, member 3 follows member 2; the write sent to it is nowhere.
     server.heal().expect("heal");
     assert_eq!(modes(&server), ["follower", "leader", "follower"]);
-    let back = RawClient::connect(a[2], 30_000)
-        .await
-        .expect("session on 3");
+    let back = session(a[2]).await;
     assert_eq!(
         data_of(&back.call(&get_data("/p")).await.expect("read")),
         b"new"
@@ -123,9 +121,7 @@ async fn a_cut_off_leader_serves_until_sync_limit_passes_and_its_write_is_never_
 async fn a_stopped_leaders_followers_drop_their_clients_while_they_elect() {
     let server = timed(ClockMode::Manual, 100, 5).await;
     let a = addrs(&server);
-    let c = RawClient::connect(a[0], 30_000)
-        .await
-        .expect("session on 1");
+    let c = session(a[0]).await;
     assert_eq!(c.call(&create("/e", 1)).await.expect("create").err, 0);
     server.stop_member(3).await.expect("stop the leader");
     // The followers see their leader's connection close: they drop their clients and elect.
@@ -135,7 +131,7 @@ async fn a_stopped_leaders_followers_drop_their_clients_while_they_elect() {
         RawClient::connect(a[0], 30_000).await.is_err(),
         "a looking member serves nobody"
     );
-    advance(&server, 199);
+    advance(&server, 369);
     assert_eq!(modes(&server), ["looking", "looking", "stopped"]);
     advance(&server, 1);
     assert_eq!(modes(&server), ["follower", "leader", "stopped"]);
@@ -158,34 +154,39 @@ async fn until(server: &Server, from: Instant, done: impl Fn(&[&str]) -> bool) -
 }
 
 /// On the real clock, with tickTime 100 ms and syncLimit 3: the leader steps down 300 ms
-/// after the cut and the majority leads again 200 ms later, each within a tick.
+/// after the cut (plus up to a tick, its checks being once a tick) and the majority, which
+/// noticed after 300 ms, leads 370 ms after that.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_real_clock_step_down_and_election_take_the_configured_ticks() {
     let server = timed(ClockMode::Real, 100, 3).await;
     let a = addrs(&server);
-    let on_leader = RawClient::connect(a[2], 30_000)
-        .await
-        .expect("session on 3");
+    let on_leader = session(a[2]).await;
     let cut = Instant::now();
     server.partition(&[&[3]]).expect("partition");
+    let noticed = until(&server, cut, |m| m[0] != "follower").await;
     let stepped_down = until(&server, cut, |m| m[2] != "leader").await;
     dropped(&on_leader).await;
     let elected = until(&server, cut, |m| m[1] == "leader").await;
     eprintln!(
-        "zkd, tickTime 100 ms, syncLimit 3: leader stepped down after {} ms, new leader after \
-         {} ms",
+        "zkd, tickTime 100 ms, syncLimit 3: followers noticed after {} ms, the leader stepped \
+         down after {} ms, new leader after {} ms",
+        noticed.as_millis(),
         stepped_down.as_millis(),
         elected.as_millis()
     );
     let ms = |d: Duration| d.as_millis() as u64;
     assert!(
-        (300..400).contains(&ms(stepped_down)),
+        (295..380).contains(&ms(noticed)),
+        "noticed after {noticed:?}"
+    );
+    assert!(
+        (300..480).contains(&ms(stepped_down)),
         "step-down after {stepped_down:?}"
     );
     assert!(
-        (200..300).contains(&(ms(elected) - ms(stepped_down))),
+        (360..460).contains(&(ms(elected) - ms(noticed))),
         "election took {:?}",
-        elected - stepped_down
+        elected - noticed
     );
     server.shutdown().await;
 }

@@ -118,6 +118,9 @@ struct Member {
     /// When it will notice that it lost its leader (a follower) or its quorum (a leader),
     /// under ZooKeeper's timing; until then it goes on serving its clients.
     notice_at: Option<i64>,
+    /// A leader whose followers elected another before it noticed it lost them: it still
+    /// leads in its own eyes (and its clients') until its `notice_at`.
+    stale_lead: bool,
 }
 
 /// One member as the membership is built from: its id, client address and whether it
@@ -150,6 +153,8 @@ pub struct Membership {
     now: i64,
     /// When the election under way ends (ZooKeeper's timing only).
     election_at: Option<i64>,
+    /// When the leader began leading (its checks come once a tick from then).
+    leading_since: i64,
     /// Members that went looking during the change or step under way (their clients drop).
     went_looking: Vec<MemberId>,
     /// The flow of commits and writes last handed to the core, per member.
@@ -172,6 +177,7 @@ impl Membership {
                 cut: false,
                 looking: None,
                 notice_at: None,
+                stale_lead: false,
             })
             .collect();
         members.sort_by_key(|m| m.id);
@@ -186,6 +192,7 @@ impl Membership {
             timing: Timing::default(),
             now: 0,
             election_at: None,
+            leading_since: 0,
             went_looking: Vec::new(),
             flows: BTreeMap::new(),
         };
@@ -374,7 +381,9 @@ impl Membership {
         let Some(m) = self.members.iter().find(|m| m.id == id && m.running) else {
             return MemberMode::Stopped;
         };
-        if self.leader.is_none() || m.looking.is_some() {
+        if m.stale_lead {
+            MemberMode::Leader
+        } else if self.leader.is_none() || m.looking.is_some() {
             if self.read_only && self.serves_read_only(m) {
                 MemberMode::ReadOnly
             } else {
@@ -396,7 +405,9 @@ impl Membership {
             Some(l) => self
                 .members
                 .iter()
-                .filter(|m| m.running && m.looking.is_none() && !m.observer && m.id != l)
+                .filter(|m| {
+                    m.running && m.looking.is_none() && !m.stale_lead && !m.observer && m.id != l
+                })
                 .count() as u64,
             None => 0,
         }
@@ -563,6 +574,7 @@ impl Membership {
                         cut: false,
                         looking: None,
                         notice_at: None,
+                        stale_lead: false,
                     });
                 }
             }

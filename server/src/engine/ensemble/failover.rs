@@ -9,6 +9,15 @@ use super::{MemberId, Membership};
 /// for a better vote, before it decides.
 pub const FINALIZE_WAIT_MS: i64 = 200;
 
+/// A ZooKeeper follower whose first attempt to reach its new leader finds it not yet
+/// listening tries again after this long (ms).
+const LEADER_CONNECT_RETRY_MS: i64 = 100;
+
+/// The new leader's synchronization with its followers (epoch, history, going live), as
+/// measured on one host with ZooKeeper 3.9.3: the rest of the time from a leader's death to
+/// its successor serving (about 370 ms whatever the tick) besides the two waits above.
+const SYNC_ROUND_MS: i64 = 70;
+
 /// A looking ZooKeeper server with read-only mode on starts serving read-only clients
 /// after this long (ms) or a tick, whichever is longer.
 const READ_ONLY_DELAY_MS: i64 = 2000;
@@ -36,7 +45,7 @@ impl Timing {
         Timing {
             sync_ms: tick_ms.saturating_mul(i64::from(sync_limit.max(1))),
             tick_ms,
-            election_ms: FINALIZE_WAIT_MS,
+            election_ms: FINALIZE_WAIT_MS + LEADER_CONNECT_RETRY_MS + SYNC_ROUND_MS,
             read_only_ms: READ_ONLY_DELAY_MS.max(tick_ms),
         }
     }
@@ -161,10 +170,15 @@ impl Membership {
     /// outside it look for a leader.
     pub(super) fn settle_at_once(&mut self, zxid_of: &dyn Fn(MemberId) -> i64) {
         let target = self.target(zxid_of);
-        self.leader = target.as_ref().map(|(l, _)| *l);
         let now = self.now;
+        let leader = target.as_ref().map(|(l, _)| *l);
+        if leader != self.leader {
+            self.leading_since = now;
+        }
+        self.leader = leader;
         for m in &mut self.members {
             m.notice_at = None;
+            m.stale_lead = false;
             if !m.running || target.as_ref().is_some_and(|(_, s)| s.contains(&m.id)) {
                 m.looking = None;
             } else if m.looking.is_none() {
@@ -176,11 +190,34 @@ impl Membership {
         self.mark(zxid_of);
     }
 
+    /// When leader `l`'s check (once a tick since it began leading) first finds it without
+    /// a quorum lost at `now`: through followers it no longer hears (`silent`), once
+    /// `syncLimit` ticks passed since the tick of their last acknowledgement; through
+    /// connections that closed, at the next check.
+    fn leader_check(&self, now: i64, silent: bool) -> i64 {
+        let tick = self.timing.tick_ms.max(1);
+        let ticks = (now - self.leading_since).max(0) / tick;
+        let wait = if silent { self.timing.sync_ms } else { 0 };
+        self.leading_since + (ticks + 1) * tick + wait
+    }
+
+    /// Whether the running members `l` is linked to are a majority of the voters (so it can
+    /// keep or regain a quorum without an election).
+    fn linked_to_majority(&self, l: MemberId) -> bool {
+        let voters = self
+            .members
+            .iter()
+            .filter(|m| m.running && m.votes() && self.linked(m.id, l))
+            .count();
+        2 * voters > self.voters()
+    }
+
     /// Member `i` (by index) notices it has no leader at the clock's time.
     fn start_looking(&mut self, i: usize) {
         let now = self.now;
         let m = &mut self.members[i];
         m.notice_at = None;
+        m.stale_lead = false;
         if m.running && m.looking.is_none() {
             m.looking = Some(now);
             self.went_looking.push(m.id);
@@ -211,8 +248,8 @@ impl Membership {
                         let silent = self.members.iter().any(|m| {
                             m.running && m.looking.is_none() && m.votes() && !self.linked(m.id, l)
                         });
-                        let wait = if silent { sync } else { self.timing.tick_ms };
-                        let at = *self.members[i].notice_at.get_or_insert(now + wait);
+                        let check = self.leader_check(now, silent);
+                        let at = *self.members[i].notice_at.get_or_insert(check);
                         if now >= at {
                             self.start_looking(i);
                         }
@@ -237,7 +274,8 @@ impl Membership {
             if !m.running || m.looking.is_some() || Some(m.id) == self.leader {
                 continue;
             }
-            let ok = self.leader.is_some_and(|l| self.linked(m.id, l));
+            // A deposed leader steps down at its check, healed or not: its followers left.
+            let ok = !m.stale_lead && self.leader.is_some_and(|l| self.linked(m.id, l));
             if ok {
                 self.members[i].notice_at = None;
             } else {
@@ -255,7 +293,12 @@ impl Membership {
                 }
             }
         }
-        if self.leader.is_none() {
+        // A majority elects once all its voters look for a leader, whether or not a leader
+        // that lost them has noticed yet.
+        let deposed = self
+            .leader
+            .filter(|l| !self.leader_has_quorum(*l) && !self.linked_to_majority(*l));
+        if self.leader.is_none() || deposed.is_some() {
             let ready = self.target(zxid_of).filter(|(_, side)| {
                 self.members
                     .iter()
@@ -270,7 +313,14 @@ impl Membership {
                         .get_or_insert(now + self.timing.election_ms);
                     if now >= at {
                         self.election_at = None;
+                        // A deposed leader that has not noticed goes on as one until it does.
+                        if let Some(old) = deposed {
+                            for m in self.members.iter_mut().filter(|m| m.id == old) {
+                                m.stale_lead = true;
+                            }
+                        }
                         self.leader = Some(l);
+                        self.leading_since = now;
                         for m in self.members.iter_mut().filter(|m| side.contains(&m.id)) {
                             m.looking = None;
                             m.notice_at = None;
@@ -337,6 +387,10 @@ impl Membership {
             return Flow::default();
         };
         match self.leader {
+            _ if m.stale_lead => Flow {
+                stall: true,
+                hold: true,
+            },
             Some(l) if m.running && m.looking.is_none() => {
                 let quorum = self.leader_has_quorum(l);
                 Flow {
@@ -417,19 +471,26 @@ mod tests {
         }
         assert_eq!(m.next_deadline(), Some(1500));
         assert_eq!(m.advance(1499, SYNCED), None);
-        // syncLimit × tickTime later all three notice; the two others start electing.
+        // syncLimit × tickTime later the followers notice, drop their clients and elect.
         let t = m.advance(1500, SYNCED).expect("a step");
-        assert_eq!(drops(&t), [1, 2, 3]);
+        assert_eq!(drops(&t), [1, 2]);
+        assert_eq!(modes(&m), ["looking", "looking", "leader"]);
+        // The leader checks once a tick from when it began leading (time 0 here): the first
+        // check syncLimit ticks after the tick of the last acknowledgement finds it alone.
+        assert_eq!(m.next_deadline(), Some(1600));
+        let t = m.advance(1600, SYNCED).expect("a step");
+        assert_eq!(drops(&t), [3]);
         assert_eq!((t.leader_before, t.leader_after), (Some(3), None));
         assert_eq!(modes(&m), ["looking", "looking", "looking"]);
-        assert_eq!(m.next_deadline(), Some(1700), "the election's end");
-        let t = m.advance(1700, SYNCED).expect("the election");
+        // The election ends 370 ms after the followers began it.
+        assert_eq!(m.next_deadline(), Some(1870), "the election's end");
+        let t = m.advance(1870, SYNCED).expect("the election");
         assert_eq!(t.leader_after, Some(2));
         assert_eq!(modes(&m), ["follower", "leader", "looking"]);
         assert!(m.has_quorum());
         assert_eq!(m.flow(1), Flow::default());
         // The cut member serves read-only clients once it has looked for max(2 s, a tick).
-        let t = m.advance(3500, SYNCED).expect("read-only");
+        let t = m.advance(3600, SYNCED).expect("read-only");
         assert_eq!(drops(&t), [3]);
         assert_eq!(modes(&m), ["follower", "leader", "read-only"]);
         // Healed, it follows the new leader.
@@ -464,13 +525,13 @@ mod tests {
     }
 
     #[test]
-    fn a_stopped_leaders_followers_drop_their_clients_and_elect_after_the_finalize_wait() {
+    fn a_stopped_leaders_followers_drop_their_clients_and_elect_after_an_elections_time() {
         let mut m = timed();
         let t = m.set_running(3, false, SYNCED).expect("a change");
         assert_eq!(drops(&t), [1, 2, 3]);
         assert_eq!(modes(&m), ["looking", "looking", "stopped"]);
-        assert_eq!(m.advance(1199, SYNCED), None);
-        let t = m.advance(1200, SYNCED).expect("the election");
+        assert_eq!(m.advance(1369, SYNCED), None);
+        let t = m.advance(1370, SYNCED).expect("the election");
         assert_eq!((t.leader_before, t.leader_after), (None, Some(2)));
         assert_eq!(modes(&m), ["follower", "leader", "stopped"]);
         // A follower stopping changes nothing for the others.
@@ -480,10 +541,38 @@ mod tests {
         assert_eq!(modes(&m), ["stopped", "leader", "stopped"]);
         // That lost the quorum: the leader notices at its next check, a tick later at most.
         assert!(!m.has_quorum());
-        assert_eq!(m.next_deadline(), Some(2100));
-        let t = m.advance(2100, SYNCED).expect("step down");
+        assert_eq!(
+            m.next_deadline(),
+            Some(2070),
+            "its next check, on its ticks from 1370"
+        );
+        let t = m.advance(2070, SYNCED).expect("step down");
         assert_eq!(t.leader_after, None);
         assert_eq!(modes(&m), ["stopped", "looking", "stopped"]);
+    }
+
+    #[test]
+    fn with_long_ticks_the_majority_elects_before_the_old_leader_notices() {
+        // tickTime 2 s, syncLimit 5: the followers notice 10 s after the cut, elect 370 ms
+        // later; the old leader checks on its ticks and steps down at 12 s. Meanwhile two
+        // members lead, as on ZooKeeper; the old one commits nothing.
+        let mut m = timed();
+        m.set_timing(Timing::zookeeper(2000, 5));
+        m.partition(&[vec![3]], &[], SYNCED).expect("a partition");
+        m.advance(11_370, SYNCED).expect("steps");
+        assert_eq!(modes(&m), ["follower", "leader", "leader"]);
+        assert_eq!(m.leader(), Some(2));
+        assert_eq!(m.flow(3), BOTH);
+        assert_eq!(m.followers(), 1, "the old leader follows nobody");
+        // Healed before its check, it still steps down then (its followers left), and then
+        // follows the new leader.
+        m.set_clock(11_500);
+        m.heal(SYNCED);
+        assert_eq!(modes(&m), ["follower", "leader", "leader"]);
+        assert_eq!(m.flow(3), BOTH);
+        let t = m.advance(12_000, SYNCED).expect("the old leader notices");
+        assert_eq!(drops(&t), [3]);
+        assert_eq!(modes(&m), ["follower", "leader", "follower"]);
     }
 
     #[test]
@@ -519,7 +608,7 @@ mod tests {
         let mut m = timed();
         m.partition(&[], &[(1, 3), (2, 3)], SYNCED).expect("cuts");
         assert!(!m.has_quorum());
-        let t = m.advance(1700, SYNCED).expect("steps");
+        let t = m.advance(1870, SYNCED).expect("steps");
         assert_eq!((t.leader_before, t.leader_after), (Some(3), Some(2)));
         assert_eq!(m.cut_ids(), [3]);
         // With instant elections a one-way cut takes effect at once.
