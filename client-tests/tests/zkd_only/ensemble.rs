@@ -820,6 +820,22 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
         ),
         "{text}"
     );
+    // The failover timing needs an ensemble and is one of two words.
+    for (args, says) in [
+        (
+            ["--election-timing", "zookeeper", "--port", "0"],
+            "--election-timing needs an ensemble",
+        ),
+        (
+            ["--election-timing", "fast", "--ensemble", "3"],
+            "give instant or zookeeper",
+        ),
+    ] {
+        let refused = Command::new(&bin).args(args).output().expect("zkd runs");
+        let text = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{text}");
+        assert!(text.contains(says), "{text}");
+    }
     let mut child = Command::new(&bin)
         .args([
             "--ensemble",
