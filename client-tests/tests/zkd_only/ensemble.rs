@@ -81,7 +81,7 @@ fn has_lines(report: &str, lines: &[&str]) {
 }
 
 /// A new session on `addr` asked for with the read-only flag.
-async fn read_only_session(addr: SocketAddr) -> RawClient {
+pub(crate) async fn read_only_session(addr: SocketAddr) -> RawClient {
     let passwd = Bytes::from_static(&[0; 16]);
     tokio::time::timeout(WAIT, RawClient::handshake(addr, 0, passwd, 30_000, 0, true))
         .await

@@ -11,7 +11,7 @@ use zkd_server::{ClockMode, Config, EnsembleConfig, Server};
 use zkd_testkit::raw::RawClient;
 
 use crate::ensemble::{
-    addrs, create, data_of, dropped, get_data, modes, move_to, session, set_data,
+    addrs, create, data_of, dropped, get_data, modes, move_to, read_only_session, session, set_data,
 };
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -98,6 +98,16 @@ async fn a_cut_off_leader_serves_until_sync_limit_passes_and_its_write_is_never_
     let w = c.call(&set_data("/p", b"new")).await.expect("write");
     assert_eq!(w.err, 0);
     assert!(w.zxid >> 32 > made.zxid >> 32, "a new epoch");
+
+    // Two seconds after it stepped down, the cut-off member serves read-only clients what
+    // it had; its own write is not there either.
+    advance(&server, 1_730);
+    assert_eq!(modes(&server), ["follower", "leader", "read-only"]);
+    let ro = read_only_session(a[2]).await;
+    assert_eq!(
+        data_of(&ro.call(&get_data("/p")).await.expect("read")),
+        b"v"
+    );
 
     // Healed, member 3 follows member 2; the write sent to it is nowhere.
     server.heal().expect("heal");

@@ -590,6 +590,9 @@ impl Membership {
                 .find(|m| m.running && m.votes())
                 .map(|m| m.id);
         }
+        if self.leader != leader_before {
+            self.leading_since = self.now;
+        }
         if !self.has_quorum() {
             self.leader = None;
             let now = self.now;
