@@ -164,14 +164,9 @@ fn close(zkd: Duration, zk: Duration) -> bool {
     diff <= Duration::from_millis(TICK_MS) || diff.as_secs_f64() <= 0.2 * zk.as_secs_f64()
 }
 
-#[test]
-fn step_down_and_election_take_zookeepers_time() {
-    let zk = zookeeper_times();
-    let zkd = zkd_times();
-    eprintln!(
-        "tickTime {TICK_MS} ms, syncLimit {SYNC_LIMIT}\nZooKeeper: {zk:?}\nzkd:       {zkd:?}"
-    );
-    for (what, a, b) in [
+/// The cases where zkd is not [`close`] to ZooKeeper, described.
+fn mismatches(zkd: &Times, zk: &Times) -> Vec<String> {
+    [
         ("leader steps down", zkd.step_down, zk.step_down),
         (
             "followers notice",
@@ -188,7 +183,30 @@ fn step_down_and_election_take_zookeepers_time() {
             zkd.elected_after_kill,
             zk.elected_after_kill,
         ),
-    ] {
-        assert!(close(a, b), "{what}: zkd {a:?}, ZooKeeper {b:?}");
+    ]
+    .into_iter()
+    .filter(|(_, a, b)| !close(*a, *b))
+    .map(|(what, a, b)| format!("{what}: zkd {a:?}, ZooKeeper {b:?}"))
+    .collect()
+}
+
+/// Measured twice at most: JVMs on a loaded machine (other tests of this binary start
+/// theirs alongside) can be late by more than a tick, so a mismatch is measured again, saying
+/// so, before it fails.
+#[test]
+fn step_down_and_election_take_zookeepers_time() {
+    let mut last = Vec::new();
+    for round in 1..=2 {
+        let zk = zookeeper_times();
+        let zkd = zkd_times();
+        eprintln!(
+            "round {round}, tickTime {TICK_MS} ms, syncLimit {SYNC_LIMIT}\nZooKeeper: {zk:?}\nzkd:       {zkd:?}"
+        );
+        last = mismatches(&zkd, &zk);
+        if last.is_empty() {
+            return;
+        }
+        eprintln!("not within 20 % or a tick: {last:?}");
     }
+    panic!("zkd's failover times differ from ZooKeeper's: {last:?}");
 }
