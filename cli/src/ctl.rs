@@ -83,6 +83,10 @@ enum Op {
         #[arg(long)]
         force: bool,
     },
+    /// What happened, in the server's order: connections, handshakes, requests and their
+    /// outcomes, watches, notifications, sessions' ends, control-plane actions; one line per
+    /// event (`--json`: the JSON Lines). See docs/history.md.
+    History(crate::history::HistoryArgs),
     /// The members of an ensemble (`zkd --ensemble N`): list, stop, start.
     #[command(subcommand)]
     Members(crate::members::MembersOp),
@@ -277,6 +281,7 @@ fn execute(args: &CtlArgs) -> Result<String, Failure> {
             .call("GET", "/zkd/clock")
             .map(|v| human_or_json(&v, json, || clock_line(&v))),
         Op::Members(op) => crate::members::run(&client, op, json),
+        Op::History(h) => crate::history::run(&client, h, json),
         Op::Partition { groups, one_way } => {
             crate::members::partition(&client, &groups.join(" "), &one_way.join(","), json)
         }

@@ -89,6 +89,16 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     slow_step_warn_ms: u64,
 
+    /// Events the history keeps (what every client did and what the server did to it, read
+    /// with `zkd ctl history` or `GET /zkd/history`); the oldest are dropped when full.
+    /// 0 turns the history off.
+    #[arg(long, value_name = "N", default_value_t = zkd_server::DEFAULT_HISTORY_EVENTS)]
+    history_events: usize,
+
+    /// Bytes the history's strings (paths, addresses) may take.
+    #[arg(long, value_name = "BYTES", default_value_t = zkd_server::DEFAULT_HISTORY_BYTES)]
+    history_bytes: usize,
+
     /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives.
     /// Logs go to stderr.
     #[arg(long, value_name = "FILTER", default_value = "info")]
@@ -358,6 +368,8 @@ impl ServeArgs {
             four_letter_whitelist,
             herd_warn: self.herd_warn,
             slow_step_warn: Duration::from_millis(self.slow_step_warn_ms),
+            history_events: self.history_events,
+            history_bytes: self.history_bytes,
             admin_port: self.admin_port,
             admin_bind: self.admin_bind,
             admin_server_port: self.admin_server_port,

@@ -125,7 +125,7 @@ fi
 if [ -n "${ZKD_TESTING_JAR:-}" ]; then real_zkd=$bin; else real_zkd=$ZKD_BINARY; fi
 bash "$HERE/cache-safety-test.sh" "$LIB_CP" "$OUT/test-classes" "$real_zkd"
 rm -rf "$OUT/junit5-test-classes" && mkdir -p "$OUT/junit5-test-classes"
-javac -nowarn -d "$OUT/junit5-test-classes" -cp "$JCP" $(find "$HERE/src/junit5-test/java" -name '*.java')
+javac -nowarn -d "$OUT/junit5-test-classes" -cp "$JCP:$LIB/junit-platform-launcher.jar:$LIB/junit-platform-engine.jar" $(find "$HERE/src/junit5-test/java" -name '*.java')
 timeout -k 10 300 java -XX:+UseSerialGC -jar "$LIB/junit-platform-console-standalone.jar" \
     --disable-banner --disable-ansi-colors --fail-if-no-tests --details=tree \
     --class-path "$OUT/junit5-test-classes:$JCP" --select-package zkd.testing.junit5

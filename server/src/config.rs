@@ -15,6 +15,12 @@ use crate::SaslUsers;
 /// handshake is expired after this long (`zookeeper.nio.sessionlessCnxnTimeout`).
 pub const SESSIONLESS_CNXN_TIMEOUT_MS: i64 = 10_000;
 
+/// Events the history keeps by default (on: it explains a failed test after the fact).
+pub const DEFAULT_HISTORY_EVENTS: usize = 65_536;
+
+/// Bytes of strings the history keeps by default.
+pub const DEFAULT_HISTORY_BYTES: usize = 4 << 20;
+
 /// Configuration for one server instance.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -47,6 +53,12 @@ pub struct Config {
     /// Log a slow-step warning, and count it (`zkd_slow_steps`), when one step holds the
     /// core's lock longer than this (default 1 s; zero = off).
     pub slow_step_warn: Duration,
+    /// Events the history keeps (docs/history.md); a full history drops its oldest. 0 turns
+    /// it off. Default [`DEFAULT_HISTORY_EVENTS`].
+    pub history_events: usize,
+    /// Bytes the history's strings (paths, addresses) may take. Default
+    /// [`DEFAULT_HISTORY_BYTES`].
+    pub history_bytes: usize,
     /// Bytes that may wait in one connection's outbound queue. A client that lets more pile
     /// up (it does not read its socket) is disconnected. Default 64 MiB.
     pub max_outbound_bytes: usize,
@@ -420,6 +432,8 @@ impl Default for Config {
             four_letter_whitelist: FourLetterWhitelist::default(),
             herd_warn: 100,
             slow_step_warn: Duration::from_secs(1),
+            history_events: DEFAULT_HISTORY_EVENTS,
+            history_bytes: DEFAULT_HISTORY_BYTES,
             max_outbound_bytes: 64 << 20,
             admin_port: None,
             admin_bind: IpAddr::from([127, 0, 0, 1]),

@@ -719,6 +719,7 @@ const ADMIN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/zkd/tree"),
     ("POST", "/zkd/snapshot"),
     ("GET", "/zkd/herd"),
+    ("GET", "/zkd/history"),
     ("GET", "/zkd/members"),
     ("POST", "/zkd/members/1/stop"),
     ("POST", "/zkd/members/1/start"),

@@ -14,6 +14,7 @@ mod ensemble;
 mod failover_timing;
 mod four_letter_defaults;
 mod herd;
+mod history;
 mod lagging_member;
 mod network_faults;
 mod python_checks;

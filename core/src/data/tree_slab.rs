@@ -68,7 +68,15 @@ impl Slot {
     }
 
     pub(crate) fn set_data(&mut self, data: Option<&[u8]>) {
-        self.blob = blob(self.name_bytes(), data);
+        let name_len = (self.name_len & !HAS_DATA) as usize;
+        let d = data.unwrap_or_default();
+        if self.blob.len() == name_len + d.len() {
+            // The same size as before (the usual setData): written over in place, no
+            // allocation.
+            self.blob[name_len..].copy_from_slice(d);
+        } else {
+            self.blob = blob(self.name_bytes(), data);
+        }
         self.name_len = self.name_len & !HAS_DATA | if data.is_some() { HAS_DATA } else { 0 };
     }
 }

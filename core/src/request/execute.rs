@@ -9,7 +9,7 @@ use zkd_protocol::{
     MultiResponse, MultiResult, OpCode, Request, StatResponse, WhoAmIResponse,
 };
 
-use crate::request::reply::{header_only, Reply};
+use crate::request::reply::{header_only, Reply, STAT_LEN};
 use crate::request::txn::{created_path, header, Pending};
 use crate::watch::watches::WatchKind;
 use crate::{auth::acl, ConnId, Core, Frame, Now, Outbox};
@@ -138,7 +138,7 @@ impl Core {
                     let applied = self.commit(&h, &body, now, out);
                     committed = true;
                     let stat = applied.stats.first().unwrap_or_default();
-                    StatResponse { stat }.write(reply.body())
+                    StatResponse { stat }.write(reply.body_for(STAT_LEN))
                 })
             }
             Request::Ping => {
@@ -146,7 +146,7 @@ impl Core {
             }
             Request::Auth(auth) => return self.auth(conn, xid, &auth.scheme, &auth.auth, out),
             Request::CloseSession => {
-                let zxid = self.kill_session(sid, now, out);
+                let zxid = self.kill_session(sid, crate::SessionEnd::Closed, now, out);
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.last_op = "CLOS";
                 }
@@ -195,7 +195,7 @@ impl Core {
                             self.commit(&header(sid, xid, zxid, now.wall, t), &body, now, out);
                         committed = true;
                         let stat = applied.stats.first().unwrap_or_default();
-                        StatResponse { stat }.write(reply.body())
+                        StatResponse { stat }.write(reply.body_for(STAT_LEN))
                     })
             }
             Request::Multi(ops) => {
@@ -221,7 +221,7 @@ impl Core {
             Request::DeleteContainer(_) => Err(ErrorCode::BadArguments),
             Request::Exists(r) => {
                 let db = self.view_or_main(view);
-                db.exists(conn, &ids, &r.path, r.watch, reply.body())
+                db.exists(conn, &ids, &r.path, r.watch, reply.body_for(STAT_LEN))
             }
             Request::GetData(r) => {
                 let db = self.view_or_main(view);

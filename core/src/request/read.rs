@@ -9,12 +9,9 @@ use zkd_protocol::{
 
 use crate::data::tree::NodeRef;
 use crate::db::Db;
-use crate::request::reply::{Reply, SHARE_MIN};
+use crate::request::reply::{Reply, SHARE_MIN, STAT_LEN};
 use crate::watch::watches::WatchKind;
 use crate::{auth::acl, notification_frame, ConnId};
-
-/// Encoded size of a Stat.
-const STAT_LEN: usize = 68;
 
 type OpResult = Result<(), ErrorCode>;
 

@@ -11,6 +11,10 @@ const HEADER_LEN: usize = 20;
 /// Room made for a body of unknown size (most fit: a Stat, a path).
 const BODY_HINT: usize = 108;
 
+/// Bytes of an encoded Stat. A reply of a Stat alone is made with exactly this room, so
+/// the frame fills its buffer and is handed on without a second allocation.
+pub(crate) const STAT_LEN: usize = 68;
+
 /// A reply under construction.
 pub(crate) struct Reply {
     buf: BytesMut,
@@ -36,7 +40,8 @@ impl Reply {
     /// Makes room for the header (once), with room for `extra` body bytes after it.
     pub(crate) fn head(&mut self, extra: usize) {
         if self.buf.is_empty() {
-            self.buf.reserve(HEADER_LEN + extra);
+            // Made at its size at once: growing an empty buffer takes a slower path.
+            self.buf = BytesMut::with_capacity(HEADER_LEN + extra);
             self.buf.put_bytes(0, HEADER_LEN);
         }
     }
@@ -89,7 +94,11 @@ impl Reply {
         Frame {
             head: self.buf.freeze(),
             body: self.shared,
-            tail: self.tail.freeze(),
+            tail: if self.tail.is_empty() {
+                Bytes::new()
+            } else {
+                self.tail.freeze()
+            },
         }
     }
 }

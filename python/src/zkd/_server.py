@@ -287,7 +287,7 @@ class Server:
 
     # -- admin API --------------------------------------------------------------------
 
-    def _call(self, method, path, query=None, body=None, timeout=30.0):
+    def _call(self, method, path, query=None, body=None, timeout=30.0, raw=False):
         url = self.admin_url + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
@@ -309,6 +309,8 @@ class Server:
             except (ValueError, AttributeError):
                 message = raw.decode("utf-8", "replace")
             raise AdminError(e.code, message, method, path) from None
+        if raw:
+            return payload.decode("utf-8")
         if not payload:
             return None
         return json.loads(payload.decode("utf-8"))
@@ -490,6 +492,72 @@ class Server:
         if len(query) != 1:
             raise ValueError("give exactly one of ms, txns or stall")
         return self._call("POST", "/zkd/members/%d/lag" % int(member_id), query)
+
+    # -- history ----------------------------------------------------------------------
+
+    def history_summary(self):
+        """The history's size: ``enabled``, ``events``, ``bytes``, ``dropped``,
+        ``first_seq``, ``last_seq``, ``max_events``, ``max_bytes``."""
+        return self._call("GET", "/zkd/history", {"format": "json"})
+
+    def history_mark(self):
+        """The ``seq`` of the last event recorded so far (0 when none is, or the history is
+        off): a test's window of the history starts after it."""
+        return self.history_summary().get("last_seq") or 0
+
+    def history_jsonl(self, after_seq=0, **filters):
+        """The history as JSON Lines text, oldest first, every page from ``after_seq`` on.
+        ``filters``: ``session`` (an int or hex string), ``path`` (a prefix), ``kinds`` (a
+        list), ``since_ms``, ``until_ms``, ``from_zxid``, ``to_zxid`` (see docs/history.md)."""
+        query = {}
+        for key, value in filters.items():
+            if value is None:
+                continue
+            if key == "session":
+                value = session_hex(value)
+            elif key == "kinds" and not isinstance(value, str):
+                value = ",".join(value)
+            query[key] = value
+        pages = []
+        last = int(after_seq)
+        while True:
+            page = self._call("GET", "/zkd/history", dict(query, after_seq=last, limit=10000),
+                              raw=True)
+            lines = [line for line in page.split("\n") if line.strip()]
+            pages.extend(lines)
+            if len(lines) < 10000:
+                break
+            last = json.loads(lines[-1])["seq"]
+        return "".join(line + "\n" for line in pages)
+
+    def history(self, after_seq=0, **filters):
+        """The history's events as dicts (see :meth:`history_jsonl` for the filters)."""
+        return [json.loads(line) for line in self.history_jsonl(after_seq, **filters).splitlines()]
+
+    def history_checks(self, after_seq=0):
+        """The recipe checks' findings over the events after ``after_seq``: a list of dicts
+        with ``check``, ``summary`` and ``seqs`` (see docs/history.md)."""
+        return self._call("GET", "/zkd/history/checks", {"after_seq": int(after_seq)})
+
+    def history_timeline(self, after_seq=0):
+        """A self-contained HTML page drawing the events after ``after_seq`` on a timeline,
+        with the recipe checks' findings marked."""
+        return self._call("GET", "/zkd/history/timeline", {"after_seq": int(after_seq)},
+                          raw=True)
+
+    def save_history(self, directory, name, after_seq=0):
+        """Writes the events after ``after_seq`` to ``directory/name.history.jsonl`` and their
+        timeline to ``directory/name.history.html``; returns the two paths and the findings."""
+        import os
+
+        os.makedirs(directory, exist_ok=True)
+        base = os.path.join(directory, name)
+        jsonl, html = base + ".history.jsonl", base + ".history.html"
+        with open(jsonl, "w", encoding="utf-8") as f:
+            f.write(self.history_jsonl(after_seq))
+        with open(html, "w", encoding="utf-8") as f:
+            f.write(self.history_timeline(after_seq))
+        return jsonl, html, self.history_checks(after_seq)
 
     def __repr__(self):
         if self.running and self.port is not None:

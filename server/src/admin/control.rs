@@ -65,7 +65,7 @@ impl From<ControlError> for ApiError {
 type Params = Query<HashMap<String, String>>;
 
 /// Refuses query parameters other than `allowed`.
-fn only(params: &HashMap<String, String>, allowed: &[&str]) -> ApiResult<()> {
+pub(crate) fn only(params: &HashMap<String, String>, allowed: &[&str]) -> ApiResult<()> {
     let mut unknown: Vec<&str> = params
         .keys()
         .map(String::as_str)
@@ -265,6 +265,7 @@ async fn stall(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json
             "ms={ms} is longer than the longest stall, {max} ms"
         )));
     }
+    st.shared.record_control("stall", 0, &format!("ms={ms}"));
     let (tx, rx) = tokio::sync::oneshot::channel();
     let shared = st.shared.clone();
     tokio::task::spawn_blocking(move || {

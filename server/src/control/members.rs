@@ -43,6 +43,7 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
                 ControlError::MemberStopped(id)
             });
         };
+        state.history.member(id as u32, running);
         // Session time follows the quorum, and every new leader starts an epoch.
         let dropped = follow(state, &t, now, budget, shared.durability(), &mut wakers);
         tracing::info!(

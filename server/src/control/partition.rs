@@ -78,9 +78,23 @@ pub(crate) fn partition(
     change(shared, |state| {
         let members = state.members.as_mut().ok_or(ControlError::NotAnEnsemble)?;
         let core = &state.core;
-        members
+        let t = members
             .partition(groups, one_way, &|m| core.member_zxid(m))
-            .map_err(ControlError::BadPartition)
+            .map_err(ControlError::BadPartition)?;
+        let mut text: Vec<String> = groups
+            .iter()
+            .map(|g| g.iter().map(u64::to_string).collect::<Vec<_>>().join(","))
+            .collect::<Vec<_>>();
+        text.retain(|g| !g.is_empty());
+        let mut text = text.join("/");
+        if !one_way.is_empty() {
+            let cuts: Vec<String> = one_way.iter().map(|(a, b)| format!("{a}>{b}")).collect();
+            text = format!("{text} one-way {}", cuts.join(","))
+                .trim()
+                .to_string();
+        }
+        state.history.partition(Some(&text));
+        Ok(t)
     })
 }
 
@@ -89,7 +103,9 @@ pub(crate) fn heal(shared: &Shared) -> Result<(), ControlError> {
     change(shared, |state| {
         let members = state.members.as_mut().ok_or(ControlError::NotAnEnsemble)?;
         let core = &state.core;
-        Ok(members.heal(&|m| core.member_zxid(m)))
+        let t = members.heal(&|m| core.member_zxid(m));
+        state.history.partition(None);
+        Ok(t)
     })
 }
 

@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.lang.reflect.Method;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -210,6 +211,18 @@ public class ZkdTestingCluster implements Closeable {
     /** The members as the admin API's JSON ({@code GET /zkd/members}: leader, state, mode, lag). */
     public String membersJson() {
         return server.admin("GET", "/zkd/members", null);
+    }
+
+    /** The history's mark (see {@link ZkdTestingServer#historyMark()}): every member's events
+     * are in the one history. */
+    public long historyMark() {
+        return server.historyMark();
+    }
+
+    /** Writes the members' history after {@code afterSeq} and its timeline (see
+     * {@link ZkdTestingServer#saveHistory(Path, String, long)}). */
+    public List<Path> saveHistory(Path dir, String name, long afterSeq) throws IOException {
+        return server.saveHistory(dir, name, afterSeq);
     }
 
     /** The one zkd process, for the whole-server control plane (expireSession, reset, faults, ...). */
