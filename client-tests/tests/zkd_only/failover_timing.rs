@@ -200,3 +200,69 @@ async fn on_the_real_clock_step_down_and_election_take_the_configured_ticks() {
     );
     server.shutdown().await;
 }
+
+/// Whether `/path` exists, as `c` reads it.
+async fn exists(c: &RawClient, path: &str) -> bool {
+    c.call(&get_data(path)).await.expect("a read").err == 0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_way_cuts_decide_whether_a_followers_write_commits_and_what_it_reads() {
+    // Member 1 does not hear leader 3: its client's write reaches the leader and commits,
+    // but the reply, which would come with the commit, never comes; after syncLimit ×
+    // tickTime member 1 drops its clients, and the write is there.
+    let server = timed(ClockMode::Manual, 100, 5).await;
+    let a = addrs(&server);
+    let on_one = session(a[0]).await;
+    let on_two = session(a[1]).await;
+    server.cut_one_way(&[(3, 1)]).expect("a cut");
+    let mut pending = on_one.send(&create("/w", 0)).await.expect("sent");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut pending)
+            .await
+            .is_err(),
+        "the reply came"
+    );
+    assert!(exists(&on_two, "/w").await, "the write committed");
+    advance(&server, 500);
+    assert!(tokio::time::timeout(WAIT, pending)
+        .await
+        .expect("ends")
+        .is_err());
+    assert_eq!(modes(&server), ["looking", "follower", "leader"]);
+    server.heal().expect("heal");
+    server.shutdown().await;
+
+    // Leader 3 does not hear member 1: member 1 applies every commit, but its client's write
+    // waits, unexecuted, and is gone with the connection when member 1 gives up.
+    let server = timed(ClockMode::Manual, 100, 5).await;
+    let a = addrs(&server);
+    let on_one = session(a[0]).await;
+    let reader = session(a[0]).await;
+    let on_two = session(a[1]).await;
+    server.cut_one_way(&[(1, 3)]).expect("a cut");
+    let mut pending = on_one.send(&create("/held", 0)).await.expect("sent");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut pending)
+            .await
+            .is_err(),
+        "the reply came"
+    );
+    assert!(!exists(&on_two, "/held").await, "the write ran");
+    assert_eq!(
+        on_two.call(&create("/fresh", 0)).await.expect("write").err,
+        0
+    );
+    assert!(
+        exists(&reader, "/fresh").await,
+        "member 1 reads the commits"
+    );
+    advance(&server, 500);
+    assert!(tokio::time::timeout(WAIT, pending)
+        .await
+        .expect("ends")
+        .is_err());
+    server.heal().expect("heal");
+    assert!(!exists(&on_two, "/held").await, "the held write never ran");
+    server.shutdown().await;
+}
