@@ -72,12 +72,8 @@ JAVA=(timeout -k 10 300 java -XX:+UseSerialGC -cp "$OUT/test-classes:$CP")
 if [ -n "${ZKD_TESTING_JAR:-}" ]; then
     # The jar alone: no zkd on PATH, no ZKD_BINARY, no -Dzkd.binary, an empty cache.
     unset ZKD_BINARY
-    kept=()
-    IFS=: read -r -a dirs <<<"$PATH"
-    for dir in "${dirs[@]}"; do
-        [ -n "$dir" ] && [ ! -e "$dir/zkd" ] && kept+=("$dir")
-    done
-    PATH=$(IFS=:; echo "${kept[*]}")
+    source "$HERE/path-without-zkd.sh"
+    PATH=$(path_without_zkd)
     export PATH
     ! command -v zkd >/dev/null || { echo "zkd is still on PATH: $(command -v zkd)" >&2; exit 1; }
     XDG_CACHE_HOME=$(mktemp -d)

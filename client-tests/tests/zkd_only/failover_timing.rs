@@ -7,8 +7,10 @@
 
 use std::time::{Duration, Instant};
 
+use tokio::sync::oneshot;
+use zkd_protocol::Request;
 use zkd_server::{ClockMode, Config, EnsembleConfig, Server};
-use zkd_testkit::raw::RawClient;
+use zkd_testkit::raw::{RawClient, Reply};
 
 use crate::ensemble::{
     addrs, create, data_of, dropped, get_data, modes, move_to, read_only_session, session, set_data,
@@ -55,16 +57,7 @@ async fn a_cut_off_leader_serves_until_sync_limit_passes_and_its_write_is_never_
     server.partition(&[&[3]]).expect("partition");
     // Nobody has noticed: the leader still leads and serves its clients.
     assert_eq!(modes(&server), ["follower", "follower", "leader"]);
-    let mut pending = writer
-        .send(&set_data("/p", b"lost"))
-        .await
-        .expect("the write is sent");
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), &mut pending)
-            .await
-            .is_err(),
-        "a leader without a quorum acknowledges nothing"
-    );
+    let pending = unanswered(&writer, &set_data("/p", b"lost")).await;
     advance(&server, 499);
     assert_eq!(modes(&server), ["follower", "follower", "leader"]);
     assert_eq!(
@@ -82,10 +75,7 @@ async fn a_cut_off_leader_serves_until_sync_limit_passes_and_its_write_is_never_
     dropped(&c).await;
     advance(&server, 100);
     assert_eq!(modes(&server), ["looking", "looking", "looking"]);
-    let lost = tokio::time::timeout(WAIT, pending)
-        .await
-        .expect("the pending write ends");
-    assert!(lost.is_err(), "the write was acknowledged: {lost:?}");
+    connection_lost(pending).await;
     dropped(&reader).await;
 
     // The election takes 370 ms from the followers' noticing; then member 2 leads, in a
@@ -201,6 +191,26 @@ async fn on_the_real_clock_step_down_and_election_take_the_configured_ticks() {
     server.shutdown().await;
 }
 
+/// Sends `req` on `c` and insists that no answer comes within 300 ms; the pending answer.
+async fn unanswered(c: &RawClient, req: &Request) -> oneshot::Receiver<Reply> {
+    let mut pending = c.send(req).await.expect("the request is sent");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut pending)
+            .await
+            .is_err(),
+        "{req:?} was answered"
+    );
+    pending
+}
+
+/// Insists that `pending` ends without an answer: the connection was lost.
+async fn connection_lost(pending: oneshot::Receiver<Reply>) {
+    let end = tokio::time::timeout(WAIT, pending)
+        .await
+        .expect("the pending request ends");
+    assert!(end.is_err(), "answered: {end:?}");
+}
+
 /// Whether `/path` exists, as `c` reads it.
 async fn exists(c: &RawClient, path: &str) -> bool {
     c.call(&get_data(path)).await.expect("a read").err == 0
@@ -216,19 +226,10 @@ async fn one_way_cuts_decide_whether_a_followers_write_commits_and_what_it_reads
     let on_one = session(a[0]).await;
     let on_two = session(a[1]).await;
     server.cut_one_way(&[(3, 1)]).expect("a cut");
-    let mut pending = on_one.send(&create("/w", 0)).await.expect("sent");
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), &mut pending)
-            .await
-            .is_err(),
-        "the reply came"
-    );
+    let pending = unanswered(&on_one, &create("/w", 0)).await;
     assert!(exists(&on_two, "/w").await, "the write committed");
     advance(&server, 500);
-    assert!(tokio::time::timeout(WAIT, pending)
-        .await
-        .expect("ends")
-        .is_err());
+    connection_lost(pending).await;
     assert_eq!(modes(&server), ["looking", "follower", "leader"]);
     server.heal().expect("heal");
     server.shutdown().await;
@@ -241,13 +242,7 @@ async fn one_way_cuts_decide_whether_a_followers_write_commits_and_what_it_reads
     let reader = session(a[0]).await;
     let on_two = session(a[1]).await;
     server.cut_one_way(&[(1, 3)]).expect("a cut");
-    let mut pending = on_one.send(&create("/held", 0)).await.expect("sent");
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), &mut pending)
-            .await
-            .is_err(),
-        "the reply came"
-    );
+    let pending = unanswered(&on_one, &create("/held", 0)).await;
     assert!(!exists(&on_two, "/held").await, "the write ran");
     assert_eq!(
         on_two.call(&create("/fresh", 0)).await.expect("write").err,
@@ -258,10 +253,7 @@ async fn one_way_cuts_decide_whether_a_followers_write_commits_and_what_it_reads
         "member 1 reads the commits"
     );
     advance(&server, 500);
-    assert!(tokio::time::timeout(WAIT, pending)
-        .await
-        .expect("ends")
-        .is_err());
+    connection_lost(pending).await;
     server.heal().expect("heal");
     assert!(!exists(&on_two, "/held").await, "the held write never ran");
     server.shutdown().await;

@@ -25,6 +25,8 @@ use serde_json::{json, Value};
 use zkd_protocol::{PathWatchRequest, Request, SetDataRequest};
 use zkd_testkit::raw::RawClient;
 
+use crate::ensemble::cut_flags;
+
 const NOT_INSTALLED: &str =
     "chromium and chromium-driver are not installed: run scripts/install-test-deps.sh";
 
@@ -732,13 +734,7 @@ async fn web_view_shows_the_members_and_cuts_and_heals_a_partition() {
     assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-view-members.png");
     std::fs::write(&out, &png).expect("save screenshot");
-    let cut: Vec<bool> = server
-        .members()
-        .expect("members")
-        .iter()
-        .map(|m| m.cut)
-        .collect();
-    assert_eq!(cut, [false, false, false], "healed");
+    assert_eq!(cut_flags(&server), [false, false, false], "healed");
 }
 
 /// The timeline page (`GET /timeline`) in the browser: it reads the history, draws a lane per

@@ -50,6 +50,18 @@ def session_hex(session_id):
     return "0x%x" % (int(session_id) & 0xFFFFFFFFFFFFFFFF)
 
 
+def _given(convert, value):
+    """``convert(value)``, or None when ``value`` is None (a keyword left out)."""
+    return None if value is None else convert(value)
+
+
+def _rule_body(action, **fields):
+    """The JSON body of a fault rule: its ``action`` and the ``fields`` that are not None."""
+    body = {"action": action}
+    body.update((k, v) for k, v in fields.items() if v is not None)
+    return body
+
+
 def _address(host, port):
     if ":" in host and not host.startswith("["):
         host = "[%s]" % host
@@ -370,19 +382,8 @@ class Server:
         ``"no-response"``. The rule matches requests by ``opcode`` (number or name such as
         ``"create"``), ``path`` prefix and ``session``, and fires ``count`` times (default:
         until removed)."""
-        body = {"action": action}
-        if code is not None:
-            body["code"] = code
-        if ms is not None:
-            body["ms"] = _ms(ms)
-        if opcode is not None:
-            body["opcode"] = opcode
-        if path is not None:
-            body["path"] = path
-        if session is not None:
-            body["session"] = session_hex(session)
-        if count is not None:
-            body["count"] = int(count)
+        body = _rule_body(action, code=code, ms=_given(_ms, ms), opcode=opcode, path=path,
+                          session=_given(session_hex, session), count=_given(int, count))
         return self._call("POST", "/zkd/faults", body=body)
 
     def faults(self):
@@ -410,15 +411,8 @@ class Server:
         (an int, e.g. kazoo's ``client.client_id[0]``, or a hex string), connections from
         ``client`` (an IP, or ``"IP:PORT"`` for one connection), connections to ensemble
         member ``member``, or, with none of these, every client connection."""
-        body = {"action": action}
-        if ms is not None:
-            body["ms"] = _ms(ms)
-        if session is not None:
-            body["session"] = session_hex(session)
-        if client is not None:
-            body["client"] = client
-        if member is not None:
-            body["member"] = int(member)
+        body = _rule_body(action, ms=_given(_ms, ms), session=_given(session_hex, session),
+                          client=client, member=_given(int, member))
         return self._call("POST", "/zkd/net-faults", body=body)
 
     def net_faults(self):

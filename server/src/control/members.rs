@@ -11,7 +11,6 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::ControlError;
-use crate::engine::ensemble::follow::follow;
 use crate::engine::ensemble::{MemberId, MemberReport, Membership, Transition};
 use crate::engine::Shared;
 use crate::net::member;
@@ -44,8 +43,7 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
             });
         };
         state.history.member(id as u32, running);
-        // Session time follows the quorum, and every new leader starts an epoch.
-        let dropped = follow(state, &t, now, budget, shared.durability(), &mut wakers);
+        let dropped = state.follow_transition(&t, now, budget, shared.durability(), &mut wakers);
         tracing::info!(
             member = id,
             running,

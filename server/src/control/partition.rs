@@ -10,7 +10,6 @@
 //! [`crate::engine::ensemble`]).
 
 use super::ControlError;
-use crate::engine::ensemble::follow::follow;
 use crate::engine::ensemble::{MemberId, Transition};
 use crate::engine::{Shared, State};
 
@@ -128,7 +127,7 @@ fn change(
             return Err(ControlError::NotAnEnsemble);
         };
         let cut = members.cut_ids();
-        let dropped = follow(state, &t, now, budget, durable, &mut wakers);
+        let dropped = state.follow_transition(&t, now, budget, durable, &mut wakers);
         tracing::info!(
             cut = ?cut,
             leader = ?t.leader_after,

@@ -15,7 +15,8 @@ use std::net::SocketAddr;
 
 pub use failover::{Flow, Timing};
 
-use crate::core::{ServerSpec, Serving};
+use super::outbound::OutBudget;
+use crate::core::{Now, ServerSpec, Serving};
 
 /// A member's server id (ZooKeeper's `myid`, 1..=255).
 pub type MemberId = u64;
@@ -621,27 +622,17 @@ pub fn quorum_ports(id: MemberId) -> (u64, u64) {
 /// request that made it): who votes, who observes, who was removed; a new leader when the
 /// old one no longer votes (a new epoch, as on every leader change), then every member's
 /// clients dropped.
-pub(crate) fn apply_reconfig(
-    state: &mut super::State,
-    budget: &super::outbound::OutBudget,
-    now: crate::core::Now,
-) {
+pub(crate) fn apply_reconfig(state: &mut super::State, budget: &OutBudget, now: Now) {
     let Some(specs) = state.core.take_reconfig() else {
         return;
     };
+    let Some(t) = state.members.as_mut().map(|m| m.reconfigure(&specs)) else {
+        return;
+    };
+    state.apply_membership(&t, now);
     let Some(members) = state.members.as_mut() else {
         return;
     };
-    let t = members.reconfigure(&specs);
-    state.core.set_running_members(members.connected_ids());
-    state.core.set_quorum(members.has_quorum(), now);
-    if t.leader_after.is_some() && t.leader_after != t.leader_before {
-        if let Some(store) = state.store.as_mut() {
-            store.epoch_started(state.core.new_epoch(now));
-        } else {
-            state.core.new_epoch(now);
-        }
-    }
     let core = &mut state.core;
     members.set_config_text(core.ensemble_config_text().unwrap_or_default());
     if let (Some(dir), Some(version)) = (&members.keep_dir, core.ensemble_config_version()) {

@@ -71,7 +71,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, FourLetterWhitelist, SESSIONLESS_CNXN_TIMEOUT_MS};
 use crate::core::keyed::KeyedMap;
 use crate::core::{ConnId, Core, Fact, Frame, Now, Outbox, Release, Serving};
-use ensemble::{MemberId, Membership};
+use ensemble::{MemberId, Membership, Transition};
 use outbound::OutBudget;
 
 pub(crate) use clock::now_ms;
@@ -234,6 +234,39 @@ impl State {
             }
         }
         dropped
+    }
+
+    /// Brings the core in line with a membership change: the members running on the
+    /// quorum's side, whether a quorum stands (session time follows it), and a new epoch
+    /// when a new leader took over.
+    fn apply_membership(&mut self, t: &Transition, now: Now) {
+        let Some(members) = self.members.as_ref() else {
+            return;
+        };
+        self.core.set_running_members(members.connected_ids());
+        self.core.set_quorum(members.has_quorum(), now);
+        if t.leader_after.is_some() && t.leader_after != t.leader_before {
+            self.new_epoch(now);
+        }
+    }
+
+    /// Follows a stop, start, partition or heal (or a step of the failover timing) through,
+    /// under the core's lock: what reaches each member ([`ensemble::follow::apply_flows`]),
+    /// the core learns the new membership ([`Self::apply_membership`]), and the members whose way of
+    /// serving changed lose their local sessions and their connections. Returns how many
+    /// connections dropped.
+    pub(crate) fn follow_transition(
+        &mut self,
+        t: &Transition,
+        now: Now,
+        budget: &Arc<OutBudget>,
+        durable: Option<&durable::Durability>,
+        wakers: &mut Vec<Waker>,
+    ) -> usize {
+        ensemble::follow::apply_flows(self, &t.drop_connections, now, budget, durable, wakers);
+        self.apply_membership(t, now);
+        self.end_local_sessions(&t.drop_connections, budget, durable, wakers);
+        self.drop_connections_of(&t.drop_connections, budget)
     }
 }
 

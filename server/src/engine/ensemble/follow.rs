@@ -1,33 +1,34 @@
-//! Following a membership change through in the engine, under the core's lock: what reaches
-//! each member (a member that hears no commit stalls, one whose writes reach no leader with
-//! a quorum holds them), session time following the quorum, a new leader's epoch, and the
-//! clients of members whose way of serving changed dropped (their local sessions end).
+//! What reaches each member after a membership change, under the core's lock: a member that
+//! hears no commit stalls, one whose writes reach no leader with a quorum holds them (see
+//! [`super::Flow`]); and the timed steps of ZooKeeper's failover timing, run when they fall
+//! due and followed through like any other change ([`State::follow_transition`]).
 
 use std::sync::Arc;
 use std::task::Waker;
 
-use super::{MemberId, Transition};
+use super::MemberId;
 use crate::core::{Lag, Now};
 use crate::engine::outbound::OutBudget;
 use crate::engine::{durable, State};
 
-/// Follows `t`, which the membership just reported, through the core and the connections;
-/// returns how many connections dropped.
-pub(crate) fn follow(
+/// Hands the core each member's changed flow: stalled or in step, writes held or let go.
+/// Writes held for a member in `dropping` (it drops its clients) never run; those of one
+/// that reaches a leader again run now.
+pub(crate) fn apply_flows(
     state: &mut State,
-    t: &Transition,
+    dropping: &[MemberId],
     now: Now,
     budget: &Arc<OutBudget>,
     durable: Option<&durable::Durability>,
     wakers: &mut Vec<Waker>,
-) -> usize {
+) {
     let Some(members) = state.members.as_mut() else {
-        return 0;
+        return;
     };
     let flows = members.take_flow_changes();
-    let connected = members.connected_ids();
-    let quorum = members.has_quorum();
-    let dropping = &t.drop_connections;
+    if flows.is_empty() {
+        return;
+    }
     state.call(budget, durable, wakers, |core, out| {
         for (id, before, after) in &flows {
             if before.stall != after.stall {
@@ -41,20 +42,11 @@ pub(crate) fn follow(
         }
         for (id, before, after) in &flows {
             if before.hold != after.hold {
-                // Writes held for a member that drops its clients never run; those of one
-                // that reaches a leader again run now.
                 let replay = !dropping.contains(id);
                 core.set_member_holding(*id, after.hold, replay, now, out);
             }
         }
-        core.set_running_members(connected);
-        core.set_quorum(quorum, now);
     });
-    if t.leader_after.is_some() && t.leader_after != t.leader_before {
-        state.new_epoch(now);
-    }
-    state.end_local_sessions(dropping, budget, durable, wakers);
-    state.drop_connections_of(dropping, budget)
 }
 
 /// Runs the steps of the members' timing that fell due by `now` and follows them through;
@@ -69,7 +61,7 @@ pub(crate) fn advance(
     let members = state.members.as_mut()?;
     let core = &state.core;
     let t = members.advance(now.mono, &|m| core.member_zxid(m))?;
-    let dropped = follow(state, &t, now, budget, durable, wakers);
+    let dropped = state.follow_transition(&t, now, budget, durable, wakers);
     tracing::info!(
         leader = ?t.leader_after,
         dropped_connections = dropped,
