@@ -260,6 +260,15 @@ pub struct ServeArgs {
     #[arg(long, requires = "local_sessions")]
     local_sessions_upgrading: bool,
 
+    /// With an ensemble (--ensemble or a zoo.cfg's server.N lines): how long members take to
+    /// notice a lost leader or quorum and to elect. `instant`: at once, and a stopped
+    /// leader's followers keep their clients (the default with --ensemble, for fast
+    /// tests). `zookeeper`: as ZooKeeper does with this tickTime and syncLimit (the default
+    /// with a zoo.cfg's ensemble).
+    #[arg(long, value_name = "instant|zookeeper",
+          value_parser = zkd_server::ElectionTiming::parse)]
+    election_timing: Option<zkd_server::ElectionTiming>,
+
     /// With --ensemble: the last K members are observers, which serve clients but do not
     /// vote, are never elected and do not count for the quorum (at least one member votes).
     #[arg(long, value_name = "K", requires = "ensemble",
@@ -438,6 +447,18 @@ pub fn run(args: ServeArgs, matches: &clap::ArgMatches) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(timing) = args.election_timing {
+        match config.ensemble.as_mut() {
+            Some(e) => e.election_timing = timing,
+            None => {
+                eprintln!(
+                    "zkd: invalid configuration: --election-timing needs an ensemble \
+                     (--ensemble N or server.N lines in a zoo.cfg)"
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
     match crate::kept_membership::apply(&mut config) {
         Ok(Some(line)) => tracing::info!("{line}"),
         Ok(None) => {}

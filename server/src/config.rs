@@ -157,11 +157,16 @@ pub struct EnsembleConfig {
     /// (`readonlymode.enabled`); when false they close client connections until quorum
     /// returns. On by default with `--ensemble`.
     pub read_only: bool,
-    /// `initLimit` and `syncLimit` in ticks, as a zoo.cfg gives them; `conf` shows them. The
-    /// members share one process and copy no data over links, so neither limits anything.
-    /// 10 and 5 by default, the values of the sample configuration ZooKeeper ships.
+    /// `initLimit` and `syncLimit` in ticks, as a zoo.cfg gives them; `conf` shows them. With
+    /// [`ElectionTiming::ZooKeeper`], `syncLimit × tickTime` is how long a member takes to
+    /// notice a lost leader or quorum. 10 and 5 by default, the values of the sample
+    /// configuration ZooKeeper ships.
     pub init_limit: i32,
     pub sync_limit: i32,
+    /// How long members take to notice a lost leader or quorum and to elect: at once
+    /// (`--ensemble N`'s default, and [`EnsembleConfig::numbered`]'s) or as ZooKeeper does
+    /// (the default of an ensemble a zoo.cfg's `server.N` lines describe).
+    pub election_timing: ElectionTiming,
     /// The version of a membership a reconfig made before this start (the zxid of that
     /// reconfig), when `members` come from its dynamic configuration file; `None` = the
     /// static membership (version 0, or the first epoch's zxid with reconfig enabled).
@@ -191,6 +196,34 @@ pub fn dynamic_file_name(version: i64) -> String {
 
 /// What every kept membership file's name starts with.
 pub const DYNAMIC_FILE_PREFIX: &str = "zoo.cfg.dynamic.";
+
+/// How long a simulated ensemble's members take to notice a lost leader or quorum and to
+/// elect a new leader (docs/ensembles.md, "Failover timing").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ElectionTiming {
+    /// Everything at once: a partition or a stopped leader takes effect in the call that
+    /// makes it, and the followers of a stopped leader keep their clients. For fast tests.
+    #[default]
+    Instant,
+    /// As ZooKeeper: a leader cut off from its quorum keeps its clients for `syncLimit ×
+    /// tickTime`, then steps down; a follower that loses its leader notices after as long
+    /// (at once when the leader stopped) and drops its clients; an election takes
+    /// ZooKeeper's finalize wait (200 ms) once a majority looks for a leader.
+    ZooKeeper,
+}
+
+impl ElectionTiming {
+    /// `instant` or `zookeeper`, as `--election-timing` takes them.
+    pub fn parse(text: &str) -> Result<ElectionTiming, String> {
+        match text {
+            "instant" => Ok(ElectionTiming::Instant),
+            "zookeeper" => Ok(ElectionTiming::ZooKeeper),
+            other => Err(format!(
+                "election timing {other:?}: give instant or zookeeper"
+            )),
+        }
+    }
+}
 
 /// One member of a simulated ensemble.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -243,7 +276,15 @@ impl EnsembleConfig {
             membership_dir: None,
             local_sessions: false,
             local_sessions_upgrading: false,
+            election_timing: ElectionTiming::Instant,
         })
+    }
+
+    /// ZooKeeper's failover timing ([`ElectionTiming::ZooKeeper`]) with `sync_limit` ticks.
+    pub fn with_zookeeper_timing(mut self, sync_limit: i32) -> EnsembleConfig {
+        self.sync_limit = sync_limit;
+        self.election_timing = ElectionTiming::ZooKeeper;
+        self
     }
 
     /// Makes the last `k` members (by id) observers (`--observers K`); at least one member

@@ -32,9 +32,9 @@ mod tests;
 mod version_string;
 
 pub use config::{
-    dynamic_file_name, ClientAuth, ClockMode, Config, EnsembleConfig, FourLetterWhitelist,
-    FsyncPolicy, MemberConfig, TlsConfig, DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_EVENTS,
-    DYNAMIC_FILE_PREFIX,
+    dynamic_file_name, ClientAuth, ClockMode, Config, ElectionTiming, EnsembleConfig,
+    FourLetterWhitelist, FsyncPolicy, MemberConfig, TlsConfig, DEFAULT_HISTORY_BYTES,
+    DEFAULT_HISTORY_EVENTS, DYNAMIC_FILE_PREFIX,
 };
 pub use control::{
     ClientAddr, ClockReport, ControlError, FaultAction, FaultRule, FaultStatus, Lag,

@@ -177,7 +177,7 @@ impl Server {
             ))
         });
         if let Some(e) = &config.ensemble {
-            net::member::start_all(&shared, members, e, &shutdown)?;
+            net::member::start_all(&shared, members, e, config.tick_time, &shutdown)?;
         }
         #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
         let (mut secure_addr, mut secure_acceptor) = (None, None);
@@ -296,7 +296,15 @@ impl Server {
     /// docs/ensembles.md, "Partitions".
     pub fn partition(&self, groups: &[&[u64]]) -> Result<(), ControlError> {
         let groups: Vec<Vec<u64>> = groups.iter().map(|g| g.to_vec()).collect();
-        crate::control::partition::partition(&self.shared, &groups)
+        crate::control::partition::partition(&self.shared, &groups, &[])
+    }
+
+    /// Cuts links one way: each `(from, to)` loses what member `from` sends member `to`
+    /// (replacing any partition before, as [`Server::partition`] does). A follower that does
+    /// not hear its leader, or that its leader does not hear, leaves it; a leader that
+    /// hears too few followers loses its quorum. See docs/ensembles.md, "Partitions".
+    pub fn cut_one_way(&self, links: &[(u64, u64)]) -> Result<(), ControlError> {
+        crate::control::partition::partition(&self.shared, &[], links)
     }
 
     /// Ends a partition: cut members apply what they missed and serve again.

@@ -45,7 +45,7 @@ async fn with_observers(voters: u64, observers: u64, read_only: bool) -> Server 
 }
 
 /// A session of 30 s on the member listening at `addr`.
-async fn session(addr: SocketAddr) -> RawClient {
+pub(crate) async fn session(addr: SocketAddr) -> RawClient {
     RawClient::connect(addr, 30_000)
         .await
         .unwrap_or_else(|e| panic!("a session on {addr}: {e}"))
@@ -58,7 +58,7 @@ async fn succeeds(c: &RawClient, req: &Request) -> Reply {
     r
 }
 
-fn addrs(server: &Server) -> Vec<SocketAddr> {
+pub(crate) fn addrs(server: &Server) -> Vec<SocketAddr> {
     let members = server.members().expect("an ensemble");
     members.iter().map(|m| m.client_addr).collect()
 }
@@ -82,7 +82,7 @@ async fn word(addr: SocketAddr, w: &'static str) -> String {
 }
 
 /// Each member's mode as `/zkd/members` reports it, in id order.
-fn modes(server: &Server) -> Vec<&'static str> {
+pub(crate) fn modes(server: &Server) -> Vec<&'static str> {
     let members = server.members().expect("members");
     members.iter().map(|m| m.mode.as_str()).collect()
 }
@@ -101,7 +101,7 @@ fn has_lines(report: &str, lines: &[&str]) {
 }
 
 /// A new session on `addr` asked for with the read-only flag.
-async fn read_only_session(addr: SocketAddr) -> RawClient {
+pub(crate) async fn read_only_session(addr: SocketAddr) -> RawClient {
     let passwd = Bytes::from_static(&[0; 16]);
     tokio::time::timeout(WAIT, RawClient::handshake(addr, 0, passwd, 30_000, 0, true))
         .await
@@ -115,7 +115,7 @@ fn mode_line(srvr: &str) -> &str {
         .unwrap_or("<no Mode line>")
 }
 
-fn create(path: &str, flags: i32) -> Request {
+pub(crate) fn create(path: &str, flags: i32) -> Request {
     Request::Create(Create {
         op: OpCode::Create,
         path: path.to_string(),
@@ -126,7 +126,7 @@ fn create(path: &str, flags: i32) -> Request {
     })
 }
 
-fn get_data(path: &str) -> Request {
+pub(crate) fn get_data(path: &str) -> Request {
     Request::GetData(PathWatchRequest {
         path: path.to_string(),
         watch: false,
@@ -140,7 +140,7 @@ fn watch_data(path: &str) -> Request {
     })
 }
 
-fn set_data(path: &str, data: &'static [u8]) -> Request {
+pub(crate) fn set_data(path: &str, data: &'static [u8]) -> Request {
     Request::SetData(SetDataRequest {
         path: path.to_string(),
         data: Some(Bytes::from_static(data)),
@@ -149,7 +149,7 @@ fn set_data(path: &str, data: &'static [u8]) -> Request {
 }
 
 /// Tries to move `c`'s session to `addr` (asking for read-only mode or not).
-async fn try_move(
+pub(crate) async fn try_move(
     c: &RawClient,
     addr: SocketAddr,
     read_only: bool,
@@ -170,7 +170,7 @@ async fn try_move(
 }
 
 /// Moves `c`'s session to `addr` (asking for read-only mode or not).
-async fn move_to(c: &RawClient, addr: SocketAddr, read_only: bool) -> RawClient {
+pub(crate) async fn move_to(c: &RawClient, addr: SocketAddr, read_only: bool) -> RawClient {
     try_move(c, addr, read_only)
         .await
         .unwrap_or_else(|e| panic!("session moves to {addr}: {e}"))
@@ -199,7 +199,7 @@ async fn raw_handshake(addr: SocketAddr, session_id: i64, passwd: Bytes, ro: boo
 }
 
 /// Waits until `c`'s connection is closed by the server.
-async fn dropped(c: &RawClient) {
+pub(crate) async fn dropped(c: &RawClient) {
     let gone = tokio::time::timeout(WAIT, async {
         loop {
             if c.call(&Request::Ping).await.is_err() {
@@ -800,6 +800,22 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
         ),
         "{text}"
     );
+    // The failover timing needs an ensemble and is one of two words.
+    for (args, says) in [
+        (
+            ["--election-timing", "zookeeper", "--port", "0"],
+            "--election-timing needs an ensemble",
+        ),
+        (
+            ["--election-timing", "fast", "--ensemble", "3"],
+            "give instant or zookeeper",
+        ),
+    ] {
+        let refused = Command::new(&bin).args(args).output().expect("zkd runs");
+        let text = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{text}");
+        assert!(text.contains(says), "{text}");
+    }
     let mut child = Command::new(&bin)
         .args([
             "--ensemble",
@@ -878,15 +894,20 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
     let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "2,3", "/", "4"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.starts_with("partitioned: 2,3 / 4\n"), "{text}");
-    let cut: Vec<&str> = text
-        .lines()
-        .filter(|l| l.ends_with("cut off"))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
+    let cut = cut_rows(&text);
     assert_eq!(cut, ["1", "4"], "{text}");
     let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "2,x"]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("\"x\" is not a member id"), "{text}");
+    // One way: observer 4 no longer hears leader 3, and is cut off (instant elections).
+    let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "--one-way", "3>4"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.starts_with("partitioned: one way 3>4\n"), "{text}");
+    let cut = cut_rows(&text);
+    assert_eq!(cut, ["4"], "{text}");
+    let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "--one-way", "3-4"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("is not a FROM>TO pair"), "{text}");
     let (code, text) = crate::admin::zkd_ctl(admin, &["heal"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.starts_with("healed\n"), "{text}");
@@ -1075,8 +1096,16 @@ async fn reconfig_adds_a_new_member_that_starts_on_its_port_and_removes_one_that
     server.shutdown().await;
 }
 
+/// The member ids of the rows `zkd ctl` marks `cut off`.
+fn cut_rows(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| l.ends_with("cut off"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect()
+}
+
 /// The data a getData reply holds.
-fn data_of(r: &Reply) -> Vec<u8> {
+pub(crate) fn data_of(r: &Reply) -> Vec<u8> {
     assert_eq!(r.err, 0, "getData failed");
     let body: zkd_protocol::GetDataResponse = r.decode().expect("a getData body");
     body.data.unwrap_or_default().to_vec()
@@ -1147,6 +1176,9 @@ async fn a_partition_cuts_the_leader_off_and_healing_brings_it_back() {
         ("/zkd/partition?groups=1,2,3", 400),
         ("/zkd/partition?groups=a/b", 400),
         ("/zkd/partition", 400),
+        ("/zkd/partition?one_way=3", 400),
+        ("/zkd/partition?one_way=3%3E3", 400),
+        ("/zkd/partition?one_way=3%3E9", 400),
     ] {
         admin::refused(admin, "POST", path, status).await;
     }

@@ -98,6 +98,10 @@ class Server:
         drive them
     :param observers: with ``ensemble``, how many of its last members are observers
         (``--observers K``): they serve clients but do not vote, lead or count for the quorum
+    :param election_timing: with ``ensemble``, ``"instant"`` (the default: partitions and a
+        stopped leader take effect at once) or ``"zookeeper"`` (members notice a lost leader
+        or quorum after ``syncLimit × tickTime`` and elect as ZooKeeper does;
+        ``--election-timing``)
     """
 
     def __init__(
@@ -112,6 +116,7 @@ class Server:
         log="warn",
         ensemble=None,
         observers=None,
+        election_timing=None,
     ):
         self.binary = find_binary(binary)
         self._argv = [self.binary, "--port", "0", "--admin-port", "0", "--log", log]
@@ -127,6 +132,13 @@ class Server:
                     "got observers=%r for ensemble=%r" % (observers, ensemble)
                 )
             self._argv += ["--observers", str(int(observers))]
+        if election_timing is not None:
+            if self.ensemble is None or election_timing not in ("instant", "zookeeper"):
+                raise ValueError(
+                    "election_timing is instant or zookeeper, with an ensemble; got %r"
+                    % (election_timing,)
+                )
+            self._argv += ["--election-timing", election_timing]
         if clock is not None:
             self._argv += ["--clock", clock]
         if tick_time is not None:
@@ -438,14 +450,22 @@ class Server:
         """Starts a stopped member again on its port. 409 if it is running."""
         return self._call("POST", "/zkd/members/%d/start" % int(member_id))
 
-    def partition(self, *groups):
+    def partition(self, *groups, one_way=()):
         """Splits the members into groups, each a list of member ids (members named in none
-        form one more group): ``server.partition([1], [2, 3])``. The group holding a majority
-        of the voters keeps the quorum (electing a leader of its own if its leader is
-        elsewhere); every other member is cut off, serving only read-only clients from what
-        it had, until :meth:`heal`. Returns the members listing."""
-        text = "/".join(",".join(str(int(i)) for i in g) for g in groups)
-        return self._call("POST", "/zkd/partition", {"groups": text})
+        form one more group): ``server.partition([1], [2, 3])``; and/or cuts links one way,
+        each a ``(from, to)`` pair whose messages from ``from`` to ``to`` are lost:
+        ``server.partition(one_way=[(3, 1)])``. The side holding a majority of the voters
+        keeps the quorum (electing a leader of its own if its leader is elsewhere); every
+        other member is cut off, serving only read-only clients from what it had, until
+        :meth:`heal`. Replaces any partition before. Returns the members listing."""
+        query = {}
+        if groups:
+            query["groups"] = "/".join(",".join(str(int(i)) for i in g) for g in groups)
+        if one_way:
+            query["one_way"] = ",".join("%d>%d" % (int(a), int(b)) for a, b in one_way)
+        if not query:
+            raise ValueError("give groups or one_way links to cut")
+        return self._call("POST", "/zkd/partition", query)
 
     def heal(self):
         """Ends a partition: the cut members apply what they missed and serve again."""

@@ -33,6 +33,7 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
         if !members.contains(id) {
             return Err(ControlError::NoSuchMember(id));
         }
+        members.set_clock(now.mono);
         let core = &state.core;
         let Some(t) = members.set_running(id, running, &|m| core.member_zxid(m)) else {
             return Err(if running {

@@ -249,7 +249,7 @@ pub(crate) fn resume(shared: &Shared) -> Result<(), ControlError> {
     shared.clock.thaw();
     shared.record_control("resume", 0, "");
     let now = shared.now();
-    let ticked = shared.with_core(|core, out| core.tick(now, out));
+    let ticked = shared.tick(now).map(|_| ());
     if !shared.gate.resume() {
         return Err(ControlError::NotPaused);
     }
@@ -325,7 +325,7 @@ pub(crate) fn advance_clock(shared: &Shared, by: Duration) -> Result<ClockReport
         .ok_or(ControlError::ClockNotManual)?;
     shared.record_control("clock_advance", 0, &format!("ms={ms}"));
     let now = shared.now();
-    shared.with_core(|core, out| core.tick(now, out))?;
+    shared.tick(now)?;
     Ok(clock(shared))
 }
 

@@ -250,8 +250,9 @@ impl State {
         }
     }
 
-    /// Follows a stop, start, partition or heal through, under the core's lock: the core
-    /// learns the new membership ([`Self::apply_membership`]), and the members whose way of
+    /// Follows a stop, start, partition or heal (or a step of the failover timing) through,
+    /// under the core's lock: what reaches each member ([`ensemble::follow::apply_flows`]),
+    /// the core learns the new membership ([`Self::apply_membership`]), and the members whose way of
     /// serving changed lose their local sessions and their connections. Returns how many
     /// connections dropped.
     pub(crate) fn follow_transition(
@@ -262,6 +263,7 @@ impl State {
         durable: Option<&durable::Durability>,
         wakers: &mut Vec<Waker>,
     ) -> usize {
+        ensemble::follow::apply_flows(self, &t.drop_connections, now, budget, durable, wakers);
         self.apply_membership(t, now);
         self.end_local_sessions(&t.drop_connections, budget, durable, wakers);
         self.drop_connections_of(&t.drop_connections, budget)
@@ -840,7 +842,7 @@ impl Shared {
                     self.poison(&mut guard, reason);
                     return Err(CoreFailed);
                 }
-                self.check_deadline(&guard.core);
+                self.check_deadline(&guard);
                 if let (Some(step), Some(t)) = (step, started) {
                     let us = micros(t.elapsed());
                     if self.slow.is_slow(us) {
@@ -1376,11 +1378,39 @@ impl Shared {
         });
     }
 
-    fn check_deadline(&self, core: &Core) {
-        if let Some(d) = core.next_deadline() {
+    fn check_deadline(&self, state: &State) {
+        if let Some(d) = state.next_deadline() {
             if d < self.planned_tick.load(Ordering::Relaxed) {
                 self.wake_ticker.notify_one();
             }
+        }
+    }
+
+    /// Runs what fell due by `at`: the ensemble members' timing steps (noticing a lost
+    /// leader or quorum, elections), then the core's tick (session expiry, reaping). Returns
+    /// the next deadline of either.
+    pub(crate) fn tick(&self, at: Now) -> Result<Option<i64>, CoreFailed> {
+        let budget = &self.outbound;
+        let durable = self.durability.get().map(|d| &**d);
+        let mut wakers = Vec::new();
+        let next =
+            self.with_state_named("the tick (session expiry, reaping, elections)", |state| {
+                ensemble::follow::advance(state, at, budget, durable, &mut wakers);
+                state.call(budget, durable, &mut wakers, |core, out| core.tick(at, out));
+                state.next_deadline()
+            });
+        wake(&mut wakers);
+        next
+    }
+}
+
+impl State {
+    /// The earlier of the core's next deadline and the ensemble members' next timing step.
+    fn next_deadline(&self) -> Option<i64> {
+        let members = self.members.as_ref().and_then(Membership::next_deadline);
+        match (self.core.next_deadline(), members) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 }
@@ -1399,15 +1429,7 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
         }
         let at = shared.now();
         let now = at.mono;
-        let budget = &shared.outbound;
-        let durable = shared.durability.get().map(|d| &**d);
-        let mut wakers = Vec::new();
-        let next = shared.with_state_named("the tick (session expiry, reaping)", |state| {
-            state.call(budget, durable, &mut wakers, |core, out| core.tick(at, out));
-            state.core.next_deadline()
-        });
-        wake(&mut wakers);
-        let Ok(next) = next else {
+        let Ok(next) = shared.tick(at) else {
             return;
         };
         let next = next.filter(|_| shared.clock.mode() == crate::config::ClockMode::Real);

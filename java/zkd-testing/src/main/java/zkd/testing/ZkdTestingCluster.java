@@ -183,6 +183,26 @@ public class ZkdTestingCluster implements Closeable {
         server.admin("POST", "/zkd/partition?groups=" + text, null);
     }
 
+    /**
+     * Cuts links one way, each a pair {@code [from, to]} whose messages from {@code from} to
+     * {@code to} are lost (replacing any partition before): a follower that does not hear its
+     * leader, or that its leader does not hear, leaves it; a leader that hears too few
+     * followers loses its quorum. Until {@link #heal()}.
+     */
+    public void cutOneWay(List<List<ZkdInstanceSpec>> links) {
+        StringBuilder text = new StringBuilder();
+        for (List<ZkdInstanceSpec> link : links) {
+            if (link.size() != 2) {
+                throw new IllegalArgumentException("a one-way link is a [from, to] pair, not " + link);
+            }
+            if (text.length() > 0) {
+                text.append("%2C");
+            }
+            text.append(link.get(0).getServerId()).append("%3E").append(link.get(1).getServerId());
+        }
+        server.admin("POST", "/zkd/partition?one_way=" + text, null);
+    }
+
     /** Ends a partition: the cut members apply what they missed and serve again. */
     public void heal() {
         server.admin("POST", "/zkd/heal", null);
