@@ -48,7 +48,9 @@ pub enum ServerSpec {
     ZooKeeper(Launcher),
 }
 
-/// Flags zkd is started with besides `--port`: quiet logs, no per-address connection cap
+/// Flags zkd is started with besides `--port`: quiet logs, the history off (the server
+/// itself is measured; benches/history-cost.sh measures the history's cost), no per-address
+/// connection cap
 /// (all bench sessions come from 127.0.0.1; ZooKeeper runs with `maxClientCnxns=0` too), and
 /// a server-wide cap on unwritten replies far above anything an item can queue.
 ///
@@ -61,6 +63,8 @@ pub fn default_zkd_args() -> Vec<String> {
     [
         "--log",
         "warn",
+        "--history-events",
+        "0",
         "--max-client-cnxns",
         "0",
         "--max-total-outbound-bytes",

@@ -170,6 +170,10 @@ fn byte_of(frame: &Frame, at: usize) -> Option<u8> {
 
 /// A big-endian i32 at `at` of the frame, over its parts.
 fn frame_i32(frame: &Frame, at: usize) -> Option<i32> {
+    // Most replies are one part: read it straight.
+    if let Some(v) = i32_at(&frame.head, at) {
+        return Some(v);
+    }
     let mut raw = [0u8; 4];
     for (i, b) in raw.iter_mut().enumerate() {
         *b = byte_of(frame, at + i)?;
