@@ -17,17 +17,23 @@ from conftest import wait_for
 # then waits for a line on stdin and writes to its node.
 WORKER = textwrap.dedent("""
     import sys
+    import time
     from kazoo.client import KazooClient
     c = KazooClient(hosts=sys.argv[1], timeout=4.0)
     c.start(timeout=15)
     c.create("/worker", b"started", ephemeral=True)
     print("%x" % c.client_id[0], flush=True)
     sys.stdin.readline()
-    try:
-        c.set("/worker", b"finished")
-    except Exception as e:
-        print("worker failed: %r" % (e,), flush=True)
-        sys.exit(1)
+    from kazoo.exceptions import ConnectionLoss
+    for _ in range(100):
+        try:
+            c.set("/worker", b"finished")
+            break
+        except ConnectionLoss:  # reconnecting: try again
+            time.sleep(0.1)
+        except Exception as e:
+            print("worker failed: %r" % (e,), flush=True)
+            sys.exit(1)
 """)
 
 FAILING_TEST = textwrap.dedent('''
