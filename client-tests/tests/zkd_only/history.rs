@@ -419,3 +419,31 @@ async fn a_session_moving_between_members_is_recorded_with_where_it_came_from() 
     );
     assert_eq!(all[2]["groups"], "1/2,3");
 }
+
+/// With a data directory, a snapshot is recorded with its zxid, size and duration, and its
+/// event reads the same through `Server::history` as over HTTP.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_snapshot_is_recorded_with_its_zxid_size_and_duration() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, admin) = zkd_testkit::target::zkd_with_admin(Config {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Config::default()
+    })
+    .await;
+    let a = client(&server, Duration::from_secs(20)).await;
+    a.create("/s", DATA, &persistent()).await.expect("create");
+    let info = server.snapshot().await.expect("snapshot");
+    let (_, snaps, _) = lines(admin, "/zkd/history?kinds=snapshot").await;
+    let last = snaps.last().expect("a snapshot event");
+    assert_eq!(last["zxid"], hex(info.zxid).as_str());
+    assert_eq!(last["bytes"], info.bytes);
+    assert!(last["duration_ms"].as_u64().is_some() && last["longest_hold_ms"].as_u64().is_some());
+    let typed = server
+        .history(&HistoryFilter {
+            kinds: Some(vec!["snapshot".into()]),
+            ..HistoryFilter::default()
+        })
+        .unwrap();
+    let typed_line: Value = serde_json::from_str(&typed.last().expect("typed").to_json()).unwrap();
+    assert_eq!(&typed_line, last);
+}

@@ -1120,6 +1120,16 @@ impl Shared {
         });
     }
 
+    /// Records a snapshot written (see [`history::History::snapshot`]).
+    pub(crate) fn record_snapshot(&self, zxid: i64, bytes: usize, total: Duration, held: Duration) {
+        let _ = self.with_state(|state| {
+            let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+            state
+                .history
+                .snapshot(zxid, bytes as u64, ms(total), ms(held));
+        });
+    }
+
     /// The history's events `filter` keeps, and its summary.
     pub(crate) fn history(
         &self,

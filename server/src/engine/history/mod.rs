@@ -47,6 +47,7 @@ enum Kind {
     Partition,
     Heal,
     Epoch,
+    Snapshot,
 }
 
 /// Why a connection closed, as `conn_close` writes it.
@@ -583,6 +584,20 @@ impl History {
         self.push(r);
     }
 
+    /// A snapshot of the state at `zxid` was written: `bytes` long, in `total_ms` (encoding,
+    /// writing and syncing), holding the core at most `held_ms` at once.
+    pub(crate) fn snapshot(&mut self, zxid: i64, bytes: u64, total_ms: u64, held_ms: u64) {
+        if !self.on() {
+            return;
+        }
+        let mut r = Rec::new(Kind::Snapshot);
+        r.zxid = zxid;
+        r.n = i64::try_from(bytes).unwrap_or(i64::MAX);
+        r.x = i64::try_from(total_ms).unwrap_or(i64::MAX);
+        r.a = i32::try_from(held_ms).unwrap_or(i32::MAX);
+        self.push(r);
+    }
+
     /// The events `filter` keeps, oldest first, at most `filter.limit` (and [`MAX_READ`]).
     pub(crate) fn read(&self, filter: &HistoryFilter) -> Vec<HistoryEvent> {
         let limit = filter.limit.unwrap_or(MAX_READ).min(MAX_READ);
@@ -698,6 +713,11 @@ impl History {
             Kind::Epoch => What::Epoch {
                 leader: r.a as u32,
                 epoch: r.n,
+            },
+            Kind::Snapshot => What::Snapshot {
+                bytes: r.n,
+                duration_ms: r.x,
+                longest_hold_ms: i64::from(r.a),
             },
         };
         HistoryEvent {
