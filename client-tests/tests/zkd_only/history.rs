@@ -391,3 +391,109 @@ async fn a_panicking_test_leaves_its_history_and_its_timeline() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// On a simulated ensemble: stopping the member a session is connected to ends its
+/// connection (`member_stopped`), and the session's move to another member is a `resumed`
+/// handshake naming the connection and member it came from; a partition and its heal are
+/// recorded, and each event names its member.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_moving_between_members_is_recorded_with_where_it_came_from() {
+    let server = Server::start(Config {
+        port: 0,
+        ensemble: Some(zkd_server::EnsembleConfig::numbered(3, 0).expect("an ensemble")),
+        admin_port: Some(0),
+        ..Config::default()
+    })
+    .await
+    .expect("ensemble starts");
+    let admin = server.admin_addr().unwrap();
+    let hosts: Vec<String> = server
+        .members()
+        .unwrap()
+        .iter()
+        .map(|m| m.client_addr.to_string())
+        .collect();
+    let c = within(
+        "session establishment",
+        zk::Client::connector()
+            .with_session_timeout(Duration::from_secs(30))
+            .connect(&hosts.join(",")),
+    )
+    .await
+    .expect("connect");
+    let sid = c.session_id().0;
+    c.create("/moved", b"", &ephemeral()).await.expect("create");
+    let (_, life, _) = lines(admin, &format!("/zkd/history?session={}", hex(sid))).await;
+    let (_, first) = find(&life, "handshake", |e| e["outcome"] == "new");
+    let from_member = first["member"].as_u64().expect("a member");
+    let from_conn = first["conn"].as_u64().unwrap();
+
+    let mut states = c.state_watcher();
+    server
+        .stop_member(from_member)
+        .await
+        .expect("stop its member");
+    within("the client to reconnect elsewhere", async {
+        while states.changed().await != zk::SessionState::SyncConnected {}
+    })
+    .await;
+    assert!(c.check_stat("/moved").await.unwrap().is_some());
+
+    let (_, life, _) = lines(admin, &format!("/zkd/history?session={}", hex(sid))).await;
+    let (closed, closed_e) = find(&life, "conn_close", |e| e["conn"] == from_conn);
+    assert_eq!(closed_e["why"], "member_stopped");
+    assert_eq!(closed_e["member"], from_member);
+    let (moved, moved_e) = find(&life, "handshake", |e| e["outcome"] == "resumed");
+    assert_eq!(moved_e["from_conn"], from_conn);
+    assert_eq!(moved_e["from_member"], from_member);
+    assert_ne!(moved_e["member"], from_member);
+    assert!(closed < moved);
+
+    let (_, all, _) = lines(admin, "/zkd/history?kinds=member_stopped,member_started").await;
+    assert_eq!(kinds(&all), ["member_stopped"]);
+    assert_eq!(all[0]["member"], from_member);
+    server
+        .start_member(from_member)
+        .await
+        .expect("start it again");
+    server.partition(&[&[1], &[2, 3]]).expect("partition");
+    server.heal().expect("heal");
+    let (_, all, _) = lines(
+        admin,
+        "/zkd/history?kinds=member_stopped,member_started,partition,heal",
+    )
+    .await;
+    assert_eq!(
+        kinds(&all),
+        ["member_stopped", "member_started", "partition", "heal"]
+    );
+    assert_eq!(all[2]["groups"], "1/2,3");
+}
+
+/// With a data directory, a snapshot is recorded with its zxid, size and duration, and its
+/// event reads the same through `Server::history` as over HTTP.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_snapshot_is_recorded_with_its_zxid_size_and_duration() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, admin) = zkd_testkit::target::zkd_with_admin(Config {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Config::default()
+    })
+    .await;
+    let a = client(&server, Duration::from_secs(20)).await;
+    a.create("/s", DATA, &persistent()).await.expect("create");
+    let info = server.snapshot().await.expect("snapshot");
+    let (_, snaps, _) = lines(admin, "/zkd/history?kinds=snapshot").await;
+    let last = snaps.last().expect("a snapshot event");
+    assert_eq!(last["zxid"], hex(info.zxid).as_str());
+    assert_eq!(last["bytes"], info.bytes);
+    assert!(last["duration_ms"].as_u64().is_some() && last["longest_hold_ms"].as_u64().is_some());
+    let typed = server
+        .history(&HistoryFilter {
+            kinds: Some(vec!["snapshot".into()]),
+            ..HistoryFilter::default()
+        })
+        .unwrap();
+    let typed_line: Value = serde_json::from_str(&typed.last().expect("typed").to_json()).unwrap();
+    assert_eq!(&typed_line, last);
+}

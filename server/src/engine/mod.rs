@@ -120,6 +120,9 @@ pub(crate) struct ConnHandle {
     session: i64,
     /// Why it is being closed, once known (for the history's `conn_close`).
     why: Option<history::CloseWhy>,
+    /// Its `conn_close` is in the history: recorded when its close was decided, or else
+    /// when its socket went.
+    close_recorded: bool,
 }
 
 /// The open connections by id. Each handle sits in its own allocation, so the table's slots
@@ -226,9 +229,10 @@ impl State {
         budget: &OutBudget,
     ) -> usize {
         let mut dropped = 0;
-        for h in self.conns.values_mut() {
+        for (&id, h) in self.conns.iter_mut() {
             if members.contains(&h.member) && !h.closing {
                 h.why.get_or_insert(history::CloseWhy::MemberStopped);
+                record_close(&mut self.history, id, h);
                 outbound::drop_connection(h, budget);
                 dropped += 1;
             }
@@ -491,6 +495,17 @@ impl<'a> Registry<'a> {
     }
 }
 
+/// Records the `conn_close` of connection `id` (handle `h`) in `history` now, once: its close
+/// was just decided.
+fn record_close(history: &mut history::History, id: ConnId, h: &mut ConnHandle) {
+    if h.close_recorded || !history.on() {
+        return;
+    }
+    h.close_recorded = true;
+    let why = h.why.unwrap_or(history::CloseWhy::Server);
+    history.conn_close(id, h.member as u32, h.session, why);
+}
+
 /// The newest unsynced transaction the client request `frame` reads (0: none, or no group
 /// commit). Nothing is decoded while every written transaction is synced.
 fn read_barrier(durable: Option<&durable::Durability>, frame: &Bytes) -> u64 {
@@ -592,6 +607,9 @@ impl Outbox for Registry<'_> {
         let queued = h.q.queued.add(len, len - frame.body.len(), self.budget);
         if queued > self.budget.per_conn {
             h.why.get_or_insert(history::CloseWhy::Limits);
+            if let Some(history) = self.history.as_deref_mut() {
+                record_close(history, conn, h);
+            }
             tracing::info!(
                 conn,
                 queued,
@@ -621,6 +639,11 @@ impl Outbox for Registry<'_> {
     }
 
     fn close(&mut self, conn: ConnId, release: Release) {
+        if let (Some(history), Some(h)) = (self.history.as_deref_mut(), self.conns.get_mut(&conn)) {
+            if !h.closing {
+                record_close(history, conn, h);
+            }
+        }
         if release == Release::AfterRecords {
             self.held.push((conn, records::Held::Close));
             return;
@@ -1057,6 +1080,7 @@ impl Shared {
                     peer: remote,
                     session: 0,
                     why: None,
+                    close_recorded: false,
                 }),
             );
             Some((id, ConnChannels { q, member }))
@@ -1076,6 +1100,14 @@ impl Shared {
         let durable = self.durability.get().map(|d| &**d);
         let mut wakers = Vec::new();
         let r = self.with_state(|state| {
+            let mut seq = None;
+            if state.history.on() {
+                if let Some(h) = state.conns.get_mut(&id) {
+                    // Until the answer says otherwise, the connection is the asked session's.
+                    h.session = asked.0;
+                    seq = Some(state.history.handshake(id, h.member as u32, asked));
+                }
+            }
             let mut out = Registry::new(
                 &mut state.conns,
                 budget,
@@ -1089,19 +1121,13 @@ impl Shared {
             let granted = out.connect.take();
             state.settle(budget, durable, &mut wakers);
             let established = r == crate::core::Handshake::Established;
-            if state.history.on() {
-                let mut member = 0;
+            if let Some(seq) = seq {
                 if let Some(h) = state.conns.get_mut(&id) {
-                    member = h.member as u32;
-                    // The session granted; or the one asked for, when it is gone (the
-                    // connection's end belongs to that session's life).
-                    if let Some((_, session, _)) = granted {
-                        h.session = if established { session } else { asked.0 };
+                    if let Some((_, session, _)) = granted.filter(|_| established) {
+                        h.session = session;
                     }
                 }
-                state
-                    .history
-                    .handshake(id, member, asked, granted, established);
+                state.history.handshake_done(seq, granted, established);
             }
             r
         });
@@ -1124,6 +1150,16 @@ impl Shared {
                 }
             }
             state.history.control(action, session, detail);
+        });
+    }
+
+    /// Records a snapshot written (see [`history::History::snapshot`]).
+    pub(crate) fn record_snapshot(&self, zxid: i64, bytes: usize, total: Duration, held: Duration) {
+        let _ = self.with_state(|state| {
+            let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+            state
+                .history
+                .snapshot(zxid, bytes as u64, ms(total), ms(held));
         });
     }
 
@@ -1360,19 +1396,15 @@ impl Shared {
     /// The socket of `id` is gone: forget it here and in the core.
     pub(crate) fn closed(&self, id: ConnId) {
         let _ = self.with_state(|state| {
-            if let Some(h) = state.conns.remove(&id) {
+            if let Some(mut h) = state.conns.remove(&id) {
                 // Whatever the writer left unwritten is freed with the task.
                 h.q.queued.discard(&self.outbound);
-                if state.history.on() {
-                    let why = h.why.unwrap_or(if h.closing {
-                        history::CloseWhy::Server
-                    } else {
-                        history::CloseWhy::Client
-                    });
-                    state
-                        .history
-                        .conn_close(id, h.member as u32, h.session, why);
+                // A close no step decided (the socket failed, or a limit dropped it) is
+                // recorded now.
+                if !h.closing {
+                    h.why.get_or_insert(history::CloseWhy::Client);
                 }
+                record_close(&mut state.history, id, &mut h);
             }
             state.core.connection_closed(id);
         });

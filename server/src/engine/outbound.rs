@@ -189,6 +189,7 @@ pub(crate) fn enforce_total(conns: &mut Conns, budget: &OutBudget) {
             "closing connection: server-wide outbound limit (--max-total-outbound-bytes) \
              reached; this connection holds the most unwritten data"
         );
+        h.why.get_or_insert(super::history::CloseWhy::Limits);
         drop_connection(h, budget);
     }
 }

@@ -257,6 +257,7 @@ impl Persistence {
             .unwrap_or_else(|e| e.into_inner())
             .snapshot_ms
             .add(info.total.as_millis() as u64);
+        shared.record_snapshot(info.zxid, info.bytes, info.total, info.core_held);
         tracing::info!(
             file = %info.path.display(),
             bytes = info.bytes,

@@ -90,6 +90,12 @@ pub enum What {
         leader: u32,
         epoch: i64,
     },
+    /// A snapshot was written (its zxid is the event's).
+    Snapshot {
+        bytes: i64,
+        duration_ms: i64,
+        longest_hold_ms: i64,
+    },
 }
 
 /// A request and its outcome.
@@ -135,6 +141,7 @@ impl HistoryEvent {
             What::Partition { .. } => "partition",
             What::Heal => "heal",
             What::Epoch { .. } => "epoch",
+            What::Snapshot { .. } => "snapshot",
         }
     }
 
@@ -233,6 +240,15 @@ impl HistoryEvent {
             What::Epoch { leader, epoch } => {
                 o.num("leader", leader);
                 o.num("epoch", epoch);
+            }
+            What::Snapshot {
+                bytes,
+                duration_ms,
+                longest_hold_ms,
+            } => {
+                o.num("bytes", bytes);
+                o.num("duration_ms", duration_ms);
+                o.num("longest_hold_ms", longest_hold_ms);
             }
         }
         o.finish()

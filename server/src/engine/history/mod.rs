@@ -47,6 +47,7 @@ enum Kind {
     Partition,
     Heal,
     Epoch,
+    Snapshot,
 }
 
 /// Why a connection closed, as `conn_close` writes it.
@@ -320,61 +321,66 @@ impl History {
         self.push(r);
     }
 
-    /// A connect request was answered: `asked` is the session and timeout asked for,
-    /// `granted` what the answer said (timeout, session, read-only), `established` whether
-    /// the connection goes on.
-    pub(crate) fn handshake(
+    /// A connect request is about to be answered: `asked` is the session and timeout asked
+    /// for. Stores the handshake (its outcome follows with [`History::handshake_done`]);
+    /// returns its seq.
+    pub(crate) fn handshake(&mut self, conn: ConnId, member: u32, asked: (i64, i32)) -> u64 {
+        if !self.on() {
+            return 0;
+        }
+        // The session asked for, until the answer says which one the connection has.
+        let mut r = Rec::at(Kind::Handshake, conn, member, asked.0);
+        r.n = asked.0;
+        r.a = asked.1;
+        r.b = -1;
+        r.c = 3;
+        r.d = -1;
+        self.push(r)
+    }
+
+    /// The answer to handshake `seq`: what it granted (timeout, session, read-only), and
+    /// whether the connection goes on.
+    pub(crate) fn handshake_done(
         &mut self,
-        conn: ConnId,
-        member: u32,
-        asked: (i64, i32),
+        seq: u64,
         granted: Option<(i32, i64, bool)>,
         established: bool,
     ) {
-        if !self.on() {
+        let Some(r) = self.rec_mut(seq) else {
             return;
-        }
-        let mut r = Rec::at(Kind::Handshake, conn, member, 0);
-        r.n = asked.0;
-        r.a = asked.1;
-        r.d = -1;
-        let outcome = match granted {
+        };
+        let asked = r.n;
+        let (conn, member) = (r.conn, r.member);
+        let mut from = None;
+        match granted {
             Some((timeout, session, read_only)) if established && session != 0 => {
                 r.session = session;
                 r.b = timeout;
                 r.flags = if read_only { READ_ONLY } else { 0 };
-                if let Some((from, from_member)) = self.last_conn.insert(session, (conn, member)) {
-                    if from != conn {
-                        r.x = from as i64;
-                        r.d = from_member as i32;
-                    }
-                }
-                if asked.0 == 0 {
-                    0
-                } else {
-                    1
-                }
+                r.c = if asked == 0 { 0 } else { 1 };
+                from = Some(session);
             }
             Some((timeout, _, _)) => {
                 r.b = timeout;
-                if asked.0 != 0 {
-                    // The session asked for is gone: the event belongs to its life.
-                    r.session = asked.0;
-                    2
-                } else {
-                    3
+                // A session asked for that is gone: the event stays in that session's life.
+                r.c = if asked != 0 { 2 } else { 3 };
+            }
+            None => {}
+        }
+        let (outcome, session, timeout) = (r.c, r.session, r.b);
+        if let Some(session) = from {
+            if let Some((was, was_member)) = self.last_conn.insert(session, (conn, member)) {
+                if was != conn {
+                    if let Some(r) = self.rec_mut(seq) {
+                        r.x = was as i64;
+                        r.d = was_member as i32;
+                    }
                 }
             }
-            None => 3,
-        };
-        if granted.is_none() {
-            r.b = -1;
         }
-        r.c = outcome;
-        self.push(r);
         if outcome == 0 {
-            let mut c = Rec::at(Kind::SessionCreated, conn, member, r.session);
-            c.b = r.b;
+            let mut c = Rec::at(Kind::SessionCreated, conn, member, session);
+            c.b = timeout;
             self.push(c);
         }
     }
@@ -589,6 +595,20 @@ impl History {
         self.push(r);
     }
 
+    /// A snapshot of the state at `zxid` was written: `bytes` long, in `total_ms` (encoding,
+    /// writing and syncing), holding the core at most `held_ms` at once.
+    pub(crate) fn snapshot(&mut self, zxid: i64, bytes: u64, total_ms: u64, held_ms: u64) {
+        if !self.on() {
+            return;
+        }
+        let mut r = Rec::new(Kind::Snapshot);
+        r.zxid = zxid;
+        r.n = i64::try_from(bytes).unwrap_or(i64::MAX);
+        r.x = i64::try_from(total_ms).unwrap_or(i64::MAX);
+        r.a = i32::try_from(held_ms).unwrap_or(i32::MAX);
+        self.push(r);
+    }
+
     /// The events `filter` keeps, oldest first, at most `filter.limit` (and [`MAX_READ`]).
     pub(crate) fn read(&self, filter: &HistoryFilter) -> Vec<HistoryEvent> {
         let limit = filter.limit.unwrap_or(MAX_READ).min(MAX_READ);
@@ -704,6 +724,11 @@ impl History {
             Kind::Epoch => What::Epoch {
                 leader: r.a as u32,
                 epoch: r.n,
+            },
+            Kind::Snapshot => What::Snapshot {
+                bytes: r.n,
+                duration_ms: r.x,
+                longest_hold_ms: i64::from(r.a),
             },
         };
         HistoryEvent {
@@ -833,8 +858,10 @@ mod tests {
         let peer: SocketAddr = "127.0.0.1:5".parse().expect("addr");
         h.conn_open(1, 0, peer);
         h.conn_open(2, 0, peer);
-        h.handshake(1, 0, (0, 3000), Some((3000, 0x77, false)), true);
-        h.handshake(2, 0, (0, 3000), Some((3000, 0x78, false)), true);
+        let one = h.handshake(1, 0, (0, 3000));
+        let two = h.handshake(2, 0, (0, 3000));
+        h.handshake_done(one, Some((3000, 0x77, false)), true);
+        h.handshake_done(two, Some((3000, 0x78, false)), true);
         h.conn_close(1, 0, 0x77, CloseWhy::Client);
         let f = HistoryFilter {
             session: Some(0x77),
