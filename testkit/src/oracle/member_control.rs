@@ -1,7 +1,9 @@
 //! A minimal HTTP endpoint answering `POST /zkd/members/{id}/stop|start` the way zkd's
 //! control plane does, over an Apache ZooKeeper ensemble, so the ensemble client suites can
 //! stop and start real members with the same calls (the client suites and the differential
-//! ensemble programs both use it).
+//! ensemble programs both use it). Over an ensemble in network namespaces it also answers
+//! `POST /zkd/partition?groups=1/2,3` (members named in no group form one more group) and
+//! `POST /zkd/heal`, cutting the namespaces' links as zkd's routes cut its members.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -59,7 +61,29 @@ impl MemberControl {
 }
 
 fn answer(ensemble: &Mutex<OracleEnsemble>, request_line: &str) -> (&'static str, String) {
-    let path = request_line.split_whitespace().nth(1).unwrap_or("");
+    let target = request_line.split_whitespace().nth(1).unwrap_or("");
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    if matches!(path, "/zkd/partition" | "/zkd/heal") {
+        let cuts = ensemble
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .cuts();
+        let Some(cuts) = cuts else {
+            return (
+                "409 Conflict",
+                r#"{"error":"the members do not run in network namespaces"}"#.into(),
+            );
+        };
+        let done = if path == "/zkd/heal" {
+            cuts.heal()
+        } else {
+            parse_groups(query).and_then(|groups| cuts.split(&groups))
+        };
+        return match done {
+            Ok(()) => ("200 OK", "{}".into()),
+            Err(msg) => ("400 Bad Request", format!("{{\"error\":{msg:?}}}")),
+        };
+    }
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let (id, op) = match parts.as_slice() {
         ["zkd", "members", id, op] => match id.parse::<u64>() {
@@ -80,6 +104,33 @@ fn answer(ensemble: &Mutex<OracleEnsemble>, request_line: &str) -> (&'static str
         Ok(()) => ("200 OK", "{}".into()),
         Err(msg) => ("409 Conflict", format!("{{\"error\":{msg:?}}}")),
     }
+}
+
+/// The groups of `groups=1/2,3` (`%2F`, `%2C` and spaces allowed).
+fn parse_groups(query: &str) -> Result<Vec<Vec<u64>>, String> {
+    let text = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("groups="))
+        .ok_or("give the groups as groups=1/2,3")?;
+    let text = text
+        .replace("%2F", "/")
+        .replace("%2f", "/")
+        .replace("%2C", ",")
+        .replace("%2c", ",")
+        .replace("%20", "")
+        .replace('+', "");
+    text.split('/')
+        .map(|group| {
+            group
+                .split(',')
+                .map(|id| {
+                    id.trim()
+                        .parse::<u64>()
+                        .map_err(|_| format!("{id:?} in {text:?} is not a member id"))
+                })
+                .collect()
+        })
+        .collect()
 }
 
 impl Drop for MemberControl {
