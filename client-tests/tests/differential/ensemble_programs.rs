@@ -1,12 +1,18 @@
 //! Ensemble differential test: random programs of three sessions (writes, ephemerals,
 //! watched reads, syncs) interleaved with faults (members stopped and started, the leader
-//! stopped, the quorum lost and regained, a session's client gone), run on zkd
-//! `--ensemble 3` and on three Apache ZooKeeper 3.8.0 servers started by the test kit, both
-//! sides' members stopped and started through the same routes
-//! (`POST /zkd/members/{id}/stop|start`: zkd's admin listener, and for the JVMs the endpoint
-//! the ensemble client suites use). What clients can observe is compared, not timings.
+//! stopped, the quorum lost and regained, a session's client gone, the leader or a follower
+//! cut off from the other members and healed), run on zkd `--ensemble 3` and on three
+//! Apache ZooKeeper 3.8.0 servers started by the test kit, each JVM in a network namespace of
+//! its own on a private bridge. Both sides' members are stopped, started, cut off and healed
+//! through the same routes (`POST /zkd/members/{id}/stop|start`, `POST
+//! /zkd/partition?groups=ID`, `POST /zkd/heal`: zkd's admin listener, and for the JVMs the
+//! endpoint the ensemble client suites use, which cuts with nftables drop rules between the
+//! namespaces, so a cut-off ZooKeeper member still reaches its clients but hears nothing from
+//! the other members and notices only by its own timeouts). What clients can observe is
+//! compared, not timings. The namespaces need root: elsewhere the test fails saying so.
 //!
-//! One ensemble per side serves the whole run, both with a 500 ms tick, read-only mode and
+//! One ensemble per side serves the whole run, both with a 500 ms tick, `syncLimit=2`,
+//! read-only mode and
 //! local sessions (`localSessionsEnabled` and `localSessionsUpgradingEnabled`: ZooKeeper 3.8
 //! serves read-only clients only with them); both sides run each program at
 //! the same time. Program N works under its own root `/eN` (`~` below), which the harness
@@ -22,6 +28,19 @@
 //! re-registering its watches). At the end every stopped member starts again and the final tree
 //! is read. Every program has at least one fault.
 //!
+//! Cuts: only while every member runs, the leader or the lowest-id follower is cut off from
+//! the other two (`split 3 | 1,2` with the leader on the minority or on the majority side);
+//! until the heal nothing else happens to the members. A cut settles in two stages, each
+//! waited for on both sides: first the two members left have a leader and followers (a new
+//! leader in a new term when the leader was cut off) and the cut member serves no read-write
+//! client, and every session comes back at once (those on the cut member move); then the cut
+//! member serves read-only clients, and a new read-only session probes it as after a quorum
+//! loss (what it reads there is what it had when it was cut off). The heal waits until the
+//! three are a leader and followers again. ZooKeeper's cut-off member notices only after
+//! `syncLimit × tickTime` (1 s here) and keeps serving until then; zkd's at once: the
+//! program does nothing in between, and the session timeout (3 s) is longer than that wait
+//! and the move together, so sessions survive the cut on both sides by construction.
+//!
 //! Compared, per program:
 //! * each step's outcome: error code; data, version and owning session of what reads return;
 //!   the sorted children; the epoch of every zxid clients see (reply headers of writes,
@@ -34,6 +53,9 @@
 //!   state lines: server state, quorum size, peer state), the program's own (global)
 //!   sessions not being served there (they wait), and whether the members take the
 //!   read-only session once the quorum is back;
+//! * after each cut, who leads the two members left and whether its term is new, each
+//!   session's return, and the read-only probe of the cut member; after each heal, who leads
+//!   (and in which term), whether the cut member's read-only session is taken, each session;
 //! * each session's watch events (type and path) in arrival order over the whole program;
 //! * each session's fate at the end (alive, or expired);
 //! * the final tree after recovery (data, version, terms, owner); on each side it must also
@@ -80,6 +102,12 @@
 //!   epoch after the old one skipped and a longer outage. 3.9.3 does not do this (a run
 //!   with `ZKD_ENSEMBLE_DIFF_VERSION=3.9` shows single steps), and zkd does not either; zxids
 //!   are compared as terms, which counts epochs that clients can see.
+//! * E4 — cuts zkd cannot make. The namespaces can lose one direction of a link only, delay
+//!   a link, or blackhole the test's address on one member (the test kit's `Cuts`); zkd cuts
+//!   whole links both ways between groups of members, so the programs cut only that way. A
+//!   cut-off ZooKeeper member serves its clients for up to `syncLimit × tickTime` after the
+//!   cut where zkd's stops at once (a write sent in between is never acknowledged on either
+//!   side, but ZooKeeper's client waits for its answer); the programs send nothing then.
 //!
 //! Environment:
 //! * `ZKD_ENSEMBLE_DIFF_PROGRAMS`: number of programs (default 12, about 70 s);
@@ -92,6 +120,10 @@
 //! * `ZKD_ENSEMBLE_DIFF_VERSION=3.9`: zkd behaving as 3.9 against three ZooKeeper 3.9.3
 //!   servers instead;
 //! * `ZKD_ENSEMBLE_DIFF_ZK_LOG=info`: the ZooKeeper servers' log level (default `warn`).
+//!
+//! The ZooKeeper side's namespaces are named `zkdd-…` (`zkdl-…` for `local_sessions`): a run
+//! removes what a crashed run of the same test left, and two runs of the same test at once
+//! on one machine would cut each other's ensembles.
 //!
 //! A long run: `ZKD_ENSEMBLE_DIFF_PROGRAMS=520 ZKD_ENSEMBLE_DIFF_PROGRESS=1 cargo test -p
 //! zkd-client-tests --test differential ensemble_programs -- --nocapture`.
@@ -141,7 +173,7 @@ fn zkd_ensemble_matches_three_zookeeper_servers() {
         Ok(other) => panic!("ZKD_ENSEMBLE_DIFF_VERSION={other:?}: expected 3.8 or 3.9"),
     };
     let (mut zkd, mut zk) =
-        rt.block_on(async { tokio::join!(Fleet::zkd(version), Fleet::zookeeper(version)) });
+        rt.block_on(async { tokio::join!(Fleet::zkd(version), Fleet::zookeeper(version, "zkdd")) });
     eprintln!(
         "ensemble differential: zkd members {:?}, ZooKeeper {} members {:?}, started in \
          {:.1?}; programs {first}..{}, seed {seed:#x}",
@@ -400,7 +432,7 @@ fn local_sessions() {
     let (zkd, zk) = rt.block_on(async {
         tokio::join!(
             Fleet::zkd(ZookeeperVersion::V3_8),
-            Fleet::zookeeper(ZookeeperVersion::V3_8)
+            Fleet::zookeeper(ZookeeperVersion::V3_8, "zkdl")
         )
     });
     let zkd_saw = rt.block_on(outcome(zkd));
@@ -413,10 +445,12 @@ fn local_sessions() {
 
 /// The generator alone: program N of a seed does not depend on the others, and every
 /// program has a fault, no more than two member starts and no step for an abandoned
-/// session.
+/// session; a member is cut off only while all run, and nothing but the heal follows; both
+/// kinds of cut occur.
 #[test]
 fn ensemble_programs_replay_alone_and_each_has_a_fault() {
     use gen::{Fault, Step};
+    let mut cuts = [0; 2];
     for n in 1..=300 {
         let prog = gen::program(DEFAULT_SEED, n);
         assert_eq!(
@@ -435,7 +469,30 @@ fn ensemble_programs_replay_alone_and_each_has_a_fault() {
             "program {n} starts members {starts} times:\n{prog}"
         );
         let mut gone = [false; gen::SESSIONS];
+        let mut cut = false;
+        let mut stopped = 0;
         for step in &prog.steps {
+            if let Step::Fault(f) = *step {
+                assert!(
+                    !cut || f == Fault::Heal,
+                    "program {n}: {f:?} while a member is cut off:\n{prog}"
+                );
+                match f {
+                    Fault::CutLeader | Fault::CutFollower => {
+                        assert_eq!(
+                            stopped, 0,
+                            "program {n} cuts with a member stopped:\n{prog}"
+                        );
+                        cuts[usize::from(f == Fault::CutFollower)] += 1;
+                        cut = true;
+                    }
+                    Fault::Heal => cut = false,
+                    Fault::Stop(_) | Fault::StopLeader => stopped += 1,
+                    Fault::Start(_) => stopped -= 1,
+                    Fault::StartAll => stopped = 0,
+                    _ => {}
+                }
+            }
             match *step {
                 Step::Fault(Fault::Abandon(s)) => gone[s] = true,
                 Step::Op { session, .. } => {
@@ -448,6 +505,10 @@ fn ensemble_programs_replay_alone_and_each_has_a_fault() {
             }
         }
     }
+    assert!(
+        cuts[0] > 20 && cuts[1] > 20,
+        "leader and follower cuts in 300 programs: {cuts:?}"
+    );
     assert_ne!(
         format!("{}", gen::program(DEFAULT_SEED, 1)),
         format!("{}", gen::program(DEFAULT_SEED, 2))

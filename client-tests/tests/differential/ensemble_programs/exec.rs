@@ -223,9 +223,12 @@ impl Run<'_> {
             obs.lines.push(format!("{step} -> {line}"));
         }
 
-        // Recovery: every member runs again, every session comes back.
+        // Recovery: the cut healed, every member runs again, every session comes back.
         let mut line = String::from("recovery:");
-        if self.fleet.up().len() < self.fleet.members.len() {
+        if self.fleet.cut.is_some() {
+            line.push(' ');
+            line.push_str(&self.heal().await?);
+        } else if self.fleet.up().len() < self.fleet.members.len() {
             line.push(' ');
             line.push_str(&self.fault(Fault::StartAll).await?);
         } else {
@@ -661,6 +664,8 @@ impl Run<'_> {
     async fn fault(&mut self, f: Fault) -> Result<String, String> {
         let had_quorum = self.fleet.up().len() * 2 > self.fleet.members.len();
         match f {
+            Fault::CutLeader | Fault::CutFollower => return self.cut(f).await,
+            Fault::Heal => return self.heal().await,
             Fault::Stop(id) => {
                 if !self.fleet.running[id as usize - 1] {
                     return Ok("not running".into());
@@ -745,16 +750,7 @@ impl Run<'_> {
             self.quorum_lost_at = Some(Instant::now());
         }
         let mut line = match settled {
-            Settled::Leader(id) => {
-                let epoch = self.fleet.leader_epoch(id).await?;
-                let new = self.terms.last() != Some(&epoch);
-                if new {
-                    self.terms.push(epoch);
-                }
-                let term = self.epoch(epoch << 32);
-                let age = if new { "new" } else { "same" };
-                format!("leader {id}, {age} term {term}")
-            }
+            Settled::Leader(id) => self.leader_line(id).await?,
             Settled::ReadOnly(id) => format!("read-only member {id}"),
             Settled::Down => "nothing runs".into(),
         };
@@ -771,7 +767,12 @@ impl Run<'_> {
                 line.push_str(&format!("; read-only sessions now: {}", ro.join(", ")));
             }
         }
-        // Every session comes back at once where it can.
+        line.push_str(&format!("; {}", self.reconnect_all().await));
+        Ok(line)
+    }
+
+    /// Every session comes back at once where it can; what became of each.
+    async fn reconnect_all(&mut self) -> String {
         let mut states = Vec::new();
         for s in 0..SESSIONS {
             let was_expired = self.sessions[s].expired;
@@ -784,7 +785,70 @@ impl Run<'_> {
             };
             states.push(format!("s{s} {st}"));
         }
-        line.push_str(&format!("; {}", states.join(", ")));
+        states.join(", ")
+    }
+
+    /// The leader's line after a change: who leads, and whether its term is new.
+    async fn leader_line(&mut self, id: u64) -> Result<String, String> {
+        let epoch = self.fleet.leader_epoch(id).await?;
+        let new = self.terms.last() != Some(&epoch);
+        if new {
+            self.terms.push(epoch);
+        }
+        let term = self.epoch(epoch << 32);
+        let age = if new { "new" } else { "same" };
+        Ok(format!("leader {id}, {age} term {term}"))
+    }
+
+    /// Cuts the leader or the lowest follower off from the other two. Once the two have a
+    /// leader and the cut member serves no read-write client, every session comes back
+    /// (those that were on the cut member move); once the cut member serves read-only
+    /// clients, a read-only session probes it.
+    async fn cut(&mut self, f: Fault) -> Result<String, String> {
+        let settled = self.fleet.settle().await?;
+        let Settled::Leader(leader) = settled else {
+            return Ok(format!("no leader ({settled:?})"));
+        };
+        let id = match f {
+            Fault::CutLeader => leader,
+            _ => (1..=self.fleet.members.len() as u64)
+                .find(|id| *id != leader)
+                .ok_or("no follower")?,
+        };
+        self.fleet.cut(id).await?;
+        let mut line = format!("member {id} cut off; ");
+        match self.fleet.settle_quorum().await? {
+            Settled::Leader(l) => line.push_str(&self.leader_line(l).await?),
+            other => line.push_str(&format!("{other:?}")),
+        }
+        line.push_str(&format!("; {}", self.reconnect_all().await));
+        self.fleet.settle().await?;
+        line.push_str(&format!(
+            "; member {id}: {}",
+            self.probe_read_only(id).await
+        ));
+        Ok(line)
+    }
+
+    /// Ends the cut: once the members settle, who leads, whether the cut member's read-only
+    /// session is taken, and every session.
+    async fn heal(&mut self) -> Result<String, String> {
+        if self.fleet.cut.is_none() {
+            return Ok("nothing cut".into());
+        }
+        self.fleet.heal().await?;
+        let mut line = match self.fleet.settle().await? {
+            Settled::Leader(l) => self.leader_line(l).await?,
+            other => format!("{other:?}"),
+        };
+        let mut ro = Vec::new();
+        for (sid, passwd) in std::mem::take(&mut self.ro_sessions) {
+            ro.push(self.resume_elsewhere(sid, passwd).await);
+        }
+        if !ro.is_empty() {
+            line.push_str(&format!("; read-only sessions now: {}", ro.join(", ")));
+        }
+        line.push_str(&format!("; {}", self.reconnect_all().await));
         Ok(line)
     }
 

@@ -1,7 +1,10 @@
 //! One side of the ensemble run: three members (zkd `--ensemble 3`, or three ZooKeeper 3.8
-//! JVMs), stopped and started through `POST /zkd/members/{id}/stop|start` (zkd's admin
-//! listener, or the small endpoint of the client suites over the JVMs), and the wait until
-//! the members settle after a change (a leader and followers, or a read-only member).
+//! JVMs, each in a network namespace of its own), stopped and started through
+//! `POST /zkd/members/{id}/stop|start` and cut off and healed through
+//! `POST /zkd/partition?groups=ID` and `POST /zkd/heal` (zkd's admin listener, or the small
+//! endpoint of the client suites over the JVMs, which cuts the namespaces' links), and the
+//! wait until the members settle after a change (a leader and followers, or a read-only
+//! member; a cut-off member read-only).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -21,6 +24,10 @@ pub const TICK_MS: u64 = 500;
 pub const SESSION_TIMEOUT_MS: i32 = 3_000;
 /// How long the members may take to settle after a change (a JVM start included).
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// `syncLimit` on both sides: a ZooKeeper member cut off from its leader (or a leader from
+/// its followers) notices within `SYNC_LIMIT × TICK_MS`, well inside a session's timeout,
+/// so the sessions it drops reach the other side before they expire.
+pub const SYNC_LIMIT: u32 = 2;
 
 /// What the members show once settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +56,8 @@ pub struct Fleet {
     pub members: Vec<SocketAddr>,
     control: String,
     pub running: [bool; MEMBERS as usize],
+    /// The member cut off from the others, if any.
+    pub cut: Option<u64>,
     _keep: Keep,
 }
 
@@ -60,6 +69,7 @@ impl Fleet {
         // As the ZooKeeper side runs (see `Fleet::zookeeper`).
         members.local_sessions = true;
         members.local_sessions_upgrading = true;
+        members.sync_limit = SYNC_LIMIT as i32;
         let (server, admin) = zkd_testkit::target::zkd_with_admin(zkd_server::Config {
             ensemble: Some(members),
             tick_time: Duration::from_millis(TICK_MS),
@@ -78,28 +88,33 @@ impl Fleet {
             members: addrs,
             control: format!("http://{admin}"),
             running: [true; MEMBERS as usize],
+            cut: None,
             _keep: Keep::Zkd { _server: server },
         }
     }
 
     /// Three ZooKeeper 3.8.0 servers with read-only mode and local sessions on (3.8 serves
-    /// read-only clients only with local sessions) and a short tick.
-    pub async fn zookeeper(version: ZookeeperVersion) -> Fleet {
+    /// read-only clients only with local sessions) and a short tick, each in a network
+    /// namespace named after `prefix` (root only: fails saying why elsewhere). Connecting to
+    /// a member that is cut off gives up after a second (`zookeeper.cnxTimeout`) instead of
+    /// five, so the majority's election does not wait on it.
+    pub async fn zookeeper(version: ZookeeperVersion, prefix: &'static str) -> Fleet {
         let ensemble = tokio::task::spawn_blocking(move || {
             Launcher::new()
                 .version(version)
                 .jvm_opt("-Dreadonlymode.enabled=true")
+                .jvm_opt("-Dzookeeper.cnxTimeout=1000")
                 .log_level(
                     &std::env::var("ZKD_ENSEMBLE_DIFF_ZK_LOG").unwrap_or_else(|_| "warn".into()),
                 )
                 .cfg(&[
                     ("tickTime", &TICK_MS.to_string()),
                     ("initLimit", "10"),
-                    ("syncLimit", "5"),
+                    ("syncLimit", &SYNC_LIMIT.to_string()),
                     ("localSessionsEnabled", "true"),
                     ("localSessionsUpgradingEnabled", "true"),
                 ])
-                .start_ensemble(MEMBERS)
+                .start_netns_ensemble(prefix, MEMBERS)
         })
         .await
         .expect("launcher thread")
@@ -112,6 +127,7 @@ impl Fleet {
             members: addrs,
             control: control.url(),
             running: [true; MEMBERS as usize],
+            cut: None,
             _keep: Keep::ZooKeeper {
                 _control: control,
                 _ensemble: ensemble,
@@ -121,7 +137,26 @@ impl Fleet {
 
     /// `POST /zkd/members/{id}/{op}`.
     async fn member_route(&self, id: u64, op: &str) -> Result<(), String> {
-        let url = format!("{}/zkd/members/{id}/{op}", self.control);
+        self.post(format!("{}/zkd/members/{id}/{op}", self.control))
+            .await
+    }
+
+    /// Cuts member `id` off from the others (`POST /zkd/partition?groups=ID`).
+    pub async fn cut(&mut self, id: u64) -> Result<(), String> {
+        self.post(format!("{}/zkd/partition?groups={id}", self.control))
+            .await?;
+        self.cut = Some(id);
+        Ok(())
+    }
+
+    /// Ends the cut (`POST /zkd/heal`).
+    pub async fn heal(&mut self) -> Result<(), String> {
+        self.post(format!("{}/zkd/heal", self.control)).await?;
+        self.cut = None;
+        Ok(())
+    }
+
+    async fn post(&self, url: String) -> Result<(), String> {
         tokio::task::spawn_blocking(move || match zkd_testkit::http::call(&url, "POST", None)? {
             (status, _) if (200..300).contains(&status) => Ok(()),
             (status, body) => Err(format!("POST {url} answered {status}: {body}")),
@@ -207,9 +242,28 @@ impl Fleet {
     }
 
     /// Waits until the running members settle: with a quorum, one leader and followers;
-    /// without, the one running member in read-only mode.
+    /// without, the one running member in read-only mode; a member cut off from the others
+    /// serves read-only clients.
     pub async fn settle(&self) -> Result<Settled, String> {
-        let up = self.up();
+        self.settle_until(true).await
+    }
+
+    /// As [`Fleet::settle`], but a member cut off from the others need only have stopped
+    /// serving read-write clients (ZooKeeper's starts serving read-only ones a few seconds
+    /// later; sessions that were on it move in the meantime).
+    pub async fn settle_quorum(&self) -> Result<Settled, String> {
+        self.settle_until(false).await
+    }
+
+    async fn settle_until(&self, cut_read_only: bool) -> Result<Settled, String> {
+        let cut_mode_ok = |mode: Option<&str>| match mode {
+            Some("read-only") => true,
+            None => !cut_read_only,
+            Some(_) => false,
+        };
+        let mut up = self.up();
+        let cut = self.cut.filter(|c| up.contains(c));
+        up.retain(|id| Some(*id) != cut);
         let addrs: Vec<(u64, SocketAddr)> = up
             .iter()
             .map(|id| (*id, self.members[*id as usize - 1]))
@@ -219,8 +273,9 @@ impl Fleet {
         }
         let deadline = Instant::now() + SETTLE_TIMEOUT;
         loop {
-            let probe = addrs.clone();
-            let modes: Vec<(u64, Option<String>)> = tokio::task::spawn_blocking(move || {
+            let mut probe = addrs.clone();
+            probe.extend(cut.map(|c| (c, self.members[c as usize - 1])));
+            let mut modes: Vec<(u64, Option<String>)> = tokio::task::spawn_blocking(move || {
                 probe
                     .into_iter()
                     .map(|(id, a)| (id, serving_mode(a)))
@@ -228,6 +283,8 @@ impl Fleet {
             })
             .await
             .map_err(|e| format!("srvr thread: {e}"))?;
+            let cut_mode = cut.and_then(|_| modes.pop()).map(|(_, m)| m);
+            let cut_ok = cut_mode.as_ref().is_none_or(|m| cut_mode_ok(m.as_deref()));
             let leaders: Vec<u64> = modes
                 .iter()
                 .filter(|(_, m)| m.as_deref() == Some("leader"))
@@ -237,7 +294,9 @@ impl Fleet {
                 .iter()
                 .filter(|(_, m)| m.as_deref() == Some("follower"))
                 .count();
-            if modes.len() * 2 > MEMBERS as usize {
+            if !cut_ok {
+                // The cut-off member is not there yet.
+            } else if modes.len() * 2 > MEMBERS as usize {
                 if leaders.len() == 1 && followers + 1 == modes.len() {
                     return Ok(Settled::Leader(leaders[0]));
                 }
@@ -246,7 +305,8 @@ impl Fleet {
             }
             if Instant::now() >= deadline {
                 return Err(format!(
-                    "{}: the members did not settle within {}s: {modes:?}",
+                    "{}: the members did not settle within {}s: {modes:?}, cut-off member \
+                     {cut:?}: {cut_mode:?}",
                     self.name,
                     SETTLE_TIMEOUT.as_secs()
                 ));
