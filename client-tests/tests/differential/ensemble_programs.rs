@@ -445,12 +445,13 @@ fn local_sessions() {
 
 /// The generator alone: program N of a seed does not depend on the others, and every
 /// program has a fault, no more than two member starts and no step for an abandoned
-/// session; a member is cut off only while all run, and nothing but the heal follows; both
-/// kinds of cut occur.
+/// session; a member is cut off (or its clients blackholed) only while all run, and nothing
+/// but the heal (the blackhole's end) follows; both kinds of cut and blackholes occur.
 #[test]
 fn ensemble_programs_replay_alone_and_each_has_a_fault() {
     use gen::{Fault, Step};
     let mut cuts = [0; 2];
+    let mut blackholes = 0;
     for n in 1..=300 {
         let prog = gen::program(DEFAULT_SEED, n);
         assert_eq!(
@@ -470,6 +471,7 @@ fn ensemble_programs_replay_alone_and_each_has_a_fault() {
         );
         let mut gone = [false; gen::SESSIONS];
         let mut cut = false;
+        let mut blackholed = false;
         let mut stopped = 0;
         for step in &prog.steps {
             if let Step::Fault(f) = *step {
@@ -477,7 +479,18 @@ fn ensemble_programs_replay_alone_and_each_has_a_fault() {
                     !cut || f == Fault::Heal,
                     "program {n}: {f:?} while a member is cut off:\n{prog}"
                 );
+                assert!(
+                    !blackholed || f == Fault::ClearBlackhole,
+                    "program {n}: {f:?} while a blackhole holds:\n{prog}"
+                );
                 match f {
+                    Fault::Blackhole { .. } => {
+                        assert_eq!(stopped, 0, "program {n} blackholes with a member stopped");
+                        assert!(!cut, "program {n} blackholes while a member is cut off");
+                        blackholes += 1;
+                        blackholed = true;
+                    }
+                    Fault::ClearBlackhole => blackholed = false,
                     Fault::CutLeader | Fault::CutFollower => {
                         assert_eq!(
                             stopped, 0,
@@ -506,8 +519,8 @@ fn ensemble_programs_replay_alone_and_each_has_a_fault() {
         }
     }
     assert!(
-        cuts[0] > 20 && cuts[1] > 20,
-        "leader and follower cuts in 300 programs: {cuts:?}"
+        cuts[0] > 10 && cuts[1] > 10 && blackholes > 10,
+        "leader and follower cuts, blackholes in 300 programs: {cuts:?}, {blackholes}"
     );
     assert_ne!(
         format!("{}", gen::program(DEFAULT_SEED, 1)),

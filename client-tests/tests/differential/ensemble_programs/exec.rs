@@ -228,6 +228,9 @@ impl Run<'_> {
         if self.fleet.cut.is_some() {
             line.push(' ');
             line.push_str(&self.heal().await?);
+        } else if self.fleet.blackholed.is_some() {
+            line.push(' ');
+            line.push_str(&self.clear_blackhole().await?);
         } else if self.fleet.up().len() < self.fleet.members.len() {
             line.push(' ');
             line.push_str(&self.fault(Fault::StartAll).await?);
@@ -389,7 +392,7 @@ impl Run<'_> {
         let at = self.sessions[s].at;
         for k in 0..n {
             let i = (at + k) % n;
-            if !self.fleet.running[i] {
+            if !self.fleet.running[i] || self.fleet.blackholed == Some(i as u64 + 1) {
                 continue;
             }
             let (id, passwd, zxid) = {
@@ -666,6 +669,8 @@ impl Run<'_> {
         match f {
             Fault::CutLeader | Fault::CutFollower => return self.cut(f).await,
             Fault::Heal => return self.heal().await,
+            Fault::Blackhole { leader, late } => return self.blackhole(leader, late).await,
+            Fault::ClearBlackhole => return self.clear_blackhole().await,
             Fault::Stop(id) => {
                 if !self.fleet.running[id as usize - 1] {
                     return Ok("not running".into());
@@ -827,6 +832,65 @@ impl Run<'_> {
             "; member {id}: {}",
             self.probe_read_only(id).await
         ));
+        Ok(line)
+    }
+
+    /// Blackholes the clients of the leader or the lowest follower. Its sessions move at
+    /// once (their client gives up on the silent connection), or only once their timeout has
+    /// surely passed; then every session comes back where it can.
+    async fn blackhole(&mut self, leader: bool, late: bool) -> Result<String, String> {
+        let settled = self.fleet.settle().await?;
+        let Settled::Leader(l) = settled else {
+            return Ok(format!("no leader ({settled:?})"));
+        };
+        let id = if leader {
+            l
+        } else {
+            (1..=self.fleet.members.len() as u64)
+                .find(|id| *id != l)
+                .ok_or("no follower")?
+        };
+        self.fleet.blackhole(id).await?;
+        let on_it: Vec<usize> = (0..SESSIONS)
+            .filter(|s| {
+                let session = &self.sessions[*s];
+                session.client.is_some() && session.at == id as usize - 1
+            })
+            .collect();
+        if late {
+            for s in &on_it {
+                self.sessions[*s].may_expire = true;
+            }
+            tokio::time::sleep(EXPIRY_WAIT).await;
+        }
+        for s in &on_it {
+            // The connection is silent: the client drops it (its close is lost too).
+            self.disconnect(*s);
+        }
+        let on_it: Vec<String> = on_it.iter().map(|s| format!("s{s}")).collect();
+        let mut line = format!(
+            "member {id}'s clients blackholed (on it: [{}]); ",
+            on_it.join(" ")
+        );
+        match self.fleet.settle().await? {
+            Settled::Leader(l) => line.push_str(&self.leader_line(l).await?),
+            other => line.push_str(&format!("{other:?}")),
+        }
+        line.push_str(&format!("; {}", self.reconnect_all().await));
+        Ok(line)
+    }
+
+    /// Ends the blackhole; who leads, and every session.
+    async fn clear_blackhole(&mut self) -> Result<String, String> {
+        if self.fleet.blackholed.is_none() {
+            return Ok("nothing blackholed".into());
+        }
+        self.fleet.clear_blackhole().await?;
+        let mut line = match self.fleet.settle().await? {
+            Settled::Leader(l) => self.leader_line(l).await?,
+            other => format!("{other:?}"),
+        };
+        line.push_str(&format!("; {}", self.reconnect_all().await));
         Ok(line)
     }
 

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use zkd_server::ZookeeperVersion;
 use zkd_testkit::oracle::ensemble::serving_mode;
 use zkd_testkit::oracle::member_control::MemberControl;
+use zkd_testkit::oracle::netns::Cuts;
 use zkd_testkit::oracle::{four_letter_word, Launcher, OracleEnsemble};
 
 use super::gen::MEMBERS;
@@ -58,6 +59,10 @@ pub struct Fleet {
     pub running: [bool; MEMBERS as usize],
     /// The member cut off from the others, if any.
     pub cut: Option<u64>,
+    /// The member whose clients are blackholed, if any.
+    pub blackholed: Option<u64>,
+    /// The namespaces' cuts (the ZooKeeper side); zkd blackholes through its admin listener.
+    cuts: Option<Cuts>,
     _keep: Keep,
 }
 
@@ -89,6 +94,8 @@ impl Fleet {
             control: format!("http://{admin}"),
             running: [true; MEMBERS as usize],
             cut: None,
+            blackholed: None,
+            cuts: None,
             _keep: Keep::Zkd { _server: server },
         }
     }
@@ -120,6 +127,7 @@ impl Fleet {
         .expect("launcher thread")
         .unwrap_or_else(|e| panic!("{e}"));
         let addrs = ensemble.members().iter().map(|m| m.addr).collect();
+        let cuts = ensemble.cuts();
         let ensemble = Arc::new(Mutex::new(ensemble));
         let control = MemberControl::start(ensemble.clone());
         Fleet {
@@ -128,6 +136,8 @@ impl Fleet {
             control: control.url(),
             running: [true; MEMBERS as usize],
             cut: None,
+            blackholed: None,
+            cuts,
             _keep: Keep::ZooKeeper {
                 _control: control,
                 _ensemble: ensemble,
@@ -156,15 +166,65 @@ impl Fleet {
         Ok(())
     }
 
-    async fn post(&self, url: String) -> Result<(), String> {
-        tokio::task::spawn_blocking(move || match zkd_testkit::http::call(&url, "POST", None)? {
-            (status, _) if (200..300).contains(&status) => Ok(()),
-            (status, body) => Err(format!("POST {url} answered {status}: {body}")),
-        })
-        .await
-        .map_err(|e| format!("member route thread: {e}"))?
+    /// Loses everything between the clients and member `id`, without a reset: zkd's
+    /// blackhole on the member's connections (`POST /zkd/net-faults`), or nft drop rules for
+    /// the test's address in the member's namespace.
+    pub async fn blackhole(&mut self, id: u64) -> Result<(), String> {
+        match self.cuts.clone() {
+            Some(cuts) => blocking(move || cuts.blackhole_client(id)).await?,
+            None => {
+                let url = format!("{}/zkd/net-faults", self.control);
+                let body = format!(r#"{{"action":"blackhole","member":{id}}}"#);
+                self.call(url, "POST", Some(body)).await?
+            }
+        }
+        self.blackholed = Some(id);
+        Ok(())
     }
 
+    /// Ends the blackhole (`DELETE /zkd/net-faults`, or the drop rules removed).
+    pub async fn clear_blackhole(&mut self) -> Result<(), String> {
+        match self.cuts.clone() {
+            Some(cuts) => blocking(move || cuts.heal()).await?,
+            None => {
+                let url = format!("{}/zkd/net-faults", self.control);
+                self.call(url, "DELETE", None).await?
+            }
+        }
+        self.blackholed = None;
+        Ok(())
+    }
+
+    async fn post(&self, url: String) -> Result<(), String> {
+        self.call(url, "POST", None).await
+    }
+
+    async fn call(
+        &self,
+        url: String,
+        method: &'static str,
+        body: Option<String>,
+    ) -> Result<(), String> {
+        blocking(
+            move || match zkd_testkit::http::call(&url, method, body.as_deref())? {
+                (status, _) if (200..300).contains(&status) => Ok(()),
+                (status, body) => Err(format!("{method} {url} answered {status}: {body}")),
+            },
+        )
+        .await
+    }
+}
+
+/// Runs `f` on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| format!("blocking thread: {e}"))?
+}
+
+impl Fleet {
     pub async fn stop(&mut self, id: u64) -> Result<(), String> {
         self.member_route(id, "stop").await?;
         self.running[id as usize - 1] = false;
@@ -264,6 +324,11 @@ impl Fleet {
         let mut up = self.up();
         let cut = self.cut.filter(|c| up.contains(c));
         up.retain(|id| Some(*id) != cut);
+        // A member whose clients are blackholed does not answer `srvr` either: the others
+        // settle without it (it still counts, as it still takes part).
+        let blackholed = self.blackholed.filter(|b| up.contains(b));
+        up.retain(|id| Some(*id) != blackholed);
+        let hidden = usize::from(blackholed.is_some());
         let addrs: Vec<(u64, SocketAddr)> = up
             .iter()
             .map(|id| (*id, self.members[*id as usize - 1]))
@@ -296,9 +361,15 @@ impl Fleet {
                 .count();
             if !cut_ok {
                 // The cut-off member is not there yet.
-            } else if modes.len() * 2 > MEMBERS as usize {
+            } else if (modes.len() + hidden) * 2 > MEMBERS as usize {
                 if leaders.len() == 1 && followers + 1 == modes.len() {
                     return Ok(Settled::Leader(leaders[0]));
+                }
+                // Everyone seen follows: the blackholed member leads.
+                if let (Some(b), true) =
+                    (blackholed, leaders.is_empty() && followers == modes.len())
+                {
+                    return Ok(Settled::Leader(b));
                 }
             } else if modes.len() == 1 && modes[0].1.as_deref() == Some("read-only") {
                 return Ok(Settled::ReadOnly(modes[0].0));

@@ -100,6 +100,13 @@ pub enum Fault {
     CutFollower,
     /// The cut member joins the others again.
     Heal,
+    /// Everything between the clients and a member (the leader, or the lowest-id follower)
+    /// is lost without a reset; the members still reach each other. Its sessions move to
+    /// another member at once, or (`late`) only after their timeout has surely passed. Only
+    /// generated while every member runs and nothing is cut.
+    Blackhole { leader: bool, late: bool },
+    /// The blackhole ends.
+    ClearBlackhole,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +141,7 @@ pub fn program(seed: u64, index: u64) -> Program {
         known: true,
         starts: 0,
         cut: false,
+        blackholed: false,
     };
     let mut abandoned = [false; SESSIONS];
     // Each session starts with a watch (a data, a children and an exists watch), so changes
@@ -169,7 +177,7 @@ pub fn program(seed: u64, index: u64) -> Program {
         let must = faults == 0 && i + 3 >= len;
         // Without a quorum, operations only show that nothing serves them: end the outage
         // sooner.
-        let chance = if state.cut {
+        let chance = if state.cut || state.blackholed {
             30
         } else if state.count() * 2 > MEMBERS as usize {
             15
@@ -200,6 +208,8 @@ struct Members {
     starts: u32,
     /// A member is cut off (until the heal, nothing else happens to the members).
     cut: bool,
+    /// A member's clients are blackholed (until that ends, nothing else happens).
+    blackholed: bool,
 }
 
 impl Members {
@@ -221,10 +231,19 @@ impl Members {
         if self.cut {
             return Some(Fault::Heal).inspect(|_| self.cut = false);
         }
-        // Half the time a cut is among the choices, so member stops stay as common.
-        if self.known && count == MEMBERS as usize && rng.chance(50) {
+        if self.blackholed {
+            return Some(Fault::ClearBlackhole).inspect(|_| self.blackholed = false);
+        }
+        // Half the time a cut is among the choices, a third of the time a blackhole, so
+        // member stops stay as common.
+        let all = self.known && count == MEMBERS as usize;
+        if all && rng.chance(50) {
             choices.push(Fault::CutLeader);
             choices.push(Fault::CutFollower);
+        }
+        if all && rng.chance(33) {
+            let (leader, late) = (rng.chance(50), rng.chance(35));
+            choices.push(Fault::Blackhole { leader, late });
         }
         if quorum {
             if self.known {
@@ -267,7 +286,8 @@ impl Members {
                 self.known = false;
             }
             Fault::CutLeader | Fault::CutFollower => self.cut = true,
-            Fault::Abandon(_) | Fault::Heal => {}
+            Fault::Blackhole { .. } => self.blackholed = true,
+            Fault::Abandon(_) | Fault::Heal | Fault::ClearBlackhole => {}
         }
         Some(f)
     }
@@ -346,6 +366,17 @@ impl fmt::Display for Step {
             Step::Fault(Fault::CutLeader) => write!(f, "cut the leader off"),
             Step::Fault(Fault::CutFollower) => write!(f, "cut the lowest follower off"),
             Step::Fault(Fault::Heal) => write!(f, "heal"),
+            Step::Fault(Fault::Blackhole { leader, late }) => write!(
+                f,
+                "blackhole the {}'s clients, {}",
+                if *leader { "leader" } else { "lowest follower" },
+                if *late {
+                    "sessions move after their timeout"
+                } else {
+                    "sessions move at once"
+                }
+            ),
+            Step::Fault(Fault::ClearBlackhole) => write!(f, "end the blackhole"),
         }
     }
 }
