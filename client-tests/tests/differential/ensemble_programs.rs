@@ -1,15 +1,20 @@
 //! Ensemble differential test: random programs of three sessions (writes, ephemerals,
 //! watched reads, syncs) interleaved with faults (members stopped and started, the leader
 //! stopped, the quorum lost and regained, a session's client gone, the leader or a follower
-//! cut off from the other members and healed), run on zkd `--ensemble 3` and on three
+//! cut off from the other members and healed, a member's clients blackholed), run on zkd
+//! `--ensemble 3` and on three
 //! Apache ZooKeeper 3.8.0 servers started by the test kit, each JVM in a network namespace of
 //! its own on a private bridge. Both sides' members are stopped, started, cut off and healed
 //! through the same routes (`POST /zkd/members/{id}/stop|start`, `POST
 //! /zkd/partition?groups=ID`, `POST /zkd/heal`: zkd's admin listener, and for the JVMs the
 //! endpoint the ensemble client suites use, which cuts with nftables drop rules between the
 //! namespaces, so a cut-off ZooKeeper member still reaches its clients but hears nothing from
-//! the other members and notices only by its own timeouts). What clients can observe is
-//! compared, not timings. The namespaces need root: elsewhere the test fails saying so.
+//! the other members and notices only by its own timeouts). A member's clients are
+//! blackholed with zkd's network fault on the member's connections
+//! (`POST /zkd/net-faults` `{"action":"blackhole","member":ID}`) and with drop rules for the
+//! test's address in the ZooKeeper member's namespace: nothing passes, nothing resets. What
+//! clients can observe is compared, not timings. The namespaces need root: elsewhere the
+//! test fails saying so.
 //!
 //! One ensemble per side serves the whole run, both with a 500 ms tick, `syncLimit=2`,
 //! read-only mode and
@@ -41,6 +46,14 @@
 //! program does nothing in between, and the session timeout (3 s) is longer than that wait
 //! and the move together, so sessions survive the cut on both sides by construction.
 //!
+//! Blackholes: only while every member runs and nothing is cut, the clients of the leader or
+//! of the lowest-id follower are blackholed until the blackhole ends (nothing else happens
+//! to the members meanwhile). The sessions on that member either move at once (their client
+//! gives up on the silent connection, as its own ping timeout would make it) and survive, or
+//! move only after their timeout has surely passed and find themselves expired: which, the
+//! program says, so the outcome does not depend on timing. The members' roles do not change,
+//! and the blackholed member is left out of the settling (its `srvr` does not answer either).
+//!
 //! Compared, per program:
 //! * each step's outcome: error code; data, version and owning session of what reads return;
 //!   the sorted children; the epoch of every zxid clients see (reply headers of writes,
@@ -53,6 +66,8 @@
 //!   state lines: server state, quorum size, peer state), the program's own (global)
 //!   sessions not being served there (they wait), and whether the members take the
 //!   read-only session once the quorum is back;
+//! * after each blackhole, which sessions were on the member, and each session's return
+//!   (up, or expired); after its end, who leads and in which term;
 //! * after each cut, who leads the two members left and whether its term is new, each
 //!   session's return, and the read-only probe of the cut member; after each heal, who leads
 //!   (and in which term), whether the cut member's read-only session is taken, each session;
@@ -102,9 +117,9 @@
 //!   epoch after the old one skipped and a longer outage. 3.9.3 does not do this (a run
 //!   with `ZKD_ENSEMBLE_DIFF_VERSION=3.9` shows single steps), and zkd does not either; zxids
 //!   are compared as terms, which counts epochs that clients can see.
-//! * E4 — cuts zkd cannot make. The namespaces can lose one direction of a link only, delay
-//!   a link, or blackhole the test's address on one member (the test kit's `Cuts`); zkd cuts
-//!   whole links both ways between groups of members, so the programs cut only that way. A
+//! * E4 — cuts zkd cannot make. The namespaces can lose one direction of a link between two
+//!   members only, or delay a link (the test kit's `Cuts`); zkd cuts whole links both ways
+//!   between groups of members, so the programs cut only that way. A
 //!   cut-off ZooKeeper member serves its clients for up to `syncLimit × tickTime` after the
 //!   cut where zkd's stops at once (a write sent in between is never acknowledged on either
 //!   side, but ZooKeeper's client waits for its answer); the programs send nothing then.
@@ -454,6 +469,13 @@ fn ensemble_programs_replay_alone_and_each_has_a_fault() {
     let mut blackholes = 0;
     for n in 1..=300 {
         let prog = gen::program(DEFAULT_SEED, n);
+        if n == DEFAULT_PROGRAMS + 1 {
+            // The default run has both kinds of cut and blackholes.
+            assert!(
+                cuts[0] >= 2 && cuts[1] >= 2 && blackholes >= 2,
+                "the default run's cuts and blackholes: {cuts:?}, {blackholes}"
+            );
+        }
         assert_eq!(
             format!("{prog}"),
             format!("{}", gen::program(DEFAULT_SEED, n)),

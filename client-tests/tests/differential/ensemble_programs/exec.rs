@@ -132,6 +132,13 @@ pub async fn run_program(fleet: &mut Fleet, prog: &Program, n: u64) -> Result<Ob
         ro_sessions: Vec::new(),
         disturbed: Vec::new(),
     };
+    // A program that failed on this side may have left a cut or a blackhole.
+    if run.fleet.cut.is_some() {
+        run.fleet.heal().await?;
+    }
+    if run.fleet.blackholed.is_some() {
+        run.fleet.clear_blackhole().await?;
+    }
     let result = run.program(prog).await;
     beat.abort();
     for s in &mut run.sessions {
@@ -868,14 +875,13 @@ impl Run<'_> {
             self.disconnect(*s);
         }
         let on_it: Vec<String> = on_it.iter().map(|s| format!("s{s}")).collect();
+        // The members' roles do not change (the blackholed member's `srvr` does not answer,
+        // so its term is read once the blackhole ends).
         let mut line = format!(
-            "member {id}'s clients blackholed (on it: [{}]); ",
-            on_it.join(" ")
+            "member {id}'s clients blackholed (on it: [{}]); {:?}",
+            on_it.join(" "),
+            self.fleet.settle().await?
         );
-        match self.fleet.settle().await? {
-            Settled::Leader(l) => line.push_str(&self.leader_line(l).await?),
-            other => line.push_str(&format!("{other:?}")),
-        }
         line.push_str(&format!("; {}", self.reconnect_all().await));
         Ok(line)
     }

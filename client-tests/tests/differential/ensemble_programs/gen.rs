@@ -234,16 +234,22 @@ impl Members {
         if self.blackholed {
             return Some(Fault::ClearBlackhole).inspect(|_| self.blackholed = false);
         }
-        // Half the time a cut is among the choices, a third of the time a blackhole, so
-        // member stops stay as common.
-        let all = self.known && count == MEMBERS as usize;
-        if all && rng.chance(50) {
-            choices.push(Fault::CutLeader);
-            choices.push(Fault::CutFollower);
-        }
-        if all && rng.chance(33) {
-            let (leader, late) = (rng.chance(50), rng.chance(35));
-            choices.push(Fault::Blackhole { leader, late });
+        // With every member running: a cut three times in ten, a blackhole twice, otherwise
+        // a member stop (or an abandoned session).
+        if self.known && count == MEMBERS as usize {
+            let (kind, leader, late) = (rng.below(10), rng.chance(50), rng.chance(35));
+            if kind < 3 {
+                self.cut = true;
+                return Some(if leader {
+                    Fault::CutLeader
+                } else {
+                    Fault::CutFollower
+                });
+            }
+            if kind < 5 {
+                self.blackholed = true;
+                return Some(Fault::Blackhole { leader, late });
+            }
         }
         if quorum {
             if self.known {
