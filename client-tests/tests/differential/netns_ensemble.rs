@@ -31,6 +31,15 @@ fn wait_mode(addr: SocketAddr, what: &str, want: impl Fn(Option<&str>) -> bool) 
     }
 }
 
+/// The error code of `exists(path)`.
+async fn exists_err(c: &RawClient, path: &str) -> i32 {
+    let req = zkd_protocol::Request::Exists(zkd_protocol::PathWatchRequest {
+        path: path.into(),
+        watch: false,
+    });
+    c.call(&req).await.expect("exists").err
+}
+
 /// The namespaces and links named after `prefix`, each once.
 fn leftovers(prefix: &str) -> Vec<String> {
     let out = |args: &[&str]| {
@@ -121,16 +130,10 @@ fn cuts_in_a_namespaced_zookeeper_ensemble() {
         .await
         .expect("a read-only session on member 1");
         assert!(ro.read_only);
-        let seen = ro
-            .call(&zkd_protocol::Request::Exists(
-                zkd_protocol::PathWatchRequest {
-                    path: "/after-cut".into(),
-                    watch: false,
-                },
-            ))
-            .await
-            .expect("exists");
-        assert_eq!(seen.err, zkd_protocol::ErrorCode::NoNode.code());
+        assert_eq!(
+            exists_err(&ro, "/after-cut").await,
+            zkd_protocol::ErrorCode::NoNode.code()
+        );
     });
     cuts.heal().unwrap_or_else(|e| panic!("{e}"));
     let took = wait_mode(addr[0], "following", |m| m == Some("follower"));
@@ -138,16 +141,11 @@ fn cuts_in_a_namespaced_zookeeper_ensemble() {
     assert!(four_letter_word(addr[0], "dump").is_ok());
     rt.block_on(async {
         let c = RawClient::connect(addr[0], 4_000).await.expect("member 1");
-        let seen = c
-            .call(&zkd_protocol::Request::Exists(
-                zkd_protocol::PathWatchRequest {
-                    path: "/after-cut".into(),
-                    watch: false,
-                },
-            ))
-            .await
-            .expect("exists");
-        assert_eq!(seen.err, 0, "member 1 caught up after the heal");
+        assert_eq!(
+            exists_err(&c, "/after-cut").await,
+            0,
+            "member 1 caught up after the heal"
+        );
     });
 
     // One way only: the leader's packets to member 2 are lost; member 2 loses its leader

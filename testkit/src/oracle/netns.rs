@@ -255,20 +255,8 @@ impl Network {
     /// `cmd` run inside member `id`'s namespace (`ip netns exec`, which then runs the
     /// program itself, so the child's pid is the program's).
     pub fn inside(&self, id: u64, cmd: &Command) -> Command {
-        let mut wrapped = Command::new("ip");
-        wrapped
-            .args(["netns", "exec", &self.cuts.namespace(id)])
-            .arg(cmd.get_program())
-            .args(cmd.get_args());
-        if let Some(dir) = cmd.get_current_dir() {
-            wrapped.current_dir(dir);
-        }
-        for (k, v) in cmd.get_envs() {
-            match v {
-                Some(v) => wrapped.env(k, v),
-                None => wrapped.env_remove(k),
-            };
-        }
+        let ns = self.cuts.namespace(id);
+        let mut wrapped = crate::under::under("ip", &["netns", "exec", &ns], cmd);
         wrapped.stdin(Stdio::null());
         wrapped
     }
@@ -421,28 +409,16 @@ impl Cuts {
 
     /// Member `id`'s rules as an nft script: the table emptied and filled again.
     fn rules(&self, id: u64) -> String {
-        let (from, to, blackholed) = self.with(|s| {
-            let from: Vec<u64> = s
-                .between
-                .iter()
-                .filter(|(_, b)| *b == id)
-                .map(|(a, _)| *a)
-                .collect();
-            let to: Vec<u64> = s
-                .between
-                .iter()
-                .filter(|(a, _)| *a == id)
-                .map(|(_, b)| *b)
-                .collect();
-            (from, to, s.blackholed.contains(&id))
-        });
+        let (between, blackholed) = self.with(|s| (s.between.clone(), s.blackholed.contains(&id)));
         let mut input = String::new();
         let mut output = String::new();
-        for a in from {
-            input.push_str(&format!("    ip saddr {} drop\n", self.member_ip(a)));
-        }
-        for b in to {
-            output.push_str(&format!("    ip daddr {} drop\n", self.member_ip(b)));
+        for (a, b) in between {
+            if b == id {
+                input.push_str(&format!("    ip saddr {} drop\n", self.member_ip(a)));
+            }
+            if a == id {
+                output.push_str(&format!("    ip daddr {} drop\n", self.member_ip(b)));
+            }
         }
         if blackholed {
             input.push_str(&format!("    ip saddr {} drop\n", self.client_ip()));

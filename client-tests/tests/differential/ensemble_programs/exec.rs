@@ -771,13 +771,7 @@ impl Run<'_> {
         }
         if quorum && !had_quorum {
             self.quorum_lost_at = None;
-            let mut ro = Vec::new();
-            for (sid, passwd) in std::mem::take(&mut self.ro_sessions) {
-                ro.push(self.resume_elsewhere(sid, passwd).await);
-            }
-            if !ro.is_empty() {
-                line.push_str(&format!("; read-only sessions now: {}", ro.join(", ")));
-            }
+            line.push_str(&self.resume_read_only_sessions().await);
         }
         line.push_str(&format!("; {}", self.reconnect_all().await));
         Ok(line)
@@ -892,12 +886,16 @@ impl Run<'_> {
             return Ok("nothing blackholed".into());
         }
         self.fleet.clear_blackhole().await?;
-        let mut line = match self.fleet.settle().await? {
+        let line = self.settled_line().await?;
+        Ok(format!("{line}; {}", self.reconnect_all().await))
+    }
+
+    /// Once the members settle: who leads, and whether its term is new.
+    async fn settled_line(&mut self) -> Result<String, String> {
+        Ok(match self.fleet.settle().await? {
             Settled::Leader(l) => self.leader_line(l).await?,
             other => format!("{other:?}"),
-        };
-        line.push_str(&format!("; {}", self.reconnect_all().await));
-        Ok(line)
+        })
     }
 
     /// Ends the cut: once the members settle, who leads, whether the cut member's read-only
@@ -907,19 +905,24 @@ impl Run<'_> {
             return Ok("nothing cut".into());
         }
         self.fleet.heal().await?;
-        let mut line = match self.fleet.settle().await? {
-            Settled::Leader(l) => self.leader_line(l).await?,
-            other => format!("{other:?}"),
-        };
+        let mut line = self.settled_line().await?;
+        line.push_str(&self.resume_read_only_sessions().await);
+        line.push_str(&format!("; {}", self.reconnect_all().await));
+        Ok(line)
+    }
+
+    /// Whether the members take the read-only probes' sessions now (`; read-only sessions
+    /// now: …`, or nothing when there were none).
+    async fn resume_read_only_sessions(&mut self) -> String {
         let mut ro = Vec::new();
         for (sid, passwd) in std::mem::take(&mut self.ro_sessions) {
             ro.push(self.resume_elsewhere(sid, passwd).await);
         }
-        if !ro.is_empty() {
-            line.push_str(&format!("; read-only sessions now: {}", ro.join(", ")));
+        if ro.is_empty() {
+            String::new()
+        } else {
+            format!("; read-only sessions now: {}", ro.join(", "))
         }
-        line.push_str(&format!("; {}", self.reconnect_all().await));
-        Ok(line)
     }
 
     /// A new read-only session on the member without quorum: what it reads, and the answer
