@@ -13,6 +13,8 @@
 #                                                        (client-tests/python/kazoo_observer.py)
 #          java-reconfig    Curator's reconfig API       (client-tests/java/ReconfigSuite.java)
 #          python-reconfig  kazoo's reconfig API         (client-tests/python/kazoo_reconfig.py)
+#          java-partition   Curator's LeaderLatch across a partition
+#                                                        (client-tests/java/PartitionSuite.java)
 #          python-partition kazoo's election and lock across a partition
 #                                                        (client-tests/python/kazoo_partition.py)
 #
@@ -39,7 +41,7 @@
 set -u
 
 usage() {
-    echo "usage: $0 {java|python|c|cli|java-ensemble|python-ensemble|python-observer|java-reconfig|python-reconfig|python-partition} HOST:PORT[,HOST:PORT...]" >&2
+    echo "usage: $0 {java|python|c|cli|java-ensemble|python-ensemble|python-observer|java-reconfig|python-reconfig|java-partition|python-partition} HOST:PORT[,HOST:PORT...]" >&2
     exit 2
 }
 
@@ -110,6 +112,10 @@ java-ensemble)
 java-reconfig)
     need_control_url
     java_suite "$HERE/java" ReconfigSuite "$ADDR" "$ZKD_CONTROL_URL"
+    ;;
+java-partition)
+    need_control_url
+    java_suite "$HERE/java" PartitionSuite "$ADDR" "$ZKD_CONTROL_URL"
     ;;
 python)
     PY=${PYTHON:-python3}

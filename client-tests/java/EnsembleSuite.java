@@ -87,6 +87,15 @@ public final class EnsembleSuite {
         int at = text.indexOf("remoteserver:");
         check(at >= 0, "no remote server in " + text);
         String rest = text.substring(at + "remoteserver:".length()).trim();
+        // "host/1.2.3.4:2181 lastZxid..." or "/1.2.3.4:2181 ...": members in network
+        // namespaces share a port and differ by address, so the address counts first.
+        String addr = rest.split("\\s+")[0];
+        addr = addr.substring(addr.indexOf('/') + 1);
+        for (int i = 0; i < members.length; i++) {
+            if (members[i].equals(addr)) {
+                return i + 1;
+            }
+        }
         int port = Integer.parseInt(rest.replaceAll("^[^:]*:(\\d+).*$", "$1"));
         for (int i = 0; i < members.length; i++) {
             if (members[i].endsWith(":" + port)) {

@@ -274,6 +274,13 @@ async fn curator_ensemble_reconfig_suite() {
     run_ensemble_suite("java-reconfig", Setup::Reconfig).await;
 }
 
+/// Curator's LeaderLatch keeps at most one leader while the leader's member is cut off and
+/// healed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn curator_ensemble_partition_suite() {
+    run_ensemble_suite("java-partition", Setup::Partition).await;
+}
+
 /// kazoo's election keeps at most one leader while the leader's member is cut off and
 /// healed; a lock holder on a cut-off member loses its connection before the lock moves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
