@@ -304,6 +304,8 @@ fn zkd_ensemble_matches_three_zookeeper_servers() {
 /// What one side's clients met over a run, for the summary.
 #[derive(Default)]
 struct Tally {
+    cuts: u64,
+    blackholes: u64,
     leader_changes: u64,
     quorum_losses: u64,
     read_only_probes: u64,
@@ -318,6 +320,8 @@ impl Tally {
     fn add(&mut self, o: &Observed) {
         for l in &o.lines {
             let count = |pat: &str| l.matches(pat).count() as u64;
+            self.cuts += count(" cut off; ");
+            self.blackholes += count("'s clients blackholed");
             self.leader_changes += count(", new term");
             self.quorum_losses += count("-> read-only member");
             self.read_only_probes += count("read-only session (readOnly=true)");
@@ -339,9 +343,11 @@ impl std::fmt::Display for Tally {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} leader changes, {} quorum losses ({} read-only probes), {} abandoned sessions \
-             ({} expired at the end), {} acknowledged writes, {} operations no member served, \
-             {} watch events",
+            "{} cuts, {} blackholes, {} leader changes, {} quorum losses ({} read-only \
+             probes), {} abandoned sessions ({} expired at the end), {} acknowledged writes, {} \
+             operations no member served, {} watch events",
+            self.cuts,
+            self.blackholes,
             self.leader_changes,
             self.quorum_losses,
             self.read_only_probes,

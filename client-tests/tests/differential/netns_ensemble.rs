@@ -1,5 +1,6 @@
 //! Three ZooKeeper 3.8.0 servers, each in a network namespace of its own on a private bridge,
 //! and each cut the test kit makes there, seen from a client in the test's namespace: a
+//! leader cut off steps down and the others elect (the times are printed), a
 //! follower cut off from the others turns read-only and catches up after the heal, one-way
 //! loss from the leader costs a follower its leader, a blackholed client's connection hears
 //! nothing (no reset), a member whose link is down is unreachable, added latency (where the
@@ -175,6 +176,28 @@ fn cuts_in_a_namespaced_zookeeper_ensemble() {
     assert!(TcpStream::connect_timeout(&addr[0], Duration::from_millis(700)).is_err());
     cuts.heal().unwrap_or_else(|e| panic!("{e}"));
     wait_mode(addr[0], "serving", |m| m.is_some());
+
+    // The leader cut off: it steps down after about syncLimit x tickTime (1 s here) and the
+    // other two elect one of themselves; the times are printed (the figures zkd's timed
+    // partitions are held to).
+    assert_eq!(serving_mode(addr[2]).as_deref(), Some("leader"));
+    let cut_at = Instant::now();
+    cuts.isolate(3).unwrap_or_else(|e| panic!("{e}"));
+    let stepped_down = wait_mode(addr[2], "stepped down", |m| m != Some("leader"));
+    wait_mode(addr[1], "leading", |m| m == Some("leader"));
+    let elected = cut_at.elapsed();
+    assert_eq!(serving_mode(addr[0]).as_deref(), Some("follower"));
+    eprintln!(
+        "the cut-off leader stepped down {stepped_down:?} after the cut; member 2 led \
+         {elected:?} after the cut (tickTime 500 ms, syncLimit 2)"
+    );
+    assert!(
+        stepped_down >= Duration::from_millis(500) && stepped_down < Duration::from_secs(10),
+        "the leader stepped down {stepped_down:?} after the cut"
+    );
+    cuts.heal().unwrap_or_else(|e| panic!("{e}"));
+    let took = wait_mode(addr[2], "following", |m| m == Some("follower"));
+    eprintln!("member 3 follows {took:?} after the heal");
 
     // Added latency, where the kernel has netem; elsewhere the error says that is missing.
     match cuts.delay(1, 150) {
