@@ -37,14 +37,16 @@ core/db:           apply
 core/request:      reply, txn < read < execute
 core/ensemble:     servers < lag, membership, quorum, reconfig
 core/testing:      fault < control_ops, fixture_nodes, invariants, recording
-server:            version_string < files < config, fixture < engine < reports, persist < net < control < admin < server
-server/engine:     clock, gate, input_budget, kept_membership, latency, outbound, records, slow_step, unsynced < durable, ensemble < net_faults < queue < facts, feed, listeners
-server/reports:    civil_date, host, monitor_keys < metrics, report < format, gate, worker
+server:            version_string < files < config, fixture < engine < reports, persist < net < control < admin < server < history_guard
+server/engine:     clock, gate, history, input_budget, kept_membership, latency, outbound, records, slow_step, unsynced < durable < ensemble < net_faults < queue < facts, feed, listeners
+server/engine/ensemble: failover, follow
+server/engine/history: event, frames
+server/reports:    civil_date, host, monitor_keys, recipe_checks < timeline, metrics, report < format, gate, worker
 server/persist:    datadir < load < txnlog
 server/net:        input, member, stream, x509_dn < conn < tls
 server/control:    member_lag, members, net_faults, partition
-server/admin:      error, outgoing < listen < guard, control, herd, metrics, persist, members < member_lag, commands, net_faults, web, zk_controller
-cli:               alloc, datadir, gen_certs, kept_membership, pow, snapshot, trim, zoocfg, ctl_client < config_file, members, net_faults < serve, ctl
+server/admin:      error, outgoing < listen < guard, control, herd, metrics, persist, members < member_lag, commands, history, net_faults, web, zk_controller
+cli:               alloc, datadir, gen_certs, kept_membership, pow, snapshot, trim, zoocfg, ctl_client < config_file, history, members, net_faults < serve, ctl
 cli/zoocfg:        env, props, servers < keys < members < apply
 benches:           epoll, floor_reply, proc, progress, report < pool < util < cpus, comparison, floor_disk < servers, plot, throughput, admin_stall, herd < watchers, footprint, snapshot, ensemble_startup, durable, floor_tokio, floor_epoll < fanout, floor < floor_run < compare
 testkit:           under < frame, http, oracle, proc_status, raw < target

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use zkd_bench::proc::Bystanders;
 use zkd_bench::util::median;
+use zkd_testkit::frame::garbage;
 
 /// The byte-at-a-time loop with the modulo deferred every `NMAX` bytes, as zkd had it.
 struct ByteLoop {
@@ -120,18 +121,6 @@ const CASES: &[Case] = &[
     },
 ];
 
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
 fn main() {
     let rounds: usize = std::env::args()
         .nth(1)
@@ -160,7 +149,7 @@ fn main() {
     println!("Adler-32, {rounds} rounds, implementations in turn (rotating order) within each round; ~4 MiB summed per timing");
     println!("load average before: {load_before}");
     for (ci, case) in CASES.iter().enumerate() {
-        let buf = random_bytes(case.len, 0x9E37_79B9_7F4A_7C15 ^ ci as u64);
+        let buf = garbage(case.len, (0x9E37_79B9_7F4A_7C15 ^ ci as u64) | 1);
         let expected = byte_loop(&buf, &[]);
         for imp in &imps {
             assert_eq!(

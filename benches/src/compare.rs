@@ -614,6 +614,24 @@ fn over_floor(zkd_row: Option<&Row>, floor_row: Option<&Row>) -> Option<f64> {
     Some(zkd / floor).filter(|v| v.is_finite())
 }
 
+/// The target that zkd's ops/s on `zkd_item` reach at least `bound` times the floor's on
+/// `floor_row` (`what` names the two).
+fn floor_check(
+    c: &Comparison,
+    zkd_item: &str,
+    floor_row: &Row,
+    what: &str,
+    bound: f64,
+) -> TargetCheck {
+    let measured = over_floor(c.find(zkd_item, "ops/s"), Some(floor_row));
+    TargetCheck {
+        target: format!("ops/s, {zkd_item}, {what}"),
+        bound: format!(">= {bound} (floor)"),
+        measured,
+        met: measured.map(|m| m >= bound),
+    }
+}
+
 /// The floor targets: zkd's get and set ops/s at the throughput shape ≥ 0.8 of the tokio
 /// floor's, zkd `--fsync always` at 64×8 ≥ 0.7 of the durable floor's (where measured).
 pub fn floor_targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
@@ -624,25 +642,20 @@ pub fn floor_targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
         let Some(floor_row) = c.find(&floor_item, "ops/s") else {
             continue;
         };
-        let measured = over_floor(c.find(&zkd_item, "ops/s"), Some(floor_row));
-        out.push(TargetCheck {
-            target: format!("ops/s, {zkd_item}, zkd / tokio floor"),
-            bound: ">= 0.8 (floor)".into(),
-            measured,
-            met: measured.map(|m| m >= 0.8),
-        });
+        out.push(floor_check(
+            c,
+            &zkd_item,
+            floor_row,
+            "zkd / tokio floor",
+            0.8,
+        ));
     }
     let shape = (64, 8);
     let floor_item = disk_floor_item(s.durable.value_size, shape);
     if let Some(floor_row) = c.find(&floor_item, "ops/s") {
         let zkd_item = crate::durable::item(s.durable.value_size, shape, false);
-        let measured = over_floor(c.find(&zkd_item, "ops/s"), Some(floor_row));
-        out.push(TargetCheck {
-            target: format!("ops/s, {zkd_item}, zkd always / durable floor"),
-            bound: ">= 0.7 (floor)".into(),
-            measured,
-            met: measured.map(|m| m >= 0.7),
-        });
+        let check = floor_check(c, &zkd_item, floor_row, "zkd always / durable floor", 0.7);
+        out.push(check);
     }
     out
 }

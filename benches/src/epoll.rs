@@ -2,13 +2,27 @@
 //! ones.
 
 use std::io;
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 
 /// An epoll instance.
 pub(crate) struct Epoll(RawFd);
 
+/// Token of the listening socket in the set [`Epoll::listening`] makes.
+pub(crate) const LISTENER: u64 = u64::MAX;
+
 impl Epoll {
+    /// A non-blocking listener on a free loopback port, a set holding it (as [`LISTENER`]),
+    /// and its address.
+    pub(crate) fn listening() -> io::Result<(Epoll, TcpListener, SocketAddr)> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let epoll = Epoll::new()?;
+        epoll.add(listener.as_raw_fd(), LISTENER)?;
+        Ok((epoll, listener, addr))
+    }
+
     pub(crate) fn new() -> io::Result<Epoll> {
         // SAFETY: plain syscall; the fd is owned by the returned value.
         let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };

@@ -26,12 +26,9 @@ use zkd_protocol::{
     GetDataResponse, Jute, OpCode, Reader, ReplyHeader, RequestHeader, Stat, WatcherEvent,
 };
 
-use crate::epoll::Epoll;
+use crate::epoll::{Epoll, LISTENER};
 use crate::util::BenchResult;
 use crate::watchers::write_all;
-
-/// Token of the listening socket in the epoll set.
-const LISTENER: u64 = u64::MAX;
 
 /// A running floor server; stopped and joined on drop.
 pub struct FloorServer {
@@ -43,15 +40,8 @@ pub struct FloorServer {
 impl FloorServer {
     /// Binds a loopback port and serves on one thread.
     pub fn start() -> BenchResult<FloorServer> {
-        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("floor: bind: {e}"))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| format!("floor: {e}"))?;
-        let addr = listener.local_addr().map_err(|e| format!("floor: {e}"))?;
-        let epoll = Epoll::new().map_err(|e| format!("floor: epoll: {e}"))?;
-        epoll
-            .add(listener.as_raw_fd(), LISTENER)
-            .map_err(|e| format!("floor: epoll_ctl: {e}"))?;
+        let (epoll, listener, addr) =
+            Epoll::listening().map_err(|e| format!("floor: listening socket: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()

@@ -11,22 +11,16 @@ use std::os::fd::AsRawFd;
 use bytes::{Buf, BytesMut};
 use zkd_protocol::FrameCodec;
 
-use crate::epoll::Epoll;
+use crate::epoll::{Epoll, LISTENER};
 use crate::floor_reply::{After, Replies, Session};
 
-/// Token of the listening socket in the epoll set.
-const LISTENER: u64 = u64::MAX;
 /// The largest frame accepted (zkd's default `jute.maxbuffer`).
 const MAX_FRAME: usize = 0xfffff;
 
 /// Binds `127.0.0.1:0` and serves on a thread of its own until the process ends. Returns
 /// the address.
 pub fn start(value_size: usize) -> io::Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    listener.set_nonblocking(true)?;
-    let addr = listener.local_addr()?;
-    let epoll = Epoll::new()?;
-    epoll.add(listener.as_raw_fd(), LISTENER)?;
+    let (epoll, listener, addr) = Epoll::listening()?;
     std::thread::Builder::new()
         .name("floor-epoll".into())
         .spawn(move || {

@@ -83,15 +83,25 @@ enum Op {
         #[arg(long)]
         force: bool,
     },
+    /// What happened, in the server's order: connections, handshakes, requests and their
+    /// outcomes, watches, notifications, sessions' ends, control-plane actions; one line per
+    /// event (`--json`: the JSON Lines). See docs/history.md.
+    History(crate::history::HistoryArgs),
     /// The members of an ensemble (`zkd --ensemble N`): list, stop, start.
     #[command(subcommand)]
     Members(crate::members::MembersOp),
-    /// Split an ensemble's members into groups, as in `partition 1 / 2,3`: the group with a
-    /// majority of the voters keeps the quorum; every other member is cut off from it.
+    /// Split an ensemble's members into groups, as in `partition 1 / 2,3`, or cut links one
+    /// way, as in `partition --one-way '3>1'`: the side with a majority of the voters keeps
+    /// the quorum; every other member is cut off from it.
     Partition {
         /// Member ids separated by commas, groups by `/`.
-        #[arg(required = true, num_args = 1..)]
+        #[arg(num_args = 0.., required_unless_present = "one_way")]
         groups: Vec<String>,
+        /// Links cut one way, FROM>TO (what member FROM sends member TO is lost), several
+        /// separated by commas or given again: `--one-way '3>1,3>2'`. Quote them: `>` is
+        /// the shell's redirection.
+        #[arg(long, value_name = "FROM>TO")]
+        one_way: Vec<String>,
     },
     /// End a partition: the cut members catch up and serve again.
     Heal,
@@ -271,7 +281,10 @@ fn execute(args: &CtlArgs) -> Result<String, Failure> {
             .call("GET", "/zkd/clock")
             .map(|v| human_or_json(&v, json, || clock_line(&v))),
         Op::Members(op) => crate::members::run(&client, op, json),
-        Op::Partition { groups } => crate::members::partition(&client, &groups.join(" "), json),
+        Op::History(h) => crate::history::run(&client, h, json),
+        Op::Partition { groups, one_way } => {
+            crate::members::partition(&client, &groups.join(" "), &one_way.join(","), json)
+        }
         Op::Heal => crate::members::heal(&client, json),
         Op::Clock(ClockOp::Advance { duration }) => {
             let ms = clock_step_ms(duration)?;

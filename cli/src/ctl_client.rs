@@ -91,6 +91,37 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, Failure> {
+        let (status, text) = self.send(method, path, body)?;
+        let value: Value = serde_json::from_str(&text).map_err(|_| {
+            Failure(format!(
+                "the server answered {status} with a body that is not JSON: {}",
+                text.chars().take(200).collect::<String>()
+            ))
+        })?;
+        if !status.is_success() {
+            return Err(refused(status, &value));
+        }
+        Ok(value)
+    }
+
+    /// `GET path` answered with text (JSON Lines): the body, or the server's error
+    /// sentence, or why the server could not be reached.
+    pub(crate) fn get_text(&self, path: &str) -> Result<String, Failure> {
+        let (status, text) = self.send("GET", path, None)?;
+        if !status.is_success() {
+            let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            return Err(refused(status, &value));
+        }
+        Ok(text)
+    }
+
+    /// Sends `method path` and reads the whole answer.
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(ureq::http::StatusCode, String), Failure> {
         let url = format!("{}{}", self.base, path);
         let response = match (method, body) {
             ("GET", _) => self.agent.get(&url).call(),
@@ -109,22 +140,15 @@ impl Client {
             .body_mut()
             .read_to_string()
             .map_err(|e| Failure(format!("cannot read the server's answer: {e}")))?;
-        let value: Value = serde_json::from_str(&text).map_err(|_| {
-            Failure(format!(
-                "the server answered {status} with a body that is not JSON: {}",
-                text.chars().take(200).collect::<String>()
-            ))
-        })?;
-        if !status.is_success() {
-            let msg = value
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("no reason given");
-            return Err(Failure(format!(
-                "the server refused ({}): {msg}",
-                status.as_u16()
-            )));
-        }
-        Ok(value)
+        Ok((status, text))
     }
+}
+
+/// The server's refusal as a sentence.
+fn refused(status: ureq::http::StatusCode, value: &Value) -> Failure {
+    let msg = value
+        .get("error")
+        .and_then(Value::as_str)
+        .unwrap_or("no reason given");
+    Failure(format!("the server refused ({}): {msg}", status.as_u16()))
 }

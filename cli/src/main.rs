@@ -9,6 +9,7 @@ mod ctl;
 mod ctl_client;
 mod datadir;
 mod gen_certs;
+mod history;
 mod kept_membership;
 mod members;
 mod net_faults;

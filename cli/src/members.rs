@@ -125,20 +125,40 @@ fn table(v: &Value) -> String {
     lines.join("\n")
 }
 
-/// `zkd ctl partition 1 / 2,3`: the groups go to the server as written (it reads them).
-pub(crate) fn partition(client: &Client, groups: &str, json: bool) -> Result<String, Failure> {
-    let query: String = groups
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .map(|c| match c {
-            '/' => "%2F".to_string(),
-            ',' => "%2C".to_string(),
-            c => c.to_string(),
-        })
-        .collect();
-    let v = client.call("POST", &format!("/zkd/partition?groups={query}"))?;
+/// `zkd ctl partition 1 / 2,3` and `zkd ctl partition --one-way '3>1'`: the groups and the
+/// one-way cuts go to the server as written (it reads them).
+pub(crate) fn partition(
+    client: &Client,
+    groups: &str,
+    one_way: &str,
+    json: bool,
+) -> Result<String, Failure> {
+    let escape = |text: &str| -> String {
+        text.chars()
+            .filter(|c| !c.is_whitespace())
+            .map(|c| match c {
+                '/' => "%2F".to_string(),
+                ',' => "%2C".to_string(),
+                '>' => "%3E".to_string(),
+                c => c.to_string(),
+            })
+            .collect()
+    };
+    let mut query = Vec::new();
+    if !groups.trim().is_empty() {
+        query.push(format!("groups={}", escape(groups)));
+    }
+    if !one_way.trim().is_empty() {
+        query.push(format!("one_way={}", escape(one_way)));
+    }
+    let v = client.call("POST", &format!("/zkd/partition?{}", query.join("&")))?;
+    let what = match (groups.trim(), one_way.trim()) {
+        (g, "") => g.to_string(),
+        ("", c) => format!("one way {c}"),
+        (g, c) => format!("{g}, one way {c}"),
+    };
     Ok(human_or_json(&v, json, || {
-        format!("partitioned: {}\n{}", groups.trim(), table(&v))
+        format!("partitioned: {what}\n{}", table(&v))
     }))
 }
 

@@ -89,6 +89,16 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     slow_step_warn_ms: u64,
 
+    /// Events the history keeps (what every client did and what the server did to it, read
+    /// with `zkd ctl history` or `GET /zkd/history`); the oldest are dropped when full.
+    /// 0 turns the history off.
+    #[arg(long, value_name = "N", default_value_t = zkd_server::DEFAULT_HISTORY_EVENTS)]
+    history_events: usize,
+
+    /// Bytes the history's strings (paths, addresses) may take.
+    #[arg(long, value_name = "BYTES", default_value_t = zkd_server::DEFAULT_HISTORY_BYTES)]
+    history_bytes: usize,
+
     /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives.
     /// Logs go to stderr.
     #[arg(long, value_name = "FILTER", default_value = "info")]
@@ -250,6 +260,15 @@ pub struct ServeArgs {
     #[arg(long, requires = "local_sessions")]
     local_sessions_upgrading: bool,
 
+    /// With an ensemble (--ensemble or a zoo.cfg's server.N lines): how long members take to
+    /// notice a lost leader or quorum and to elect. `instant`: at once, and a stopped
+    /// leader's followers keep their clients (the default with --ensemble, for fast
+    /// tests). `zookeeper`: as ZooKeeper does with this tickTime and syncLimit (the default
+    /// with a zoo.cfg's ensemble).
+    #[arg(long, value_name = "instant|zookeeper",
+          value_parser = zkd_server::ElectionTiming::parse)]
+    election_timing: Option<zkd_server::ElectionTiming>,
+
     /// With --ensemble: the last K members are observers, which serve clients but do not
     /// vote, are never elected and do not count for the quorum (at least one member votes).
     #[arg(long, value_name = "K", requires = "ensemble",
@@ -349,6 +368,8 @@ impl ServeArgs {
             four_letter_whitelist,
             herd_warn: self.herd_warn,
             slow_step_warn: Duration::from_millis(self.slow_step_warn_ms),
+            history_events: self.history_events,
+            history_bytes: self.history_bytes,
             admin_port: self.admin_port,
             admin_bind: self.admin_bind,
             admin_server_port: self.admin_server_port,
@@ -426,6 +447,18 @@ pub fn run(args: ServeArgs, matches: &clap::ArgMatches) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(timing) = args.election_timing {
+        match config.ensemble.as_mut() {
+            Some(e) => e.election_timing = timing,
+            None => {
+                eprintln!(
+                    "zkd: invalid configuration: --election-timing needs an ensemble \
+                     (--ensemble N or server.N lines in a zoo.cfg)"
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
     match crate::kept_membership::apply(&mut config) {
         Ok(Some(line)) => tracing::info!("{line}"),
         Ok(None) => {}

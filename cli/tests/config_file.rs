@@ -256,6 +256,19 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
+/// Writes `text` as `dir/name` and starts `zkd --config` on it.
+fn started_config(dir: &Path, name: &str, text: &str) -> Running {
+    start(&["--config", &write(dir, name, text)], &[])
+}
+
+/// Writes `text` as `dir/name` and runs `zkd --config` on it, which must refuse it: the
+/// file's path and zkd's standard error.
+fn refused_config(dir: &Path, name: &str, text: &str) -> (String, String) {
+    let cfg = write(dir, name, text);
+    let stderr = refused(&["--config", &cfg], &[]);
+    (cfg, stderr)
+}
+
 #[test]
 fn debian_zoo_cfg_starts_zkd_and_a_client_uses_it() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -408,8 +421,7 @@ fn malformed_files_are_refused_naming_file_line_and_key() {
             "minimum session timeout (10 ms) is below one tick (3000 ms)",
         ),
     ] {
-        let cfg = write(dir.path(), "bad.cfg", text);
-        let stderr = refused(&["--config", &cfg], &[]);
+        let (cfg, stderr) = refused_config(dir.path(), "bad.cfg", text);
         assert!(
             stderr.contains(&cfg) || says.starts_with("minimum"),
             "{text}: {stderr}"
@@ -677,7 +689,7 @@ fn modes(members: &[SocketAddr]) -> Vec<String> {
 fn a_three_server_zoo_cfg_runs_a_simulated_ensemble() {
     let dir = tempfile::tempdir().expect("temp dir");
     // A three-server file as written for one machine, on free ports (clientPort=0).
-    let cfg = write(
+    let zkd = started_config(
         dir.path(),
         "zoo.cfg",
         "tickTime=2000\ninitLimit=7\nsyncLimit=3\nclientPort=0\nadmin.enableServer=false\n\
@@ -685,7 +697,6 @@ fn a_three_server_zoo_cfg_runs_a_simulated_ensemble() {
          server.1=localhost:2888:3888\nserver.2=localhost:2889:3889\n\
          server.3=localhost:2890:3890\n",
     );
-    let zkd = start(&["--config", &cfg], &[]);
     assert_eq!(zkd.members.len(), 3, "{:?}", zkd.stdout);
     // ZooKeeper's start-up lines: a binding line per member, the leader's request processor.
     let bindings = zkd
@@ -726,14 +737,13 @@ fn a_three_server_zoo_cfg_runs_a_simulated_ensemble() {
 #[test]
 fn an_observer_line_runs_an_observer() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let cfg = write(
+    let zkd = started_config(
         dir.path(),
         "zoo.cfg",
         "tickTime=2000\ninitLimit=5\nsyncLimit=2\nclientPort=0\nadmin.enableServer=false\n\
          4lw.commands.whitelist=srvr\npeerType=participant\nserver.1=localhost:2888:3888\nserver.2=localhost:2889:3889\n\
          server.3=localhost:2890:3890\nserver.4=localhost:2891:3891:observer\n",
     );
-    let zkd = start(&["--config", &cfg], &[]);
     assert_eq!(zkd.members.len(), 4, "{:?}", zkd.stdout);
     assert_eq!(
         modes(&zkd.members),
@@ -765,8 +775,7 @@ fn overflowing_times_are_refused_naming_the_key() {
             "znode.container.checkIntervalMs",
         ),
     ] {
-        let cfg = write(dir.path(), "times.cfg", text);
-        let stderr = refused(&["--config", &cfg], &[]);
+        let (_, stderr) = refused_config(dir.path(), "times.cfg", text);
         assert!(stderr.contains(says), "{text}: {stderr}");
         assert!(stderr.contains("32-bit milliseconds"), "{text}: {stderr}");
     }
@@ -800,12 +809,11 @@ fn overflowing_times_are_refused_naming_the_key() {
         );
     }
     // The largest tick whose 20-tick default still fits starts.
-    let cfg = write(
+    drop(started_config(
         dir.path(),
         "big-tick.cfg",
         "clientPort=0\ntickTime=107374182\n",
-    );
-    drop(start(&["--config", &cfg], &[]));
+    ));
 }
 
 #[test]
@@ -1018,8 +1026,7 @@ fn session_timeout_bounds_and_ensemble_limits_are_judged_as_zookeeper_judges_the
             &format!("{}{extra}", base(free_port().unwrap())),
         );
         assert_eq!(zk.as_deref(), Some(reason), "ZooKeeper on {extra}");
-        let cfg = write(dir.path(), "zkd.cfg", &format!("{}{extra}", base(0)));
-        let stderr = refused(&["--config", &cfg], &[]);
+        let (_, stderr) = refused_config(dir.path(), "zkd.cfg", &format!("{}{extra}", base(0)));
         assert!(stderr.contains(reason), "{extra}: {stderr}");
     }
     // -1 is the default to both; zkd serves sessions of 2 to 20 ticks then.
@@ -1029,8 +1036,7 @@ fn session_timeout_bounds_and_ensemble_limits_are_judged_as_zookeeper_judges_the
         &format!("{}{extra}", base(free_port().unwrap())),
     );
     assert_eq!(zk, None, "ZooKeeper starts with {extra}");
-    let cfg = write(dir.path(), "zkd.cfg", &format!("{}{extra}", base(0)));
-    let zkd = start(&["--config", &cfg], &[]);
+    let zkd = started_config(dir.path(), "zkd.cfg", &format!("{}{extra}", base(0)));
     assert_eq!(
         use_with_a_client_asking(&zkd.addr.to_string(), Duration::from_secs(100)),
         Duration::from_secs(60)
@@ -1044,8 +1050,7 @@ fn seven_hundred_thousand_unknown_keys_log_one_warning() {
     for i in 0..700_000 {
         text.push_str(&format!("custom.k{i}=v\n"));
     }
-    let cfg = write(dir.path(), "many.cfg", &text);
-    let zkd = start(&["--config", &cfg], &[]);
+    let zkd = started_config(dir.path(), "many.cfg", &text);
     zkd.stop_and_check_stderr(|stderr| {
         let lines = stderr.lines().count();
         assert!(
@@ -1187,7 +1192,7 @@ fn a_reconfigured_membership_survives_a_restart() {
 fn a_log_sync_over_the_threshold_is_logged() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
-    let cfg = write(
+    let zkd = started_config(
         dir.path(),
         "zoo.cfg",
         &format!(
@@ -1196,7 +1201,6 @@ fn a_log_sync_over_the_threshold_is_logged() {
             data.display()
         ),
     );
-    let zkd = start(&["--config", &cfg], &[]);
     use_with_a_client(zkd.addr);
     zkd.stop_and_check_stderr(|stderr| {
         assert!(

@@ -23,6 +23,7 @@ import urllib.request
 from checks import check, finish, member_of
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
+from kazoo_suite import wait_until
 
 # The session timeout the clients ask for, in seconds (zkd's least: two ticks of 2 s).
 SESSION = 4.0
@@ -57,15 +58,6 @@ def session_hex(c):
     return "0x%x" % c.client_id[0]
 
 
-def wait_for(what, cond, limit=WAIT):
-    deadline = time.time() + limit
-    while time.time() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError("waited %.0f s for %s" % (limit, what))
-
-
 def sessions():
     return {s["id"] for s in admin("GET", "/zkd/sessions")["sessions"]}
 
@@ -82,9 +74,9 @@ def blackholed_connection_moves_and_keeps_its_session():
         added = net_fault(action="blackhole", session=session_hex(zk))
         assert added["connections"] == 1, added
         started = time.time()
-        wait_for("SUSPENDED", lambda: KazooState.SUSPENDED in states, 12.0)
+        wait_until(lambda: KazooState.SUSPENDED in states, "SUSPENDED", 12.0)
         noticed = time.time() - started
-        wait_for("CONNECTED again", lambda: states[-1] == KazooState.CONNECTED)
+        wait_until(lambda: states[-1] == KazooState.CONNECTED, "CONNECTED again", WAIT)
         assert zk.client_id[0] == sid, "a new session"
         assert member_of(zk, MEMBERS) != first, "reconnected to the blackholed member"
         assert KazooState.LOST not in states, states
@@ -106,11 +98,11 @@ def blackholed_everywhere_past_the_timeout_expires():
         sid = session_hex(zk)
         for m in (1, 2, 3):
             net_fault(action="blackhole", member=m)
-        wait_for("SUSPENDED", lambda: KazooState.SUSPENDED in states, SESSION * 2)
-        wait_for("the server to expire the session", lambda: sid not in sessions(), SESSION * 3)
+        wait_until(lambda: KazooState.SUSPENDED in states, "SUSPENDED", SESSION * 2)
+        wait_until(lambda: sid not in sessions(), "the server to expire the session", SESSION * 3)
         assert KazooState.LOST not in states, "LOST before the blackhole was removed"
         clear()
-        wait_for("LOST", lambda: KazooState.LOST in states)
+        wait_until(lambda: KazooState.LOST in states, "LOST", WAIT)
         other = client(MEMBERS[0])
         try:
             assert other.exists(node) is None, "the expired session's ephemeral node remains"
@@ -128,7 +120,7 @@ def dropped_reply_write_is_applied():
         added = net_fault(action="drop-replies", session=session_hex(zk))
         assert added["connections"] == 1, added
         result = zk.create_async(PATH + "-dropped", b"sent")
-        wait_for("the write on another member", lambda: other.exists(PATH + "-dropped") is not None)
+        wait_until(lambda: other.exists(PATH + "-dropped") is not None, "the write on another member", WAIT)
         assert other.get(PATH + "-dropped")[0] == b"sent"
         time.sleep(0.5)
         assert not result.ready(), "the reply arrived: %r" % (result.value,)

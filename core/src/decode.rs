@@ -95,43 +95,54 @@ impl Core {
                     header_only(header.xid, zxid, ErrorCode::NotReadOnly.code()),
                 )
             }
-            Some((op, Ok(req))) => match self.faults.check(header.op, &req, sid) {
-                None => match self.route(conn, sid, header.xid, req, now, lagging, out, false) {
-                    Some(done) => done,
-                    None => return,
-                },
-                Some(FaultAction::Error(code)) => {
-                    tracing::debug!(conn, ?op, code, "fault rule: error reply");
-                    let zxid = self.db.zxid;
-                    (header.xid, zxid, header_only(header.xid, zxid, code))
-                }
-                Some(FaultAction::DropBefore) => {
-                    tracing::debug!(
+            Some((op, Ok(req))) => {
+                match self.faults.check(header.op, &req, sid).inspect(|&action| {
+                    out.fact(crate::Fact::FaultFired {
                         conn,
-                        ?op,
-                        "fault rule: connection dropped before the request"
-                    );
-                    self.finish_connection(conn, out);
-                    return;
-                }
-                Some(action @ (FaultAction::DropAfter | FaultAction::NoResponse)) => {
-                    tracing::debug!(conn, ?op, ?action, "fault rule: reply suppressed");
-                    let mut muted = Muted { inner: out, conn };
-                    let _ = self.route(conn, sid, header.xid, req, now, lagging, &mut muted, true);
-                    if action == FaultAction::DropAfter {
+                        session: sid,
+                        action,
+                    })
+                }) {
+                    None => {
+                        match self.route(conn, sid, header.xid, req, now, lagging, out, false) {
+                            Some(done) => done,
+                            None => return,
+                        }
+                    }
+                    Some(FaultAction::Error(code)) => {
+                        tracing::debug!(conn, ?op, code, "fault rule: error reply");
+                        let zxid = self.db.zxid;
+                        (header.xid, zxid, header_only(header.xid, zxid, code))
+                    }
+                    Some(FaultAction::DropBefore) => {
+                        tracing::debug!(
+                            conn,
+                            ?op,
+                            "fault rule: connection dropped before the request"
+                        );
                         self.finish_connection(conn, out);
+                        return;
                     }
-                    return;
-                }
-                Some(FaultAction::Delay(ms)) => {
-                    tracing::debug!(conn, ?op, ms, "fault rule: reply delayed");
-                    out.delay(conn, ms, self.release_when());
-                    match self.route(conn, sid, header.xid, req, now, lagging, out, false) {
-                        Some(done) => done,
-                        None => return,
+                    Some(action @ (FaultAction::DropAfter | FaultAction::NoResponse)) => {
+                        tracing::debug!(conn, ?op, ?action, "fault rule: reply suppressed");
+                        let mut muted = Muted { inner: out, conn };
+                        let _ =
+                            self.route(conn, sid, header.xid, req, now, lagging, &mut muted, true);
+                        if action == FaultAction::DropAfter {
+                            self.finish_connection(conn, out);
+                        }
+                        return;
+                    }
+                    Some(FaultAction::Delay(ms)) => {
+                        tracing::debug!(conn, ?op, ms, "fault rule: reply delayed");
+                        out.delay(conn, ms, self.release_when());
+                        match self.route(conn, sid, header.xid, req, now, lagging, out, false) {
+                            Some(done) => done,
+                            None => return,
+                        }
                     }
                 }
-            },
+            }
         };
         if let Some(c) = self.conns.get_mut(&conn) {
             c.last_op = op.map_or("NA", OpCode::short_name);

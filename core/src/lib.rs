@@ -61,6 +61,44 @@ pub trait Outbox {
     /// Hold what is queued on `conn` after this call for `ms` milliseconds before writing it
     /// (a `delay` fault). Outboxes that do not write to sockets ignore it.
     fn delay(&mut self, _conn: ConnId, _ms: u64, _release: Release) {}
+    /// Hears what happened beyond the frames (see [`Fact`]), in the core's order. Outboxes
+    /// that keep no record of it ignore it.
+    fn fact(&mut self, _fact: Fact<'_>) {}
+}
+
+/// What the core tells its [`Outbox`] beside the frames, for a record of what happened (the
+/// server's history): what no frame shows, such as why a session ended.
+#[derive(Debug, Clone, Copy)]
+pub enum Fact<'a> {
+    /// A session ended. `conn` is its connection at the time, if it had one; `zxid` is the
+    /// transaction that closed it (none for a local session); `ephemerals` are the nodes
+    /// deleted with it, in the order deleted.
+    SessionEnded {
+        session: i64,
+        conn: Option<ConnId>,
+        why: SessionEnd,
+        zxid: Option<i64>,
+        ephemerals: &'a [String],
+    },
+    /// A fault rule acted on the request of `session` on `conn`.
+    FaultFired {
+        conn: ConnId,
+        session: i64,
+        action: FaultAction,
+    },
+}
+
+/// Why a session ended ([`Fact::SessionEnded`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// Its timeout passed without a word from its client.
+    Timeout,
+    /// The control plane expired it.
+    Control,
+    /// Its client closed it (`closeSession`).
+    Closed,
+    /// It was a local session of a member that stopped or changed how it serves.
+    MemberStopped,
 }
 
 /// Core settings, all in milliseconds.
@@ -480,7 +518,7 @@ impl Core {
             let conn = self.sessions.get(sid).and_then(|s| s.conn);
             tracing::debug!(session = format_args!("0x{sid:x}"), "session expired");
             self.counters.sessions_expired += 1;
-            self.kill_session(sid, now, out);
+            self.kill_session(sid, SessionEnd::Timeout, now, out);
             if let Some(conn) = conn {
                 self.finish_connection(conn, out);
             }

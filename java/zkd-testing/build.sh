@@ -72,12 +72,8 @@ JAVA=(timeout -k 10 300 java -XX:+UseSerialGC -cp "$OUT/test-classes:$CP")
 if [ -n "${ZKD_TESTING_JAR:-}" ]; then
     # The jar alone: no zkd on PATH, no ZKD_BINARY, no -Dzkd.binary, an empty cache.
     unset ZKD_BINARY
-    kept=()
-    IFS=: read -r -a dirs <<<"$PATH"
-    for dir in "${dirs[@]}"; do
-        [ -n "$dir" ] && [ ! -e "$dir/zkd" ] && kept+=("$dir")
-    done
-    PATH=$(IFS=:; echo "${kept[*]}")
+    source "$HERE/path-without-zkd.sh"
+    PATH=$(path_without_zkd)
     export PATH
     ! command -v zkd >/dev/null || { echo "zkd is still on PATH: $(command -v zkd)" >&2; exit 1; }
     XDG_CACHE_HOME=$(mktemp -d)
@@ -125,7 +121,7 @@ fi
 if [ -n "${ZKD_TESTING_JAR:-}" ]; then real_zkd=$bin; else real_zkd=$ZKD_BINARY; fi
 bash "$HERE/cache-safety-test.sh" "$LIB_CP" "$OUT/test-classes" "$real_zkd"
 rm -rf "$OUT/junit5-test-classes" && mkdir -p "$OUT/junit5-test-classes"
-javac -nowarn -d "$OUT/junit5-test-classes" -cp "$JCP" $(find "$HERE/src/junit5-test/java" -name '*.java')
+javac -nowarn -d "$OUT/junit5-test-classes" -cp "$JCP:$LIB/junit-platform-launcher.jar:$LIB/junit-platform-engine.jar" $(find "$HERE/src/junit5-test/java" -name '*.java')
 timeout -k 10 300 java -XX:+UseSerialGC -jar "$LIB/junit-platform-console-standalone.jar" \
     --disable-banner --disable-ansi-colors --fail-if-no-tests --details=tree \
     --class-path "$OUT/junit5-test-classes:$JCP" --select-package zkd.testing.junit5

@@ -81,12 +81,8 @@ mkdir -m 700 "$W/root-only"
 mkdir -m 1777 "$W/tmp"
 
 # PATH without zkd, so ZkdBinary.find() comes to the bundled binary.
-kept=()
-IFS=: read -r -a dirs <<<"$PATH"
-for dir in "${dirs[@]}"; do
-    [ -n "$dir" ] && [ ! -e "$dir/zkd" ] && kept+=("$dir")
-done
-PROBE_PATH=$(IFS=:; echo "${kept[*]}")
+source "$(dirname "${BASH_SOURCE[0]}")/path-without-zkd.sh"
+PROBE_PATH=$(path_without_zkd)
 runs=0
 # probe CACHE_ROOT: runs one JVM as root; its output is in $W/probe.out, the binary in $bin.
 probe() {

@@ -8,12 +8,43 @@ use crate::multi::MultiResponse;
 use crate::opcode::{OpCode, ReplyBody};
 use crate::records::*;
 
-/// The body of a successful reply (`err == 0`); replies with `err != 0` carry no body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Response {
-    /// No body: delete, check, ping, checkWatches, removeWatches, auth, setWatches,
-    /// setWatches2, deleteContainer and closeSession.
-    Empty,
+/// Declares [`Response`] with `Empty` and the listed variants, each carrying one Jute
+/// record and named like its [`ReplyBody`], and the matches that read and write them.
+macro_rules! responses {
+    ($($(#[$doc:meta])* $name:ident($record:ty),)*) => {
+        /// The body of a successful reply (`err == 0`); replies with `err != 0` carry no body.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Response {
+            /// No body: delete, check, ping, checkWatches, removeWatches, auth, setWatches,
+            /// setWatches2, deleteContainer and closeSession.
+            Empty,
+            $($(#[$doc])* $name($record),)*
+        }
+
+        impl Response {
+            /// Decodes the body of a successful reply to a request with the given opcode.
+            /// `None` for opcodes that are not client requests (0 notification, -1 error, -10
+            /// createSession).
+            pub fn read(op: OpCode, r: &mut Reader) -> Option<Result<Response, DecodeError>> {
+                Some(match op.info().reply {
+                    ReplyBody::NotARequest => return None,
+                    ReplyBody::Empty => Ok(Response::Empty),
+                    $(ReplyBody::$name => Jute::read(r).map(Response::$name),)*
+                })
+            }
+
+            /// Encodes the body (without the reply header).
+            pub fn write(&self, out: &mut BytesMut) {
+                match self {
+                    Response::Empty => {}
+                    $(Response::$name(b) => b.write(out),)*
+                }
+            }
+        }
+    };
+}
+
+responses! {
     /// create (1): the path only.
     Create(CreateResponse),
     /// create2 (15), createContainer (19), createTTL (21): path and Stat.
@@ -35,51 +66,6 @@ pub enum Response {
     /// addWatch answers with an ErrorResponse (normally `err = 0`).
     AddWatch(ErrorResponse),
     WhoAmI(WhoAmIResponse),
-}
-
-impl Response {
-    /// Decodes the body of a successful reply to a request with the given opcode. `None` for
-    /// opcodes that are not client requests (0 notification, -1 error, -10 createSession).
-    pub fn read(op: OpCode, r: &mut Reader) -> Option<Result<Response, DecodeError>> {
-        use ReplyBody as B;
-        Some(match op.info().reply {
-            B::NotARequest => return None,
-            B::Empty => Ok(Response::Empty),
-            B::Create => Jute::read(r).map(Response::Create),
-            B::Create2 => Jute::read(r).map(Response::Create2),
-            B::Stat => Jute::read(r).map(Response::Stat),
-            B::GetData => Jute::read(r).map(Response::GetData),
-            B::GetAcl => Jute::read(r).map(Response::GetAcl),
-            B::Children => Jute::read(r).map(Response::Children),
-            B::Children2 => Jute::read(r).map(Response::Children2),
-            B::Sync => Jute::read(r).map(Response::Sync),
-            B::Multi => Jute::read(r).map(Response::Multi),
-            B::Sasl => Jute::read(r).map(Response::Sasl),
-            B::AllChildrenNumber => Jute::read(r).map(Response::AllChildrenNumber),
-            B::AddWatch => Jute::read(r).map(Response::AddWatch),
-            B::WhoAmI => Jute::read(r).map(Response::WhoAmI),
-        })
-    }
-
-    /// Encodes the body (without the reply header).
-    pub fn write(&self, out: &mut BytesMut) {
-        match self {
-            Response::Empty => {}
-            Response::Create(b) => b.write(out),
-            Response::Create2(b) => b.write(out),
-            Response::Stat(b) => b.write(out),
-            Response::GetData(b) => b.write(out),
-            Response::GetAcl(b) => b.write(out),
-            Response::Children(b) => b.write(out),
-            Response::Children2(b) => b.write(out),
-            Response::Sync(b) => b.write(out),
-            Response::Multi(b) => b.write(out),
-            Response::Sasl(b) => b.write(out),
-            Response::AllChildrenNumber(b) => b.write(out),
-            Response::AddWatch(b) => b.write(out),
-            Response::WhoAmI(b) => b.write(out),
-        }
-    }
 }
 
 /// Decodes a whole reply payload to a request with opcode `op`: the header, then the body if

@@ -38,3 +38,26 @@ def make_client(zkd_server):
             c.stop()
         finally:
             c.close()
+
+
+pytest_plugins = ["pytester"]
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "findings: a test built to make the recipe checks report something")
+
+
+@pytest.fixture(autouse=True)
+def _recipe_checks_stay_quiet(request):
+    """Every test of this suite but the ones built to trip them (marked ``findings``): the
+    recipe checks find nothing in what the test did (its elections, locks and expiries are
+    what correct recipes do)."""
+    if "zkd_server" not in request.fixturenames or request.node.get_closest_marker("findings"):
+        yield
+        return
+    server = request.getfixturevalue("zkd_server")
+    mark = server.history_mark()
+    yield
+    found = server.history_checks(mark)
+    assert found == [], "the recipe checks reported %r" % (found,)

@@ -1,6 +1,8 @@
 """zkd.Server(ensemble=N): every member in ``hosts``, members stopped, started and lagging
 through the control plane, kazoo failing over with its session."""
 
+import time
+
 import pytest
 from kazoo.client import KazooClient, KazooState
 
@@ -201,3 +203,22 @@ def test_a_partition_cuts_the_leader_off_and_heal_brings_it_back():
                 _close(back)
         finally:
             _close(client)
+
+
+def test_one_way_cuts_on_zookeepers_timing_lose_a_follower_after_sync_limit():
+    # tickTime 100 ms and the default syncLimit of 5: member 1, which no longer hears
+    # leader 3, notices after half a second and looks for a leader, cut off.
+    with zkd.Server(ensemble=3, tick_time=100, election_timing="zookeeper") as server:
+        listing = server.partition(one_way=[(3, 1)])
+        assert listing["cut_links"] == [[3, 1]]
+        assert listing["election_timing"] == "zookeeper"
+        assert listing["members"][0]["mode"] == "follower", "nobody noticed yet"
+        deadline = time.monotonic() + 10
+        while server.members()[0]["mode"] == "follower":
+            assert time.monotonic() < deadline, "member 1 never noticed"
+            time.sleep(0.02)
+        assert server.leader() == 3, "3 and 2 keep the quorum"
+        assert server.members()[0]["cut"]
+        assert server.heal()["cut_links"] == []
+    with pytest.raises(ValueError):
+        zkd.Server(election_timing="zookeeper")

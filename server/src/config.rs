@@ -15,6 +15,12 @@ use crate::SaslUsers;
 /// handshake is expired after this long (`zookeeper.nio.sessionlessCnxnTimeout`).
 pub const SESSIONLESS_CNXN_TIMEOUT_MS: i64 = 10_000;
 
+/// Events the history keeps by default (on: it explains a failed test after the fact).
+pub const DEFAULT_HISTORY_EVENTS: usize = 65_536;
+
+/// Bytes of strings the history keeps by default.
+pub const DEFAULT_HISTORY_BYTES: usize = 4 << 20;
+
 /// Configuration for one server instance.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -47,6 +53,12 @@ pub struct Config {
     /// Log a slow-step warning, and count it (`zkd_slow_steps`), when one step holds the
     /// core's lock longer than this (default 1 s; zero = off).
     pub slow_step_warn: Duration,
+    /// Events the history keeps (docs/history.md); a full history drops its oldest. 0 turns
+    /// it off. Default [`DEFAULT_HISTORY_EVENTS`].
+    pub history_events: usize,
+    /// Bytes the history's strings (paths, addresses) may take. Default
+    /// [`DEFAULT_HISTORY_BYTES`].
+    pub history_bytes: usize,
     /// Bytes that may wait in one connection's outbound queue. A client that lets more pile
     /// up (it does not read its socket) is disconnected. Default 64 MiB.
     pub max_outbound_bytes: usize,
@@ -145,11 +157,16 @@ pub struct EnsembleConfig {
     /// (`readonlymode.enabled`); when false they close client connections until quorum
     /// returns. On by default with `--ensemble`.
     pub read_only: bool,
-    /// `initLimit` and `syncLimit` in ticks, as a zoo.cfg gives them; `conf` shows them. The
-    /// members share one process and copy no data over links, so neither limits anything.
-    /// 10 and 5 by default, the values of the sample configuration ZooKeeper ships.
+    /// `initLimit` and `syncLimit` in ticks, as a zoo.cfg gives them; `conf` shows them. With
+    /// [`ElectionTiming::ZooKeeper`], `syncLimit × tickTime` is how long a member takes to
+    /// notice a lost leader or quorum. 10 and 5 by default, the values of the sample
+    /// configuration ZooKeeper ships.
     pub init_limit: i32,
     pub sync_limit: i32,
+    /// How long members take to notice a lost leader or quorum and to elect: at once
+    /// (`--ensemble N`'s default, and [`EnsembleConfig::numbered`]'s) or as ZooKeeper does
+    /// (the default of an ensemble a zoo.cfg's `server.N` lines describe).
+    pub election_timing: ElectionTiming,
     /// The version of a membership a reconfig made before this start (the zxid of that
     /// reconfig), when `members` come from its dynamic configuration file; `None` = the
     /// static membership (version 0, or the first epoch's zxid with reconfig enabled).
@@ -179,6 +196,34 @@ pub fn dynamic_file_name(version: i64) -> String {
 
 /// What every kept membership file's name starts with.
 pub const DYNAMIC_FILE_PREFIX: &str = "zoo.cfg.dynamic.";
+
+/// How long a simulated ensemble's members take to notice a lost leader or quorum and to
+/// elect a new leader (docs/ensembles.md, "Failover timing").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ElectionTiming {
+    /// Everything at once: a partition or a stopped leader takes effect in the call that
+    /// makes it, and the followers of a stopped leader keep their clients. For fast tests.
+    #[default]
+    Instant,
+    /// As ZooKeeper: a leader cut off from its quorum keeps its clients for `syncLimit ×
+    /// tickTime`, then steps down; a follower that loses its leader notices after as long
+    /// (at once when the leader stopped) and drops its clients; an election takes
+    /// ZooKeeper's finalize wait (200 ms) once a majority looks for a leader.
+    ZooKeeper,
+}
+
+impl ElectionTiming {
+    /// `instant` or `zookeeper`, as `--election-timing` takes them.
+    pub fn parse(text: &str) -> Result<ElectionTiming, String> {
+        match text {
+            "instant" => Ok(ElectionTiming::Instant),
+            "zookeeper" => Ok(ElectionTiming::ZooKeeper),
+            other => Err(format!(
+                "election timing {other:?}: give instant or zookeeper"
+            )),
+        }
+    }
+}
 
 /// One member of a simulated ensemble.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -231,7 +276,15 @@ impl EnsembleConfig {
             membership_dir: None,
             local_sessions: false,
             local_sessions_upgrading: false,
+            election_timing: ElectionTiming::Instant,
         })
+    }
+
+    /// ZooKeeper's failover timing ([`ElectionTiming::ZooKeeper`]) with `sync_limit` ticks.
+    pub fn with_zookeeper_timing(mut self, sync_limit: i32) -> EnsembleConfig {
+        self.sync_limit = sync_limit;
+        self.election_timing = ElectionTiming::ZooKeeper;
+        self
     }
 
     /// Makes the last `k` members (by id) observers (`--observers K`); at least one member
@@ -379,6 +432,8 @@ impl Default for Config {
             four_letter_whitelist: FourLetterWhitelist::default(),
             herd_warn: 100,
             slow_step_warn: Duration::from_secs(1),
+            history_events: DEFAULT_HISTORY_EVENTS,
+            history_bytes: DEFAULT_HISTORY_BYTES,
             max_outbound_bytes: 64 << 20,
             admin_port: None,
             admin_bind: IpAddr::from([127, 0, 0, 1]),

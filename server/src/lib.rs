@@ -21,6 +21,8 @@ mod engine;
 pub mod files;
 #[cfg(feature = "json")]
 pub mod fixture;
+#[cfg(feature = "json")]
+mod history_guard;
 mod net;
 mod persist;
 mod reports;
@@ -30,8 +32,9 @@ mod tests;
 mod version_string;
 
 pub use config::{
-    dynamic_file_name, ClientAuth, ClockMode, Config, EnsembleConfig, FourLetterWhitelist,
-    FsyncPolicy, MemberConfig, TlsConfig, DYNAMIC_FILE_PREFIX,
+    dynamic_file_name, ClientAuth, ClockMode, Config, ElectionTiming, EnsembleConfig,
+    FourLetterWhitelist, FsyncPolicy, MemberConfig, TlsConfig, DEFAULT_HISTORY_BYTES,
+    DEFAULT_HISTORY_EVENTS, DYNAMIC_FILE_PREFIX,
 };
 pub use control::{
     ClientAddr, ClockReport, ControlError, FaultAction, FaultRule, FaultStatus, Lag,
@@ -39,9 +42,15 @@ pub use control::{
     SessionReport, MAX_FAULT_RULES, MAX_LATENCY_MS, MAX_NET_FAULTS,
 };
 pub use engine::ensemble::{MemberMode, MemberReport};
+pub use engine::history::event::{err_name, event_name, op_name, to_json_lines};
+pub use engine::history::{HistoryEvent, HistoryFilter, HistorySummary, RequestEvent, What};
 pub use engine::ServerFailure;
+#[cfg(feature = "json")]
+pub use history_guard::HistoryGuard;
 pub use persist::load::read_snapshot_file;
 pub use persist::{check_data_dir, DataDirWriteError, DirCheck, SnapshotInfo};
+#[cfg(feature = "json")]
+pub use reports::{recipe_checks, timeline};
 pub use reports::{BUILD_COMMIT, BUILD_DATE};
 pub use server::Server;
 pub use version_string::{version_string, VersionString};

@@ -17,6 +17,7 @@ use crate::control::{
 };
 use crate::core::{Core, Lag};
 use crate::engine::ensemble::MemberReport;
+use crate::engine::history::{HistoryEvent, HistoryFilter, HistorySummary};
 use crate::engine::{self, now_ms, ServerFailure, Shared};
 use crate::net;
 use crate::persist::{Persistence, SnapshotInfo};
@@ -176,7 +177,7 @@ impl Server {
             ))
         });
         if let Some(e) = &config.ensemble {
-            net::member::start_all(&shared, members, e, &shutdown)?;
+            net::member::start_all(&shared, members, e, config.tick_time, &shutdown)?;
         }
         #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
         let (mut secure_addr, mut secure_acceptor) = (None, None);
@@ -295,7 +296,15 @@ impl Server {
     /// docs/ensembles.md, "Partitions".
     pub fn partition(&self, groups: &[&[u64]]) -> Result<(), ControlError> {
         let groups: Vec<Vec<u64>> = groups.iter().map(|g| g.to_vec()).collect();
-        crate::control::partition::partition(&self.shared, &groups)
+        crate::control::partition::partition(&self.shared, &groups, &[])
+    }
+
+    /// Cuts links one way: each `(from, to)` loses what member `from` sends member `to`
+    /// (replacing any partition before, as [`Server::partition`] does). A follower that does
+    /// not hear its leader, or that its leader does not hear, leaves it; a leader that
+    /// hears too few followers loses its quorum. See docs/ensembles.md, "Partitions".
+    pub fn cut_one_way(&self, links: &[(u64, u64)]) -> Result<(), ControlError> {
+        crate::control::partition::partition(&self.shared, &[], links)
     }
 
     /// Ends a partition: cut members apply what they missed and serve again.
@@ -354,6 +363,39 @@ impl Server {
     /// Every live session, ordered by id (the control plane's session list).
     pub fn sessions(&self) -> Result<Vec<SessionReport>, ControlError> {
         control::sessions(&self.shared)
+    }
+
+    /// The server's history (docs/history.md): the events `filter` keeps, oldest first, at
+    /// most `filter.limit` and 10 000 per call (page on with `after_seq` set to the last
+    /// event's `seq`).
+    pub fn history(&self, filter: &HistoryFilter) -> Result<Vec<HistoryEvent>, ControlError> {
+        Ok(self.shared.history(filter)?.0)
+    }
+
+    /// How many events the history holds, how many it dropped, and its bounds.
+    pub fn history_summary(&self) -> Result<HistorySummary, ControlError> {
+        Ok(self
+            .shared
+            .history(&HistoryFilter {
+                limit: Some(0),
+                ..HistoryFilter::default()
+            })?
+            .1)
+    }
+
+    /// Everything the history holds, as JSON Lines (one event per line, as
+    /// `GET /zkd/history` writes them), for a test to save when it fails.
+    pub fn history_jsonl(&self) -> Result<String, ControlError> {
+        let mut filter = HistoryFilter::default();
+        let mut out = String::new();
+        loop {
+            let page = self.history(&filter)?;
+            let Some(last) = page.last() else {
+                return Ok(out);
+            };
+            filter.after_seq = Some(last.seq);
+            out.push_str(&crate::to_json_lines(&page));
+        }
     }
 
     /// Expires a session now, exactly as a timeout would: its ephemerals are deleted, watches

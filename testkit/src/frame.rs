@@ -3,6 +3,19 @@
 
 use zkd_protocol::{encode_frame, frame::record_frame, ConnectRequest};
 
+/// `len` deterministic pseudo-random bytes from `seed` (xorshift64; a seed of 0 gives
+/// zeros): garbage to send, or data to checksum.
+pub fn garbage(len: usize, mut seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 24) as u8
+        })
+        .collect()
+}
+
 /// `payload` with its 4-byte big-endian length in front.
 pub fn framed(payload: &[u8]) -> Vec<u8> {
     encode_frame(|out| out.extend_from_slice(payload)).to_vec()

@@ -1134,48 +1134,49 @@ fn the_hop_check_refuses_wrong_files_and_wrong_orders() {
     let root = repo_root();
     let ws = Workspace::load(&root);
     let c = Calls::new(&ws);
-    let table = |rows: &str| {
+    // The problems the check finds in a hop table of these rows.
+    let problems = |rows: &str| {
         let doc = format!("| hop | file | function | what |\n|---|---|---|---|\n{rows}");
-        hop_lists(&doc).expect("a table").remove(0)
+        hop_problems(&c, &hop_lists(&doc).expect("a table").remove(0))
+    };
+    // The one problem it finds in them.
+    let problem = |rows: &str| {
+        let mut bad = problems(rows);
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        bad.remove(0)
     };
     // The order as the code has it passes: decode calls route, which calls execute; decode
     // sends the reply after route returns.
-    let good = table(
+    let good = problems(
         "| 1 | `core/src/decode.rs` | `Core::decode` | |\n\
          | 2 | `core/src/ensemble/lag.rs` | `Core::route` | |\n\
          | 3 | `core/src/request/execute.rs` | `Core::execute` | |\n\
          | 4 | `core/src/lib.rs` | `Core::send` | |\n",
     );
-    assert_eq!(hop_problems(&c, &good), Vec::<String>::new());
+    assert_eq!(good, Vec::<String>::new());
     // The reply placed in execute.rs: `Core::send` is not defined there.
-    let wrong_file = table(
+    let bad = problem(
         "| 1 | `core/src/request/execute.rs` | `Core::execute` | |\n\
          | 2 | `core/src/request/execute.rs` | `Core::send` | |\n",
     );
-    let bad = hop_problems(&c, &wrong_file);
-    assert_eq!(bad.len(), 1, "{bad:?}");
-    assert!(bad[0].contains("not defined in"), "{bad:?}");
+    assert!(bad.contains("not defined in"), "{bad}");
     // Writing placed before feeding: the connection's task feeds what it read (through
     // `Conn::poll_read`) on a line before the one that writes, and writing feeds nothing.
-    let swapped = table(
+    let bad = problem(
         "| 1 | `server/src/net/conn.rs` | `Conn::poll_serve` | |\n\
          | 2 | `server/src/net/conn.rs` | `Conn::poll_write` | |\n\
          | 3 | `server/src/engine/mod.rs` | `Shared::requests` | |\n",
     );
-    let bad = hop_problems(&c, &swapped);
-    assert_eq!(bad.len(), 1, "{bad:?}");
     assert!(
-        bad[0].contains("hop 3 (`Shared::requests`) does not follow hop 2"),
-        "{bad:?}"
+        bad.contains("hop 3 (`Shared::requests`) does not follow hop 2"),
+        "{bad}"
     );
     // A write logged before its checks: execute decides the setData on an earlier line than
     // it commits (and so publishes) it, so the log cannot come first.
-    let early_log = table(
+    let bad = problem(
         "| 1 | `core/src/request/execute.rs` | `Core::execute` | |\n\
          | 2 | `core/src/durability/txn_record.rs` | `Core::publish` | |\n\
          | 3 | `core/src/request/txn.rs` | `Core::decide_set_data` | |\n",
     );
-    let bad = hop_problems(&c, &early_log);
-    assert_eq!(bad.len(), 1, "{bad:?}");
-    assert!(bad[0].contains("`Core::decide_set_data`"), "{bad:?}");
+    assert!(bad.contains("`Core::decide_set_data`"), "{bad}");
 }

@@ -571,12 +571,10 @@ mod tests {
         );
         assert_eq!(s.notes.len(), 9);
         assert!(s.notes.iter().all(|n| n.level == Level::Info));
+        let first = &s.notes[0].text;
         assert!(
-            s.notes[0]
-                .text
-                .starts_with("zoo.cfg line 1: key initLimit does not apply"),
-            "{}",
-            s.notes[0].text
+            first.starts_with("zoo.cfg line 1: key initLimit does not apply"),
+            "{first}"
         );
         assert!(s.notes[5].text.contains("key metricsProvider.httpPort"));
         let limit = |l: &Option<Set<i32>>| l.as_ref().map(|l| l.value);
@@ -593,12 +591,10 @@ mod tests {
     fn peer_type_is_checked_and_left_to_the_server_lines() {
         let s = settings("peerType=Observer\n");
         assert_eq!(s.notes.len(), 1);
+        let note = &s.notes[0].text;
         assert!(
-            s.notes[0]
-                .text
-                .contains("key peerType (Observer): the server.N lines decide"),
-            "{}",
-            s.notes[0].text
+            note.contains("key peerType (Observer): the server.N lines decide"),
+            "{note}"
         );
         let e = error("peerType=voter\n");
         assert!(
@@ -642,13 +638,11 @@ mod tests {
         );
         let s = settings("a=1\nb=2\n");
         assert_eq!(s.notes.len(), 1);
+        let note = &s.notes[0].text;
         assert!(
-            s.notes[0].text.starts_with("2 unknown keys ignored")
-                && s.notes[0]
-                    .text
-                    .ends_with("a (zoo.cfg line 1), b (zoo.cfg line 2)"),
-            "{}",
-            s.notes[0].text
+            note.starts_with("2 unknown keys ignored")
+                && note.ends_with("a (zoo.cfg line 1), b (zoo.cfg line 2)"),
+            "{note}"
         );
     }
 

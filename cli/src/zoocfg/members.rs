@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use zkd_server::{EnsembleConfig, MemberConfig};
+use zkd_server::{ElectionTiming, EnsembleConfig, MemberConfig};
 
 use super::keys::Settings;
 use super::servers::{Role, ServerLine};
@@ -135,6 +135,9 @@ pub fn ensemble(
             .local_sessions_upgrading_enabled
             .as_ref()
             .is_some_and(|b| b.value),
+        // A zoo.cfg describes a ZooKeeper deployment: its members take ZooKeeper's time to
+        // notice a lost leader and to elect.
+        election_timing: ElectionTiming::ZooKeeper,
     })
 }
 
@@ -196,6 +199,11 @@ mod tests {
         let lines = "server.1=a:1:2;2181\nserver.2=b:1:2;2182\nserver.3=c:1:2;2183\n";
         let (e, _) = run(&format!("{lines}initLimit=7\nsyncLimit=3\n"), None).unwrap();
         assert_eq!((e.init_limit, e.sync_limit), (7, 3));
+        assert_eq!(
+            e.election_timing,
+            ElectionTiming::ZooKeeper,
+            "a zoo.cfg's ensemble fails over on ZooKeeper's timing"
+        );
         let (e, _) = run(lines, None).unwrap();
         assert_eq!((e.init_limit, e.sync_limit), (10, 5));
     }

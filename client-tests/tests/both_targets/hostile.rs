@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zkd_testkit::frame::{connect_request, framed, request};
+use zkd_testkit::frame::{connect_request, framed, garbage, request};
 use zkd_testkit::target::{Target, TargetKind};
 
 /// How long any single expected event may take.
@@ -61,18 +61,6 @@ fn be_i32(b: &[u8], at: usize) -> i32 {
 
 fn be_i64(b: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
-/// Deterministic pseudo-random bytes (xorshift64).
-fn garbage(len: usize, mut seed: u64) -> Vec<u8> {
-    (0..len)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 24) as u8
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 //! same test: `programs`, the differential tester's random multi-session programs;
 //! `ensemble_programs`, random programs with member faults on zkd `--ensemble 3` and three
 //! ZooKeeper 3.8.0 servers (with partitions cut between the ZooKeeper servers' network
-//! namespaces); `netns_ensemble`, those namespaces and their cuts; `admin_commands`, every AdminServer command; `oracle_smoke`, the
+//! namespaces); `netns_ensemble`, those namespaces and their cuts; `failover_timing`,
+//! step-down, notice and election times with ZooKeeper's timing; `admin_commands`, every
+//! AdminServer command; `oracle_smoke`, the
 //! rows where the releases differ; `persistence`, data directories each server writes and the
 //! other loads; `secure`, TLS and SASL with unmodified clients; `kazoo_own_suite`, kazoo's
 //! own SASL, SSL and cluster tests; `wide_parent_probe`, a wide cached parent emptied by a big
@@ -11,6 +13,7 @@
 
 mod admin_commands;
 mod ensemble_programs;
+mod failover_timing;
 mod kazoo_own_suite;
 mod netns_ensemble;
 mod oracle_smoke;

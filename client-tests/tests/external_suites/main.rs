@@ -99,7 +99,26 @@ async fn run_suite(name: &'static str) {
     );
 
     check_suite(name, &addr, Vec::new()).await;
+    if let Some(server) = target.zkd() {
+        no_findings(name, server);
+    }
     drop(target);
+}
+
+/// The recipe checks (docs/history.md) find nothing in what a suite did: its elections,
+/// locks, barriers and watches are the client libraries' own recipes, used as intended.
+fn no_findings(name: &str, server: &zkd_server::Server) {
+    let jsonl = server.history_jsonl().expect("the history");
+    let events: Vec<serde_json::Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let found = zkd_server::recipe_checks::check_all(&events);
+    assert!(
+        found.is_empty(),
+        "the recipe checks found, in the {name} suite's {} events: {found:#?}",
+        events.len()
+    );
 }
 
 /// Runs suite `name` against `addr` on a blocking thread (so an embedded server keeps serving
@@ -229,6 +248,7 @@ async fn run_ensemble_suite(name: &'static str, setup: Setup) {
     let (server, admin) = zkd_testkit::target::zkd_with_admin(config).await;
     let control = vec![("ZKD_CONTROL_URL", format!("http://{admin}"))];
     check_suite(name, &server.connect_string(), control).await;
+    no_findings(name, &server);
     server.shutdown().await;
 }
 

@@ -42,6 +42,16 @@ pub async fn ok(admin: SocketAddr, method: &str, path: &str, body: Option<&str>)
     a.body
 }
 
+/// Calls the admin API without a body and insists on an error answer with `status` and an
+/// error sentence; returns the sentence.
+pub async fn refused(admin: SocketAddr, method: &str, path: &str, status: u16) -> String {
+    let a = call(admin, method, path, None).await;
+    assert_eq!(a.status, status, "{method} {path}: {}", a.body);
+    let text = error_text(&a);
+    assert!(!text.is_empty(), "{method} {path}: an empty error sentence");
+    text.to_string()
+}
+
 /// The error sentence of an error answer.
 pub fn error_text(a: &Answer) -> &str {
     a.body

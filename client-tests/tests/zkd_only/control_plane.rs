@@ -177,15 +177,12 @@ async fn sessions_are_listed_and_expire_ends_one() {
 async fn bad_requests_get_json_errors_and_the_server_keeps_serving() {
     let server = start(Config::default()).await;
     let admin = server.admin_addr().unwrap();
-    let a = admin::call(admin, "POST", "/zkd/sessions/0x77/expire", None).await;
-    assert_eq!(a.status, 404);
-    assert_eq!(admin::error_text(&a), "no session 0x77");
-    let a = admin::call(admin, "POST", "/zkd/sessions/xyz/expire", None).await;
-    assert_eq!(a.status, 400);
-    assert!(admin::error_text(&a).contains("not a hexadecimal"));
-    let a = admin::call(admin, "GET", "/no/such/route", None).await;
-    assert_eq!(a.status, 404);
-    assert!(admin::error_text(&a).contains("/no/such/route"));
+    let text = admin::refused(admin, "POST", "/zkd/sessions/0x77/expire", 404).await;
+    assert_eq!(text, "no session 0x77");
+    let text = admin::refused(admin, "POST", "/zkd/sessions/xyz/expire", 400).await;
+    assert!(text.contains("not a hexadecimal"), "{text}");
+    let text = admin::refused(admin, "GET", "/no/such/route", 404).await;
+    assert!(text.contains("/no/such/route"), "{text}");
     let c = client(&server, Duration::from_secs(10)).await;
     c.create("/still", b"", &persistent()).await.unwrap();
 }
@@ -719,6 +716,7 @@ const ADMIN_ROUTES: &[(&str, &str)] = &[
     ("GET", "/zkd/tree"),
     ("POST", "/zkd/snapshot"),
     ("GET", "/zkd/herd"),
+    ("GET", "/zkd/history"),
     ("GET", "/zkd/members"),
     ("POST", "/zkd/members/1/stop"),
     ("POST", "/zkd/members/1/start"),

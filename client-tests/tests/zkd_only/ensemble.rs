@@ -18,7 +18,7 @@ use zkd_protocol::{
     Acl, ConnectRequest, Create, ErrorCode, OpCode, PathWatchRequest, Request, SetDataRequest,
 };
 use zkd_server::{Config, EnsembleConfig, Server};
-use zkd_testkit::raw::RawClient;
+use zkd_testkit::raw::{RawClient, Reply};
 
 use crate::admin;
 
@@ -44,7 +44,21 @@ async fn with_observers(voters: u64, observers: u64, read_only: bool) -> Server 
     .expect("ensemble starts")
 }
 
-fn addrs(server: &Server) -> Vec<SocketAddr> {
+/// A session of 30 s on the member listening at `addr`.
+pub(crate) async fn session(addr: SocketAddr) -> RawClient {
+    RawClient::connect(addr, 30_000)
+        .await
+        .unwrap_or_else(|e| panic!("a session on {addr}: {e}"))
+}
+
+/// Sends `req` on `c` and insists that it succeeds; returns the reply.
+async fn succeeds(c: &RawClient, req: &Request) -> Reply {
+    let r = c.call(req).await.unwrap_or_else(|e| panic!("{req:?}: {e}"));
+    assert_eq!(r.err, 0, "{req:?}");
+    r
+}
+
+pub(crate) fn addrs(server: &Server) -> Vec<SocketAddr> {
     let members = server.members().expect("an ensemble");
     members.iter().map(|m| m.client_addr).collect()
 }
@@ -68,9 +82,15 @@ async fn word(addr: SocketAddr, w: &'static str) -> String {
 }
 
 /// Each member's mode as `/zkd/members` reports it, in id order.
-fn modes(server: &Server) -> Vec<&'static str> {
+pub(crate) fn modes(server: &Server) -> Vec<&'static str> {
     let members = server.members().expect("members");
     members.iter().map(|m| m.mode.as_str()).collect()
+}
+
+/// Whether each member is cut off by a partition, in id order.
+pub fn cut_flags(server: &Server) -> Vec<bool> {
+    let members = server.members().expect("members");
+    members.iter().map(|m| m.cut).collect()
 }
 
 /// Fails naming the first of `lines` that `report` does not contain.
@@ -81,7 +101,7 @@ fn has_lines(report: &str, lines: &[&str]) {
 }
 
 /// A new session on `addr` asked for with the read-only flag.
-async fn read_only_session(addr: SocketAddr) -> RawClient {
+pub(crate) async fn read_only_session(addr: SocketAddr) -> RawClient {
     let passwd = Bytes::from_static(&[0; 16]);
     tokio::time::timeout(WAIT, RawClient::handshake(addr, 0, passwd, 30_000, 0, true))
         .await
@@ -95,7 +115,7 @@ fn mode_line(srvr: &str) -> &str {
         .unwrap_or("<no Mode line>")
 }
 
-fn create(path: &str, flags: i32) -> Request {
+pub(crate) fn create(path: &str, flags: i32) -> Request {
     Request::Create(Create {
         op: OpCode::Create,
         path: path.to_string(),
@@ -106,7 +126,7 @@ fn create(path: &str, flags: i32) -> Request {
     })
 }
 
-fn get_data(path: &str) -> Request {
+pub(crate) fn get_data(path: &str) -> Request {
     Request::GetData(PathWatchRequest {
         path: path.to_string(),
         watch: false,
@@ -120,7 +140,7 @@ fn watch_data(path: &str) -> Request {
     })
 }
 
-fn set_data(path: &str, data: &'static [u8]) -> Request {
+pub(crate) fn set_data(path: &str, data: &'static [u8]) -> Request {
     Request::SetData(SetDataRequest {
         path: path.to_string(),
         data: Some(Bytes::from_static(data)),
@@ -129,7 +149,7 @@ fn set_data(path: &str, data: &'static [u8]) -> Request {
 }
 
 /// Tries to move `c`'s session to `addr` (asking for read-only mode or not).
-async fn try_move(
+pub(crate) async fn try_move(
     c: &RawClient,
     addr: SocketAddr,
     read_only: bool,
@@ -150,7 +170,7 @@ async fn try_move(
 }
 
 /// Moves `c`'s session to `addr` (asking for read-only mode or not).
-async fn move_to(c: &RawClient, addr: SocketAddr, read_only: bool) -> RawClient {
+pub(crate) async fn move_to(c: &RawClient, addr: SocketAddr, read_only: bool) -> RawClient {
     try_move(c, addr, read_only)
         .await
         .unwrap_or_else(|e| panic!("session moves to {addr}: {e}"))
@@ -179,7 +199,7 @@ async fn raw_handshake(addr: SocketAddr, session_id: i64, passwd: Bytes, ro: boo
 }
 
 /// Waits until `c`'s connection is closed by the server.
-async fn dropped(c: &RawClient) {
+pub(crate) async fn dropped(c: &RawClient) {
     let gone = tokio::time::timeout(WAIT, async {
         loop {
             if c.call(&Request::Ping).await.is_err() {
@@ -214,7 +234,7 @@ async fn members_listen_on_their_own_ports_and_report_their_modes() {
         ],
     );
     // A client on member 2 counts there only.
-    let c = RawClient::connect(a[1], 30_000).await.expect("session");
+    let c = session(a[1]).await;
     let on = |srvr: String| srvr.contains("Connections: 2\n");
     assert!(on(word(a[1], "srvr").await), "member 2 sees its client");
     // The earlier four-letter-word connections to member 3 may take a moment to be let go
@@ -261,15 +281,13 @@ async fn members_listen_on_their_own_ports_and_report_their_modes() {
 async fn sessions_move_between_members_and_survive_stopping_the_member_and_the_leader() {
     let server = ensemble(true).await;
     let a = addrs(&server);
-    let c = RawClient::connect(a[2], 30_000)
-        .await
-        .expect("session on member 3");
+    let c = session(a[2]).await;
     assert_eq!(
         c.session_id >> 56,
         3,
         "the creating member's id leads the session id"
     );
-    assert_eq!(c.call(&create("/eph", 1)).await.expect("create").err, 0);
+    succeeds(&c, &create("/eph", 1)).await;
 
     // Member 3 leads; when it stops, member 2 (the highest remaining id) does.
     server.stop_member(3).await.expect("stop member 3");
@@ -293,14 +311,14 @@ async fn sessions_move_between_members_and_survive_stopping_the_member_and_the_l
     // id. Member 1's clients stay.
     server.stop_member(2).await.expect("stop the leader");
     assert_eq!(mode_line(&word(a[2], "srvr").await), "Mode: leader");
-    assert_eq!(c.call(&get_data("/eph")).await.expect("get").err, 0);
-    assert_eq!(c.call(&create("/after", 0)).await.expect("write").err, 0);
+    succeeds(&c, &get_data("/eph")).await;
+    succeeds(&c, &create("/after", 0)).await;
 
     server.start_member(2).await.expect("start member 2");
     assert_eq!(modes(&server), ["follower", "follower", "leader"]);
     assert_eq!(mode_line(&word(a[1], "srvr").await), "Mode: follower");
     let c = move_to(&c, a[1], false).await;
-    assert_eq!(c.call(&get_data("/after")).await.expect("get").err, 0);
+    succeeds(&c, &get_data("/after")).await;
     assert!(server.stop_member(9).await.is_err(), "no member 9");
     assert!(server.start_member(3).await.is_err(), "member 3 runs");
 }
@@ -309,9 +327,9 @@ async fn sessions_move_between_members_and_survive_stopping_the_member_and_the_l
 async fn quorum_loss_serves_read_only_clients_until_quorum_returns() {
     let server = ensemble(true).await;
     let a = addrs(&server);
-    let c = RawClient::connect(a[0], 30_000).await.expect("session");
-    assert_eq!(c.call(&create("/kept", 0)).await.expect("create").err, 0);
-    assert_eq!(c.call(&create("/eph", 1)).await.expect("create").err, 0);
+    let c = session(a[0]).await;
+    succeeds(&c, &create("/kept", 0)).await;
+    succeeds(&c, &create("/eph", 1)).await;
 
     server.stop_member(2).await.expect("stop 2");
     server.stop_member(3).await.expect("stop 3: quorum lost");
@@ -337,8 +355,8 @@ async fn quorum_loss_serves_read_only_clients_until_quorum_returns() {
     let ro = read_only_session(a[0]).await;
     assert!(ro.read_only, "the ConnectResponse says read-only");
     assert_eq!(ro.session_id >> 56, 1, "created by member 1");
-    assert_eq!(ro.call(&get_data("/kept")).await.expect("read").err, 0);
-    assert_eq!(ro.call(&get_data("/eph")).await.expect("read").err, 0);
+    succeeds(&ro, &get_data("/kept")).await;
+    succeeds(&ro, &get_data("/eph")).await;
     let refused = ErrorCode::NotReadOnly.code();
     assert_eq!(
         ro.call(&create("/new", 0)).await.expect("write").err,
@@ -358,7 +376,7 @@ async fn quorum_loss_serves_read_only_clients_until_quorum_returns() {
     assert!(local.is_err(), "a read-only session does not become global");
     let rw = move_to(&c, a[1], false).await;
     assert!(!rw.read_only);
-    assert_eq!(rw.call(&create("/new", 0)).await.expect("write").err, 0);
+    succeeds(&rw, &create("/new", 0)).await;
     assert_eq!(
         rw.call(&get_data("/eph")).await.expect("read").err,
         0,
@@ -370,7 +388,7 @@ async fn quorum_loss_serves_read_only_clients_until_quorum_returns() {
 async fn without_read_only_mode_members_without_quorum_serve_nobody() {
     let server = ensemble(false).await;
     let a = addrs(&server);
-    let c = RawClient::connect(a[0], 30_000).await.expect("session");
+    let c = session(a[0]).await;
     server.stop_member(1).await.expect("stop 1");
     server.stop_member(2).await.expect("stop 2");
     dropped(&c).await;
@@ -385,7 +403,7 @@ async fn without_read_only_mode_members_without_quorum_serve_nobody() {
     assert_eq!(members[2].mode.as_str(), "looking");
     server.start_member(2).await.expect("start 2");
     let c = move_to(&c, a[2], false).await;
-    assert_eq!(c.call(&create("/back", 0)).await.expect("write").err, 0);
+    succeeds(&c, &create("/back", 0)).await;
 }
 
 /// Session time follows the quorum, on the manual clock too: ten seconds without a quorum
@@ -404,7 +422,7 @@ async fn no_session_expires_without_quorum_and_its_return_restarts_the_timeout()
     .expect("ensemble starts");
     let a = addrs(&server);
     let c = RawClient::connect(a[0], 4_000).await.expect("session");
-    assert_eq!(c.call(&create("/eph", 1)).await.expect("create").err, 0);
+    succeeds(&c, &create("/eph", 1)).await;
     let alive = |server: &Server| {
         server
             .sessions()
@@ -430,7 +448,7 @@ async fn no_session_expires_without_quorum_and_its_return_restarts_the_timeout()
         .advance_clock(Duration::from_millis(200))
         .expect("advance");
     assert!(!alive(&server), "expired once the fresh timeout passed");
-    let other = RawClient::connect(a[1], 30_000).await.expect("session");
+    let other = session(a[1]).await;
     assert_eq!(
         other.call(&get_data("/eph")).await.expect("get").err,
         ErrorCode::NoNode.code(),
@@ -447,8 +465,8 @@ async fn a_lagging_member_does_not_win_the_election() {
     server
         .set_member_lag(2, zkd_server::Lag::Stalled)
         .expect("member 2 stalls");
-    let c = RawClient::connect(a[0], 30_000).await.expect("session");
-    assert_eq!(c.call(&create("/ahead", 0)).await.expect("create").err, 0);
+    let c = session(a[0]).await;
+    succeeds(&c, &create("/ahead", 0)).await;
     server.stop_member(3).await.expect("stop the leader");
     assert_eq!(modes(&server), ["leader", "follower", "stopped"]);
 }
@@ -546,7 +564,7 @@ async fn observers_serve_clients_but_never_vote_or_lead() {
     assert_eq!(follower["observers"], json!([]));
 
     // A session on observer 4: its writes apply, reads see the others' and a watch fires.
-    let on_observer = RawClient::connect(a[3], 30_000).await.expect("session");
+    let on_observer = session(a[3]).await;
     assert_eq!(on_observer.session_id >> 56, 4, "created by member 4");
     let config = on_observer
         .call(&get_data("/zookeeper/config"))
@@ -560,36 +578,12 @@ async fn observers_serve_clients_but_never_vote_or_lead() {
     assert!(config.contains(&line), "{config}");
     assert!(config.contains(":participant;"), "{config}");
     let mut events = on_observer.events().expect("event stream");
-    assert_eq!(
-        on_observer
-            .call(&create("/o", 0))
-            .await
-            .expect("create")
-            .err,
-        0
-    );
-    assert_eq!(
-        on_observer
-            .call(&create("/o-eph", 1))
-            .await
-            .expect("create")
-            .err,
-        0
-    );
-    let on_voter = RawClient::connect(a[0], 30_000).await.expect("session");
-    assert_eq!(on_voter.call(&get_data("/o")).await.expect("get").err, 0);
-    assert_eq!(
-        on_observer
-            .call(&watch_data("/o"))
-            .await
-            .expect("watch")
-            .err,
-        0
-    );
-    assert_eq!(
-        on_voter.call(&set_data("/o", b"w")).await.expect("set").err,
-        0
-    );
+    succeeds(&on_observer, &create("/o", 0)).await;
+    succeeds(&on_observer, &create("/o-eph", 1)).await;
+    let on_voter = session(a[0]).await;
+    succeeds(&on_voter, &get_data("/o")).await;
+    succeeds(&on_observer, &watch_data("/o")).await;
+    succeeds(&on_voter, &set_data("/o", b"w")).await;
     let e = tokio::time::timeout(WAIT, events.recv())
         .await
         .expect("notification in time")
@@ -603,7 +597,7 @@ async fn observers_serve_clients_but_never_vote_or_lead() {
     // Sessions move from an observer to a voter and back.
     let moved = move_to(&on_observer, a[1], false).await;
     let back = move_to(&moved, a[4], false).await;
-    assert_eq!(back.call(&get_data("/o-eph")).await.expect("get").err, 0);
+    succeeds(&back, &get_data("/o-eph")).await;
 
     // Both observers stop: their clients drop, nothing else changes.
     server.stop_member(4).await.expect("stop observer 4");
@@ -613,14 +607,7 @@ async fn observers_serve_clients_but_never_vote_or_lead() {
         modes(&server),
         ["follower", "follower", "leader", "stopped", "stopped"]
     );
-    assert_eq!(
-        on_voter
-            .call(&create("/quorum", 0))
-            .await
-            .expect("write")
-            .err,
-        0
-    );
+    succeeds(&on_voter, &create("/quorum", 0)).await;
     assert!(word(a[2], "mntr")
         .await
         .contains("zk_synced_observers\t0\n"));
@@ -635,16 +622,13 @@ async fn observers_serve_clients_but_never_vote_or_lead() {
 
     // The leader stops: a voting member leads, never an observer, and observers keep their
     // clients.
-    let watcher = RawClient::connect(a[4], 30_000).await.expect("session");
+    let watcher = session(a[4]).await;
     server.stop_member(3).await.expect("stop the leader");
     assert_eq!(
         modes(&server),
         ["follower", "leader", "stopped", "observer", "observer"]
     );
-    assert_eq!(
-        watcher.call(&create("/after", 0)).await.expect("write").err,
-        0
-    );
+    succeeds(&watcher, &create("/after", 0)).await;
     // Three of five members run, one of three voters: no quorum. Observers go read-only
     // with the voter.
     server.stop_member(2).await.expect("stop voter 2");
@@ -669,7 +653,7 @@ async fn observers_serve_clients_but_never_vote_or_lead() {
         ["leader", "stopped", "follower", "observer", "observer"]
     );
     let c = move_to(&back, a[3], false).await;
-    assert_eq!(c.call(&create("/back", 0)).await.expect("write").err, 0);
+    succeeds(&c, &create("/back", 0)).await;
 }
 
 /// Each leader starts an epoch: zxids in replies, Stats, `srvr`, `/zkd/members` and the
@@ -690,7 +674,7 @@ async fn each_leader_starts_an_epoch_that_zxids_and_files_carry() {
     };
     let server = start().await;
     let a = addrs(&server);
-    let c = RawClient::connect(a[0], 30_000).await.expect("session");
+    let c = session(a[0]).await;
     let first = c.call(&create("/first", 0)).await.expect("create");
     assert_eq!(
         first.zxid, 0x1_0000_0002,
@@ -710,9 +694,7 @@ async fn each_leader_starts_an_epoch_that_zxids_and_files_carry() {
     server.shutdown().await;
 
     let server = start().await;
-    let c = RawClient::connect(addrs(&server)[0], 30_000)
-        .await
-        .expect("session");
+    let c = session(addrs(&server)[0]).await;
     let third = c.call(&create("/third", 0)).await.expect("create");
     assert_eq!(
         third.zxid >> 32,
@@ -768,9 +750,7 @@ async fn members_over_http_and_per_member_admin_commands() {
         ("POST", "/zkd/members/one/stop", 400),
         ("GET", "/commands/srvr?member=7", 404),
     ] {
-        let answer = admin::call(admin, method, path, None).await;
-        assert_eq!(answer.status, status, "{method} {path}: {}", answer.body);
-        assert!(!admin::error_text(&answer).is_empty());
+        admin::refused(admin, method, path, status).await;
     }
     admin::ok(admin, "POST", "/zkd/members/1/stop", None).await;
     let ro = admin::ok(admin, "GET", "/commands/is_read_only?member=2", None).await;
@@ -820,6 +800,22 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
         ),
         "{text}"
     );
+    // The failover timing needs an ensemble and is one of two words.
+    for (args, says) in [
+        (
+            ["--election-timing", "zookeeper", "--port", "0"],
+            "--election-timing needs an ensemble",
+        ),
+        (
+            ["--election-timing", "fast", "--ensemble", "3"],
+            "give instant or zookeeper",
+        ),
+    ] {
+        let refused = Command::new(&bin).args(args).output().expect("zkd runs");
+        let text = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{text}");
+        assert!(text.contains(says), "{text}");
+    }
     let mut child = Command::new(&bin)
         .args([
             "--ensemble",
@@ -898,15 +894,20 @@ fn the_binary_prints_one_listening_line_per_member_and_ctl_controls_them() {
     let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "2,3", "/", "4"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.starts_with("partitioned: 2,3 / 4\n"), "{text}");
-    let cut: Vec<&str> = text
-        .lines()
-        .filter(|l| l.ends_with("cut off"))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
+    let cut = cut_rows(&text);
     assert_eq!(cut, ["1", "4"], "{text}");
     let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "2,x"]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("\"x\" is not a member id"), "{text}");
+    // One way: observer 4 no longer hears leader 3, and is cut off (instant elections).
+    let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "--one-way", "3>4"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.starts_with("partitioned: one way 3>4\n"), "{text}");
+    let cut = cut_rows(&text);
+    assert_eq!(cut, ["4"], "{text}");
+    let (code, text) = crate::admin::zkd_ctl(admin, &["partition", "--one-way", "3-4"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("is not a FROM>TO pair"), "{text}");
     let (code, text) = crate::admin::zkd_ctl(admin, &["heal"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.starts_with("healed\n"), "{text}");
@@ -1022,13 +1023,13 @@ async fn reconfig_adds_a_new_member_that_starts_on_its_port_and_removes_one_that
     .await
     .expect("ensemble starts");
     let a = addrs(&server);
-    let c = RawClient::connect(a[0], 30_000).await.expect("session");
+    let c = session(a[0]).await;
     let auth = Request::Auth(zkd_protocol::AuthPacket {
         auth_type: 0,
         scheme: "digest".into(),
         auth: Bytes::from_static(b"super:secret"),
     });
-    assert_eq!(c.call(&auth).await.expect("auth").err, 0);
+    succeeds(&c, &auth).await;
     let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     let port = free.local_addr().expect("port").port();
     drop(free);
@@ -1051,11 +1052,9 @@ async fn reconfig_adds_a_new_member_that_starts_on_its_port_and_removes_one_that
     let at = server.start_member(4).await.expect("member 4 starts");
     assert_eq!(at, SocketAddr::from(([127, 0, 0, 1], port)));
     assert_eq!(mode_line(&word(at, "srvr").await), "Mode: follower");
-    let d = RawClient::connect(at, 30_000)
-        .await
-        .expect("a session on member 4");
+    let d = session(at).await;
     assert_eq!(d.session_id >> 56, 4);
-    assert_eq!(d.call(&create("/via-4", 0)).await.expect("create").err, 0);
+    succeeds(&d, &create("/via-4", 0)).await;
     // Member 1 removed: it keeps serving, as a follower without a vote.
     let (err, text) = reconfig(&c, None, Some("1")).await;
     assert_eq!(err, 0);
@@ -1075,7 +1074,7 @@ async fn reconfig_adds_a_new_member_that_starts_on_its_port_and_removes_one_that
         mntr.contains("zk_synced_non_voting_followers\t1\n"),
         "{mntr}"
     );
-    assert_eq!(c.call(&create("/via-1", 0)).await.expect("create").err, 0);
+    succeeds(&c, &create("/via-1", 0)).await;
     // Three voters (2, 3, 4): stopping member 1 costs nothing, stopping two voters the quorum.
     server.stop_member(1).await.expect("stop 1");
     // Stopped, a removed member cannot start again (a removed ZooKeeper server exits).
@@ -1097,8 +1096,16 @@ async fn reconfig_adds_a_new_member_that_starts_on_its_port_and_removes_one_that
     server.shutdown().await;
 }
 
+/// The member ids of the rows `zkd ctl` marks `cut off`.
+fn cut_rows(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| l.ends_with("cut off"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect()
+}
+
 /// The data a getData reply holds.
-fn data_of(r: &zkd_testkit::raw::Reply) -> Vec<u8> {
+pub(crate) fn data_of(r: &Reply) -> Vec<u8> {
     assert_eq!(r.err, 0, "getData failed");
     let body: zkd_protocol::GetDataResponse = r.decode().expect("a getData body");
     body.data.unwrap_or_default().to_vec()
@@ -1110,31 +1117,19 @@ async fn a_partition_cuts_the_leader_off_and_healing_brings_it_back() {
     let admin = server.admin_addr().expect("admin listener");
     let a = addrs(&server);
     assert_eq!(modes(&server), ["follower", "follower", "leader"]);
-    let c = RawClient::connect(a[0], 30_000)
-        .await
-        .expect("session on 1");
-    let made = c.call(&create("/p", 0)).await.expect("create");
-    assert_eq!(made.err, 0);
-    let on_leader = RawClient::connect(a[2], 30_000)
-        .await
-        .expect("session on 3");
+    let c = session(a[0]).await;
+    let made = succeeds(&c, &create("/p", 0)).await;
+    let on_leader = session(a[2]).await;
 
     // The leader is cut off from the two others: they hold the quorum and elect member 2;
     // member 3 keeps running in read-only mode and drops its read-write client.
     server.partition(&[&[3]]).expect("partition");
     assert_eq!(modes(&server), ["follower", "leader", "read-only"]);
-    let cut: Vec<bool> = server
-        .members()
-        .expect("members")
-        .iter()
-        .map(|m| m.cut)
-        .collect();
-    assert_eq!(cut, [false, false, true]);
+    assert_eq!(cut_flags(&server), [false, false, true]);
     dropped(&on_leader).await;
 
     // The majority writes on, in the new leader's epoch.
-    let w = c.call(&set_data("/p", b"new")).await.expect("write");
-    assert_eq!(w.err, 0);
+    let w = succeeds(&c, &set_data("/p", b"new")).await;
     assert!(
         w.zxid >> 32 > made.zxid >> 32,
         "a new epoch: {:x} after {:x}",
@@ -1160,9 +1155,7 @@ async fn a_partition_cuts_the_leader_off_and_healing_brings_it_back() {
     assert_eq!(healed["members"][2]["cut"], false);
     assert_eq!(modes(&server), ["follower", "leader", "follower"]);
     dropped(&ro).await;
-    let back = RawClient::connect(a[2], 30_000)
-        .await
-        .expect("session on 3");
+    let back = session(a[2]).await;
     assert_eq!(
         data_of(&back.call(&get_data("/p")).await.expect("read")),
         b"new"
@@ -1183,10 +1176,11 @@ async fn a_partition_cuts_the_leader_off_and_healing_brings_it_back() {
         ("/zkd/partition?groups=1,2,3", 400),
         ("/zkd/partition?groups=a/b", 400),
         ("/zkd/partition", 400),
+        ("/zkd/partition?one_way=3", 400),
+        ("/zkd/partition?one_way=3%3E3", 400),
+        ("/zkd/partition?one_way=3%3E9", 400),
     ] {
-        let answer = admin::call(admin, "POST", path, None).await;
-        assert_eq!(answer.status, status, "{path}: {}", answer.body);
-        assert!(!admin::error_text(&answer).is_empty());
+        admin::refused(admin, "POST", path, status).await;
     }
     // Healed, they elect as a fresh ZooKeeper ensemble would: members 2 and 3 have the same
     // newest zxid, and the higher id wins.
@@ -1213,19 +1207,13 @@ async fn local_sessions_stay_on_their_member_until_an_ephemeral_makes_them_globa
     use zkd_testkit::raw::ClientError;
     let server = local_sessions(true).await;
     let a = addrs(&server);
-    let local = RawClient::connect(a[0], 30_000)
-        .await
-        .expect("a session on 1");
-    let global = RawClient::connect(a[0], 30_000)
-        .await
-        .expect("another on 1");
+    let local = session(a[0]).await;
+    let global = session(a[0]).await;
     // A local session writes like any other, but costs no transaction: the create after it
     // has the zxid right after the ensemble's start.
-    let made = local.call(&create("/l", 0)).await.expect("create");
-    assert_eq!(made.err, 0);
+    let made = succeeds(&local, &create("/l", 0)).await;
     // Its first ephemeral makes the second session global (a session transaction first).
-    let eph = global.call(&create("/g", 1)).await.expect("ephemeral");
-    assert_eq!(eph.err, 0);
+    let eph = succeeds(&global, &create("/g", 1)).await;
     assert_eq!(
         eph.zxid,
         made.zxid + 2,
@@ -1246,16 +1234,14 @@ async fn local_sessions_stay_on_their_member_until_an_ephemeral_makes_them_globa
         "a local session outlived its member"
     );
     let kept = move_to(&global, a[1], false).await;
-    assert_eq!(kept.call(&get_data("/g")).await.expect("read").err, 0);
+    succeeds(&kept, &get_data("/g")).await;
 
     // Without upgrading, a local session cannot own an ephemeral.
     let strict = local_sessions(false).await;
-    let s = RawClient::connect(addrs(&strict)[0], 30_000)
-        .await
-        .expect("session");
+    let s = session(addrs(&strict)[0]).await;
     assert_eq!(
         s.call(&create("/e", 1)).await.expect("create").err,
         ErrorCode::EphemeralOnLocalSession.code()
     );
-    assert_eq!(s.call(&create("/p", 0)).await.expect("create").err, 0);
+    succeeds(&s, &create("/p", 0)).await;
 }

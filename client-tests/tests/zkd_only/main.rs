@@ -1,5 +1,5 @@
 //! End-to-end tests of what only zkd has or does its own way: embedding, the simulated
-//! ensemble and lagging members, network faults on connections, the admin listener (control
+//! ensemble (and its failover on ZooKeeper's timing) and lagging members, network faults on connections, the admin listener (control
 //! plane, tree export, metrics, the herd detector, the web view in headless chromium), zkd's
 //! reaper and four-letter-word defaults. Each test starts its own embedded server; none of them runs against ZooKeeper.
 //!
@@ -11,8 +11,10 @@ mod admin;
 mod control_plane;
 mod embedding;
 mod ensemble;
+mod failover_timing;
 mod four_letter_defaults;
 mod herd;
+mod history;
 mod lagging_member;
 mod network_faults;
 mod python_checks;

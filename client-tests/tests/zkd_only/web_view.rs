@@ -25,6 +25,8 @@ use serde_json::{json, Value};
 use zkd_protocol::{PathWatchRequest, Request, SetDataRequest};
 use zkd_testkit::raw::RawClient;
 
+use crate::ensemble::cut_flags;
+
 const NOT_INSTALLED: &str =
     "chromium and chromium-driver are not installed: run scripts/install-test-deps.sh";
 
@@ -732,11 +734,58 @@ async fn web_view_shows_the_members_and_cuts_and_heals_a_partition() {
     assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-view-members.png");
     std::fs::write(&out, &png).expect("save screenshot");
-    let cut: Vec<bool> = server
-        .members()
-        .expect("members")
-        .iter()
-        .map(|m| m.cut)
-        .collect();
-    assert_eq!(cut, [false, false, false], "healed");
+    assert_eq!(cut_flags(&server), [false, false, false], "healed");
+}
+
+/// The timeline page (`GET /timeline`) in the browser: it reads the history, draws a lane per
+/// session, and a click on a session's expiry shows the event; with the checks' findings
+/// listed. A screenshot goes to `target/tmp/timeline.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeline_page_draws_the_history_and_shows_an_event_on_click() {
+    let (server, admin) = zkd_testkit::target::zkd_with_admin(Default::default()).await;
+    let a = RawClient::connect(server.local_addr(), 30_000)
+        .await
+        .expect("session");
+    let b = RawClient::connect(server.local_addr(), 30_000)
+        .await
+        .expect("session");
+    call(&a, create("/timeline", b"x", 0)).await;
+    call(&b, create("/timeline/b", b"y", 1)).await;
+    let expired = format!("0x{:x}", b.session_id);
+    // Apart from the requests on the time axis, so that a click finds the expiry alone.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    server.expire_session(b.session_id).expect("expire");
+    let page = format!("http://{admin}/timeline");
+    let driver = tokio::task::spawn_blocking(start_driver)
+        .await
+        .expect("driver");
+    let (detail, png) = tokio::task::spawn_blocking(move || {
+        let b = Browser::open(&driver);
+        b.go(&page);
+        b.wait_for(
+            "the lanes of both sessions",
+            &format!(
+                "return typeof lanes !== 'undefined' && lanes.includes('session {expired}') \
+                 && lanes.length >= 2"
+            ),
+        );
+        let detail = b.eval(&format!(
+            r#"const e = events.find(x => x.kind === 'session_expired' && x.session === '{expired}');
+               const r = canvas.getBoundingClientRect();
+               const x = xOf(e.mono_ms, r.width), y = AXIS_H + laneOf.get(e._lane) * ROW_H + ROW_H / 2;
+               canvas.dispatchEvent(new MouseEvent('click', {{ clientX: r.left + x, clientY: r.top + y }}));
+               return document.getElementById('detail').textContent"#
+        ));
+        let png = b.screenshot();
+        drop(b);
+        (detail, png)
+    })
+    .await
+    .expect("browser");
+    let detail = detail.as_str().unwrap_or_default().to_string();
+    assert!(detail.contains("\"kind\": \"session_expired\""), "{detail}");
+    assert!(detail.contains("/timeline/b"), "its ephemeral: {detail}");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("timeline.png");
+    std::fs::write(&out, &png).expect("save screenshot");
 }

@@ -52,7 +52,6 @@ enum Op {
 }
 
 const PATHS: [&str; 6] = ["/a", "/a/b", "/a/c", "/b", "/a/b/d", "/c"];
-const SESSIONS: usize = TEST_SESSIONS;
 
 fn op() -> impl Strategy<Value = Op> {
     let (s, p, data) = op_inputs(PATHS.len());
@@ -114,12 +113,12 @@ impl World {
         core.set_logging(true);
         let mut w = World {
             core,
-            conns: vec![None; SESSIONS],
+            conns: vec![None; TEST_SESSIONS],
             now: 1_000,
             log,
             next_port: 4000,
         };
-        for s in 0..SESSIONS {
+        for s in 0..TEST_SESSIONS {
             w.connect(s);
         }
         w
@@ -217,7 +216,7 @@ impl World {
                 // Silence every session past its timeout, then tick: all expire.
                 self.now += 30_000;
                 self.core.tick(self.now, &mut RecordingOutbox::counting());
-                self.conns = vec![None; SESSIONS];
+                self.conns = vec![None; TEST_SESSIONS];
             }
             Op::Reset { slice } => {
                 let out = &mut RecordingOutbox::counting();

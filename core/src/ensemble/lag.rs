@@ -113,12 +113,21 @@ pub(crate) struct Lagging {
     blocked: HashMap<ConnId, Blocked>,
     seq: u64,
     draining: bool,
+    /// Members that cannot reach a leader with a quorum: their clients' writes and syncs
+    /// are held, unexecuted, until the member reaches one again (then they run) or drops
+    /// its clients (then they never run).
+    holding: std::collections::BTreeSet<MemberId>,
 }
 
+/// The zxid a held request waits for: never reached, so only [`Core::set_member_holding`]
+/// lets it go.
+const HELD: i64 = i64::MAX;
+
 impl Lagging {
-    /// True when no member lags and no connection waits: the core runs as a single server.
+    /// True when no member lags or holds writes and no connection waits: the core runs as a
+    /// single server.
     pub(crate) fn idle(&self) -> bool {
-        self.replicas.is_empty() && self.blocked.is_empty()
+        self.replicas.is_empty() && self.blocked.is_empty() && self.holding.is_empty()
     }
 }
 
@@ -515,6 +524,78 @@ impl Core {
             self.lag.blocked.remove(&conn);
             self.finish_connection(conn, out);
         }
+        None
+    }
+
+    /// Starts or ends holding `member`'s writes and syncs (see [`Lagging::holding`]). Ending
+    /// it with `replay` runs what was held, in order, as if it had just arrived; without,
+    /// what was held is forgotten unexecuted (the member is dropping those clients).
+    pub fn set_member_holding(
+        &mut self,
+        member: MemberId,
+        on: bool,
+        replay: bool,
+        now: impl Into<Now>,
+        out: &mut dyn Outbox,
+    ) {
+        let now = now.into();
+        if on {
+            self.lag.holding.insert(member);
+            return;
+        }
+        if !self.lag.holding.remove(&member) {
+            return;
+        }
+        let held: Vec<ConnId> = self
+            .lag
+            .blocked
+            .iter()
+            .filter(|(_, b)| b.member == member && b.until == Some(HELD))
+            .map(|(c, _)| *c)
+            .collect();
+        for conn in held {
+            if replay {
+                if let Some(b) = self.lag.blocked.get_mut(&conn) {
+                    b.until = None;
+                }
+            } else {
+                self.lag.blocked.remove(&conn);
+            }
+        }
+        if replay {
+            self.drain(now, out);
+        }
+    }
+
+    /// Holds `payload` when it is a write or sync of a client of a member that holds them
+    /// (see [`Lagging::holding`]); otherwise hands it back. Reads go on from the member's
+    /// view.
+    pub(crate) fn hold_if_unreachable(&mut self, conn: ConnId, payload: Bytes) -> Option<Bytes> {
+        if self.lag.holding.is_empty() {
+            return Some(payload);
+        }
+        let member = self.member_of(conn);
+        if !self.lag.holding.contains(&member) {
+            return Some(payload);
+        }
+        let op = payload
+            .get(4..8)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .and_then(|b| zkd_protocol::OpCode::from_i32(i32::from_be_bytes(b)));
+        if op.is_none_or(|op| op.info().follower == FollowerAnswers::Locally) {
+            return Some(payload);
+        }
+        self.lag.seq += 1;
+        let bytes = payload.len();
+        let held = Blocked {
+            member,
+            until: Some(HELD),
+            reply: None,
+            deferred: VecDeque::from([payload]),
+            deferred_bytes: bytes,
+            seq: self.lag.seq,
+        };
+        self.lag.blocked.insert(conn, held);
         None
     }
 

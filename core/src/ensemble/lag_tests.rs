@@ -427,3 +427,38 @@ fn history_kept_for_a_stalled_member_is_bounded_in_bytes() {
     h.lag(LAGGING, Lag::Lockstep);
     assert_eq!(h.core.lag_log_len(), 0);
 }
+
+#[test]
+fn writes_through_a_member_that_reaches_no_quorum_wait_unexecuted() {
+    let (mut h, writer, reader) = setup(Lag::Stalled);
+    h.core
+        .set_member_holding(LAGGING, true, false, h.now, &mut h.out);
+    let w = h.send(reader, &set_to("/x", b"held"));
+    let r = h.send(reader, &get_data("/x", false));
+    assert!(
+        h.frames(reader).is_empty(),
+        "the write waits, the read behind it"
+    );
+    assert_eq!(data_of(&h.reply(writer, &get_data("/x", false))), "old");
+    // Reaching a leader again, the member runs what it held, in order.
+    h.core
+        .set_member_holding(LAGGING, false, true, h.now, &mut h.out);
+    h.lag(LAGGING, Lag::Lockstep);
+    let f = h.frames(reader);
+    assert_eq!(f.iter().map(|f| f.xid).collect::<Vec<_>>(), [w, r]);
+    assert_eq!(data_of(&f[1]), "held");
+    // Dropping its clients instead, what it held never runs.
+    h.core
+        .set_member_holding(LAGGING, true, false, h.now, &mut h.out);
+    h.send(reader, &set_to("/x", b"lost"));
+    h.send(reader, &sync_req("/x"));
+    h.core
+        .set_member_holding(LAGGING, false, false, h.now, &mut h.out);
+    assert!(h.frames(reader).is_empty());
+    assert_eq!(data_of(&h.reply(writer, &get_data("/x", false))), "held");
+    // A read goes on from the member's view while it holds writes.
+    h.core
+        .set_member_holding(LAGGING, true, false, h.now, &mut h.out);
+    let (other, _, _) = h.session_on(LAGGING, 30000);
+    assert_eq!(data_of(&h.reply(other, &get_data("/x", false))), "held");
+}

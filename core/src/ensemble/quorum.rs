@@ -88,6 +88,13 @@ impl Core {
             self.local_sessions.remove(&sid);
             let conn = self.sessions.get(sid).and_then(|s| s.conn);
             self.sessions.remove(sid);
+            out.fact(crate::Fact::SessionEnded {
+                session: sid,
+                conn,
+                why: crate::SessionEnd::MemberStopped,
+                zxid: None,
+                ephemerals: &[],
+            });
             if let Some(conn) = conn {
                 self.finish_connection(conn, out);
             }

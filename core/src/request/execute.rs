@@ -146,7 +146,7 @@ impl Core {
             }
             Request::Auth(auth) => return self.auth(conn, xid, &auth.scheme, &auth.auth, out),
             Request::CloseSession => {
-                let zxid = self.kill_session(sid, now, out);
+                let zxid = self.kill_session(sid, crate::SessionEnd::Closed, now, out);
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.last_op = "CLOS";
                 }

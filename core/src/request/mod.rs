@@ -21,7 +21,8 @@ mod conformance_tests;
 impl Core {
     /// Every frame after the handshake: the first stage of a request. A connection waiting
     /// for its lagging member to apply an earlier write or sync keeps later requests until
-    /// then (per-session FIFO); otherwise the request is decoded, routed and executed now,
+    /// then (per-session FIFO); a write or sync through a member that cannot reach a leader
+    /// with a quorum is held unexecuted; otherwise the request is decoded, routed and executed now,
     /// with its member's lag (if it lags) looked up here, once.
     pub fn request(
         &mut self,
@@ -40,6 +41,9 @@ impl Core {
         }
         self.advance_members(now, out);
         let Some(payload) = self.wait_turn(conn, payload, now, out) else {
+            return;
+        };
+        let Some(payload) = self.hold_if_unreachable(conn, payload) else {
             return;
         };
         let lagging = self.lagging_member(conn);

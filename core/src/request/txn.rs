@@ -342,11 +342,25 @@ impl Core {
 
     /// Closes a session (explicit close or expiry): one zxid for all its ephemerals, deleted
     /// in the order ZooKeeper deletes them.
-    pub(crate) fn kill_session(&mut self, sid: i64, now: Now, out: &mut dyn Outbox) -> i64 {
+    pub(crate) fn kill_session(
+        &mut self,
+        sid: i64,
+        why: crate::SessionEnd,
+        now: Now,
+        out: &mut dyn Outbox,
+    ) -> i64 {
+        let conn = self.sessions.get(sid).and_then(|s| s.conn);
         if self.local_sessions.remove(&sid).is_some() {
             // A local session ends without a transaction (it has no ephemerals: its first
             // one would have made it global).
             self.sessions.remove(sid);
+            out.fact(crate::Fact::SessionEnded {
+                session: sid,
+                conn,
+                why,
+                zxid: None,
+                ephemerals: &[],
+            });
             return self.db.zxid;
         }
         let zxid = self.next_zxid();
@@ -363,6 +377,13 @@ impl Core {
             java_hash_set_order(&mut owned);
             paths = owned.into_iter().map(|(p, _)| p.to_string()).collect();
         }
+        out.fact(crate::Fact::SessionEnded {
+            session: sid,
+            conn,
+            why,
+            zxid: Some(zxid),
+            ephemerals: &paths,
+        });
         let h = header(sid, 0, zxid, now.wall, txn_type::CLOSE_SESSION);
         let body = TxnBody::CloseSession(Some(CloseSessionTxn { paths }));
         self.commit(&h, &body, now, out);

@@ -85,7 +85,7 @@ impl Core {
             session = format_args!("0x{sid:x}"),
             "session expired by control"
         );
-        self.kill_session(sid, now.into(), out);
+        self.kill_session(sid, crate::SessionEnd::Control, now.into(), out);
         if let Some(conn) = conn {
             self.finish_connection(conn, out);
         }

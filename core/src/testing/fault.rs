@@ -157,4 +157,8 @@ impl crate::Outbox for Muted<'_> {
     fn delay(&mut self, conn: ConnId, ms: u64, release: crate::Release) {
         self.inner.delay(conn, ms, release);
     }
+
+    fn fact(&mut self, fact: crate::Fact<'_>) {
+        self.inner.fact(fact);
+    }
 }

@@ -284,6 +284,15 @@ fn wide(m: &mut Meter, parent: &str, n: usize) {
     }
 }
 
+/// A meter on a tree with `n` children under `parent`, whose list a client has read (so
+/// the children cache holds it).
+fn cached_wide(parent: &str, n: usize) -> Meter {
+    let mut m = Meter::new();
+    wide(&mut m, parent, n);
+    assert_eq!(m.request(&children(parent, true)), 0);
+    m
+}
+
 /// A parent with many children whose list a client read (cached), then one multi of many
 /// deletes, single deletes, and the list read again between them. While the children cache
 /// copies a cached list on every delete of a child, the multi costs the list's length per
@@ -291,9 +300,7 @@ fn wide(m: &mut Meter, parent: &str, n: usize) {
 #[test]
 fn wide_cached_parent_emptied_by_a_big_multi_and_single_deletes() {
     let n = 50_000 * scale();
-    let mut m = Meter::new();
-    wide(&mut m, "/w", n);
-    assert_eq!(m.request(&children("/w", true)), 0);
+    let mut m = cached_wide("/w", n);
     // The multi deletes from the end of the list, where finding an entry costs the most.
     let ops = (0..1_000)
         .map(|i| delete_op(child("/w", n - 1 - i)))
@@ -393,9 +400,7 @@ fn many_watches_on_one_path() {
 #[test]
 fn big_multis_of_every_write() {
     let n = 10_000 * scale();
-    let mut m = Meter::new();
-    wide(&mut m, "/m", n);
-    assert_eq!(m.request(&children("/m", true)), 0);
+    let mut m = cached_wide("/m", n);
     for start in (0..n).step_by(5_000) {
         let ops = (start..n.min(start + 5_000))
             .map(|i| set_op(child("/m", i)))

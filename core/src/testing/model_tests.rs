@@ -54,7 +54,6 @@ enum Op {
 }
 
 const PATHS: [&str; 6] = ["/a", "/a/b", "/a/c", "/b", "/a/b/d", "/a/"];
-const SESSIONS: usize = TEST_SESSIONS;
 
 fn op() -> impl Strategy<Value = Op> {
     let (s, p, data) = op_inputs(PATHS.len());
@@ -90,7 +89,7 @@ impl World {
         let mut core = Core::new(tests_config(), 1_000);
         let mut sink = RecordingOutbox::new();
         let mut conns = Vec::new();
-        for i in 0..SESSIONS {
+        for i in 0..TEST_SESSIONS {
             let port = 4000 + i as u16;
             conns.push(Some(open_test_session(
                 &mut core, port, 30000, 1_000, &mut sink,
@@ -111,7 +110,7 @@ impl World {
             core,
             conns,
             model,
-            zxid: SESSIONS as i64,
+            zxid: TEST_SESSIONS as i64,
         }
     }
 

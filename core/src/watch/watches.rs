@@ -821,10 +821,7 @@ mod tests {
 
     #[test]
     fn a_connections_paths_come_in_slices_that_tell_a_change() {
-        let mut w = Watches::default();
-        for i in 0..1000 {
-            w.add(1, &format!("/p{i}"), Data);
-        }
+        let mut w = data_watches(1, "/p", 1000);
         w.add(1, "/children-only", Child);
         let (mut from, mut all) = (0, Vec::new());
         let first = w.data_paths_slice(1, 0, 64).changes;
@@ -852,6 +849,16 @@ mod tests {
             "an added path shows"
         );
         assert_eq!(w.data_paths_slice(2, 0, 64), PathsSlice::default());
+    }
+
+    /// A watch table where connection `conn` watches the data of `n` paths, `prefix`
+    /// followed by 0, 1, ...
+    fn data_watches(conn: ConnId, prefix: &str, n: usize) -> Watches {
+        let mut w = Watches::default();
+        for i in 0..n {
+            w.add(conn, &format!("{prefix}{i}"), Data);
+        }
+        w
     }
 
     /// A watch table holding `watches` (connection, path, kind), and an empty list for the
@@ -977,10 +984,7 @@ mod tests {
 
     #[test]
     fn tables_give_memory_back_after_mass_removal() {
-        let mut w = Watches::default();
-        for i in 0..20_000 {
-            w.add(1, &format!("/absent/{i}"), Data);
-        }
+        let mut w = data_watches(1, "/absent/", 20_000);
         w.add(2, "/kept", Data);
         let full = w.paths.capacity();
         w.remove_conn(1);

@@ -50,6 +50,18 @@ def session_hex(session_id):
     return "0x%x" % (int(session_id) & 0xFFFFFFFFFFFFFFFF)
 
 
+def _given(convert, value):
+    """``convert(value)``, or None when ``value`` is None (a keyword left out)."""
+    return None if value is None else convert(value)
+
+
+def _rule_body(action, **fields):
+    """The JSON body of a fault rule: its ``action`` and the ``fields`` that are not None."""
+    body = {"action": action}
+    body.update((k, v) for k, v in fields.items() if v is not None)
+    return body
+
+
 def _address(host, port):
     if ":" in host and not host.startswith("["):
         host = "[%s]" % host
@@ -86,6 +98,10 @@ class Server:
         drive them
     :param observers: with ``ensemble``, how many of its last members are observers
         (``--observers K``): they serve clients but do not vote, lead or count for the quorum
+    :param election_timing: with ``ensemble``, ``"instant"`` (the default: partitions and a
+        stopped leader take effect at once) or ``"zookeeper"`` (members notice a lost leader
+        or quorum after ``syncLimit × tickTime`` and elect as ZooKeeper does;
+        ``--election-timing``)
     """
 
     def __init__(
@@ -100,6 +116,7 @@ class Server:
         log="warn",
         ensemble=None,
         observers=None,
+        election_timing=None,
     ):
         self.binary = find_binary(binary)
         self._argv = [self.binary, "--port", "0", "--admin-port", "0", "--log", log]
@@ -115,6 +132,13 @@ class Server:
                     "got observers=%r for ensemble=%r" % (observers, ensemble)
                 )
             self._argv += ["--observers", str(int(observers))]
+        if election_timing is not None:
+            if self.ensemble is None or election_timing not in ("instant", "zookeeper"):
+                raise ValueError(
+                    "election_timing is instant or zookeeper, with an ensemble; got %r"
+                    % (election_timing,)
+                )
+            self._argv += ["--election-timing", election_timing]
         if clock is not None:
             self._argv += ["--clock", clock]
         if tick_time is not None:
@@ -275,7 +299,7 @@ class Server:
 
     # -- admin API --------------------------------------------------------------------
 
-    def _call(self, method, path, query=None, body=None, timeout=30.0):
+    def _call(self, method, path, query=None, body=None, timeout=30.0, raw=False):
         url = self.admin_url + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
@@ -297,6 +321,8 @@ class Server:
             except (ValueError, AttributeError):
                 message = raw.decode("utf-8", "replace")
             raise AdminError(e.code, message, method, path) from None
+        if raw:
+            return payload.decode("utf-8")
         if not payload:
             return None
         return json.loads(payload.decode("utf-8"))
@@ -356,19 +382,8 @@ class Server:
         ``"no-response"``. The rule matches requests by ``opcode`` (number or name such as
         ``"create"``), ``path`` prefix and ``session``, and fires ``count`` times (default:
         until removed)."""
-        body = {"action": action}
-        if code is not None:
-            body["code"] = code
-        if ms is not None:
-            body["ms"] = _ms(ms)
-        if opcode is not None:
-            body["opcode"] = opcode
-        if path is not None:
-            body["path"] = path
-        if session is not None:
-            body["session"] = session_hex(session)
-        if count is not None:
-            body["count"] = int(count)
+        body = _rule_body(action, code=code, ms=_given(_ms, ms), opcode=opcode, path=path,
+                          session=_given(session_hex, session), count=_given(int, count))
         return self._call("POST", "/zkd/faults", body=body)
 
     def faults(self):
@@ -396,15 +411,8 @@ class Server:
         (an int, e.g. kazoo's ``client.client_id[0]``, or a hex string), connections from
         ``client`` (an IP, or ``"IP:PORT"`` for one connection), connections to ensemble
         member ``member``, or, with none of these, every client connection."""
-        body = {"action": action}
-        if ms is not None:
-            body["ms"] = _ms(ms)
-        if session is not None:
-            body["session"] = session_hex(session)
-        if client is not None:
-            body["client"] = client
-        if member is not None:
-            body["member"] = int(member)
+        body = _rule_body(action, ms=_given(_ms, ms), session=_given(session_hex, session),
+                          client=client, member=_given(int, member))
         return self._call("POST", "/zkd/net-faults", body=body)
 
     def net_faults(self):
@@ -442,14 +450,22 @@ class Server:
         """Starts a stopped member again on its port. 409 if it is running."""
         return self._call("POST", "/zkd/members/%d/start" % int(member_id))
 
-    def partition(self, *groups):
+    def partition(self, *groups, one_way=()):
         """Splits the members into groups, each a list of member ids (members named in none
-        form one more group): ``server.partition([1], [2, 3])``. The group holding a majority
-        of the voters keeps the quorum (electing a leader of its own if its leader is
-        elsewhere); every other member is cut off, serving only read-only clients from what
-        it had, until :meth:`heal`. Returns the members listing."""
-        text = "/".join(",".join(str(int(i)) for i in g) for g in groups)
-        return self._call("POST", "/zkd/partition", {"groups": text})
+        form one more group): ``server.partition([1], [2, 3])``; and/or cuts links one way,
+        each a ``(from, to)`` pair whose messages from ``from`` to ``to`` are lost:
+        ``server.partition(one_way=[(3, 1)])``. The side holding a majority of the voters
+        keeps the quorum (electing a leader of its own if its leader is elsewhere); every
+        other member is cut off, serving only read-only clients from what it had, until
+        :meth:`heal`. Replaces any partition before. Returns the members listing."""
+        query = {}
+        if groups:
+            query["groups"] = "/".join(",".join(str(int(i)) for i in g) for g in groups)
+        if one_way:
+            query["one_way"] = ",".join("%d>%d" % (int(a), int(b)) for a, b in one_way)
+        if not query:
+            raise ValueError("give groups or one_way links to cut")
+        return self._call("POST", "/zkd/partition", query)
 
     def heal(self):
         """Ends a partition: the cut members apply what they missed and serve again."""
@@ -470,6 +486,72 @@ class Server:
         if len(query) != 1:
             raise ValueError("give exactly one of ms, txns or stall")
         return self._call("POST", "/zkd/members/%d/lag" % int(member_id), query)
+
+    # -- history ----------------------------------------------------------------------
+
+    def history_summary(self):
+        """The history's size: ``enabled``, ``events``, ``bytes``, ``dropped``,
+        ``first_seq``, ``last_seq``, ``max_events``, ``max_bytes``."""
+        return self._call("GET", "/zkd/history", {"format": "json"})
+
+    def history_mark(self):
+        """The ``seq`` of the last event recorded so far (0 when none is, or the history is
+        off): a test's window of the history starts after it."""
+        return self.history_summary().get("last_seq") or 0
+
+    def history_jsonl(self, after_seq=0, **filters):
+        """The history as JSON Lines text, oldest first, every page from ``after_seq`` on.
+        ``filters``: ``session`` (an int or hex string), ``path`` (a prefix), ``kinds`` (a
+        list), ``since_ms``, ``until_ms``, ``from_zxid``, ``to_zxid`` (see docs/history.md)."""
+        query = {}
+        for key, value in filters.items():
+            if value is None:
+                continue
+            if key == "session":
+                value = session_hex(value)
+            elif key == "kinds" and not isinstance(value, str):
+                value = ",".join(value)
+            query[key] = value
+        pages = []
+        last = int(after_seq)
+        while True:
+            page = self._call("GET", "/zkd/history", dict(query, after_seq=last, limit=10000),
+                              raw=True)
+            lines = [line for line in page.split("\n") if line.strip()]
+            pages.extend(lines)
+            if len(lines) < 10000:
+                break
+            last = json.loads(lines[-1])["seq"]
+        return "".join(line + "\n" for line in pages)
+
+    def history(self, after_seq=0, **filters):
+        """The history's events as dicts (see :meth:`history_jsonl` for the filters)."""
+        return [json.loads(line) for line in self.history_jsonl(after_seq, **filters).splitlines()]
+
+    def history_checks(self, after_seq=0):
+        """The recipe checks' findings over the events after ``after_seq``: a list of dicts
+        with ``check``, ``summary`` and ``seqs`` (see docs/history.md)."""
+        return self._call("GET", "/zkd/history/checks", {"after_seq": int(after_seq)})
+
+    def history_timeline(self, after_seq=0):
+        """A self-contained HTML page drawing the events after ``after_seq`` on a timeline,
+        with the recipe checks' findings marked."""
+        return self._call("GET", "/zkd/history/timeline", {"after_seq": int(after_seq)},
+                          raw=True)
+
+    def save_history(self, directory, name, after_seq=0):
+        """Writes the events after ``after_seq`` to ``directory/name.history.jsonl`` and their
+        timeline to ``directory/name.history.html``; returns the two paths and the findings."""
+        import os
+
+        os.makedirs(directory, exist_ok=True)
+        base = os.path.join(directory, name)
+        jsonl, html = base + ".history.jsonl", base + ".history.html"
+        with open(jsonl, "w", encoding="utf-8") as f:
+            f.write(self.history_jsonl(after_seq))
+        with open(html, "w", encoding="utf-8") as f:
+            f.write(self.history_timeline(after_seq))
+        return jsonl, html, self.history_checks(after_seq)
 
     def __repr__(self):
         if self.running and self.port is not None:

@@ -65,7 +65,7 @@ impl From<ControlError> for ApiError {
 type Params = Query<HashMap<String, String>>;
 
 /// Refuses query parameters other than `allowed`.
-fn only(params: &HashMap<String, String>, allowed: &[&str]) -> ApiResult<()> {
+pub(crate) fn only(params: &HashMap<String, String>, allowed: &[&str]) -> ApiResult<()> {
     let mut unknown: Vec<&str> = params
         .keys()
         .map(String::as_str)
@@ -265,6 +265,7 @@ async fn stall(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json
             "ms={ms} is longer than the longest stall, {max} ms"
         )));
     }
+    st.shared.record_control("stall", 0, &format!("ms={ms}"));
     let (tx, rx) = tokio::sync::oneshot::channel();
     let shared = st.shared.clone();
     tokio::task::spawn_blocking(move || {
@@ -357,39 +358,58 @@ pub(crate) fn json_u64(name: &str, v: &Value) -> ApiResult<u64> {
     })
 }
 
+/// The number `field` an action needs (see [`json_u64`]); 400 saying `missing` when the body
+/// does not give it.
+pub(crate) fn needed_u64(field: &str, v: Option<&Value>, missing: &str) -> ApiResult<u64> {
+    json_u64(field, v.ok_or_else(|| ApiError::bad_request(missing))?)
+}
+
+/// 400 when the body gives `field` (`given`) but its action is not `action` (`is_action`
+/// false): the field only goes with that action.
+pub(crate) fn only_with_action(
+    field: &str,
+    given: bool,
+    action: &str,
+    is_action: bool,
+) -> ApiResult<()> {
+    if given && !is_action {
+        return Err(ApiError::bad_request(format!(
+            "\"{field}\" only goes with action \"{action}\""
+        )));
+    }
+    Ok(())
+}
+
 fn fault_rule(body: FaultBody) -> ApiResult<FaultRule> {
     let action = match body.action.as_str() {
         "error" => {
             let code = body.code.as_ref().ok_or_else(|| {
-                ApiError::bad_request("action \"error\" needs a \"code\" (e.g. -4 or CONNECTIONLOSS)")
+                ApiError::bad_request(
+                    "action \"error\" needs a \"code\" (e.g. -4 or CONNECTIONLOSS)",
+                )
             })?;
             FaultAction::Error(parse_error_code(code)?)
         }
         "drop-before" => FaultAction::DropBefore,
         "drop-after" => FaultAction::DropAfter,
         "no-response" => FaultAction::NoResponse,
-        "delay" => {
-            let ms = body.ms.as_ref().ok_or_else(|| {
-                ApiError::bad_request("action \"delay\" needs \"ms\", the time to hold the reply")
-            })?;
-            FaultAction::Delay(json_u64("ms", ms)?)
-        }
+        "delay" => FaultAction::Delay(needed_u64(
+            "ms",
+            body.ms.as_ref(),
+            "action \"delay\" needs \"ms\", the time to hold the reply",
+        )?),
         other => {
-            return Err(ApiError::bad_request(format!(
-                "unknown fault action {other:?}; expected error, drop-before, drop-after, delay or no-response"
-            )))
+            return Err(ApiError::unknown(
+                "fault action",
+                other,
+                "error, drop-before, drop-after, delay or no-response",
+            ))
         }
     };
-    if body.code.is_some() && !matches!(action, FaultAction::Error(_)) {
-        return Err(ApiError::bad_request(
-            "\"code\" only goes with action \"error\"",
-        ));
-    }
-    if body.ms.is_some() && !matches!(action, FaultAction::Delay(_)) {
-        return Err(ApiError::bad_request(
-            "\"ms\" only goes with action \"delay\"",
-        ));
-    }
+    let is_error = matches!(action, FaultAction::Error(_));
+    only_with_action("code", body.code.is_some(), "error", is_error)?;
+    let is_delay = matches!(action, FaultAction::Delay(_));
+    only_with_action("ms", body.ms.is_some(), "delay", is_delay)?;
     if let Some(p) = &body.path {
         if !p.starts_with('/') {
             return Err(ApiError::bad_request(format!(

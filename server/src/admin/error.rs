@@ -22,6 +22,12 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, message)
     }
 
+    /// 400: a `what` named `name` that the route does not know; `expected` lists the ones it
+    /// does.
+    pub(crate) fn unknown(what: &str, name: &str, expected: &str) -> ApiError {
+        ApiError::bad_request(format!("unknown {what} {name:?}; expected {expected}"))
+    }
+
     /// 409: the request is well formed but the server's state forbids it.
     #[allow(dead_code)]
     pub(crate) fn conflict(message: impl Into<String>) -> ApiError {

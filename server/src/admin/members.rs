@@ -1,6 +1,7 @@
 //! The ensemble's membership routes under `/zkd/members`: list the members (each with its
 //! lag), stop and start one (per-member routes sit under `/zkd/members/{id}/`); and
-//! `/zkd/partition` and `/zkd/heal`, which split the members and join them again.
+//! `/zkd/partition` and `/zkd/heal`, which split the members (or cut links one way) and join
+//! them again.
 
 use std::collections::HashMap;
 
@@ -106,6 +107,13 @@ fn listing(st: &AdminState) -> ApiResult<Json<Value>> {
         .inspect(|core, _| core.epoch())
         .map_err(crate::control::ControlError::from)?;
     v["epoch"] = epoch.into();
+    let (links, instant) = st
+        .shared
+        .with_members(|m| (m.cut_links(), m.timing().is_instant()))
+        .map_err(crate::control::ControlError::from)?
+        .unwrap_or_default();
+    v["cut_links"] = json!(links);
+    v["election_timing"] = if instant { "instant" } else { "zookeeper" }.into();
     Ok(Json(v))
 }
 
@@ -125,16 +133,28 @@ async fn start(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResul
     listing(&st)
 }
 
-/// `POST /zkd/partition?groups=1/2,3`: splits the members into the groups given.
+/// `POST /zkd/partition?groups=1/2,3`: splits the members into the groups given;
+/// `one_way=3>1,3>2` (alone or with groups) cuts links one way, FROM>TO.
 async fn partition(
     State(st): State<AdminState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
-    let text = q.get("groups").ok_or_else(|| {
-        ApiError::bad_request("give the groups, as in /zkd/partition?groups=1/2,3".to_string())
-    })?;
-    let groups = split::parse_groups(text)?;
-    split::partition(&st.shared, &groups)?;
+    let groups = q.get("groups");
+    let one_way = q.get("one_way");
+    if groups.is_none() && one_way.is_none() {
+        return Err(ApiError::bad_request(
+            "give the groups, as in /zkd/partition?groups=1/2,3, or one-way cuts, as in \
+             /zkd/partition?one_way=3>1"
+                .to_string(),
+        ));
+    }
+    let groups = groups.map(|g| split::parse_groups(g)).transpose()?;
+    let one_way = one_way.map(|c| split::parse_one_way(c)).transpose()?;
+    split::partition(
+        &st.shared,
+        &groups.unwrap_or_default(),
+        &one_way.unwrap_or_default(),
+    )?;
     listing(&st)
 }
 

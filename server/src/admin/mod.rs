@@ -15,6 +15,7 @@ mod control;
 mod error;
 mod guard;
 mod herd;
+mod history;
 mod listen;
 mod member_lag;
 mod members;
@@ -87,6 +88,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .merge(persist::routes())
         .merge(metrics::routes())
         .merge(herd::routes())
+        .merge(history::routes())
         .merge(zk_controller::routes())
         .merge(web::routes());
     guarded(router, state)

@@ -10,7 +10,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::control::{json_u64, parse_session_id};
+use super::control::{json_u64, needed_u64, only_with_action, parse_session_id};
 use super::{AdminState, ApiError, ApiResult};
 use crate::control::hex;
 use crate::control::net_faults::{
@@ -46,26 +46,24 @@ fn rule(body: Body) -> ApiResult<NetFaultRule> {
     let fault = match body.action.as_str() {
         "blackhole" => NetFault::Blackhole,
         "drop-replies" => NetFault::DropReplies,
-        "latency" => {
-            let ms = body.ms.as_ref().ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "action \"latency\" needs \"ms\", the milliseconds added each way (1 to \
-                     {MAX_LATENCY_MS})"
-                ))
-            })?;
-            NetFault::Latency(json_u64("ms", ms)?)
-        }
+        "latency" => NetFault::Latency(needed_u64(
+            "ms",
+            body.ms.as_ref(),
+            &format!(
+                "action \"latency\" needs \"ms\", the milliseconds added each way (1 to \
+                 {MAX_LATENCY_MS})"
+            ),
+        )?),
         other => {
-            return Err(ApiError::bad_request(format!(
-                "unknown network fault {other:?}; expected blackhole, drop-replies or latency"
-            )))
+            return Err(ApiError::unknown(
+                "network fault",
+                other,
+                "blackhole, drop-replies or latency",
+            ))
         }
     };
-    if body.ms.is_some() && !matches!(fault, NetFault::Latency(_)) {
-        return Err(ApiError::bad_request(
-            "\"ms\" only goes with action \"latency\"",
-        ));
-    }
+    let is_latency = matches!(fault, NetFault::Latency(_));
+    only_with_action("ms", body.ms.is_some(), "latency", is_latency)?;
     let client = body
         .client
         .as_deref()

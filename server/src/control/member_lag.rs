@@ -29,6 +29,7 @@ fn check_member(shared: &Shared, id: u64) -> Result<(), ControlError> {
 /// Sets how far member `id` lags (`Lag::Lockstep`, or 0 ms / 0 transactions: in step).
 pub(crate) fn set(shared: &Shared, id: u64, lag: Lag) -> Result<MemberLagReport, ControlError> {
     check_member(shared, id)?;
+    shared.record_control("member_lag", 0, &format!("member={id} {lag:?}"));
     let now = shared.now();
     Ok(shared.with_core(|core, out| {
         core.set_member_lag(id, lag, now, out);

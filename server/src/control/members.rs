@@ -33,7 +33,8 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
         if !members.contains(id) {
             return Err(ControlError::NoSuchMember(id));
         }
-        let core = &mut state.core;
+        members.set_clock(now.mono);
+        let core = &state.core;
         let Some(t) = members.set_running(id, running, &|m| core.member_zxid(m)) else {
             return Err(if running {
                 ControlError::MemberRunning(id)
@@ -41,19 +42,8 @@ fn transition(shared: &Shared, id: MemberId, running: bool) -> Result<Transition
                 ControlError::MemberStopped(id)
             });
         };
-        core.set_running_members(members.connected_ids());
-        // Session time follows the quorum, and every new leader starts an epoch.
-        core.set_quorum(members.has_quorum(), now);
-        if t.leader_after.is_some() && t.leader_after != t.leader_before {
-            state.new_epoch(now);
-        }
-        state.end_local_sessions(
-            &t.drop_connections,
-            budget,
-            shared.durability(),
-            &mut wakers,
-        );
-        let dropped = state.drop_connections_of(&t.drop_connections, budget);
+        state.history.member(id as u32, running);
+        let dropped = state.follow_transition(&t, now, budget, shared.durability(), &mut wakers);
         tracing::info!(
             member = id,
             running,

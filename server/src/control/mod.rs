@@ -156,6 +156,7 @@ pub(crate) fn sessions(shared: &Shared) -> Result<Vec<SessionReport>, ControlErr
 }
 
 pub(crate) fn expire_session(shared: &Shared, sid: i64) -> Result<(), ControlError> {
+    shared.record_control("expire", sid, "");
     let now = shared.now();
     shared
         .with_core(|core, out| core.expire_session(sid, now, out))?
@@ -187,6 +188,7 @@ pub(crate) fn expire_all_sessions(shared: &Shared) -> Result<usize, ControlError
 }
 
 pub(crate) fn disconnect_session(shared: &Shared, sid: i64) -> Result<(), ControlError> {
+    shared.record_control("disconnect", sid, "");
     shared
         .with_core(|core, out| core.disconnect_session(sid, out))?
         .map_err(|e| session_err(sid, e))
@@ -211,6 +213,17 @@ pub(crate) fn disconnect_all(shared: &Shared) -> Result<usize, ControlError> {
 pub(crate) fn pause(shared: &Arc<Shared>, opts: PauseOptions) -> Result<(), ControlError> {
     shared.failure_check()?;
     let generation = shared.gate.pause().ok_or(ControlError::AlreadyPaused)?;
+    let detail = format!(
+        "{}{}",
+        opts.duration
+            .map_or(String::new(), |d| format!("ms={} ", d.as_millis())),
+        if opts.clock == PauseClock::Frozen {
+            "clock=freeze"
+        } else {
+            "clock=runs"
+        }
+    );
+    shared.record_control("pause", 0, &detail);
     if opts.clock == PauseClock::Frozen {
         shared.clock.freeze();
     }
@@ -234,8 +247,9 @@ pub(crate) fn resume(shared: &Shared) -> Result<(), ControlError> {
         return Err(ControlError::NotPaused);
     }
     shared.clock.thaw();
+    shared.record_control("resume", 0, "");
     let now = shared.now();
-    let ticked = shared.with_core(|core, out| core.tick(now, out));
+    let ticked = shared.tick(now).map(|_| ());
     if !shared.gate.resume() {
         return Err(ControlError::NotPaused);
     }
@@ -244,6 +258,7 @@ pub(crate) fn resume(shared: &Shared) -> Result<(), ControlError> {
 }
 
 pub(crate) fn add_fault(shared: &Shared, rule: FaultRule) -> Result<u64, ControlError> {
+    shared.record_control("fault_add", 0, &format!("{rule:?}"));
     shared
         .with_core(|core, _| core.add_fault(rule))?
         .map_err(ControlError::TooManyFaults)
@@ -254,12 +269,14 @@ pub(crate) fn faults(shared: &Shared) -> Result<Vec<FaultStatus>, ControlError> 
 }
 
 pub(crate) fn clear_faults(shared: &Shared) -> Result<usize, ControlError> {
+    shared.record_control("faults_clear", 0, "");
     Ok(shared.with_core(|core, _| core.clear_faults())?)
 }
 
 // Only the admin routes ask for this one.
 #[cfg_attr(not(feature = "admin"), allow(dead_code))]
 pub(crate) fn remove_fault(shared: &Shared, id: u64) -> Result<(), ControlError> {
+    shared.record_control("fault_remove", 0, &format!("id={id}"));
     if shared.with_core(|core, _| core.remove_fault(id))? {
         Ok(())
     } else {
@@ -274,6 +291,12 @@ pub(crate) fn remove_fault(shared: &Shared, id: u64) -> Result<(), ControlError>
 /// deleted too, up to as many again as there were at the start: the reset ends even while
 /// clients keep creating.
 pub(crate) fn reset(shared: &Shared, expire_sessions: bool) -> Result<usize, ControlError> {
+    let detail = if expire_sessions {
+        "expire_sessions=true"
+    } else {
+        ""
+    };
+    shared.record_control("reset", 0, detail);
     if expire_sessions {
         expire_all_sessions(shared)?;
     }
@@ -300,8 +323,9 @@ pub(crate) fn advance_clock(shared: &Shared, by: Duration) -> Result<ClockReport
         .clock
         .advance(ms)
         .ok_or(ControlError::ClockNotManual)?;
+    shared.record_control("clock_advance", 0, &format!("ms={ms}"));
     let now = shared.now();
-    shared.with_core(|core, out| core.tick(now, out))?;
+    shared.tick(now)?;
     Ok(clock(shared))
 }
 

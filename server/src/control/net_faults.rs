@@ -17,6 +17,7 @@ pub use crate::engine::net_faults::{
 /// (refused when it has none); one naming a member needs an ensemble that has it.
 pub(crate) fn add(shared: &Shared, rule: NetFaultRule) -> Result<u64, ControlError> {
     rule.check().map_err(ControlError::BadNetFault)?;
+    shared.record_control("net_fault_add", 0, &format!("{rule:?}"));
     let now = shared.now();
     shared.change_net_faults(|state| {
         if let Some(m) = rule.member {
@@ -66,6 +67,7 @@ pub(crate) fn list(shared: &Shared) -> Result<Vec<NetFaultStatus>, ControlError>
 
 /// Removes one rule (healing what it did: the connections it silenced are closed).
 pub(crate) fn remove(shared: &Shared, id: u64) -> Result<(), ControlError> {
+    shared.record_control("net_fault_remove", 0, &format!("id={id}"));
     shared.change_net_faults(|state| {
         let entry = state
             .net_faults
@@ -78,6 +80,7 @@ pub(crate) fn remove(shared: &Shared, id: u64) -> Result<(), ControlError> {
 
 /// Removes every rule; how many there were.
 pub(crate) fn clear(shared: &Shared) -> Result<usize, ControlError> {
+    shared.record_control("net_faults_clear", 0, "");
     shared.change_net_faults(|state| {
         let removed = state.net_faults.clear().len();
         if removed > 0 {

@@ -1,14 +1,15 @@
-//! Partitions of a simulated ensemble, as control operations: the members split into groups;
-//! the group holding a majority of the voters keeps the quorum (electing a leader of its own
-//! if its leader is elsewhere, in a new epoch), and every member outside it is cut off: it
-//! keeps its listener but counts for no quorum and applies no commit until the partition
-//! heals, serving only read-only clients (with read-only mode on) from what it had, or none.
-//! Healing brings the cut members back: they apply what they missed (their clients' watches
-//! fire) and serve as followers again. Changes take effect at once; ZooKeeper's members
-//! notice a partition only after their `syncLimit` timeouts.
+//! Partitions of a simulated ensemble, as control operations: the members split into groups,
+//! or links are cut one way; the side holding a majority of the voters keeps the quorum
+//! (electing a leader of its own if its leader is elsewhere, in a new epoch), and every
+//! member outside it is cut off: it keeps its listener but counts for no quorum and applies
+//! no commit until the partition heals, serving only read-only clients (with read-only mode
+//! on) from what it had, or none. Healing brings the cut members back: they apply what they
+//! missed (their clients' watches fire) and serve as followers again. With instant
+//! elections this happens at once; with ZooKeeper's timing members notice after their
+//! `syncLimit × tickTime` timeouts and elect after an election's time (see
+//! [`crate::engine::ensemble`]).
 
 use super::ControlError;
-use crate::core::Lag;
 use crate::engine::ensemble::{MemberId, Transition};
 use crate::engine::{Shared, State};
 
@@ -40,15 +41,59 @@ pub fn parse_groups(text: &str) -> Result<Vec<Vec<MemberId>>, ControlError> {
     Ok(groups)
 }
 
-/// Splits the members into `groups` (see the module's description); a new partition
-/// replaces the one before.
-pub(crate) fn partition(shared: &Shared, groups: &[Vec<MemberId>]) -> Result<(), ControlError> {
+/// Reads one-way cuts as `zkd ctl partition --one-way` and `POST /zkd/partition?one_way=`
+/// take them: `FROM>TO` pairs (what member FROM sends member TO is lost) separated by commas
+/// (spaces ignored), as in `3>1,3>2`.
+#[cfg(feature = "admin")]
+pub fn parse_one_way(text: &str) -> Result<Vec<(MemberId, MemberId)>, ControlError> {
+    let bad = |what: &str| {
+        ControlError::BadPartition(format!(
+            "{what} in one-way cuts {text:?}: give FROM>TO pairs of member ids separated by \
+             ',', as in 3>1,3>2 (what member 3 sends member 1 and member 2 is lost)"
+        ))
+    };
+    let id = |s: &str| {
+        let s = s.trim();
+        s.parse::<MemberId>()
+            .map_err(|_| bad(&format!("{s:?} is not a member id")))
+    };
+    let mut cuts = Vec::new();
+    for pair in text.split(',') {
+        let Some((from, to)) = pair.split_once('>') else {
+            return Err(bad(&format!("{:?} is not a FROM>TO pair", pair.trim())));
+        };
+        cuts.push((id(from)?, id(to)?));
+    }
+    Ok(cuts)
+}
+
+/// Splits the members into `groups` and cuts the links `one_way` names, each one way (see
+/// the module's description); a new partition replaces the one before.
+pub(crate) fn partition(
+    shared: &Shared,
+    groups: &[Vec<MemberId>],
+    one_way: &[(MemberId, MemberId)],
+) -> Result<(), ControlError> {
     change(shared, |state| {
         let members = state.members.as_mut().ok_or(ControlError::NotAnEnsemble)?;
         let core = &state.core;
-        members
-            .partition(groups, &|m| core.member_zxid(m))
-            .map_err(ControlError::BadPartition)
+        let t = members
+            .partition(groups, one_way, &|m| core.member_zxid(m))
+            .map_err(ControlError::BadPartition)?;
+        let mut text: Vec<String> = groups
+            .iter()
+            .map(|g| g.iter().map(u64::to_string).collect::<Vec<_>>().join(","))
+            .collect::<Vec<_>>();
+        text.retain(|g| !g.is_empty());
+        let mut text = text.join("/");
+        if !one_way.is_empty() {
+            let cuts: Vec<String> = one_way.iter().map(|(a, b)| format!("{a}>{b}")).collect();
+            text = format!("{text} one-way {}", cuts.join(","))
+                .trim()
+                .to_string();
+        }
+        state.history.partition(Some(&text));
+        Ok(t)
     })
 }
 
@@ -57,14 +102,14 @@ pub(crate) fn heal(shared: &Shared) -> Result<(), ControlError> {
     change(shared, |state| {
         let members = state.members.as_mut().ok_or(ControlError::NotAnEnsemble)?;
         let core = &state.core;
-        Ok(members.heal(&|m| core.member_zxid(m)))
+        let t = members.heal(&|m| core.member_zxid(m));
+        state.history.partition(None);
+        Ok(t)
     })
 }
 
-/// Applies a membership change under the core's lock and follows it through: the cut
-/// members stall (and the others, healed, catch up), session time follows the quorum, a new
-/// leader starts an epoch, and the connections of members whose way of serving changed
-/// drop.
+/// Applies a membership change under the core's lock at the clock's time and follows it
+/// through ([`follow`]).
 fn change(
     shared: &Shared,
     f: impl FnOnce(&mut State) -> Result<Transition, ControlError>,
@@ -74,31 +119,15 @@ fn change(
     let now = shared.now();
     let mut wakers = Vec::new();
     let r = shared.with_state(|state| {
+        if let Some(m) = state.members.as_mut() {
+            m.set_clock(now.mono);
+        }
         let t = f(state)?;
         let Some(members) = state.members.as_ref() else {
             return Err(ControlError::NotAnEnsemble);
         };
         let cut = members.cut_ids();
-        let ids: Vec<MemberId> = members.ids().collect();
-        let connected = members.connected_ids();
-        let quorum = members.has_quorum();
-        state.call(budget, durable, &mut wakers, |core, out| {
-            for id in ids {
-                let stalled = core.member_lag(id) == Lag::Stalled;
-                match (cut.contains(&id), stalled) {
-                    (true, false) => core.set_member_lag(id, Lag::Stalled, now, out),
-                    (false, true) => core.set_member_lag(id, Lag::Lockstep, now, out),
-                    _ => {}
-                }
-            }
-            core.set_running_members(connected);
-            core.set_quorum(quorum, now);
-        });
-        if t.leader_after.is_some() && t.leader_after != t.leader_before {
-            state.new_epoch(now);
-        }
-        state.end_local_sessions(&t.drop_connections, budget, durable, &mut wakers);
-        let dropped = state.drop_connections_of(&t.drop_connections, budget);
+        let dropped = state.follow_transition(&t, now, budget, durable, &mut wakers);
         tracing::info!(
             cut = ?cut,
             leader = ?t.leader_after,

@@ -3,11 +3,20 @@
 //! majority of the voting members) is up, each member's mode, and the membership text
 //! `/zookeeper/config` and `conf` show.
 //! No I/O: the engine keeps one [`Membership`] behind the core's lock and acts on the
-//! [`Transition`]s it reports (see docs/architecture.md, "Ensemble").
+//! [`Transition`]s it reports (see docs/architecture.md, "Ensemble"). The links a partition
+//! cuts, and how long members take to notice and to elect, are in [`failover`]; how the
+//! engine follows a change through is in [`follow`].
 
+mod failover;
+pub(crate) mod follow;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
-use crate::core::{ServerSpec, Serving};
+pub use failover::{Flow, Timing};
+
+use super::outbound::OutBudget;
+use crate::core::{Now, ServerSpec, Serving};
 
 /// A member's server id (ZooKeeper's `myid`, 1..=255).
 pub type MemberId = u64;
@@ -104,6 +113,15 @@ struct Member {
     /// member, when no side holds one): it runs and keeps its listener, but counts for no
     /// quorum and hears of no commit until the partition heals.
     cut: bool,
+    /// Since when (session clock) it follows no leader and leads nothing: looking for a
+    /// leader, or serving read-only. `None` while it leads or follows.
+    looking: Option<i64>,
+    /// When it will notice that it lost its leader (a follower) or its quorum (a leader),
+    /// under ZooKeeper's timing; until then it goes on serving its clients.
+    notice_at: Option<i64>,
+    /// A leader whose followers elected another before it noticed it lost them: it still
+    /// leads in its own eyes (and its clients') until its `notice_at`.
+    stale_lead: bool,
 }
 
 /// One member as the membership is built from: its id, client address and whether it
@@ -127,6 +145,21 @@ pub struct Membership {
     limits: (i32, i32),
     /// Where a reconfig's membership is kept for the next start, if anywhere.
     keep_dir: Option<std::path::PathBuf>,
+    /// The links a partition cuts, each one way: `(from, to)` = what `from` sends `to` is
+    /// lost.
+    links: BTreeSet<(MemberId, MemberId)>,
+    /// How long members take to notice a lost leader or quorum and to elect.
+    timing: Timing,
+    /// The session clock's time of the change or step under way.
+    now: i64,
+    /// When the election under way ends (ZooKeeper's timing only).
+    election_at: Option<i64>,
+    /// When the leader began leading (its checks come once a tick from then).
+    leading_since: i64,
+    /// Members that went looking during the change or step under way (their clients drop).
+    went_looking: Vec<MemberId>,
+    /// The flow of commits and writes last handed to the core, per member.
+    flows: BTreeMap<MemberId, Flow>,
 }
 
 impl Membership {
@@ -143,6 +176,9 @@ impl Membership {
                 removed: false,
                 stale_zxid: None,
                 cut: false,
+                looking: None,
+                notice_at: None,
+                stale_lead: false,
             })
             .collect();
         members.sort_by_key(|m| m.id);
@@ -153,8 +189,15 @@ impl Membership {
             config: String::new(),
             limits: crate::config::EnsembleConfig::DEFAULT_LIMITS,
             keep_dir: None,
+            links: BTreeSet::new(),
+            timing: Timing::default(),
+            now: 0,
+            election_at: None,
+            leading_since: 0,
+            went_looking: Vec::new(),
+            flows: BTreeMap::new(),
         };
-        m.elect(&|_| 0);
+        m.settle_at_once(&|_| 0);
         m
     }
 
@@ -187,20 +230,10 @@ impl Membership {
         self.members.iter().any(|m| m.id == id && m.observer)
     }
 
-    /// Whether a majority of the voting members runs on the same side of any partition
-    /// (observers count for nothing).
+    /// Whether a leader leads a majority of the voting members that it hears and that hear
+    /// it (observers count for nothing).
     pub fn has_quorum(&self) -> bool {
-        let running = self
-            .members
-            .iter()
-            .filter(|m| m.running && !m.cut && m.votes())
-            .count();
-        2 * running > self.voters()
-    }
-
-    /// Whether a partition cuts `id` off from the quorum's side.
-    pub fn is_cut(&self, id: MemberId) -> bool {
-        self.members.iter().any(|m| m.id == id && m.cut)
+        self.leader.is_some_and(|l| self.leader_has_quorum(l))
     }
 
     /// The members a partition cuts off.
@@ -222,15 +255,28 @@ impl Membership {
     }
 
     /// Splits the members into `groups` (members named in none form one more group
-    /// together): the group whose running voters are a majority of all voters keeps the
-    /// quorum and, if its leader is on another side, elects one of its own; every member
-    /// outside it is cut off (all of them when no group has a majority). A new partition
-    /// replaces the one before. `zxid_of` gives each member's last applied zxid.
+    /// together; no group at all: none) and cuts the links `one_way` names, each one way
+    /// (`(from, to)`: what `from` sends `to` is lost). The members a leader hears and that
+    /// hear it follow it while they are a majority of the voters; otherwise the best-placed
+    /// majority elects one of its own; every member outside the quorum's side is cut off
+    /// (all of them when no side has a majority). A new partition replaces the one before.
+    /// `zxid_of` gives each member's last applied zxid.
     pub fn partition(
         &mut self,
         groups: &[Vec<MemberId>],
+        one_way: &[(MemberId, MemberId)],
         zxid_of: &dyn Fn(MemberId) -> i64,
     ) -> Result<Transition, String> {
+        for (from, to) in one_way {
+            for id in [from, to] {
+                if !self.contains(*id) {
+                    return Err(format!("there is no member {id}"));
+                }
+            }
+            if from == to {
+                return Err(format!("a link from member {from} to itself cannot be cut"));
+            }
+        }
         let mut seen = Vec::new();
         for id in groups.iter().flatten() {
             if !self.contains(*id) {
@@ -247,58 +293,66 @@ impl Membership {
         if !rest.is_empty() {
             sides.push(rest);
         }
-        if sides.len() < 2 {
+        if sides.len() < 2 && one_way.is_empty() {
             return Err("a partition needs at least two groups of members".into());
         }
-        let majority = sides.iter().find(|side| {
-            let voters = self
-                .members
-                .iter()
-                .filter(|m| side.contains(&m.id) && m.running && m.votes())
-                .count();
-            2 * voters > self.voters()
-        });
-        let quorum_side: Vec<MemberId> = majority.cloned().unwrap_or_default();
-        Ok(self.change(zxid_of, |members| {
-            for m in members.iter_mut() {
-                m.cut = !quorum_side.contains(&m.id);
+        let mut links = BTreeSet::new();
+        for (i, a) in sides.iter().enumerate() {
+            for b in sides.iter().skip(i + 1) {
+                for x in a {
+                    for y in b {
+                        links.insert((*x, *y));
+                        links.insert((*y, *x));
+                    }
+                }
             }
-        }))
+        }
+        links.extend(one_way.iter().copied());
+        Ok(self.change(zxid_of, |m| m.links = links))
     }
 
-    /// Ends a partition: every member is on one side again; members that were cut off
-    /// sync with the leader.
+    /// Ends a partition: every link works again; members that were cut off sync with the
+    /// leader.
     pub fn heal(&mut self, zxid_of: &dyn Fn(MemberId) -> i64) -> Transition {
-        self.change(zxid_of, |members| {
-            for m in members.iter_mut() {
-                m.cut = false;
-            }
-        })
+        self.change(zxid_of, |m| m.links.clear())
     }
 
-    /// Applies `f` to the members, then elects as needed; the transition names the members
-    /// whose way of serving changed. A member cut off keeps the zxid it had for elections.
+    /// The links a partition cuts, each `(from, to)`: what `from` sends `to` is lost.
+    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
+    pub fn cut_links(&self) -> Vec<(MemberId, MemberId)> {
+        self.links.iter().copied().collect()
+    }
+
+    /// Applies `f`, then lets the members notice and elect (at once, or on ZooKeeper's
+    /// timing from the clock's time, [`Membership::set_clock`]); the transition names the
+    /// members whose way of serving changed. A member that stopped or looks for a leader
+    /// keeps the zxid it had for elections.
     fn change(
         &mut self,
         zxid_of: &dyn Fn(MemberId) -> i64,
-        f: impl FnOnce(&mut [Member]),
+        f: impl FnOnce(&mut Self),
     ) -> Transition {
-        let before: Vec<(MemberId, Serving)> =
-            self.ids().map(|i| (i, self.mode(i).serving())).collect();
+        let before = self.servings();
         let leader_before = self.leader;
-        f(&mut self.members);
-        for m in self.members.iter_mut().filter(|m| m.cut || !m.running) {
-            if m.stale_zxid.is_none() {
-                m.stale_zxid = Some(zxid_of(m.id));
-            }
+        self.went_looking.clear();
+        f(self);
+        if self.timing.is_instant() {
+            self.settle_at_once(zxid_of);
+        } else {
+            self.step(zxid_of);
         }
-        self.elect(zxid_of);
         self.transition(before, leader_before, false)
     }
 
+    /// Each member's way of serving now.
+    fn servings(&self) -> Vec<(MemberId, Serving)> {
+        self.ids().map(|i| (i, self.mode(i).serving())).collect()
+    }
+
     /// What changed since `before` (each member's way of serving then) and `leader_before`:
-    /// the members whose way of serving changed lose their clients, and with
-    /// `leader_change_drops_all` every member does when the leader changed.
+    /// the members whose way of serving changed, or that went looking for a leader
+    /// meanwhile, lose their clients, and with `leader_change_drops_all` every member does
+    /// when the leader changed.
     fn transition(
         &self,
         before: Vec<(MemberId, Serving)>,
@@ -308,7 +362,9 @@ impl Membership {
         let drop_all = leader_change_drops_all && self.leader != leader_before;
         let drop_connections = before
             .into_iter()
-            .filter(|(i, serving)| drop_all || self.mode(*i).serving() != *serving)
+            .filter(|(i, serving)| {
+                drop_all || self.mode(*i).serving() != *serving || self.went_looking.contains(i)
+            })
             .map(|(i, _)| i)
             .collect();
         Transition {
@@ -323,10 +379,13 @@ impl Membership {
     }
 
     pub fn mode(&self, id: MemberId) -> MemberMode {
-        if !self.is_running(id) {
-            MemberMode::Stopped
-        } else if !self.has_quorum() || self.is_cut(id) {
-            if self.read_only {
+        let Some(m) = self.members.iter().find(|m| m.id == id && m.running) else {
+            return MemberMode::Stopped;
+        };
+        if m.stale_lead {
+            MemberMode::Leader
+        } else if self.leader.is_none() || m.looking.is_some() {
+            if self.read_only && self.serves_read_only(m) {
                 MemberMode::ReadOnly
             } else {
                 MemberMode::Looking
@@ -347,7 +406,9 @@ impl Membership {
             Some(l) => self
                 .members
                 .iter()
-                .filter(|m| m.running && !m.cut && !m.observer && m.id != l)
+                .filter(|m| {
+                    m.running && m.looking.is_none() && !m.stale_lead && !m.observer && m.id != l
+                })
                 .count() as u64,
             None => 0,
         }
@@ -360,7 +421,7 @@ impl Membership {
             Some(_) => self
                 .members
                 .iter()
-                .filter(|m| m.running && !m.cut && m.removed && !m.observer)
+                .filter(|m| m.running && m.looking.is_none() && m.removed && !m.observer)
                 .count() as u64,
             None => 0,
         }
@@ -373,7 +434,7 @@ impl Membership {
             Some(_) => self
                 .members
                 .iter()
-                .filter(|m| m.running && !m.cut && m.observer)
+                .filter(|m| m.running && m.looking.is_none() && m.observer)
                 .count() as u64,
             None => 0,
         }
@@ -419,36 +480,15 @@ impl Membership {
         if m.running == running {
             return None;
         }
-        Some(self.change(zxid_of, |members| {
-            for m in members.iter_mut().filter(|m| m.id == id) {
+        let now = self.now;
+        Some(self.change(zxid_of, |ms| {
+            for m in ms.members.iter_mut().filter(|m| m.id == id) {
                 m.running = running;
+                // A member starting looks for a leader first.
+                m.looking = running.then_some(now);
+                m.notice_at = None;
             }
         }))
-    }
-
-    /// Without quorum there is no leader; with quorum a running leader stays, otherwise the
-    /// running voting members elect one as ZooKeeper's fast leader election does: the newest
-    /// last zxid (its high half is the epoch) wins, ties going to the highest id; observers
-    /// neither vote nor stand. Every running member then syncs with the leader.
-    fn elect(&mut self, zxid_of: &dyn Fn(MemberId) -> i64) {
-        if !self.has_quorum() {
-            self.leader = None;
-            return;
-        }
-        if !self
-            .leader
-            .is_some_and(|l| self.is_running(l) && !self.is_cut(l))
-        {
-            self.leader = self
-                .members
-                .iter()
-                .filter(|m| m.running && !m.cut && m.votes())
-                .max_by_key(|m| (m.stale_zxid.unwrap_or_else(|| zxid_of(m.id)), m.id))
-                .map(|m| m.id);
-        }
-        for m in self.members.iter_mut().filter(|m| m.running && !m.cut) {
-            m.stale_zxid = None;
-        }
     }
 
     /// The members as configuration lines: each member's client address, and the quorum and
@@ -509,9 +549,9 @@ impl Membership {
     /// the new leader, which drops the clients of all of them (they reconnect and keep their
     /// sessions), as on ZooKeeper.
     pub fn reconfigure(&mut self, specs: &[ServerSpec]) -> Transition {
-        let before: Vec<(MemberId, Serving)> =
-            self.ids().map(|i| (i, self.mode(i).serving())).collect();
+        let before = self.servings();
         let leader_before = self.leader;
+        self.went_looking.clear();
         let ip = self.members.first().map(|m| m.addr.ip());
         for m in &mut self.members {
             m.removed = true;
@@ -533,6 +573,9 @@ impl Membership {
                         removed: false,
                         stale_zxid: None,
                         cut: false,
+                        looking: None,
+                        notice_at: None,
+                        stale_lead: false,
                     });
                 }
             }
@@ -548,8 +591,15 @@ impl Membership {
                 .find(|m| m.running && m.votes())
                 .map(|m| m.id);
         }
+        if self.leader != leader_before {
+            self.leading_since = self.now;
+        }
         if !self.has_quorum() {
             self.leader = None;
+            let now = self.now;
+            for m in self.members.iter_mut().filter(|m| m.running) {
+                m.looking.get_or_insert(now);
+            }
         }
         self.transition(before, leader_before, true)
     }
@@ -572,27 +622,17 @@ pub fn quorum_ports(id: MemberId) -> (u64, u64) {
 /// request that made it): who votes, who observes, who was removed; a new leader when the
 /// old one no longer votes (a new epoch, as on every leader change), then every member's
 /// clients dropped.
-pub(crate) fn apply_reconfig(
-    state: &mut super::State,
-    budget: &super::outbound::OutBudget,
-    now: crate::core::Now,
-) {
+pub(crate) fn apply_reconfig(state: &mut super::State, budget: &OutBudget, now: Now) {
     let Some(specs) = state.core.take_reconfig() else {
         return;
     };
+    let Some(t) = state.members.as_mut().map(|m| m.reconfigure(&specs)) else {
+        return;
+    };
+    state.apply_membership(&t, now);
     let Some(members) = state.members.as_mut() else {
         return;
     };
-    let t = members.reconfigure(&specs);
-    state.core.set_running_members(members.connected_ids());
-    state.core.set_quorum(members.has_quorum(), now);
-    if t.leader_after.is_some() && t.leader_after != t.leader_before {
-        if let Some(store) = state.store.as_mut() {
-            store.epoch_started(state.core.new_epoch(now));
-        } else {
-            state.core.new_epoch(now);
-        }
-    }
     let core = &mut state.core;
     members.set_config_text(core.ensemble_config_text().unwrap_or_default());
     if let (Some(dir), Some(version)) = (&members.keep_dir, core.ensemble_config_version()) {

@@ -45,6 +45,7 @@ pub(crate) mod feed;
 #[cfg(test)]
 mod feed_tests;
 pub(crate) mod gate;
+pub(crate) mod history;
 mod input_budget;
 mod kept_membership;
 pub(crate) mod latency;
@@ -69,8 +70,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, FourLetterWhitelist, SESSIONLESS_CNXN_TIMEOUT_MS};
 use crate::core::keyed::KeyedMap;
-use crate::core::{ConnId, Core, Frame, Now, Outbox, Release, Serving};
-use ensemble::{MemberId, Membership};
+use crate::core::{ConnId, Core, Fact, Frame, Now, Outbox, Release, Serving};
+use ensemble::{MemberId, Membership, Transition};
 use outbound::OutBudget;
 
 pub(crate) use clock::now_ms;
@@ -115,6 +116,10 @@ pub(crate) struct ConnHandle {
     barrier: u64,
     /// The client's address, which network fault rules match.
     peer: SocketAddr,
+    /// Its session once the handshake granted one (0 before), for the history.
+    session: i64,
+    /// Why it is being closed, once known (for the history's `conn_close`).
+    why: Option<history::CloseWhy>,
 }
 
 /// The open connections by id. Each handle sits in its own allocation, so the table's slots
@@ -134,6 +139,8 @@ pub(crate) struct State {
     pub(crate) store: Option<Box<dyn records::RecordStore>>,
     /// What the call running now gave to leave only after its records are stored.
     pub(crate) held: records::HeldOut,
+    /// The history of what happened (see [`history`]).
+    pub(crate) history: history::History,
 }
 
 impl ConnHandle {
@@ -153,7 +160,14 @@ impl State {
         wakers: &mut Vec<Waker>,
         f: impl FnOnce(&mut Core, &mut dyn Outbox) -> R,
     ) -> R {
-        let mut out = Registry::new(&mut self.conns, budget, durable, wakers, &mut self.held);
+        let mut out = Registry::new(
+            &mut self.conns,
+            budget,
+            durable,
+            wakers,
+            &mut self.held,
+            Some(&mut self.history),
+        );
         let r = f(&mut self.core, &mut out);
         self.settle(budget, durable, wakers);
         r
@@ -196,6 +210,8 @@ impl State {
     /// data directory snapshots the state the epoch starts from).
     pub(crate) fn new_epoch(&mut self, now: Now) -> i64 {
         let epoch = self.core.new_epoch(now);
+        let leader = self.members.as_ref().and_then(Membership::leader);
+        self.history.epoch(leader.unwrap_or(0) as u32, epoch);
         if let Some(store) = self.store.as_mut() {
             store.epoch_started(epoch);
         }
@@ -212,11 +228,45 @@ impl State {
         let mut dropped = 0;
         for h in self.conns.values_mut() {
             if members.contains(&h.member) && !h.closing {
+                h.why.get_or_insert(history::CloseWhy::MemberStopped);
                 outbound::drop_connection(h, budget);
                 dropped += 1;
             }
         }
         dropped
+    }
+
+    /// Brings the core in line with a membership change: the members running on the
+    /// quorum's side, whether a quorum stands (session time follows it), and a new epoch
+    /// when a new leader took over.
+    fn apply_membership(&mut self, t: &Transition, now: Now) {
+        let Some(members) = self.members.as_ref() else {
+            return;
+        };
+        self.core.set_running_members(members.connected_ids());
+        self.core.set_quorum(members.has_quorum(), now);
+        if t.leader_after.is_some() && t.leader_after != t.leader_before {
+            self.new_epoch(now);
+        }
+    }
+
+    /// Follows a stop, start, partition or heal (or a step of the failover timing) through,
+    /// under the core's lock: what reaches each member ([`ensemble::follow::apply_flows`]),
+    /// the core learns the new membership ([`Self::apply_membership`]), and the members whose way of
+    /// serving changed lose their local sessions and their connections. Returns how many
+    /// connections dropped.
+    pub(crate) fn follow_transition(
+        &mut self,
+        t: &Transition,
+        now: Now,
+        budget: &Arc<OutBudget>,
+        durable: Option<&durable::Durability>,
+        wakers: &mut Vec<Waker>,
+    ) -> usize {
+        ensemble::follow::apply_flows(self, &t.drop_connections, now, budget, durable, wakers);
+        self.apply_membership(t, now);
+        self.end_local_sessions(&t.drop_connections, budget, durable, wakers);
+        self.drop_connections_of(&t.drop_connections, budget)
     }
 }
 
@@ -342,6 +392,17 @@ struct Registry<'a> {
     wakers: &'a mut Vec<Waker>,
     /// What the core declared to leave only after its records are stored ([`settle`]).
     held: &'a mut records::HeldOut,
+    /// The history, when this call's frames and facts are to be recorded (not when frames
+    /// held back earlier are let go: they were seen when the core gave them).
+    history: Option<&'a mut history::History>,
+    /// The request this call runs, whose reply the history waits for: connection, xid and
+    /// opcode; and the reply once seen.
+    expect: Option<(ConnId, i32, i32)>,
+    reply: Option<history::frames::ReplyFacts>,
+    /// The handshake this call runs, whose answer the history waits for; and the answer
+    /// (timeout, session, read-only) once seen.
+    expect_connect: Option<ConnId>,
+    connect: Option<(i32, i64, bool)>,
 }
 
 impl<'a> Registry<'a> {
@@ -351,8 +412,10 @@ impl<'a> Registry<'a> {
         durable: Option<&'a durable::Durability>,
         wakers: &'a mut Vec<Waker>,
         held: &'a mut records::HeldOut,
+        history: Option<&'a mut history::History>,
     ) -> Registry<'a> {
         let durable = durable.map(|d| (d, d.written()));
+        let history = history.filter(|h| h.on());
         Registry {
             conns,
             budget,
@@ -361,6 +424,51 @@ impl<'a> Registry<'a> {
             reads: 0,
             wakers,
             held,
+            history,
+            expect: None,
+            reply: None,
+            expect_connect: None,
+            connect: None,
+        }
+    }
+
+    /// The history waits for the reply to request `xid` (opcode `op`) of `conn`.
+    fn expecting(mut self, conn: ConnId, xid: i32, op: i32) -> Self {
+        self.expect = Some((conn, xid, op));
+        self
+    }
+
+    /// Records what the history learns from `frame`, queued for `conn`: a notification, or
+    /// the reply it waits for.
+    fn observe(&mut self, conn: ConnId, frame: &Frame) {
+        let Some(history) = self.history.as_deref_mut() else {
+            return;
+        };
+        if self.expect_connect == Some(conn) {
+            if self.connect.is_none() {
+                self.connect = history::frames::connect_response(frame);
+            }
+            return;
+        }
+        let Some(xid) = history::frames::frame_xid(frame) else {
+            return;
+        };
+        if xid == zkd_protocol::xid::NOTIFICATION {
+            let Some((event, zxid, path)) = history::frames::notification(frame) else {
+                return;
+            };
+            let (member, session) = self
+                .conns
+                .get(&conn)
+                .map_or((0, 0), |h| (h.member as u32, h.session));
+            let path = frame.head.get(path).unwrap_or(&[]);
+            history.notification(conn, member, session, event, zxid, path);
+            return;
+        }
+        if let Some((c, x, op)) = self.expect {
+            if c == conn && x == xid && self.reply.is_none() {
+                self.reply = Some(history::frames::reply(op, frame));
+            }
         }
     }
 
@@ -429,7 +537,7 @@ fn settle(
     let mut items = std::mem::take(held);
     if core.stopped().is_none() {
         let mut spare = records::HeldOut::new();
-        let mut out = Registry::new(conns, budget, durable, wakers, &mut spare);
+        let mut out = Registry::new(conns, budget, durable, wakers, &mut spare, None);
         for (conn, item) in items.drain(..) {
             match item {
                 records::Held::Frame(frame) => out.send_frame(conn, frame, Release::Now),
@@ -465,6 +573,9 @@ impl Outbox for Registry<'_> {
     }
 
     fn send_frame(&mut self, conn: ConnId, frame: Frame, release: Release) {
+        if self.history.is_some() {
+            self.observe(conn, &frame);
+        }
         if release == Release::AfterRecords {
             self.held.push((conn, records::Held::Frame(frame)));
             return;
@@ -480,6 +591,7 @@ impl Outbox for Registry<'_> {
         let len = frame.len();
         let queued = h.q.queued.add(len, len - frame.body.len(), self.budget);
         if queued > self.budget.per_conn {
+            h.why.get_or_insert(history::CloseWhy::Limits);
             tracing::info!(
                 conn,
                 queued,
@@ -519,6 +631,7 @@ impl Outbox for Registry<'_> {
         };
         if !h.closing {
             h.closing = true;
+            h.why.get_or_insert(history::CloseWhy::Server);
             if let Some(n) = barrier_for(self.durable, reads, h) {
                 h.barrier = n;
                 if let Ok(w) = h.q.push(Out::Durable(n)) {
@@ -527,6 +640,47 @@ impl Outbox for Registry<'_> {
             }
             if let Ok(w) = h.q.push(Out::Close) {
                 self.wakers.extend(w);
+            }
+        }
+    }
+
+    fn fact(&mut self, fact: Fact<'_>) {
+        let Some(history) = self.history.as_deref_mut() else {
+            return;
+        };
+        match fact {
+            Fact::SessionEnded {
+                session,
+                conn,
+                why,
+                zxid,
+                ephemerals,
+            } => {
+                let member = conn.and_then(|c| self.conns.get_mut(&c)).map_or(0, |h| {
+                    h.why.get_or_insert(match why {
+                        crate::core::SessionEnd::Closed => history::CloseWhy::SessionClosed,
+                        crate::core::SessionEnd::MemberStopped => history::CloseWhy::MemberStopped,
+                        _ => history::CloseWhy::Expired,
+                    });
+                    h.member as u32
+                });
+                history.session_ended(session, conn, member, why, zxid, ephemerals);
+            }
+            Fact::FaultFired {
+                conn,
+                session,
+                action,
+            } => {
+                let member = self.conns.get_mut(&conn).map_or(0, |h| {
+                    if matches!(
+                        action,
+                        crate::core::FaultAction::DropBefore | crate::core::FaultAction::DropAfter
+                    ) {
+                        h.why.get_or_insert(history::CloseWhy::Fault);
+                    }
+                    h.member as u32
+                });
+                history.fault(conn, member, session, action);
             }
         }
     }
@@ -574,6 +728,7 @@ impl Shared {
                 net_faults: net_faults::NetFaults::default(),
                 store,
                 held: records::HeldOut::new(),
+                history: history::History::new(config.history_events, config.history_bytes),
             }),
             cfg: NetConfig {
                 client_port,
@@ -661,6 +816,9 @@ impl Shared {
             }
         };
         let started = step.as_ref().map(|_| Instant::now());
+        if step.is_some() && guard.history.on() {
+            guard.history.stamp(self.now());
+        }
         let mut late_wakers = Vec::new();
         match catch_unwind(AssertUnwindSafe(|| {
             let r = f(&mut guard);
@@ -684,7 +842,7 @@ impl Shared {
                     self.poison(&mut guard, reason);
                     return Err(CoreFailed);
                 }
-                self.check_deadline(&guard.core);
+                self.check_deadline(&guard);
                 if let (Some(step), Some(t)) = (step, started) {
                     let us = micros(t.elapsed());
                     if self.slow.is_slow(us) {
@@ -877,9 +1035,12 @@ impl Shared {
                 Some(m) => m.mode(member).serving(),
                 None => Serving::ReadWrite,
             };
+            let now = self.now();
             let id = state
                 .core
-                .open_member_connection(remote, self.now(), member, serving)?;
+                .open_member_connection(remote, now, member, serving)?;
+            state.history.stamp(now);
+            state.history.conn_open(id, member as u32, remote);
             let q = Arc::new(queue::ConnQueue::default());
             let fault = state.net_faults.for_conn(id, remote, member);
             if fault != net_faults::ConnFault::default() {
@@ -894,10 +1055,84 @@ impl Shared {
                     latency: latency::AvgMinMax::default(),
                     barrier: 0,
                     peer: remote,
+                    session: 0,
+                    why: None,
                 }),
             );
             Some((id, ConnChannels { q, member }))
         })
+    }
+
+    /// Runs the handshake of connection `id` (its connect request `connect`) in the core,
+    /// and records it in the history.
+    pub(crate) fn handshake(
+        &self,
+        id: ConnId,
+        connect: Bytes,
+        now: Now,
+    ) -> Result<crate::core::Handshake, CoreFailed> {
+        let asked = history::frames::connect_request(&connect);
+        let budget = &self.outbound;
+        let durable = self.durability.get().map(|d| &**d);
+        let mut wakers = Vec::new();
+        let r = self.with_state(|state| {
+            let mut out = Registry::new(
+                &mut state.conns,
+                budget,
+                durable,
+                &mut wakers,
+                &mut state.held,
+                Some(&mut state.history),
+            );
+            out.expect_connect = Some(id);
+            let r = state.core.handshake(id, connect, now, &mut out);
+            let granted = out.connect.take();
+            state.settle(budget, durable, &mut wakers);
+            let established = r == crate::core::Handshake::Established;
+            if state.history.on() {
+                let mut member = 0;
+                if let Some(h) = state.conns.get_mut(&id) {
+                    member = h.member as u32;
+                    // The session granted; or the one asked for, when it is gone (the
+                    // connection's end belongs to that session's life).
+                    if let Some((_, session, _)) = granted {
+                        h.session = if established { session } else { asked.0 };
+                    }
+                }
+                state
+                    .history
+                    .handshake(id, member, asked, granted, established);
+            }
+            r
+        });
+        wake(&mut wakers);
+        r
+    }
+
+    /// Records a control-plane operation in the history (before it runs, so what it causes
+    /// follows it). A disconnect marks the session's connections as closed by control.
+    pub(crate) fn record_control(&self, action: &'static str, session: i64, detail: &str) {
+        let _ = self.with_state(|state| {
+            if !state.history.on() {
+                return;
+            }
+            if action == "disconnect" {
+                for h in state.conns.values_mut() {
+                    if h.session == session && session != 0 && !h.closing {
+                        h.why.get_or_insert(history::CloseWhy::Control);
+                    }
+                }
+            }
+            state.history.control(action, session, detail);
+        });
+    }
+
+    /// The history's events `filter` keeps, and its summary.
+    pub(crate) fn history(
+        &self,
+        filter: &history::HistoryFilter,
+    ) -> Result<(Vec<history::HistoryEvent>, history::HistorySummary), CoreFailed> {
+        self.with_state(|state| (state.history.read(filter), state.history.summary()))
     }
 
     /// Hands a connection's batch of requests over to be fed to the core (see [`feed`]) and
@@ -1005,9 +1240,31 @@ impl Shared {
                         break;
                     }
                     let reads = read_barrier(durable, &frame);
-                    let mut out =
-                        Registry::new(&mut state.conns, budget, durable, wakers, &mut state.held)
-                            .reading(id, reads);
+                    let asked = if state.history.on() {
+                        history::frames::request(&frame)
+                    } else {
+                        None
+                    };
+                    let seq = asked.as_ref().map(|facts| {
+                        let (member, session) = state
+                            .conns
+                            .get(&id)
+                            .map_or((0, 0), |h| (h.member as u32, h.session));
+                        state.history.stamp(now);
+                        state.history.request(id, member, session, facts, &frame)
+                    });
+                    let mut out = Registry::new(
+                        &mut state.conns,
+                        budget,
+                        durable,
+                        wakers,
+                        &mut state.held,
+                        Some(&mut state.history),
+                    )
+                    .reading(id, reads);
+                    if let Some(facts) = &asked {
+                        out = out.expecting(id, facts.xid, facts.op);
+                    }
                     // The header (xid, opcode) says which distribution the time goes to.
                     let mut head = [0u8; 8];
                     let n = frame.len().min(8);
@@ -1015,6 +1272,10 @@ impl Shared {
                     // A shared handle on the frame, read only if the step turns out slow.
                     let kept = frame.clone();
                     state.core.request(id, frame, now, &mut out);
+                    let reply = out.reply.take();
+                    if let Some(seq) = seq {
+                        state.history.request_done(seq, reply);
+                    }
                     // Each request's records are stored before the next runs, so a later
                     // read in the batch waits only for what it reads.
                     state.settle(budget, durable, wakers);
@@ -1036,8 +1297,16 @@ impl Shared {
                     }
                 }
                 if batch.close_after {
-                    Registry::new(&mut state.conns, budget, durable, wakers, &mut state.held)
-                        .close(id, Release::Now);
+                    // A close records nothing in the history until the socket is gone.
+                    Registry::new(
+                        &mut state.conns,
+                        budget,
+                        durable,
+                        wakers,
+                        &mut state.held,
+                        None,
+                    )
+                    .close(id, Release::Now);
                 }
                 if mine == Some(id) {
                     mine_open = Some(state.conns.get(&id).is_some_and(|h| !h.closing));
@@ -1069,22 +1338,79 @@ impl Shared {
         let _ = self.with_core(|_, out| out.close(id, Release::Now));
     }
 
+    /// The client closed `id` (or its socket failed): close it here too, and say so in the
+    /// history.
+    pub(crate) fn client_gone(&self, id: ConnId) {
+        let budget = &self.outbound;
+        let durable = self.durability.get().map(|d| &**d);
+        let mut wakers = Vec::new();
+        let _ = self.with_state(|state| {
+            if let Some(h) = state.conns.get_mut(&id) {
+                if !h.closing {
+                    h.why.get_or_insert(history::CloseWhy::Client);
+                }
+            }
+            state.call(budget, durable, &mut wakers, |_, out| {
+                out.close(id, Release::Now)
+            });
+        });
+        wake(&mut wakers);
+    }
+
     /// The socket of `id` is gone: forget it here and in the core.
     pub(crate) fn closed(&self, id: ConnId) {
         let _ = self.with_state(|state| {
             if let Some(h) = state.conns.remove(&id) {
                 // Whatever the writer left unwritten is freed with the task.
                 h.q.queued.discard(&self.outbound);
+                if state.history.on() {
+                    let why = h.why.unwrap_or(if h.closing {
+                        history::CloseWhy::Server
+                    } else {
+                        history::CloseWhy::Client
+                    });
+                    state
+                        .history
+                        .conn_close(id, h.member as u32, h.session, why);
+                }
             }
             state.core.connection_closed(id);
         });
     }
 
-    fn check_deadline(&self, core: &Core) {
-        if let Some(d) = core.next_deadline() {
+    fn check_deadline(&self, state: &State) {
+        if let Some(d) = state.next_deadline() {
             if d < self.planned_tick.load(Ordering::Relaxed) {
                 self.wake_ticker.notify_one();
             }
+        }
+    }
+
+    /// Runs what fell due by `at`: the ensemble members' timing steps (noticing a lost
+    /// leader or quorum, elections), then the core's tick (session expiry, reaping). Returns
+    /// the next deadline of either.
+    pub(crate) fn tick(&self, at: Now) -> Result<Option<i64>, CoreFailed> {
+        let budget = &self.outbound;
+        let durable = self.durability.get().map(|d| &**d);
+        let mut wakers = Vec::new();
+        let next =
+            self.with_state_named("the tick (session expiry, reaping, elections)", |state| {
+                ensemble::follow::advance(state, at, budget, durable, &mut wakers);
+                state.call(budget, durable, &mut wakers, |core, out| core.tick(at, out));
+                state.next_deadline()
+            });
+        wake(&mut wakers);
+        next
+    }
+}
+
+impl State {
+    /// The earlier of the core's next deadline and the ensemble members' next timing step.
+    fn next_deadline(&self) -> Option<i64> {
+        let members = self.members.as_ref().and_then(Membership::next_deadline);
+        match (self.core.next_deadline(), members) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 }
@@ -1103,15 +1429,7 @@ pub(crate) async fn ticker(shared: Arc<Shared>) {
         }
         let at = shared.now();
         let now = at.mono;
-        let budget = &shared.outbound;
-        let durable = shared.durability.get().map(|d| &**d);
-        let mut wakers = Vec::new();
-        let next = shared.with_state_named("the tick (session expiry, reaping)", |state| {
-            state.call(budget, durable, &mut wakers, |core, out| core.tick(at, out));
-            state.core.next_deadline()
-        });
-        wake(&mut wakers);
-        let Ok(next) = next else {
+        let Ok(next) = shared.tick(at) else {
             return;
         };
         let next = next.filter(|_| shared.clock.mode() == crate::config::ClockMode::Real);

@@ -272,6 +272,7 @@ impl Shared {
                 conns,
                 net_faults,
                 held,
+                history,
                 ..
             } = state;
             let mut close = Vec::new();
@@ -295,7 +296,13 @@ impl Shared {
             }
             if !close.is_empty() {
                 close.sort_unstable();
-                let mut out = Registry::new(conns, budget, durable, &mut wakers, held);
+                for id in &close {
+                    if let Some(h) = conns.get_mut(id) {
+                        h.why.get_or_insert(super::history::CloseWhy::Fault);
+                    }
+                }
+                let mut out =
+                    Registry::new(conns, budget, durable, &mut wakers, held, Some(history));
                 let closed = core.disconnect_connections(&close, &mut out);
                 tracing::info!(
                     closed,

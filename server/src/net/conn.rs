@@ -352,7 +352,7 @@ async fn open<S: Stream>(
     }
     shared.gate.wait().await;
     let now = shared.now();
-    let established = match shared.with_core(|core, out| core.handshake(id, connect, now, out)) {
+    let established = match shared.handshake(id, connect, now) {
         Ok(Handshake::Established) => true,
         Ok(Handshake::Closed) => false,
         // The server failed closed; this connection is being dropped.
@@ -836,7 +836,7 @@ impl<S: Stream> Conn<S> {
             match read {
                 Ok(Ok(0)) => {
                     tracing::debug!(conn = self.id(), remote = %self.remote, "client closed the connection");
-                    self.shared().close(self.id());
+                    self.shared().client_gone(self.id());
                     return Poll::Ready(ReadStep::Ended);
                 }
                 Ok(Ok(_)) => return Poll::Ready(ReadStep::More),
@@ -852,7 +852,7 @@ impl<S: Stream> Conn<S> {
 
     fn read_failed(&self, e: io::Error) -> ReadStep {
         tracing::debug!(conn = self.id(), remote = %self.remote, error = %e, "read failed");
-        self.shared().close(self.id());
+        self.shared().client_gone(self.id());
         ReadStep::Ended
     }
 

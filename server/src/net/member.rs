@@ -9,17 +9,19 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::{accept_loop, Transport};
-use crate::config::EnsembleConfig;
-use crate::engine::ensemble::{MemberId, MemberSpec, Membership};
+use crate::config::{ElectionTiming, EnsembleConfig};
+use crate::engine::ensemble::{MemberId, MemberSpec, Membership, Timing};
 use crate::engine::listeners::Running;
 use crate::engine::Shared;
 
-/// Installs the membership `config` describes and starts each member's accept loop on its
+/// Installs the membership `config` describes (with ZooKeeper's timing for `tick_time`, if
+/// it asks for it) and starts each member's accept loop on its
 /// bound listener.
 pub(crate) fn start_all(
     shared: &Arc<Shared>,
     listeners: Vec<(MemberId, TcpListener)>,
     config: &EnsembleConfig,
+    tick_time: std::time::Duration,
     shutdown: &CancellationToken,
 ) -> std::io::Result<()> {
     let mut specs = Vec::with_capacity(listeners.len());
@@ -32,6 +34,10 @@ pub(crate) fn start_all(
     }
     let mut membership = Membership::new(specs, config.read_only);
     membership.set_limits(config.init_limit, config.sync_limit);
+    if config.election_timing == ElectionTiming::ZooKeeper {
+        let tick_ms = i64::try_from(tick_time.as_millis()).unwrap_or(i64::MAX);
+        membership.set_timing(Timing::zookeeper(tick_ms, config.sync_limit));
+    }
     membership.keep_in(config.membership_dir.clone());
     let now = shared.now();
     shared

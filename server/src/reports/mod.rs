@@ -9,7 +9,11 @@ pub(crate) mod gate;
 pub(crate) mod host;
 pub(crate) mod metrics;
 mod monitor_keys;
+#[cfg(feature = "json")]
+pub mod recipe_checks;
 pub(crate) mod report;
+#[cfg(feature = "json")]
+pub mod timeline;
 pub(crate) mod worker;
 
 use zkd_protocol::FourLetterWord;

@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.lang.reflect.Method;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -182,6 +183,26 @@ public class ZkdTestingCluster implements Closeable {
         server.admin("POST", "/zkd/partition?groups=" + text, null);
     }
 
+    /**
+     * Cuts links one way, each a pair {@code [from, to]} whose messages from {@code from} to
+     * {@code to} are lost (replacing any partition before): a follower that does not hear its
+     * leader, or that its leader does not hear, leaves it; a leader that hears too few
+     * followers loses its quorum. Until {@link #heal()}.
+     */
+    public void cutOneWay(List<List<ZkdInstanceSpec>> links) {
+        StringBuilder text = new StringBuilder();
+        for (List<ZkdInstanceSpec> link : links) {
+            if (link.size() != 2) {
+                throw new IllegalArgumentException("a one-way link is a [from, to] pair, not " + link);
+            }
+            if (text.length() > 0) {
+                text.append("%2C");
+            }
+            text.append(link.get(0).getServerId()).append("%3E").append(link.get(1).getServerId());
+        }
+        server.admin("POST", "/zkd/partition?one_way=" + text, null);
+    }
+
     /** Ends a partition: the cut members apply what they missed and serve again. */
     public void heal() {
         server.admin("POST", "/zkd/heal", null);
@@ -190,6 +211,18 @@ public class ZkdTestingCluster implements Closeable {
     /** The members as the admin API's JSON ({@code GET /zkd/members}: leader, state, mode, lag). */
     public String membersJson() {
         return server.admin("GET", "/zkd/members", null);
+    }
+
+    /** The history's mark (see {@link ZkdTestingServer#historyMark()}): every member's events
+     * are in the one history. */
+    public long historyMark() {
+        return server.historyMark();
+    }
+
+    /** Writes the members' history after {@code afterSeq} and its timeline (see
+     * {@link ZkdTestingServer#saveHistory(Path, String, long)}). */
+    public List<Path> saveHistory(Path dir, String name, long afterSeq) throws IOException {
+        return server.saveHistory(dir, name, afterSeq);
     }
 
     /** The one zkd process, for the whole-server control plane (expireSession, reset, faults, ...). */

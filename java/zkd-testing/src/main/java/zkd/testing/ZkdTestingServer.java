@@ -475,6 +475,65 @@ public class ZkdTestingServer implements Closeable {
         admin("DELETE", "/zkd/net-faults", null);
     }
 
+    // ---- history ----------------------------------------------------------------------
+
+    private static final Pattern LAST_SEQ = Pattern.compile("\"last_seq\"\\s*:\\s*(\\d+)");
+    private static final Pattern SEQ = Pattern.compile("\"seq\"\\s*:\\s*(\\d+)");
+    private static final int HISTORY_PAGE = 10_000;
+
+    /** Where a test's window of the history starts: the {@code seq} of the last event recorded
+     * so far (0 when none is, or the history is off). */
+    public long historyMark() {
+        Matcher m = LAST_SEQ.matcher(admin("GET", "/zkd/history?format=json", null));
+        return m.find() ? Long.parseLong(m.group(1)) : 0;
+    }
+
+    /** The history's events after {@code afterSeq} as JSON Lines, oldest first, every page
+     * (see docs/history.md for the events and their fields). */
+    public String historyJsonl(long afterSeq) {
+        StringBuilder all = new StringBuilder();
+        long after = afterSeq;
+        for (;;) {
+            String page = admin("GET", "/zkd/history?limit=" + HISTORY_PAGE + "&after_seq=" + after, null);
+            int lines = 0;
+            String last = null;
+            for (String line : page.split("\n")) {
+                if (!line.isBlank()) {
+                    all.append(line).append('\n');
+                    lines++;
+                    last = line;
+                }
+            }
+            Matcher m = last == null ? null : SEQ.matcher(last);
+            if (lines < HISTORY_PAGE || m == null || !m.find()) {
+                return all.toString();
+            }
+            after = Long.parseLong(m.group(1));
+        }
+    }
+
+    /** What the recipe checks find in the events after {@code afterSeq}, as JSON: a list of
+     * {@code {"check", "summary", "seqs"}}. */
+    public String historyChecksJson(long afterSeq) {
+        return admin("GET", "/zkd/history/checks?after_seq=" + afterSeq, null);
+    }
+
+    /** A self-contained HTML page drawing the events after {@code afterSeq} on a timeline. */
+    public String historyTimelineHtml(long afterSeq) {
+        return admin("GET", "/zkd/history/timeline?after_seq=" + afterSeq, null);
+    }
+
+    /** Writes the events after {@code afterSeq} to {@code dir/name.history.jsonl} and their
+     * timeline to {@code dir/name.history.html}; returns the two files. */
+    public List<Path> saveHistory(Path dir, String name, long afterSeq) throws IOException {
+        Files.createDirectories(dir);
+        Path jsonl = dir.resolve(name + ".history.jsonl");
+        Path html = dir.resolve(name + ".history.html");
+        Files.writeString(jsonl, historyJsonl(afterSeq));
+        Files.writeString(html, historyTimelineHtml(afterSeq));
+        return List.of(jsonl, html);
+    }
+
     /**
      * Calls the admin HTTP API and returns the response body.
      *

@@ -120,6 +120,13 @@ public final class ZkdTestingClusterTest {
                         }
                     }), "the healed member does not serve the write it missed");
                 }
+                // One way: member 1 no longer hears leader 2; instantly cut off, 2 and 3 lead on.
+                cluster.cutOneWay(List.of(List.of(specs.get(1), specs.get(0))));
+                json = cluster.membersJson();
+                check(json.contains("\"cut_links\":[[2,1]]"), "no one-way cut: " + json);
+                check(json.contains("\"leader\":2"), "member 2 should still lead: " + json);
+                cluster.heal();
+                check(cluster.membersJson().contains("\"cut_links\":[]"), "still cut: " + cluster.membersJson());
             }
         }
     }

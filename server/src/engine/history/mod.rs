@@ -1,0 +1,857 @@
+//! The history: a bounded ring of what happened (connections, handshakes, requests and their
+//! outcomes, watches, notifications, sessions' ends, control-plane and ensemble events), in
+//! the core's one order, with both clocks. It sits behind the core's lock and is written by
+//! the engine around each core call ([`Registry`](super) sees every frame the core sends
+//! and every [`zkd_core::Fact`]); readers copy out of it under the same lock.
+//!
+//! Each event is a fixed-size [`Rec`]; its strings (a path, an address, a list of
+//! ephemerals) go to a byte ring. The ring holds at most `max_events` events and
+//! `max_bytes` bytes of strings: a full ring drops its oldest events and counts them. Both
+//! rings grow up to their bounds and are then reused, so recording allocates nothing once
+//! they are full (the few events that build their text go through one reused buffer).
+
+pub(crate) mod event;
+pub(crate) mod frames;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::Write as _;
+use std::net::SocketAddr;
+
+use zkd_core::{ConnId, FaultAction, Now, SessionEnd};
+
+pub use event::{HistoryEvent, HistoryFilter, RequestEvent, What};
+
+/// The most events one read returns.
+pub const MAX_READ: usize = 10_000;
+
+/// The longest string one event keeps (a longer one is cut).
+const MAX_TEXT: usize = 64 * 1024;
+
+/// The kinds, as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    ConnOpen,
+    ConnClose,
+    Handshake,
+    SessionCreated,
+    SessionExpired,
+    SessionClosed,
+    Request,
+    WatchSet,
+    WatchRemoved,
+    Notification,
+    Fault,
+    Control,
+    MemberStopped,
+    MemberStarted,
+    Partition,
+    Heal,
+    Epoch,
+}
+
+/// Why a connection closed, as `conn_close` writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CloseWhy {
+    Client,
+    Server,
+    SessionClosed,
+    Expired,
+    Control,
+    MemberStopped,
+    Limits,
+    Fault,
+}
+
+const CLOSE_WHY: [&str; 8] = [
+    "client",
+    "server",
+    "session_closed",
+    "expired",
+    "control",
+    "member_stopped",
+    "limits",
+    "fault",
+];
+const OUTCOME: [&str; 4] = ["new", "resumed", "expired", "refused"];
+const EXPIRED_WHY: [&str; 3] = ["timeout", "control", "member_stopped"];
+const WATCH: [&str; 6] = [
+    "data",
+    "exist",
+    "child",
+    "persistent",
+    "persistent_recursive",
+    "any",
+];
+const FAULT: [&str; 5] = ["error", "drop-before", "drop-after", "delay", "no-response"];
+
+/// Control-plane actions, as `control` events write them.
+pub(crate) const CONTROL: [&str; 18] = [
+    "expire",
+    "disconnect",
+    "pause",
+    "resume",
+    "stall",
+    "fault_add",
+    "fault_remove",
+    "faults_clear",
+    "net_fault_add",
+    "net_fault_remove",
+    "net_faults_clear",
+    "reset",
+    "clock_advance",
+    "member_stop",
+    "member_start",
+    "member_lag",
+    "partition",
+    "heal",
+];
+
+/// The name at `i` of a table, or `?`.
+fn name(table: &[&'static str], i: i32) -> &'static str {
+    usize::try_from(i)
+        .ok()
+        .and_then(|i| table.get(i))
+        .copied()
+        .unwrap_or("?")
+}
+
+// Request flags.
+const REPLIED: u8 = 1;
+const WATCHED: u8 = 2;
+const HAS_VERSION: u8 = 4;
+const MULTI: u8 = 8;
+const AUTH: u8 = 16;
+const READ_ONLY: u8 = 32;
+/// A create that made a sequential node: `x` holds its counter (the path created is the
+/// path asked for and the counter).
+const SEQUENTIAL: u8 = 64;
+
+const NO_ZXID: i64 = i64::MIN;
+
+/// One stored event: fixed size, its strings in the byte ring.
+#[derive(Debug, Clone, Copy)]
+struct Rec {
+    seq: u64,
+    mono: i64,
+    wall: i64,
+    zxid: i64,
+    /// 0: none.
+    session: i64,
+    /// 0: none.
+    conn: u64,
+    /// 0: none (a standalone server).
+    member: u32,
+    kind: Kind,
+    flags: u8,
+    a: i32,
+    b: i32,
+    c: i32,
+    d: i32,
+    n: i64,
+    x: i64,
+    /// Where its text starts in the byte ring (counted from the ring's first byte ever).
+    text_at: u64,
+    text_len: u32,
+}
+
+impl Rec {
+    /// An event of `kind` on connection `conn` of `member`, for `session` (0 for none).
+    fn at(kind: Kind, conn: ConnId, member: u32, session: i64) -> Rec {
+        Rec {
+            conn,
+            member,
+            session,
+            ..Rec::new(kind)
+        }
+    }
+
+    fn new(kind: Kind) -> Rec {
+        Rec {
+            seq: 0,
+            mono: 0,
+            wall: 0,
+            zxid: NO_ZXID,
+            session: 0,
+            conn: 0,
+            member: 0,
+            kind,
+            flags: 0,
+            a: 0,
+            b: 0,
+            c: 0,
+            d: 0,
+            n: -1,
+            x: -1,
+            text_at: 0,
+            text_len: 0,
+        }
+    }
+}
+
+/// A summary of the ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistorySummary {
+    pub enabled: bool,
+    pub events: usize,
+    pub bytes: usize,
+    pub dropped: u64,
+    pub first_seq: Option<u64>,
+    pub last_seq: Option<u64>,
+    pub max_events: usize,
+    pub max_bytes: usize,
+}
+
+/// The ring.
+pub(crate) struct History {
+    max_events: usize,
+    max_bytes: usize,
+    recs: VecDeque<Rec>,
+    text: VecDeque<u8>,
+    /// The position of `text`'s first byte, counted from the first byte ever stored.
+    text_base: u64,
+    next_seq: u64,
+    dropped: u64,
+    /// The time stamped on events (set once per step by the engine).
+    now: Now,
+    /// Where each live session was last connected: connection and member.
+    last_conn: HashMap<i64, (ConnId, u32)>,
+    /// A reused buffer for text that is built before it is stored.
+    scratch: Vec<u8>,
+}
+
+impl History {
+    /// A ring of at most `max_events` events (0: off) and `max_bytes` bytes of strings.
+    pub(crate) fn new(max_events: usize, max_bytes: usize) -> History {
+        History {
+            max_events,
+            max_bytes,
+            recs: VecDeque::new(),
+            text: VecDeque::new(),
+            text_base: 0,
+            next_seq: 1,
+            dropped: 0,
+            now: Now { mono: 0, wall: 0 },
+            last_conn: HashMap::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Whether anything is recorded.
+    #[inline]
+    pub(crate) fn on(&self) -> bool {
+        self.max_events > 0
+    }
+
+    /// The time the next events are stamped with.
+    #[inline]
+    pub(crate) fn stamp(&mut self, now: Now) {
+        self.now = now;
+    }
+
+    /// Stores `rec` with the text in `self.scratch`; returns its seq.
+    fn push(&mut self, mut rec: Rec) -> u64 {
+        let mut len = self.scratch.len().min(MAX_TEXT).min(self.max_bytes);
+        // Cut on a character boundary.
+        while len > 0 && len < self.scratch.len() && (self.scratch[len] & 0xC0) == 0x80 {
+            len -= 1;
+        }
+        while !self.recs.is_empty()
+            && (self.recs.len() >= self.max_events || self.text.len() + len > self.max_bytes)
+        {
+            self.evict();
+        }
+        rec.seq = self.next_seq;
+        self.next_seq += 1;
+        rec.mono = self.now.mono;
+        rec.wall = self.now.wall;
+        rec.text_at = self.text_base + self.text.len() as u64;
+        rec.text_len = len as u32;
+        self.text.extend(&self.scratch[..len]);
+        self.scratch.clear();
+        self.recs.push_back(rec);
+        rec.seq
+    }
+
+    /// Drops the oldest event and its text.
+    fn evict(&mut self) {
+        let Some(old) = self.recs.pop_front() else {
+            return;
+        };
+        let end = old.text_at + u64::from(old.text_len) - self.text_base;
+        let end = usize::try_from(end)
+            .unwrap_or(self.text.len())
+            .min(self.text.len());
+        self.text.drain(..end);
+        self.text_base += end as u64;
+        self.dropped += 1;
+    }
+
+    /// The stored event `seq`, if still held.
+    fn rec_mut(&mut self, seq: u64) -> Option<&mut Rec> {
+        let first = self.recs.front()?.seq;
+        let i = usize::try_from(seq.checked_sub(first)?).ok()?;
+        self.recs.get_mut(i)
+    }
+
+    /// The text of `rec`.
+    fn text_of(&self, rec: &Rec) -> Vec<u8> {
+        let start = usize::try_from(rec.text_at.saturating_sub(self.text_base)).unwrap_or(0);
+        let end = (start + rec.text_len as usize).min(self.text.len());
+        self.text.range(start.min(end)..end).copied().collect()
+    }
+
+    /// A client connection was accepted.
+    pub(crate) fn conn_open(&mut self, conn: ConnId, member: u32, peer: SocketAddr) {
+        if !self.on() {
+            return;
+        }
+        let _ = write!(self.scratch, "{peer}");
+        let r = Rec::at(Kind::ConnOpen, conn, member, 0);
+        self.push(r);
+    }
+
+    /// A client connection ended.
+    pub(crate) fn conn_close(&mut self, conn: ConnId, member: u32, session: i64, why: CloseWhy) {
+        if !self.on() {
+            return;
+        }
+        let mut r = Rec::at(Kind::ConnClose, conn, member, session);
+        r.a = why as i32;
+        self.push(r);
+    }
+
+    /// A connect request was answered: `asked` is the session and timeout asked for,
+    /// `granted` what the answer said (timeout, session, read-only), `established` whether
+    /// the connection goes on.
+    pub(crate) fn handshake(
+        &mut self,
+        conn: ConnId,
+        member: u32,
+        asked: (i64, i32),
+        granted: Option<(i32, i64, bool)>,
+        established: bool,
+    ) {
+        if !self.on() {
+            return;
+        }
+        let mut r = Rec::at(Kind::Handshake, conn, member, 0);
+        r.n = asked.0;
+        r.a = asked.1;
+        r.d = -1;
+        let outcome = match granted {
+            Some((timeout, session, read_only)) if established && session != 0 => {
+                r.session = session;
+                r.b = timeout;
+                r.flags = if read_only { READ_ONLY } else { 0 };
+                if let Some((from, from_member)) = self.last_conn.insert(session, (conn, member)) {
+                    if from != conn {
+                        r.x = from as i64;
+                        r.d = from_member as i32;
+                    }
+                }
+                if asked.0 == 0 {
+                    0
+                } else {
+                    1
+                }
+            }
+            Some((timeout, _, _)) => {
+                r.b = timeout;
+                if asked.0 != 0 {
+                    // The session asked for is gone: the event belongs to its life.
+                    r.session = asked.0;
+                    2
+                } else {
+                    3
+                }
+            }
+            None => 3,
+        };
+        if granted.is_none() {
+            r.b = -1;
+        }
+        r.c = outcome;
+        self.push(r);
+        if outcome == 0 {
+            let mut c = Rec::at(Kind::SessionCreated, conn, member, r.session);
+            c.b = r.b;
+            self.push(c);
+        }
+    }
+
+    /// A session ended ([`zkd_core::Fact::SessionEnded`]).
+    pub(crate) fn session_ended(
+        &mut self,
+        session: i64,
+        conn: Option<ConnId>,
+        member: u32,
+        why: SessionEnd,
+        zxid: Option<i64>,
+        ephemerals: &[String],
+    ) {
+        self.last_conn.remove(&session);
+        if !self.on() {
+            return;
+        }
+        for (i, p) in ephemerals.iter().enumerate() {
+            if i > 0 {
+                self.scratch.push(0);
+            }
+            self.scratch.extend_from_slice(p.as_bytes());
+        }
+        let (kind, a) = match why {
+            SessionEnd::Closed => (Kind::SessionClosed, 0),
+            SessionEnd::Timeout => (Kind::SessionExpired, 0),
+            SessionEnd::Control => (Kind::SessionExpired, 1),
+            SessionEnd::MemberStopped => (Kind::SessionExpired, 2),
+        };
+        let mut r = Rec::at(kind, conn.unwrap_or(0), member, session);
+        r.zxid = zxid.unwrap_or(NO_ZXID);
+        r.a = a;
+        self.push(r);
+    }
+
+    /// A request is about to run: stores it (its outcome follows with
+    /// [`History::request_done`]); returns its seq.
+    pub(crate) fn request(
+        &mut self,
+        conn: ConnId,
+        member: u32,
+        session: i64,
+        facts: &frames::RequestFacts,
+        payload: &[u8],
+    ) -> u64 {
+        if !self.on() {
+            return 0;
+        }
+        let mut r = Rec::at(Kind::Request, conn, member, session);
+        r.a = facts.xid;
+        r.b = facts.op;
+        r.n = facts.data_bytes;
+        r.c = facts.mode;
+        if facts.watch {
+            r.flags |= WATCHED;
+        }
+        if let Some(p) = facts.path.clone().and_then(|p| payload.get(p)) {
+            self.scratch.extend_from_slice(p);
+        } else if facts.op == zkd_protocol::OpCode::Auth as i32 {
+            if let Some(s) = frames::auth_scheme(payload).and_then(|p| payload.get(p)) {
+                self.scratch.extend_from_slice(s);
+            }
+            r.flags |= AUTH;
+        } else {
+            let scratch = &mut self.scratch;
+            let mut any = false;
+            frames::multi_ops(payload, facts.op, |op, path| {
+                any = true;
+                scratch.push(op as i32 as u8);
+                scratch.extend_from_slice(path.as_bytes());
+                scratch.push(0);
+            });
+            if any {
+                r.flags |= MULTI;
+            }
+        }
+        self.push(r)
+    }
+
+    /// The outcome of request `seq` (none: no reply in the step that ran it); records the
+    /// watch it set or removed.
+    pub(crate) fn request_done(&mut self, seq: u64, reply: Option<frames::ReplyFacts>) {
+        let Some(r) = self.rec_mut(seq) else {
+            return;
+        };
+        let Some(reply) = reply else {
+            return;
+        };
+        r.flags |= REPLIED;
+        r.zxid = reply.zxid;
+        r.d = reply.err;
+        if let Some(v) = reply.version {
+            r.flags |= HAS_VERSION;
+            r.c = v;
+        }
+        if let Some(n) = reply.data_bytes {
+            r.n = n;
+        }
+        if let Some(n) = reply.children {
+            r.x = n;
+        }
+        if let Some((counter, len)) = reply.sequence {
+            // Only a name made of the path asked for and ten more characters is one the
+            // server numbered.
+            if len == r.text_len as usize + 10 {
+                r.x = counter;
+                r.flags |= SEQUENTIAL;
+            }
+        }
+        let r = *r;
+        let watch = watch_of(&r);
+        if let Some((kind, w)) = watch {
+            let text = self.text_of(&r);
+            self.scratch.extend_from_slice(&text);
+            let mut e = Rec::at(kind, r.conn, r.member, r.session);
+            e.a = w;
+            self.push(e);
+        }
+    }
+
+    /// A notification was queued for `conn`.
+    pub(crate) fn notification(
+        &mut self,
+        conn: ConnId,
+        member: u32,
+        session: i64,
+        event: i32,
+        zxid: i64,
+        path: &[u8],
+    ) {
+        if !self.on() {
+            return;
+        }
+        self.scratch.extend_from_slice(path);
+        let mut r = Rec::at(Kind::Notification, conn, member, session);
+        r.a = event;
+        r.zxid = if zxid == -1 { NO_ZXID } else { zxid };
+        self.push(r);
+    }
+
+    /// A fault rule acted on a request.
+    pub(crate) fn fault(&mut self, conn: ConnId, member: u32, session: i64, action: FaultAction) {
+        if !self.on() {
+            return;
+        }
+        let mut r = Rec::at(Kind::Fault, conn, member, session);
+        let (a, n) = match action {
+            FaultAction::Error(code) => (0, i64::from(code)),
+            FaultAction::DropBefore => (1, -1),
+            FaultAction::DropAfter => (2, -1),
+            FaultAction::Delay(ms) => (3, i64::try_from(ms).unwrap_or(i64::MAX)),
+            FaultAction::NoResponse => (4, -1),
+        };
+        r.a = a;
+        r.n = n;
+        self.push(r);
+    }
+
+    /// A control-plane operation (`action` indexes [`CONTROL`]).
+    pub(crate) fn control(&mut self, action: &str, session: i64, detail: &str) {
+        if !self.on() {
+            return;
+        }
+        let Some(i) = CONTROL.iter().position(|a| *a == action) else {
+            return;
+        };
+        self.scratch.extend_from_slice(detail.as_bytes());
+        let mut r = Rec::new(Kind::Control);
+        r.session = session;
+        r.a = i as i32;
+        self.push(r);
+    }
+
+    /// A member stopped (`false`) or started (`true`).
+    pub(crate) fn member(&mut self, member: u32, started: bool) {
+        if !self.on() {
+            return;
+        }
+        let mut r = Rec::new(if started {
+            Kind::MemberStarted
+        } else {
+            Kind::MemberStopped
+        });
+        r.member = member;
+        self.push(r);
+    }
+
+    /// The members were split into `groups` (`1/2,3`), or joined again (`None`).
+    pub(crate) fn partition(&mut self, groups: Option<&str>) {
+        if !self.on() {
+            return;
+        }
+        let kind = match groups {
+            Some(g) => {
+                self.scratch.extend_from_slice(g.as_bytes());
+                Kind::Partition
+            }
+            None => Kind::Heal,
+        };
+        self.push(Rec::new(kind));
+    }
+
+    /// A leader's epoch began.
+    pub(crate) fn epoch(&mut self, leader: u32, epoch: i64) {
+        if !self.on() {
+            return;
+        }
+        let mut r = Rec::new(Kind::Epoch);
+        r.a = leader as i32;
+        r.n = epoch;
+        self.push(r);
+    }
+
+    /// The events `filter` keeps, oldest first, at most `filter.limit` (and [`MAX_READ`]).
+    pub(crate) fn read(&self, filter: &HistoryFilter) -> Vec<HistoryEvent> {
+        let limit = filter.limit.unwrap_or(MAX_READ).min(MAX_READ);
+        let first = self.recs.front().map_or(0, |r| r.seq);
+        let start = filter.after_seq.map_or(0, |s| {
+            usize::try_from((s + 1).saturating_sub(first)).unwrap_or(usize::MAX)
+        });
+        let conns: HashSet<u64> = match filter.session {
+            Some(s) => self
+                .recs
+                .iter()
+                .filter(|r| r.session == s && r.conn != 0)
+                .map(|r| r.conn)
+                .collect(),
+            None => HashSet::new(),
+        };
+        let mut out = Vec::new();
+        for r in self.recs.iter().skip(start) {
+            if out.len() >= limit {
+                break;
+            }
+            if let Some(s) = filter.session {
+                let own = r.session == s
+                    || (r.session == 0
+                        && matches!(r.kind, Kind::ConnOpen | Kind::ConnClose)
+                        && conns.contains(&r.conn));
+                if !own {
+                    continue;
+                }
+            }
+            let e = self.decode(r);
+            if filter.matches(&e) {
+                out.push(e);
+            }
+        }
+        out
+    }
+
+    /// The ring's size and bounds.
+    pub(crate) fn summary(&self) -> HistorySummary {
+        HistorySummary {
+            enabled: self.on(),
+            events: self.recs.len(),
+            bytes: self.text.len(),
+            dropped: self.dropped,
+            first_seq: self.recs.front().map(|r| r.seq),
+            last_seq: self.recs.back().map(|r| r.seq),
+            max_events: self.max_events,
+            max_bytes: self.max_bytes,
+        }
+    }
+
+    /// The typed event of `r`.
+    fn decode(&self, r: &Rec) -> HistoryEvent {
+        let text = self.text_of(r);
+        let string = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let list = || -> Vec<String> {
+            if text.is_empty() {
+                Vec::new()
+            } else {
+                text.split(|&b| b == 0).map(string).collect()
+            }
+        };
+        let what = match r.kind {
+            Kind::ConnOpen => What::ConnOpen {
+                peer: string(&text),
+            },
+            Kind::ConnClose => What::ConnClose {
+                why: name(&CLOSE_WHY, r.a),
+            },
+            Kind::Handshake => What::Handshake {
+                session_asked: r.n,
+                timeout_asked: r.a,
+                timeout_ms: (r.b >= 0).then_some(r.b),
+                read_only: r.flags & READ_ONLY != 0,
+                outcome: name(&OUTCOME, r.c),
+                from_conn: u64::try_from(r.x).ok(),
+                from_member: u32::try_from(r.d).ok(),
+            },
+            Kind::SessionCreated => What::SessionCreated { timeout_ms: r.b },
+            Kind::SessionExpired => What::SessionExpired {
+                why: name(&EXPIRED_WHY, r.a),
+                ephemerals: list(),
+            },
+            Kind::SessionClosed => What::SessionClosed { ephemerals: list() },
+            Kind::Request => What::Request(self.decode_request(r, &text)),
+            Kind::WatchSet => What::WatchSet {
+                path: string(&text),
+                watch: name(&WATCH, r.a),
+            },
+            Kind::WatchRemoved => What::WatchRemoved {
+                path: string(&text),
+                watch: name(&WATCH, r.a),
+            },
+            Kind::Notification => What::Notification {
+                event_type: r.a,
+                path: string(&text),
+            },
+            Kind::Fault => What::Fault {
+                action: name(&FAULT, r.a),
+                value: (r.n >= 0 || r.a == 0).then_some(r.n),
+            },
+            Kind::Control => What::Control {
+                action: name(&CONTROL, r.a),
+                detail: string(&text),
+            },
+            Kind::MemberStopped => What::MemberStopped,
+            Kind::MemberStarted => What::MemberStarted,
+            Kind::Partition => What::Partition {
+                groups: string(&text),
+            },
+            Kind::Heal => What::Heal,
+            Kind::Epoch => What::Epoch {
+                leader: r.a as u32,
+                epoch: r.n,
+            },
+        };
+        HistoryEvent {
+            seq: r.seq,
+            mono_ms: r.mono,
+            wall_ms: r.wall,
+            zxid: (r.zxid != NO_ZXID).then_some(r.zxid),
+            member: (r.member != 0).then_some(r.member),
+            session: (r.session != 0).then_some(r.session),
+            conn: (r.conn != 0).then_some(r.conn),
+            what,
+        }
+    }
+
+    fn decode_request(&self, r: &Rec, text: &[u8]) -> RequestEvent {
+        let string = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let replied = r.flags & REPLIED != 0;
+        let mut e = RequestEvent {
+            xid: r.a,
+            opcode: r.b,
+            watch: r.flags & WATCHED != 0,
+            data_bytes: (r.n >= 0).then_some(r.n),
+            replied,
+            err: replied.then_some(r.d),
+            version: (r.flags & HAS_VERSION != 0).then_some(r.c),
+            children: (r.x >= 0 && r.flags & SEQUENTIAL == 0).then_some(r.x),
+            ..RequestEvent::default()
+        };
+        if r.flags & AUTH != 0 {
+            e.scheme = Some(string(text));
+        } else if r.flags & MULTI != 0 {
+            let mut rest = text;
+            while let Some((&op, after)) = rest.split_first() {
+                let end = after.iter().position(|&b| b == 0).unwrap_or(after.len());
+                e.ops.push((i32::from(op), string(&after[..end])));
+                rest = after.get(end + 1..).unwrap_or(&[]);
+            }
+            e.path = e.ops.first().map(|(_, p)| p.clone());
+        } else if !text.is_empty() {
+            e.path = Some(string(text));
+        }
+        if r.flags & SEQUENTIAL != 0 {
+            e.created = Some(format!("{}{:010}", string(text), r.x));
+        }
+        e
+    }
+}
+
+/// The watch a request with outcome set or removed: the kind of event, and its
+/// [`WATCH`] index.
+fn watch_of(r: &Rec) -> Option<(Kind, i32)> {
+    use zkd_protocol::OpCode as O;
+    let op = O::from_i32(r.b)?;
+    let ok = r.d == 0;
+    let no_node = r.d == zkd_protocol::ErrorCode::NoNode.code();
+    let watched = r.flags & WATCHED != 0;
+    match op {
+        O::GetData if watched && ok => Some((Kind::WatchSet, 0)),
+        O::Exists if watched && ok => Some((Kind::WatchSet, 0)),
+        O::Exists if watched && no_node => Some((Kind::WatchSet, 1)),
+        O::GetChildren | O::GetChildren2 if watched && ok => Some((Kind::WatchSet, 2)),
+        // addWatch's mode: 0 persistent, 1 persistent and recursive.
+        O::AddWatch if ok => Some((Kind::WatchSet, if r.c == 1 { 4 } else { 3 })),
+        // removeWatches' watcher type: 1 children, 2 data, 3 any.
+        O::RemoveWatches if ok => Some((
+            Kind::WatchRemoved,
+            match r.c {
+                1 => 2,
+                2 => 0,
+                _ => 5,
+            },
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ring(events: usize, bytes: usize) -> History {
+        let mut h = History::new(events, bytes);
+        h.stamp(Now { mono: 5, wall: 6 });
+        h
+    }
+
+    #[test]
+    fn a_full_ring_drops_the_oldest_events_and_counts_them() {
+        let mut h = ring(3, 1 << 20);
+        for i in 0..10 {
+            h.control("expire", i + 1, "x");
+        }
+        let s = h.summary();
+        assert_eq!((s.events, s.dropped, s.first_seq), (3, 7, Some(8)));
+        let seqs: Vec<u64> = h
+            .read(&HistoryFilter::default())
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, vec![8, 9, 10]);
+    }
+
+    #[test]
+    fn the_byte_budget_drops_events_whose_strings_do_not_fit() {
+        let mut h = ring(1000, 100);
+        for _ in 0..10 {
+            h.control("reset", 0, &"p".repeat(30));
+        }
+        let s = h.summary();
+        assert!(s.bytes <= 100, "{s:?}");
+        assert_eq!(s.events, 3);
+        assert_eq!(s.dropped, 7);
+        for e in h.read(&HistoryFilter::default()) {
+            assert_eq!(
+                e.what,
+                What::Control {
+                    action: "reset",
+                    detail: "p".repeat(30)
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_session_filter_keeps_its_connections_opening_and_closing() {
+        let mut h = ring(100, 1 << 20);
+        let peer: SocketAddr = "127.0.0.1:5".parse().expect("addr");
+        h.conn_open(1, 0, peer);
+        h.conn_open(2, 0, peer);
+        h.handshake(1, 0, (0, 3000), Some((3000, 0x77, false)), true);
+        h.handshake(2, 0, (0, 3000), Some((3000, 0x78, false)), true);
+        h.conn_close(1, 0, 0x77, CloseWhy::Client);
+        let f = HistoryFilter {
+            session: Some(0x77),
+            ..HistoryFilter::default()
+        };
+        let kinds: Vec<&str> = h.read(&f).iter().map(HistoryEvent::kind).collect();
+        assert_eq!(
+            kinds,
+            vec!["conn_open", "handshake", "session_created", "conn_close"]
+        );
+    }
+
+    #[test]
+    fn off_records_nothing() {
+        let mut h = ring(0, 0);
+        h.control("expire", 1, "x");
+        h.conn_open(1, 0, "127.0.0.1:5".parse().expect("addr"));
+        assert_eq!(h.summary().events, 0);
+    }
+}
