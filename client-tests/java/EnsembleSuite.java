@@ -137,13 +137,7 @@ public final class EnsembleSuite {
         List<LeaderLatch> latches = new ArrayList<>();
         String path = "/ensemble-latch-" + System.nanoTime();
         try {
-            for (int i = 0; i < 3; i++) {
-                CuratorFramework c = client();
-                clients.add(c);
-                LeaderLatch l = new LeaderLatch(c, path, "p" + i);
-                latches.add(l);
-                l.start();
-            }
+            startLatches(clients, latches, path);
             waitFor("one leader", () -> leaders(latches) == 1);
             int maxSeen = 1;
             for (int round = 0; round < 3; round++) {
@@ -175,6 +169,18 @@ public final class EnsembleSuite {
             for (CuratorFramework c : clients) {
                 c.close();
             }
+        }
+    }
+
+    /** Three clients, each with a started LeaderLatch on {@code path}, added to the lists. */
+    static void startLatches(List<CuratorFramework> clients, List<LeaderLatch> latches, String path)
+            throws Exception {
+        for (int i = 0; i < 3; i++) {
+            CuratorFramework c = client();
+            clients.add(c);
+            LeaderLatch l = new LeaderLatch(c, path, "p" + i);
+            latches.add(l);
+            l.start();
         }
     }
 

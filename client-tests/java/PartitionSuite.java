@@ -63,13 +63,7 @@ public final class PartitionSuite {
         List<LeaderLatch> latches = new ArrayList<>();
         String path = "/partition-latch-" + System.nanoTime();
         try {
-            for (int i = 0; i < 3; i++) {
-                CuratorFramework c = EnsembleSuite.client();
-                clients.add(c);
-                LeaderLatch l = new LeaderLatch(c, path, "p" + i);
-                latches.add(l);
-                l.start();
-            }
+            EnsembleSuite.startLatches(clients, latches, path);
             EnsembleSuite.waitFor("one leader", () -> EnsembleSuite.leaders(latches) == 1);
             int first = leader(latches);
             int cut = EnsembleSuite.memberOf(clients.get(first));

@@ -34,7 +34,9 @@
 //! is read. Every program has at least one fault.
 //!
 //! Cuts: only while every member runs, the leader or the lowest-id follower is cut off from
-//! the other two (`split 3 | 1,2` with the leader on the minority or on the majority side);
+//! the other two (`split 3 | 1,2` with the leader on the minority or on the majority side),
+//! or what the leader sends the lowest-id follower is lost (`one_way=L>F`: the follower is
+//! cut off too);
 //! until the heal nothing else happens to the members. A cut settles in two stages, each
 //! waited for on both sides: first the two members left have a leader and followers (a new
 //! leader in a new term when the leader was cut off) and the cut member serves no read-write
@@ -117,15 +119,19 @@
 //!   epoch after the old one skipped and a longer outage. 3.9.3 does not do this (a run
 //!   with `ZKD_ENSEMBLE_DIFF_VERSION=3.9` shows single steps), and zkd does not either; zxids
 //!   are compared as terms, which counts epochs that clients can see.
-//! * E4 — cuts zkd cannot make. The namespaces can lose one direction of a link between two
-//!   members only, or delay a link (the test kit's `Cuts`); zkd cuts whole links both ways
-//!   between groups of members, so the programs cut only that way. A
-//!   cut-off ZooKeeper member serves its clients for up to `syncLimit × tickTime` after the
-//!   cut where zkd's stops at once (a write sent in between is never acknowledged on either
-//!   side, but ZooKeeper's client waits for its answer); the programs send nothing then.
+//! * E4 — cuts left out, and the wait before a cut takes effect. The programs lose what the
+//!   leader sends a follower, but not what a follower sends its leader: there zkd's leader
+//!   stops counting the follower and closes its connection, and ZooKeeper's follower, which
+//!   still hears the leader's election messages, may keep choosing a leader it cannot reach
+//!   instead of serving read-only; that has not been compared. Nor are delayed links (netem,
+//!   which the test kit's `Cuts::delay` needs and not every kernel has). zkd runs with its
+//!   default instant elections: its cut-off member stops serving read-write clients at once,
+//!   ZooKeeper's after `syncLimit × tickTime` (a write sent in between is never
+//!   acknowledged on either side, but ZooKeeper's client waits for its answer); the
+//!   programs send nothing then, and compare what both show once settled.
 //!
 //! Environment:
-//! * `ZKD_ENSEMBLE_DIFF_PROGRAMS`: number of programs (default 12, about 70 s);
+//! * `ZKD_ENSEMBLE_DIFF_PROGRAMS`: number of programs (default 12, about 80 s);
 //! * `ZKD_ENSEMBLE_DIFF_SEED`: seed (decimal or 0x…; default fixed). Program N of a seed is
 //!   the same whatever the count, and `ZKD_ENSEMBLE_DIFF_FIRST=N` starts the run at program
 //!   N, so a difference is replayed alone (the first program then meets freshly started
@@ -471,14 +477,14 @@ fn local_sessions() {
 #[test]
 fn ensemble_programs_replay_alone_and_each_has_a_fault() {
     use gen::{Fault, Step};
-    let mut cuts = [0; 2];
+    let mut cuts = [0; 3];
     let mut blackholes = 0;
     for n in 1..=300 {
         let prog = gen::program(DEFAULT_SEED, n);
         if n == DEFAULT_PROGRAMS + 1 {
             // The default run has both kinds of cut and blackholes.
             assert!(
-                cuts[0] >= 2 && cuts[1] >= 2 && blackholes >= 2,
+                cuts[0] >= 2 && cuts[1] >= 1 && cuts[2] >= 1 && blackholes >= 2,
                 "the default run's cuts and blackholes: {cuts:?}, {blackholes}"
             );
         }
@@ -519,12 +525,17 @@ fn ensemble_programs_replay_alone_and_each_has_a_fault() {
                         blackholed = true;
                     }
                     Fault::ClearBlackhole => blackholed = false,
-                    Fault::CutLeader | Fault::CutFollower => {
+                    Fault::CutLeader | Fault::CutFollower | Fault::CutLeaderToFollower => {
                         assert_eq!(
                             stopped, 0,
                             "program {n} cuts with a member stopped:\n{prog}"
                         );
-                        cuts[usize::from(f == Fault::CutFollower)] += 1;
+                        let kind = match f {
+                            Fault::CutLeader => 0,
+                            Fault::CutFollower => 1,
+                            _ => 2,
+                        };
+                        cuts[kind] += 1;
                         cut = true;
                     }
                     Fault::Heal => cut = false,
@@ -547,7 +558,7 @@ fn ensemble_programs_replay_alone_and_each_has_a_fault() {
         }
     }
     assert!(
-        cuts[0] > 10 && cuts[1] > 10 && blackholes > 10,
+        cuts.iter().all(|c| *c > 10) && blackholes > 10,
         "leader and follower cuts, blackholes in 300 programs: {cuts:?}, {blackholes}"
     );
     assert_ne!(

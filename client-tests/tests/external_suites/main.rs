@@ -175,9 +175,9 @@ enum Setup {
     ReadOnly { observers: u64 },
     /// Reconfiguration on and the superuser `super:secret`.
     Reconfig,
-    /// Cuts between members: on ZooKeeper, each member in a network namespace of its own
-    /// (root only), with a 500 ms tick and `syncLimit=2`, so a cut-off member notices within
-    /// a second.
+    /// Cuts between members, with a 500 ms tick and `syncLimit=2` (a cut-off member notices
+    /// within a second): on ZooKeeper, each member in a network namespace of its own (root
+    /// only); on zkd, with ZooKeeper's failover timing.
     Partition,
 }
 
@@ -239,11 +239,17 @@ async fn run_ensemble_suite(name: &'static str, setup: Setup) {
             super_digest: Some(SUPER_DIGEST.into()),
             ..zkd_server::Config::default()
         },
-        Setup::Partition => zkd_server::Config {
-            ensemble: Some(zkd_server::EnsembleConfig::numbered(3, 0).expect("the members")),
-            tick_time: std::time::Duration::from_millis(500),
-            ..zkd_server::Config::default()
-        },
+        Setup::Partition => {
+            let mut members = zkd_server::EnsembleConfig::numbered(3, 0).expect("the members");
+            // As the ZooKeeper side: a cut-off member notices after syncLimit ticks.
+            members.election_timing = zkd_server::ElectionTiming::ZooKeeper;
+            members.sync_limit = 2;
+            zkd_server::Config {
+                ensemble: Some(members),
+                tick_time: std::time::Duration::from_millis(500),
+                ..zkd_server::Config::default()
+            }
+        }
     };
     let (server, admin) = zkd_testkit::target::zkd_with_admin(config).await;
     let control = vec![("ZKD_CONTROL_URL", format!("http://{admin}"))];

@@ -313,12 +313,22 @@ impl Cuts {
     /// everything between members of different groups is dropped, both ways, while the test
     /// still reaches every member. Replaces the member-to-member cuts made before.
     pub fn split(&self, groups: &[Vec<u64>]) -> Result<(), String> {
+        self.partition(groups, &[])
+    }
+
+    /// As [`Cuts::split`], and besides what each `(from, to)` of `one_way` sends the other is
+    /// lost (as zkd's `POST /zkd/partition?groups=…&one_way=FROM>TO`).
+    pub fn partition(&self, groups: &[Vec<u64>], one_way: &[(u64, u64)]) -> Result<(), String> {
         let mut group_of = vec![groups.len(); self.members as usize];
         for (g, ids) in groups.iter().enumerate() {
             for id in ids {
                 self.check(*id)?;
                 group_of[*id as usize - 1] = g;
             }
+        }
+        for (from, to) in one_way {
+            self.check(*from)?;
+            self.check(*to)?;
         }
         self.with(|s| {
             s.between.clear();
@@ -329,6 +339,7 @@ impl Cuts {
                     }
                 }
             }
+            s.between.extend(one_way.iter().copied());
         });
         self.apply()
     }
@@ -338,7 +349,8 @@ impl Cuts {
         self.split(&[vec![id]])
     }
 
-    /// Loses what member `from` sends member `to` (the other way still works).
+    /// Loses what member `from` sends member `to` (the other way still works), besides the
+    /// cuts already made.
     pub fn drop_one_way(&self, from: u64, to: u64) -> Result<(), String> {
         self.check(from)?;
         self.check(to)?;
