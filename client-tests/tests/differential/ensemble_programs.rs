@@ -140,7 +140,10 @@
 //! * `ZKD_ENSEMBLE_DIFF_PROGRESS=1`: print a line per program (faults, time, verdict);
 //! * `ZKD_ENSEMBLE_DIFF_VERSION=3.9`: zkd behaving as 3.9 against three ZooKeeper 3.9.3
 //!   servers instead;
-//! * `ZKD_ENSEMBLE_DIFF_ZK_LOG=info`: the ZooKeeper servers' log level (default `warn`).
+//! * `ZKD_ENSEMBLE_DIFF_ZK_LOG=info`: the ZooKeeper servers' log level (default `warn`);
+//! * `ZKD_ENSEMBLE_DIFF_TIMING=zookeeper`: zkd with ZooKeeper's failover timing (members
+//!   notice a cut after `syncLimit × tickTime`, followers drop their clients while they
+//!   elect) instead of its default instant elections.
 //!
 //! The ZooKeeper side's namespaces are named `zkdd-…` (`zkdl-…` for `local_sessions`): a run
 //! removes what a crashed run of the same test left, and two runs of the same test at once

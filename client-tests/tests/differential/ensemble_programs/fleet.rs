@@ -75,6 +75,14 @@ impl Fleet {
         members.local_sessions = true;
         members.local_sessions_upgrading = true;
         members.sync_limit = SYNC_LIMIT as i32;
+        // Instant elections unless asked for ZooKeeper's failover timing.
+        match std::env::var("ZKD_ENSEMBLE_DIFF_TIMING").as_deref() {
+            Ok("zookeeper") => members.election_timing = zkd_server::ElectionTiming::ZooKeeper,
+            Ok("instant") | Err(_) => {}
+            Ok(other) => {
+                panic!("ZKD_ENSEMBLE_DIFF_TIMING={other:?}: expected instant or zookeeper")
+            }
+        }
         let (server, admin) = zkd_testkit::target::zkd_with_admin(zkd_server::Config {
             ensemble: Some(members),
             tick_time: Duration::from_millis(TICK_MS),
