@@ -13,10 +13,16 @@
 #                                                        (client-tests/python/kazoo_observer.py)
 #          java-reconfig    Curator's reconfig API       (client-tests/java/ReconfigSuite.java)
 #          python-reconfig  kazoo's reconfig API         (client-tests/python/kazoo_reconfig.py)
+#          java-partition   Curator's LeaderLatch across a partition
+#                                                        (client-tests/java/PartitionSuite.java)
+#          python-partition kazoo's election and lock across a partition
+#                                                        (client-tests/python/kazoo_partition.py)
 #
 #   The reconfig suites need an ensemble with reconfiguration on and the superuser
 #   super:secret (zkd: --reconfig-enabled --super-digest; ZooKeeper: reconfigEnabled=true and
 #   -Dzookeeper.DigestAuthenticationProvider.superDigest).
+#   The partition suite needs a control URL that answers /zkd/partition and /zkd/heal: zkd's
+#   admin listener, or the test kit's endpoint over ZooKeeper servers in network namespaces.
 #
 #   The ensemble suites take the whole connection string (HOST:PORT,HOST:PORT,...) and stop and
 #   start members through zkd's admin listener, given as ZKD_CONTROL_URL (http://HOST:PORT).
@@ -35,7 +41,7 @@
 set -u
 
 usage() {
-    echo "usage: $0 {java|python|c|cli|java-ensemble|python-ensemble|python-observer|java-reconfig|python-reconfig} HOST:PORT[,HOST:PORT...]" >&2
+    echo "usage: $0 {java|python|c|cli|java-ensemble|python-ensemble|python-observer|java-reconfig|python-reconfig|java-partition|python-partition} HOST:PORT[,HOST:PORT...]" >&2
     exit 2
 }
 
@@ -107,13 +113,17 @@ java-reconfig)
     need_control_url
     java_suite "$HERE/java" ReconfigSuite "$ADDR" "$ZKD_CONTROL_URL"
     ;;
+java-partition)
+    need_control_url
+    java_suite "$HERE/java" PartitionSuite "$ADDR" "$ZKD_CONTROL_URL"
+    ;;
 python)
     PY=${PYTHON:-python3}
     need_cmd "$PY" "Python 3"
     "$PY" -c 'import kazoo' >/dev/null 2>&1 || missing "the kazoo Python package (pip install kazoo)"
     run "$PY" "$HERE/python/kazoo_suite.py" "$ADDR"
     ;;
-python-ensemble | python-observer | python-reconfig)
+python-ensemble | python-observer | python-reconfig | python-partition)
     PY=${PYTHON:-python3}
     need_cmd "$PY" "Python 3"
     "$PY" -c 'import kazoo' >/dev/null 2>&1 || missing "the kazoo Python package (pip install kazoo)"

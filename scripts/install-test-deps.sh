@@ -8,7 +8,9 @@
 #   * python3 + pip and kazoo (the Python client),
 #   * Jetty and the servlet API (the oracle's AdminServer), chromium and chromium-driver (the
 #     headless browser the web view test drives),
-#   * a C++ compiler (libFuzzer, built by scripts/fuzz.sh).
+#   * a C++ compiler (libFuzzer, built by scripts/fuzz.sh),
+#   * iproute2 and nftables (the ZooKeeper ensemble in network namespaces that partitions are
+#     checked against).
 #
 # Run as root. Non-interactive and idempotent: when everything is already present it only
 # checks and returns within a second or two.
@@ -59,6 +61,8 @@ APT_PACKAGES=(
     python3-venv       # scripts/test-packages.sh: the wheel is tested in a fresh virtualenv
     make               # builds jemalloc, the zkd binary's allocator
     util-linux         # prlimit: the memory tests run zkd under an address-space limit
+    iproute2           # ip and tc: the namespaced ZooKeeper ensemble (its bridge, veths, netem)
+    nftables           # nft: the namespaced ensemble's partitions (drop rules per member)
 )
 
 # A JDK with javac: keep whatever is installed (java 17 on the reference machines) and only add

@@ -32,5 +32,7 @@ for release in 3.9 3.8; do
     --test external_suites "$@" -- --skip ensemble
 done
 # The ensemble client suites (Curator failover and LeaderLatch, kazoo failover, read-only mode
-# and an observer) against Apache ZooKeeper 3.9.3 servers whose JVMs are killed and restarted.
+# and an observer) against Apache ZooKeeper 3.9.3 servers whose JVMs are killed and restarted;
+# the partition suites (LeaderLatch, kazoo's election and lock across a cut) against servers in
+# network namespaces (root only).
 ZKD_TEST_TARGET=zookeeper cargo test -p zkd-client-tests --test external_suites "$@" ensemble

@@ -144,21 +144,7 @@ pub fn parse_flag_values(values: &[String]) -> Result<Vec<CpuSet>, String> {
 /// `cmd` run under `taskset -c CPUS` (taskset sets the affinity and execs the program, so
 /// the process id stays the program's).
 pub fn pinned(cmd: &Command, cpus: &CpuSet) -> Command {
-    let mut c = Command::new("taskset");
-    c.arg("-c")
-        .arg(cpus.to_string())
-        .arg(cmd.get_program())
-        .args(cmd.get_args());
-    if let Some(dir) = cmd.get_current_dir() {
-        c.current_dir(dir);
-    }
-    for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => c.env(k, v),
-            None => c.env_remove(k),
-        };
-    }
-    c
+    zkd_testkit::under::under("taskset", &["-c", &cpus.to_string()], cmd)
 }
 
 /// Moves every thread of this process to `cpus` (threads started later inherit it).

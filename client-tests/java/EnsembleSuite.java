@@ -87,6 +87,15 @@ public final class EnsembleSuite {
         int at = text.indexOf("remoteserver:");
         check(at >= 0, "no remote server in " + text);
         String rest = text.substring(at + "remoteserver:".length()).trim();
+        // "host/1.2.3.4:2181 lastZxid..." or "/1.2.3.4:2181 ...": members in network
+        // namespaces share a port and differ by address, so the address counts first.
+        String addr = rest.split("\\s+")[0];
+        addr = addr.substring(addr.indexOf('/') + 1);
+        for (int i = 0; i < members.length; i++) {
+            if (members[i].equals(addr)) {
+                return i + 1;
+            }
+        }
         int port = Integer.parseInt(rest.replaceAll("^[^:]*:(\\d+).*$", "$1"));
         for (int i = 0; i < members.length; i++) {
             if (members[i].endsWith(":" + port)) {
@@ -128,13 +137,7 @@ public final class EnsembleSuite {
         List<LeaderLatch> latches = new ArrayList<>();
         String path = "/ensemble-latch-" + System.nanoTime();
         try {
-            for (int i = 0; i < 3; i++) {
-                CuratorFramework c = client();
-                clients.add(c);
-                LeaderLatch l = new LeaderLatch(c, path, "p" + i);
-                latches.add(l);
-                l.start();
-            }
+            startLatches(clients, latches, path);
             waitFor("one leader", () -> leaders(latches) == 1);
             int maxSeen = 1;
             for (int round = 0; round < 3; round++) {
@@ -166,6 +169,18 @@ public final class EnsembleSuite {
             for (CuratorFramework c : clients) {
                 c.close();
             }
+        }
+    }
+
+    /** Three clients, each with a started LeaderLatch on {@code path}, added to the lists. */
+    static void startLatches(List<CuratorFramework> clients, List<LeaderLatch> latches, String path)
+            throws Exception {
+        for (int i = 0; i < 3; i++) {
+            CuratorFramework c = client();
+            clients.add(c);
+            LeaderLatch l = new LeaderLatch(c, path, "p" + i);
+            latches.add(l);
+            l.start();
         }
     }
 

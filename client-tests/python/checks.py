@@ -26,11 +26,15 @@ def check(name, fn):
 def member_of(client, members):
     """The 1-based position in `members` (HOST:PORT strings) of the member a kazoo client is
     connected to."""
-    port = client._connection._socket.getpeername()[1]
+    host, port = client._connection._socket.getpeername()[:2]
+    # Members in network namespaces share a port and differ by address: the address first.
+    for i, m in enumerate(members):
+        if m == "%s:%d" % (host, port):
+            return i + 1
     for i, m in enumerate(members):
         if m.endswith(":%d" % port):
             return i + 1
-    raise AssertionError("port %d is not a member" % port)
+    raise AssertionError("%s:%d is not a member" % (host, port))
 
 
 def finish():

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub mod ensemble;
 pub mod member_control;
+pub mod netns;
 pub use ensemble::{EnsembleMember, OracleEnsemble};
 
 /// The message every "not installed" error starts with.

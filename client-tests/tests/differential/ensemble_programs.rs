@@ -1,12 +1,23 @@
 //! Ensemble differential test: random programs of three sessions (writes, ephemerals,
 //! watched reads, syncs) interleaved with faults (members stopped and started, the leader
-//! stopped, the quorum lost and regained, a session's client gone), run on zkd
-//! `--ensemble 3` and on three Apache ZooKeeper 3.8.0 servers started by the test kit, both
-//! sides' members stopped and started through the same routes
-//! (`POST /zkd/members/{id}/stop|start`: zkd's admin listener, and for the JVMs the endpoint
-//! the ensemble client suites use). What clients can observe is compared, not timings.
+//! stopped, the quorum lost and regained, a session's client gone, the leader or a follower
+//! cut off from the other members and healed, a member's clients blackholed), run on zkd
+//! `--ensemble 3` and on three
+//! Apache ZooKeeper 3.8.0 servers started by the test kit, each JVM in a network namespace of
+//! its own on a private bridge. Both sides' members are stopped, started, cut off and healed
+//! through the same routes (`POST /zkd/members/{id}/stop|start`, `POST
+//! /zkd/partition?groups=ID`, `POST /zkd/heal`: zkd's admin listener, and for the JVMs the
+//! endpoint the ensemble client suites use, which cuts with nftables drop rules between the
+//! namespaces, so a cut-off ZooKeeper member still reaches its clients but hears nothing from
+//! the other members and notices only by its own timeouts). A member's clients are
+//! blackholed with zkd's network fault on the member's connections
+//! (`POST /zkd/net-faults` `{"action":"blackhole","member":ID}`) and with drop rules for the
+//! test's address in the ZooKeeper member's namespace: nothing passes, nothing resets. What
+//! clients can observe is compared, not timings. The namespaces need root: elsewhere the
+//! test fails saying so.
 //!
-//! One ensemble per side serves the whole run, both with a 500 ms tick, read-only mode and
+//! One ensemble per side serves the whole run, both with a 500 ms tick, `syncLimit=2`,
+//! read-only mode and
 //! local sessions (`localSessionsEnabled` and `localSessionsUpgradingEnabled`: ZooKeeper 3.8
 //! serves read-only clients only with them); both sides run each program at
 //! the same time. Program N works under its own root `/eN` (`~` below), which the harness
@@ -22,6 +33,27 @@
 //! re-registering its watches). At the end every stopped member starts again and the final tree
 //! is read. Every program has at least one fault.
 //!
+//! Cuts: only while every member runs, the leader or the lowest-id follower is cut off from
+//! the other two (`split 3 | 1,2` with the leader on the minority or on the majority side);
+//! until the heal nothing else happens to the members. A cut settles in two stages, each
+//! waited for on both sides: first the two members left have a leader and followers (a new
+//! leader in a new term when the leader was cut off) and the cut member serves no read-write
+//! client, and every session comes back at once (those on the cut member move); then the cut
+//! member serves read-only clients, and a new read-only session probes it as after a quorum
+//! loss (what it reads there is what it had when it was cut off). The heal waits until the
+//! three are a leader and followers again. ZooKeeper's cut-off member notices only after
+//! `syncLimit × tickTime` (1 s here) and keeps serving until then; zkd's at once: the
+//! program does nothing in between, and the session timeout (3 s) is longer than that wait
+//! and the move together, so sessions survive the cut on both sides by construction.
+//!
+//! Blackholes: only while every member runs and nothing is cut, the clients of the leader or
+//! of the lowest-id follower are blackholed until the blackhole ends (nothing else happens
+//! to the members meanwhile). The sessions on that member either move at once (their client
+//! gives up on the silent connection, as its own ping timeout would make it) and survive, or
+//! move only after their timeout has surely passed and find themselves expired: which, the
+//! program says, so the outcome does not depend on timing. The members' roles do not change,
+//! and the blackholed member is left out of the settling (its `srvr` does not answer either).
+//!
 //! Compared, per program:
 //! * each step's outcome: error code; data, version and owning session of what reads return;
 //!   the sorted children; the epoch of every zxid clients see (reply headers of writes,
@@ -34,6 +66,11 @@
 //!   state lines: server state, quorum size, peer state), the program's own (global)
 //!   sessions not being served there (they wait), and whether the members take the
 //!   read-only session once the quorum is back;
+//! * after each blackhole, which sessions were on the member, and each session's return
+//!   (up, or expired); after its end, who leads and in which term;
+//! * after each cut, who leads the two members left and whether its term is new, each
+//!   session's return, and the read-only probe of the cut member; after each heal, who leads
+//!   (and in which term), whether the cut member's read-only session is taken, each session;
 //! * each session's watch events (type and path) in arrival order over the whole program;
 //! * each session's fate at the end (alive, or expired);
 //! * the final tree after recovery (data, version, terms, owner); on each side it must also
@@ -80,9 +117,21 @@
 //!   epoch after the old one skipped and a longer outage. 3.9.3 does not do this (a run
 //!   with `ZKD_ENSEMBLE_DIFF_VERSION=3.9` shows single steps), and zkd does not either; zxids
 //!   are compared as terms, which counts epochs that clients can see.
+//! * E4 — cuts left out, and the wait before a cut takes effect. One-way loss between
+//!   members is not generated. What the leader sends a follower, lost (`one_way=L>F` on
+//!   both sides), matched once with leader 2 and follower 1, but with leader 1 and follower
+//!   2 ZooKeeper's members settled with member 1 read-only and member 3 leading, where zkd
+//!   keeps leader 1 and cuts member 2 off (seed 0xfeed3, program 33 of a run of this tester
+//!   with the cut generated): not yet understood, so not generated. What a follower sends
+//!   its leader, lost, is not compared either, nor delayed links (netem, which the test
+//!   kit's `Cuts::delay` needs and not every kernel has). zkd runs with its default instant
+//!   elections: its cut-off member stops serving read-write clients at once, ZooKeeper's
+//!   after `syncLimit × tickTime` (a write sent in between is never acknowledged on either
+//!   side, but ZooKeeper's client waits for its answer); the programs send nothing then,
+//!   and compare what both show once settled.
 //!
 //! Environment:
-//! * `ZKD_ENSEMBLE_DIFF_PROGRAMS`: number of programs (default 12, about 70 s);
+//! * `ZKD_ENSEMBLE_DIFF_PROGRAMS`: number of programs (default 12, about 80 s);
 //! * `ZKD_ENSEMBLE_DIFF_SEED`: seed (decimal or 0x…; default fixed). Program N of a seed is
 //!   the same whatever the count, and `ZKD_ENSEMBLE_DIFF_FIRST=N` starts the run at program
 //!   N, so a difference is replayed alone (the first program then meets freshly started
@@ -91,7 +140,14 @@
 //! * `ZKD_ENSEMBLE_DIFF_PROGRESS=1`: print a line per program (faults, time, verdict);
 //! * `ZKD_ENSEMBLE_DIFF_VERSION=3.9`: zkd behaving as 3.9 against three ZooKeeper 3.9.3
 //!   servers instead;
-//! * `ZKD_ENSEMBLE_DIFF_ZK_LOG=info`: the ZooKeeper servers' log level (default `warn`).
+//! * `ZKD_ENSEMBLE_DIFF_ZK_LOG=info`: the ZooKeeper servers' log level (default `warn`);
+//! * `ZKD_ENSEMBLE_DIFF_TIMING=zookeeper`: zkd with ZooKeeper's failover timing (members
+//!   notice a cut after `syncLimit × tickTime`, followers drop their clients while they
+//!   elect) instead of its default instant elections.
+//!
+//! The ZooKeeper side's namespaces are named `zkdd-…` (`zkdl-…` for `local_sessions`): a run
+//! removes what a crashed run of the same test left, and two runs of the same test at once
+//! on one machine would cut each other's ensembles.
 //!
 //! A long run: `ZKD_ENSEMBLE_DIFF_PROGRAMS=520 ZKD_ENSEMBLE_DIFF_PROGRESS=1 cargo test -p
 //! zkd-client-tests --test differential ensemble_programs -- --nocapture`.
@@ -141,7 +197,7 @@ fn zkd_ensemble_matches_three_zookeeper_servers() {
         Ok(other) => panic!("ZKD_ENSEMBLE_DIFF_VERSION={other:?}: expected 3.8 or 3.9"),
     };
     let (mut zkd, mut zk) =
-        rt.block_on(async { tokio::join!(Fleet::zkd(version), Fleet::zookeeper(version)) });
+        rt.block_on(async { tokio::join!(Fleet::zkd(version), Fleet::zookeeper(version, "zkdd")) });
     eprintln!(
         "ensemble differential: zkd members {:?}, ZooKeeper {} members {:?}, started in \
          {:.1?}; programs {first}..{}, seed {seed:#x}",
@@ -257,6 +313,8 @@ fn zkd_ensemble_matches_three_zookeeper_servers() {
 /// What one side's clients met over a run, for the summary.
 #[derive(Default)]
 struct Tally {
+    cuts: u64,
+    blackholes: u64,
     leader_changes: u64,
     quorum_losses: u64,
     read_only_probes: u64,
@@ -271,6 +329,8 @@ impl Tally {
     fn add(&mut self, o: &Observed) {
         for l in &o.lines {
             let count = |pat: &str| l.matches(pat).count() as u64;
+            self.cuts += count(" cut off; ");
+            self.blackholes += count("'s clients blackholed");
             self.leader_changes += count(", new term");
             self.quorum_losses += count("-> read-only member");
             self.read_only_probes += count("read-only session (readOnly=true)");
@@ -292,9 +352,11 @@ impl std::fmt::Display for Tally {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} leader changes, {} quorum losses ({} read-only probes), {} abandoned sessions \
-             ({} expired at the end), {} acknowledged writes, {} operations no member served, \
-             {} watch events",
+            "{} cuts, {} blackholes, {} leader changes, {} quorum losses ({} read-only \
+             probes), {} abandoned sessions ({} expired at the end), {} acknowledged writes, {} \
+             operations no member served, {} watch events",
+            self.cuts,
+            self.blackholes,
             self.leader_changes,
             self.quorum_losses,
             self.read_only_probes,
@@ -400,7 +462,7 @@ fn local_sessions() {
     let (zkd, zk) = rt.block_on(async {
         tokio::join!(
             Fleet::zkd(ZookeeperVersion::V3_8),
-            Fleet::zookeeper(ZookeeperVersion::V3_8)
+            Fleet::zookeeper(ZookeeperVersion::V3_8, "zkdl")
         )
     });
     let zkd_saw = rt.block_on(outcome(zkd));
@@ -413,12 +475,22 @@ fn local_sessions() {
 
 /// The generator alone: program N of a seed does not depend on the others, and every
 /// program has a fault, no more than two member starts and no step for an abandoned
-/// session.
+/// session; a member is cut off (or its clients blackholed) only while all run, and nothing
+/// but the heal (the blackhole's end) follows; both kinds of cut and blackholes occur.
 #[test]
 fn ensemble_programs_replay_alone_and_each_has_a_fault() {
     use gen::{Fault, Step};
+    let mut cuts = [0; 2];
+    let mut blackholes = 0;
     for n in 1..=300 {
         let prog = gen::program(DEFAULT_SEED, n);
+        if n == DEFAULT_PROGRAMS + 1 {
+            // The default run has both kinds of cut and blackholes.
+            assert!(
+                cuts[0] >= 1 && cuts[1] >= 2 && blackholes >= 2,
+                "the default run's cuts and blackholes: {cuts:?}, {blackholes}"
+            );
+        }
         assert_eq!(
             format!("{prog}"),
             format!("{}", gen::program(DEFAULT_SEED, n)),
@@ -435,7 +507,42 @@ fn ensemble_programs_replay_alone_and_each_has_a_fault() {
             "program {n} starts members {starts} times:\n{prog}"
         );
         let mut gone = [false; gen::SESSIONS];
+        let mut cut = false;
+        let mut blackholed = false;
+        let mut stopped = 0;
         for step in &prog.steps {
+            if let Step::Fault(f) = *step {
+                assert!(
+                    !cut || f == Fault::Heal,
+                    "program {n}: {f:?} while a member is cut off:\n{prog}"
+                );
+                assert!(
+                    !blackholed || f == Fault::ClearBlackhole,
+                    "program {n}: {f:?} while a blackhole holds:\n{prog}"
+                );
+                match f {
+                    Fault::Blackhole { .. } => {
+                        assert_eq!(stopped, 0, "program {n} blackholes with a member stopped");
+                        assert!(!cut, "program {n} blackholes while a member is cut off");
+                        blackholes += 1;
+                        blackholed = true;
+                    }
+                    Fault::ClearBlackhole => blackholed = false,
+                    Fault::CutLeader | Fault::CutFollower => {
+                        assert_eq!(
+                            stopped, 0,
+                            "program {n} cuts with a member stopped:\n{prog}"
+                        );
+                        cuts[usize::from(f == Fault::CutFollower)] += 1;
+                        cut = true;
+                    }
+                    Fault::Heal => cut = false,
+                    Fault::Stop(_) | Fault::StopLeader => stopped += 1,
+                    Fault::Start(_) => stopped -= 1,
+                    Fault::StartAll => stopped = 0,
+                    _ => {}
+                }
+            }
             match *step {
                 Step::Fault(Fault::Abandon(s)) => gone[s] = true,
                 Step::Op { session, .. } => {
@@ -448,6 +555,10 @@ fn ensemble_programs_replay_alone_and_each_has_a_fault() {
             }
         }
     }
+    assert!(
+        cuts.iter().all(|c| *c > 10) && blackholes > 10,
+        "leader and follower cuts, blackholes in 300 programs: {cuts:?}, {blackholes}"
+    );
     assert_ne!(
         format!("{}", gen::program(DEFAULT_SEED, 1)),
         format!("{}", gen::program(DEFAULT_SEED, 2))

@@ -175,6 +175,10 @@ enum Setup {
     ReadOnly { observers: u64 },
     /// Reconfiguration on and the superuser `super:secret`.
     Reconfig,
+    /// Cuts between members, with a 500 ms tick and `syncLimit=2` (a cut-off member notices
+    /// within a second): on ZooKeeper, each member in a network namespace of its own (root
+    /// only); on zkd, with ZooKeeper's failover timing.
+    Partition,
 }
 
 /// The superuser's digest (`super:secret`) the reconfig suites authenticate with.
@@ -205,6 +209,10 @@ async fn run_ensemble_suite(name: &'static str, setup: Setup) {
                     ))
                     .cfg(&[("reconfigEnabled", "true")])
                     .start_ensemble(3),
+                Setup::Partition => launcher
+                    .jvm_opt("-Dzookeeper.cnxTimeout=1000")
+                    .cfg(&[("tickTime", "500"), ("syncLimit", "2")])
+                    .start_netns_ensemble("zkdsuite", 3),
             }
         })
         .await
@@ -231,6 +239,17 @@ async fn run_ensemble_suite(name: &'static str, setup: Setup) {
             super_digest: Some(SUPER_DIGEST.into()),
             ..zkd_server::Config::default()
         },
+        Setup::Partition => {
+            let mut members = zkd_server::EnsembleConfig::numbered(3, 0).expect("the members");
+            // As the ZooKeeper side: a cut-off member notices after syncLimit ticks.
+            members.election_timing = zkd_server::ElectionTiming::ZooKeeper;
+            members.sync_limit = 2;
+            zkd_server::Config {
+                ensemble: Some(members),
+                tick_time: std::time::Duration::from_millis(500),
+                ..zkd_server::Config::default()
+            }
+        }
     };
     let (server, admin) = zkd_testkit::target::zkd_with_admin(config).await;
     let control = vec![("ZKD_CONTROL_URL", format!("http://{admin}"))];
@@ -279,6 +298,20 @@ async fn kazoo_ensemble_reconfig_suite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn curator_ensemble_reconfig_suite() {
     run_ensemble_suite("java-reconfig", Setup::Reconfig).await;
+}
+
+/// Curator's LeaderLatch keeps at most one leader while the leader's member is cut off and
+/// healed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn curator_ensemble_partition_suite() {
+    run_ensemble_suite("java-partition", Setup::Partition).await;
+}
+
+/// kazoo's election keeps at most one leader while the leader's member is cut off and
+/// healed; a lock holder on a cut-off member loses its connection before the lock moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kazoo_ensemble_partition_suite() {
+    run_ensemble_suite("python-partition", Setup::Partition).await;
 }
 
 /// An observer serves a kazoo client, moves its session, and counts for nothing in the quorum.

@@ -1,8 +1,9 @@
 //! An Apache ZooKeeper ensemble from the one launcher: N JVMs running `QuorumPeerMain`, each
 //! with the launcher's `zoo.cfg` settings plus `server.N` lines on free loopback ports and its
 //! own `data/myid`; the last members may be observers (`server.N=...:observer`, and
-//! `peerType=observer` in their own file). Dropping an [`OracleEnsemble`] kills every member and removes the
-//! directory.
+//! `peerType=observer` in their own file). Or each member in a network namespace of its own
+//! (see [`super::netns`]), on its own address with the usual ports. Dropping an
+//! [`OracleEnsemble`] kills every member and removes the directory (and the namespaces).
 
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -10,7 +11,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Instant;
 
+use super::netns::{Cuts, Network};
 use super::{four_letter_word, read_logs, tail, temp_dir, Launcher, START_ATTEMPTS, START_TIMEOUT};
+
+/// Client, quorum and election ports of a member in its own namespace (each has its own
+/// address, so all use ZooKeeper's usual ones).
+const NETNS_PORTS: [u16; 3] = [2181, 2888, 3888];
+
+/// Where a member listens: its address and its client, quorum and election ports.
+struct Host {
+    ip: Ipv4Addr,
+    ports: [u16; 3],
+}
 
 /// The ensemble member's entry point.
 pub const QUORUM_MAIN_CLASS: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
@@ -61,12 +73,32 @@ impl Launcher {
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|e| format!("cannot read a port: {e}"))?;
         drop(listeners);
-        let port = |id: u64, k: u64| ports[((id - 1) * 3 + k) as usize];
+        let hosts: Vec<Host> = ports
+            .chunks(3)
+            .map(|p| Host {
+                ip: Ipv4Addr::LOCALHOST,
+                ports: [p[0], p[1], p[2]],
+            })
+            .collect();
+        self.plan(dir, voters, &hosts, None)
+    }
+
+    /// Every member's files and command: member `id` on `hosts[id - 1]` (client, quorum and
+    /// election ports), the last `hosts.len() - voters` members observers. With `net`, each
+    /// member listens for clients on its own address and runs in its namespace.
+    fn plan(
+        &self,
+        dir: &Path,
+        voters: u64,
+        hosts: &[Host],
+        net: Option<&Network>,
+    ) -> Result<Vec<(EnsembleMember, Command)>, String> {
         let kind = |id: u64| if id > voters { ":observer" } else { "" };
-        let servers: String = (1..=n)
-            .map(|id| {
-                let (q, e) = (port(id, 1), port(id, 2));
-                format!("server.{id}=127.0.0.1:{q}:{e}{}\n", kind(id))
+        let servers: String = (1..=hosts.len() as u64)
+            .zip(hosts)
+            .map(|(id, h)| {
+                let [_, q, e] = h.ports;
+                format!("server.{id}={}:{q}:{e}{}\n", h.ip, kind(id))
             })
             .collect();
         let limits: String = [("initLimit", "10"), ("syncLimit", "5")]
@@ -74,25 +106,35 @@ impl Launcher {
             .filter(|(k, _)| !self.cfg.iter().any(|(ck, _)| ck == k))
             .map(|(k, v)| format!("{k}={v}\n"))
             .collect();
-        (1..=n)
-            .map(|id| {
+        (1..=hosts.len() as u64)
+            .zip(hosts)
+            .map(|(id, host)| {
                 let member_dir = dir.join(format!("member-{id}"));
-                let client_port = port(id, 0);
+                let client_port = host.ports[0];
                 let peer_type = if id > voters {
                     "peerType=observer\n"
                 } else {
                     ""
                 };
+                let launcher = match net {
+                    Some(_) => self
+                        .clone()
+                        .cfg(&[("clientPortAddress", &host.ip.to_string())]),
+                    None => self.clone(),
+                };
                 let cfg = format!(
                     "{}{limits}{peer_type}{servers}",
-                    self.zoo_cfg(client_port, &member_dir.join("data"))
+                    launcher.zoo_cfg(client_port, &member_dir.join("data"))
                 );
-                let cmd = self.command_with(&member_dir, &cfg, QUORUM_MAIN_CLASS)?;
+                let mut cmd = launcher.command_with(&member_dir, &cfg, QUORUM_MAIN_CLASS)?;
+                if let Some(net) = net {
+                    cmd = net.inside(id, &cmd);
+                }
                 fs::write(member_dir.join("data").join("myid"), format!("{id}\n"))
                     .map_err(|e| format!("cannot write myid: {e}"))?;
                 let member = EnsembleMember {
                     id,
-                    addr: SocketAddr::from((Ipv4Addr::LOCALHOST, client_port)),
+                    addr: SocketAddr::from((host.ip, client_port)),
                     dir: member_dir,
                     observer: id > voters,
                 };
@@ -125,37 +167,8 @@ impl Launcher {
     ) -> Result<OracleEnsemble, String> {
         let mut last = String::new();
         for _ in 0..START_ATTEMPTS {
-            let dir = temp_dir("zkd-oracle-ensemble")
-                .map_err(|e| format!("cannot create a temporary dir: {e}"))?;
-            let mut ensemble = OracleEnsemble {
-                members: Vec::new(),
-                children: Vec::new(),
-                dir,
-                launcher: self.clone(),
-            };
-            let mut later = Vec::new();
-            let plan = self.ensemble_commands_with_observers(&ensemble.dir, voters, observers)?;
-            for (member, cmd) in plan {
-                if member.id <= voters / 2 || member.id == voters {
-                    let child = spawn_logged(cmd, &member.dir)
-                        .map_err(|e| format!("{} ({e})", super::NOT_INSTALLED))?;
-                    ensemble.children.push(Some(child));
-                } else {
-                    later.push((ensemble.children.len(), cmd));
-                    ensemble.children.push(None);
-                }
-                ensemble.members.push(member);
-            }
-            let started = ensemble.wait_serving().and_then(|()| {
-                for (i, cmd) in later {
-                    let child = spawn_logged(cmd, &ensemble.members[i].dir)
-                        .map_err(|e| (false, format!("{} ({e})", super::NOT_INSTALLED)))?;
-                    ensemble.children[i] = Some(child);
-                }
-                ensemble.wait_serving()
-            });
-            match started {
-                Ok(()) => return Ok(ensemble),
+            match self.launch(voters, observers, None) {
+                Ok(ensemble) => return Ok(ensemble),
                 Err((collision, e)) if collision => last = e,
                 Err((_, e)) => return Err(e),
             }
@@ -164,6 +177,68 @@ impl Launcher {
             "the ZooKeeper ensemble could not bind free ports after {START_ATTEMPTS} attempts: \
              {last}"
         ))
+    }
+
+    /// Starts an ensemble of `n` voting members, each JVM in a network namespace of its own
+    /// on a private bridge (see [`Network`]): namespaces, bridge and links named after
+    /// `prefix`, whose leftovers from an earlier run are removed first. Root only; fails
+    /// saying why where the namespaces cannot be made. Members start as in
+    /// [`Launcher::start_ensemble`]; dropping the ensemble kills them and removes the network.
+    pub fn start_netns_ensemble(&self, prefix: &str, n: u64) -> Result<OracleEnsemble, String> {
+        let net = Network::create(prefix, n)?;
+        self.launch(n, 0, Some(net)).map_err(|(_, e)| e)
+    }
+
+    /// One attempt at starting an ensemble in a fresh temporary directory: the bare quorum
+    /// first, then the rest; `Err((true, _))` when a member could not bind its ports.
+    fn launch(
+        &self,
+        voters: u64,
+        observers: u64,
+        net: Option<Network>,
+    ) -> Result<OracleEnsemble, (bool, String)> {
+        let dir = temp_dir("zkd-oracle-ensemble")
+            .map_err(|e| (false, format!("cannot create a temporary dir: {e}")))?;
+        let plan = match &net {
+            Some(net) => {
+                let hosts: Vec<Host> = (1..=voters + observers)
+                    .map(|id| Host {
+                        ip: net.member_ip(id),
+                        ports: NETNS_PORTS,
+                    })
+                    .collect();
+                self.plan(&dir, voters, &hosts, Some(net))
+            }
+            None => self.ensemble_commands_with_observers(&dir, voters, observers),
+        };
+        let mut ensemble = OracleEnsemble {
+            members: Vec::new(),
+            children: Vec::new(),
+            dir,
+            launcher: self.clone(),
+            net,
+        };
+        let plan = plan.map_err(|e| (false, e))?;
+        let mut later = Vec::new();
+        for (member, cmd) in plan {
+            if member.id <= voters / 2 || member.id == voters {
+                let child = spawn_logged(cmd, &member.dir)
+                    .map_err(|e| (false, format!("{} ({e})", super::NOT_INSTALLED)))?;
+                ensemble.children.push(Some(child));
+            } else {
+                later.push((ensemble.children.len(), cmd));
+                ensemble.children.push(None);
+            }
+            ensemble.members.push(member);
+        }
+        ensemble.wait_serving()?;
+        for (i, cmd) in later {
+            let child = spawn_logged(cmd, &ensemble.members[i].dir)
+                .map_err(|e| (false, format!("{} ({e})", super::NOT_INSTALLED)))?;
+            ensemble.children[i] = Some(child);
+        }
+        ensemble.wait_serving()?;
+        Ok(ensemble)
     }
 }
 
@@ -198,6 +273,9 @@ pub struct OracleEnsemble {
     dir: PathBuf,
     /// The launcher that made it, to start stopped members again.
     launcher: Launcher,
+    /// The namespaces the members run in, if any; removed after the members end (fields
+    /// drop after [`OracleEnsemble`]'s own `drop`).
+    net: Option<Network>,
 }
 
 impl OracleEnsemble {
@@ -213,6 +291,12 @@ impl OracleEnsemble {
             .map(|m| m.addr.to_string())
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// The cuts of the network the members run in, when they run in namespaces
+    /// ([`Launcher::start_netns_ensemble`]).
+    pub fn cuts(&self) -> Option<Cuts> {
+        self.net.as_ref().map(Network::cuts)
     }
 
     /// Process ids of the member JVMs, in id order.
@@ -249,9 +333,12 @@ impl OracleEnsemble {
         }
         let cfg = fs::read_to_string(member.dir.join("zoo.cfg"))
             .map_err(|e| format!("cannot read member {id}'s zoo.cfg: {e}"))?;
-        let cmd = self
+        let mut cmd = self
             .launcher
             .command_with(&member.dir, &cfg, QUORUM_MAIN_CLASS)?;
+        if let Some(net) = &self.net {
+            cmd = net.inside(id, &cmd);
+        }
         let child =
             spawn_logged(cmd, &member.dir).map_err(|e| format!("member {id} again: {e}"))?;
         self.children[i] = Some(child);

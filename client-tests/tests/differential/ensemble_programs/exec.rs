@@ -132,6 +132,13 @@ pub async fn run_program(fleet: &mut Fleet, prog: &Program, n: u64) -> Result<Ob
         ro_sessions: Vec::new(),
         disturbed: Vec::new(),
     };
+    // A program that failed on this side may have left a cut or a blackhole.
+    if run.fleet.cut.is_some() {
+        run.fleet.heal().await?;
+    }
+    if run.fleet.blackholed.is_some() {
+        run.fleet.clear_blackhole().await?;
+    }
     let result = run.program(prog).await;
     beat.abort();
     for s in &mut run.sessions {
@@ -223,9 +230,15 @@ impl Run<'_> {
             obs.lines.push(format!("{step} -> {line}"));
         }
 
-        // Recovery: every member runs again, every session comes back.
+        // Recovery: the cut healed, every member runs again, every session comes back.
         let mut line = String::from("recovery:");
-        if self.fleet.up().len() < self.fleet.members.len() {
+        if self.fleet.cut.is_some() {
+            line.push(' ');
+            line.push_str(&self.heal().await?);
+        } else if self.fleet.blackholed.is_some() {
+            line.push(' ');
+            line.push_str(&self.clear_blackhole().await?);
+        } else if self.fleet.up().len() < self.fleet.members.len() {
             line.push(' ');
             line.push_str(&self.fault(Fault::StartAll).await?);
         } else {
@@ -386,7 +399,7 @@ impl Run<'_> {
         let at = self.sessions[s].at;
         for k in 0..n {
             let i = (at + k) % n;
-            if !self.fleet.running[i] {
+            if !self.fleet.running[i] || self.fleet.blackholed == Some(i as u64 + 1) {
                 continue;
             }
             let (id, passwd, zxid) = {
@@ -661,6 +674,10 @@ impl Run<'_> {
     async fn fault(&mut self, f: Fault) -> Result<String, String> {
         let had_quorum = self.fleet.up().len() * 2 > self.fleet.members.len();
         match f {
+            Fault::CutLeader | Fault::CutFollower => return self.cut(f).await,
+            Fault::Heal => return self.heal().await,
+            Fault::Blackhole { leader, late } => return self.blackhole(leader, late).await,
+            Fault::ClearBlackhole => return self.clear_blackhole().await,
             Fault::Stop(id) => {
                 if !self.fleet.running[id as usize - 1] {
                     return Ok("not running".into());
@@ -745,16 +762,7 @@ impl Run<'_> {
             self.quorum_lost_at = Some(Instant::now());
         }
         let mut line = match settled {
-            Settled::Leader(id) => {
-                let epoch = self.fleet.leader_epoch(id).await?;
-                let new = self.terms.last() != Some(&epoch);
-                if new {
-                    self.terms.push(epoch);
-                }
-                let term = self.epoch(epoch << 32);
-                let age = if new { "new" } else { "same" };
-                format!("leader {id}, {age} term {term}")
-            }
+            Settled::Leader(id) => self.leader_line(id).await?,
             Settled::ReadOnly(id) => format!("read-only member {id}"),
             Settled::Down => "nothing runs".into(),
         };
@@ -763,15 +771,14 @@ impl Run<'_> {
         }
         if quorum && !had_quorum {
             self.quorum_lost_at = None;
-            let mut ro = Vec::new();
-            for (sid, passwd) in std::mem::take(&mut self.ro_sessions) {
-                ro.push(self.resume_elsewhere(sid, passwd).await);
-            }
-            if !ro.is_empty() {
-                line.push_str(&format!("; read-only sessions now: {}", ro.join(", ")));
-            }
+            line.push_str(&self.resume_read_only_sessions().await);
         }
-        // Every session comes back at once where it can.
+        line.push_str(&format!("; {}", self.reconnect_all().await));
+        Ok(line)
+    }
+
+    /// Every session comes back at once where it can; what became of each.
+    async fn reconnect_all(&mut self) -> String {
         let mut states = Vec::new();
         for s in 0..SESSIONS {
             let was_expired = self.sessions[s].expired;
@@ -784,8 +791,138 @@ impl Run<'_> {
             };
             states.push(format!("s{s} {st}"));
         }
-        line.push_str(&format!("; {}", states.join(", ")));
+        states.join(", ")
+    }
+
+    /// The leader's line after a change: who leads, and whether its term is new.
+    async fn leader_line(&mut self, id: u64) -> Result<String, String> {
+        let epoch = self.fleet.leader_epoch(id).await?;
+        let new = self.terms.last() != Some(&epoch);
+        if new {
+            self.terms.push(epoch);
+        }
+        let term = self.epoch(epoch << 32);
+        let age = if new { "new" } else { "same" };
+        Ok(format!("leader {id}, {age} term {term}"))
+    }
+
+    /// Cuts the leader or the lowest follower off from the other two. Once the two have a
+    /// leader and the cut member serves no read-write client, every session comes back
+    /// (those that were on the cut member move); once the cut member serves read-only
+    /// clients, a read-only session probes it.
+    async fn cut(&mut self, f: Fault) -> Result<String, String> {
+        let settled = self.fleet.settle().await?;
+        let Settled::Leader(leader) = settled else {
+            return Ok(format!("no leader ({settled:?})"));
+        };
+        let id = match f {
+            Fault::CutLeader => leader,
+            _ => (1..=self.fleet.members.len() as u64)
+                .find(|id| *id != leader)
+                .ok_or("no follower")?,
+        };
+        self.fleet.cut(id).await?;
+        let mut line = format!("member {id} cut off; ");
+        match self.fleet.settle_quorum().await? {
+            Settled::Leader(l) => line.push_str(&self.leader_line(l).await?),
+            other => line.push_str(&format!("{other:?}")),
+        }
+        line.push_str(&format!("; {}", self.reconnect_all().await));
+        self.fleet.settle().await?;
+        line.push_str(&format!(
+            "; member {id}: {}",
+            self.probe_read_only(id).await
+        ));
         Ok(line)
+    }
+
+    /// Blackholes the clients of the leader or the lowest follower. Its sessions move at
+    /// once (their client gives up on the silent connection), or only once their timeout has
+    /// surely passed; then every session comes back where it can.
+    async fn blackhole(&mut self, leader: bool, late: bool) -> Result<String, String> {
+        let settled = self.fleet.settle().await?;
+        let Settled::Leader(l) = settled else {
+            return Ok(format!("no leader ({settled:?})"));
+        };
+        let id = if leader {
+            l
+        } else {
+            (1..=self.fleet.members.len() as u64)
+                .find(|id| *id != l)
+                .ok_or("no follower")?
+        };
+        self.fleet.blackhole(id).await?;
+        let on_it: Vec<usize> = (0..SESSIONS)
+            .filter(|s| {
+                let session = &self.sessions[*s];
+                session.client.is_some() && session.at == id as usize - 1
+            })
+            .collect();
+        if late {
+            for s in &on_it {
+                self.sessions[*s].may_expire = true;
+            }
+            tokio::time::sleep(EXPIRY_WAIT).await;
+        }
+        for s in &on_it {
+            // The connection is silent: the client drops it (its close is lost too).
+            self.disconnect(*s);
+        }
+        let on_it: Vec<String> = on_it.iter().map(|s| format!("s{s}")).collect();
+        // The members' roles do not change (the blackholed member's `srvr` does not answer,
+        // so its term is read once the blackhole ends).
+        let mut line = format!(
+            "member {id}'s clients blackholed (on it: [{}]); {:?}",
+            on_it.join(" "),
+            self.fleet.settle().await?
+        );
+        line.push_str(&format!("; {}", self.reconnect_all().await));
+        Ok(line)
+    }
+
+    /// Ends the blackhole; who leads, and every session.
+    async fn clear_blackhole(&mut self) -> Result<String, String> {
+        if self.fleet.blackholed.is_none() {
+            return Ok("nothing blackholed".into());
+        }
+        self.fleet.clear_blackhole().await?;
+        let line = self.settled_line().await?;
+        Ok(format!("{line}; {}", self.reconnect_all().await))
+    }
+
+    /// Once the members settle: who leads, and whether its term is new.
+    async fn settled_line(&mut self) -> Result<String, String> {
+        Ok(match self.fleet.settle().await? {
+            Settled::Leader(l) => self.leader_line(l).await?,
+            other => format!("{other:?}"),
+        })
+    }
+
+    /// Ends the cut: once the members settle, who leads, whether the cut member's read-only
+    /// session is taken, and every session.
+    async fn heal(&mut self) -> Result<String, String> {
+        if self.fleet.cut.is_none() {
+            return Ok("nothing cut".into());
+        }
+        self.fleet.heal().await?;
+        let mut line = self.settled_line().await?;
+        line.push_str(&self.resume_read_only_sessions().await);
+        line.push_str(&format!("; {}", self.reconnect_all().await));
+        Ok(line)
+    }
+
+    /// Whether the members take the read-only probes' sessions now (`; read-only sessions
+    /// now: …`, or nothing when there were none).
+    async fn resume_read_only_sessions(&mut self) -> String {
+        let mut ro = Vec::new();
+        for (sid, passwd) in std::mem::take(&mut self.ro_sessions) {
+            ro.push(self.resume_elsewhere(sid, passwd).await);
+        }
+        if ro.is_empty() {
+            String::new()
+        } else {
+            format!("; read-only sessions now: {}", ro.join(", "))
+        }
     }
 
     /// A new read-only session on the member without quorum: what it reads, and the answer

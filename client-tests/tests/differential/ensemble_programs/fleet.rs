@@ -1,7 +1,10 @@
 //! One side of the ensemble run: three members (zkd `--ensemble 3`, or three ZooKeeper 3.8
-//! JVMs), stopped and started through `POST /zkd/members/{id}/stop|start` (zkd's admin
-//! listener, or the small endpoint of the client suites over the JVMs), and the wait until
-//! the members settle after a change (a leader and followers, or a read-only member).
+//! JVMs, each in a network namespace of its own), stopped and started through
+//! `POST /zkd/members/{id}/stop|start` and cut off and healed through
+//! `POST /zkd/partition?groups=ID` and `POST /zkd/heal` (zkd's admin listener, or the small
+//! endpoint of the client suites over the JVMs, which cuts the namespaces' links), and the
+//! wait until the members settle after a change (a leader and followers, or a read-only
+//! member; a cut-off member read-only).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -10,6 +13,7 @@ use std::time::{Duration, Instant};
 use zkd_server::ZookeeperVersion;
 use zkd_testkit::oracle::ensemble::serving_mode;
 use zkd_testkit::oracle::member_control::MemberControl;
+use zkd_testkit::oracle::netns::Cuts;
 use zkd_testkit::oracle::{four_letter_word, Launcher, OracleEnsemble};
 
 use super::gen::MEMBERS;
@@ -21,6 +25,10 @@ pub const TICK_MS: u64 = 500;
 pub const SESSION_TIMEOUT_MS: i32 = 3_000;
 /// How long the members may take to settle after a change (a JVM start included).
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// `syncLimit` on both sides: a ZooKeeper member cut off from its leader (or a leader from
+/// its followers) notices within `SYNC_LIMIT × TICK_MS`, well inside a session's timeout,
+/// so the sessions it drops reach the other side before they expire.
+pub const SYNC_LIMIT: u32 = 2;
 
 /// What the members show once settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +57,12 @@ pub struct Fleet {
     pub members: Vec<SocketAddr>,
     control: String,
     pub running: [bool; MEMBERS as usize],
+    /// The member cut off from the others, if any.
+    pub cut: Option<u64>,
+    /// The member whose clients are blackholed, if any.
+    pub blackholed: Option<u64>,
+    /// The namespaces' cuts (the ZooKeeper side); zkd blackholes through its admin listener.
+    cuts: Option<Cuts>,
     _keep: Keep,
 }
 
@@ -60,6 +74,15 @@ impl Fleet {
         // As the ZooKeeper side runs (see `Fleet::zookeeper`).
         members.local_sessions = true;
         members.local_sessions_upgrading = true;
+        members.sync_limit = SYNC_LIMIT as i32;
+        // Instant elections unless asked for ZooKeeper's failover timing.
+        match std::env::var("ZKD_ENSEMBLE_DIFF_TIMING").as_deref() {
+            Ok("zookeeper") => members.election_timing = zkd_server::ElectionTiming::ZooKeeper,
+            Ok("instant") | Err(_) => {}
+            Ok(other) => {
+                panic!("ZKD_ENSEMBLE_DIFF_TIMING={other:?}: expected instant or zookeeper")
+            }
+        }
         let (server, admin) = zkd_testkit::target::zkd_with_admin(zkd_server::Config {
             ensemble: Some(members),
             tick_time: Duration::from_millis(TICK_MS),
@@ -78,33 +101,41 @@ impl Fleet {
             members: addrs,
             control: format!("http://{admin}"),
             running: [true; MEMBERS as usize],
+            cut: None,
+            blackholed: None,
+            cuts: None,
             _keep: Keep::Zkd { _server: server },
         }
     }
 
     /// Three ZooKeeper 3.8.0 servers with read-only mode and local sessions on (3.8 serves
-    /// read-only clients only with local sessions) and a short tick.
-    pub async fn zookeeper(version: ZookeeperVersion) -> Fleet {
+    /// read-only clients only with local sessions) and a short tick, each in a network
+    /// namespace named after `prefix` (root only: fails saying why elsewhere). Connecting to
+    /// a member that is cut off gives up after a second (`zookeeper.cnxTimeout`) instead of
+    /// five, so the majority's election does not wait on it.
+    pub async fn zookeeper(version: ZookeeperVersion, prefix: &'static str) -> Fleet {
         let ensemble = tokio::task::spawn_blocking(move || {
             Launcher::new()
                 .version(version)
                 .jvm_opt("-Dreadonlymode.enabled=true")
+                .jvm_opt("-Dzookeeper.cnxTimeout=1000")
                 .log_level(
                     &std::env::var("ZKD_ENSEMBLE_DIFF_ZK_LOG").unwrap_or_else(|_| "warn".into()),
                 )
                 .cfg(&[
                     ("tickTime", &TICK_MS.to_string()),
                     ("initLimit", "10"),
-                    ("syncLimit", "5"),
+                    ("syncLimit", &SYNC_LIMIT.to_string()),
                     ("localSessionsEnabled", "true"),
                     ("localSessionsUpgradingEnabled", "true"),
                 ])
-                .start_ensemble(MEMBERS)
+                .start_netns_ensemble(prefix, MEMBERS)
         })
         .await
         .expect("launcher thread")
         .unwrap_or_else(|e| panic!("{e}"));
         let addrs = ensemble.members().iter().map(|m| m.addr).collect();
+        let cuts = ensemble.cuts();
         let ensemble = Arc::new(Mutex::new(ensemble));
         let control = MemberControl::start(ensemble.clone());
         Fleet {
@@ -112,6 +143,9 @@ impl Fleet {
             members: addrs,
             control: control.url(),
             running: [true; MEMBERS as usize],
+            cut: None,
+            blackholed: None,
+            cuts,
             _keep: Keep::ZooKeeper {
                 _control: control,
                 _ensemble: ensemble,
@@ -121,15 +155,84 @@ impl Fleet {
 
     /// `POST /zkd/members/{id}/{op}`.
     async fn member_route(&self, id: u64, op: &str) -> Result<(), String> {
-        let url = format!("{}/zkd/members/{id}/{op}", self.control);
-        tokio::task::spawn_blocking(move || match zkd_testkit::http::call(&url, "POST", None)? {
-            (status, _) if (200..300).contains(&status) => Ok(()),
-            (status, body) => Err(format!("POST {url} answered {status}: {body}")),
-        })
-        .await
-        .map_err(|e| format!("member route thread: {e}"))?
+        self.post(format!("{}/zkd/members/{id}/{op}", self.control))
+            .await
     }
 
+    /// Cuts member `id` off from the others (`POST /zkd/partition?groups=ID`).
+    pub async fn cut(&mut self, id: u64) -> Result<(), String> {
+        self.post(format!("{}/zkd/partition?groups={id}", self.control))
+            .await?;
+        self.cut = Some(id);
+        Ok(())
+    }
+
+    /// Ends the cut (`POST /zkd/heal`).
+    pub async fn heal(&mut self) -> Result<(), String> {
+        self.post(format!("{}/zkd/heal", self.control)).await?;
+        self.cut = None;
+        Ok(())
+    }
+
+    /// Loses everything between the clients and member `id`, without a reset: zkd's
+    /// blackhole on the member's connections (`POST /zkd/net-faults`), or nft drop rules for
+    /// the test's address in the member's namespace.
+    pub async fn blackhole(&mut self, id: u64) -> Result<(), String> {
+        match self.cuts.clone() {
+            Some(cuts) => blocking(move || cuts.blackhole_client(id)).await?,
+            None => {
+                let url = format!("{}/zkd/net-faults", self.control);
+                let body = format!(r#"{{"action":"blackhole","member":{id}}}"#);
+                self.call(url, "POST", Some(body)).await?
+            }
+        }
+        self.blackholed = Some(id);
+        Ok(())
+    }
+
+    /// Ends the blackhole (`DELETE /zkd/net-faults`, or the drop rules removed).
+    pub async fn clear_blackhole(&mut self) -> Result<(), String> {
+        match self.cuts.clone() {
+            Some(cuts) => blocking(move || cuts.heal()).await?,
+            None => {
+                let url = format!("{}/zkd/net-faults", self.control);
+                self.call(url, "DELETE", None).await?
+            }
+        }
+        self.blackholed = None;
+        Ok(())
+    }
+
+    async fn post(&self, url: String) -> Result<(), String> {
+        self.call(url, "POST", None).await
+    }
+
+    async fn call(
+        &self,
+        url: String,
+        method: &'static str,
+        body: Option<String>,
+    ) -> Result<(), String> {
+        blocking(
+            move || match zkd_testkit::http::call(&url, method, body.as_deref())? {
+                (status, _) if (200..300).contains(&status) => Ok(()),
+                (status, body) => Err(format!("{method} {url} answered {status}: {body}")),
+            },
+        )
+        .await
+    }
+}
+
+/// Runs `f` on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| format!("blocking thread: {e}"))?
+}
+
+impl Fleet {
     pub async fn stop(&mut self, id: u64) -> Result<(), String> {
         self.member_route(id, "stop").await?;
         self.running[id as usize - 1] = false;
@@ -207,9 +310,33 @@ impl Fleet {
     }
 
     /// Waits until the running members settle: with a quorum, one leader and followers;
-    /// without, the one running member in read-only mode.
+    /// without, the one running member in read-only mode; a member cut off from the others
+    /// serves read-only clients.
     pub async fn settle(&self) -> Result<Settled, String> {
-        let up = self.up();
+        self.settle_until(true).await
+    }
+
+    /// As [`Fleet::settle`], but a member cut off from the others need only have stopped
+    /// serving read-write clients (ZooKeeper's starts serving read-only ones a few seconds
+    /// later; sessions that were on it move in the meantime).
+    pub async fn settle_quorum(&self) -> Result<Settled, String> {
+        self.settle_until(false).await
+    }
+
+    async fn settle_until(&self, cut_read_only: bool) -> Result<Settled, String> {
+        let cut_mode_ok = |mode: Option<&str>| match mode {
+            Some("read-only") => true,
+            None => !cut_read_only,
+            Some(_) => false,
+        };
+        let mut up = self.up();
+        let cut = self.cut.filter(|c| up.contains(c));
+        up.retain(|id| Some(*id) != cut);
+        // A member whose clients are blackholed does not answer `srvr` either: the others
+        // settle without it (it still counts, as it still takes part).
+        let blackholed = self.blackholed.filter(|b| up.contains(b));
+        up.retain(|id| Some(*id) != blackholed);
+        let hidden = usize::from(blackholed.is_some());
         let addrs: Vec<(u64, SocketAddr)> = up
             .iter()
             .map(|id| (*id, self.members[*id as usize - 1]))
@@ -219,8 +346,9 @@ impl Fleet {
         }
         let deadline = Instant::now() + SETTLE_TIMEOUT;
         loop {
-            let probe = addrs.clone();
-            let modes: Vec<(u64, Option<String>)> = tokio::task::spawn_blocking(move || {
+            let mut probe = addrs.clone();
+            probe.extend(cut.map(|c| (c, self.members[c as usize - 1])));
+            let mut modes: Vec<(u64, Option<String>)> = tokio::task::spawn_blocking(move || {
                 probe
                     .into_iter()
                     .map(|(id, a)| (id, serving_mode(a)))
@@ -228,6 +356,8 @@ impl Fleet {
             })
             .await
             .map_err(|e| format!("srvr thread: {e}"))?;
+            let cut_mode = cut.and_then(|_| modes.pop()).map(|(_, m)| m);
+            let cut_ok = cut_mode.as_ref().is_none_or(|m| cut_mode_ok(m.as_deref()));
             let leaders: Vec<u64> = modes
                 .iter()
                 .filter(|(_, m)| m.as_deref() == Some("leader"))
@@ -237,16 +367,25 @@ impl Fleet {
                 .iter()
                 .filter(|(_, m)| m.as_deref() == Some("follower"))
                 .count();
-            if modes.len() * 2 > MEMBERS as usize {
+            if !cut_ok {
+                // The cut-off member is not there yet.
+            } else if (modes.len() + hidden) * 2 > MEMBERS as usize {
                 if leaders.len() == 1 && followers + 1 == modes.len() {
                     return Ok(Settled::Leader(leaders[0]));
+                }
+                // Everyone seen follows: the blackholed member leads.
+                if let (Some(b), true) =
+                    (blackholed, leaders.is_empty() && followers == modes.len())
+                {
+                    return Ok(Settled::Leader(b));
                 }
             } else if modes.len() == 1 && modes[0].1.as_deref() == Some("read-only") {
                 return Ok(Settled::ReadOnly(modes[0].0));
             }
             if Instant::now() >= deadline {
                 return Err(format!(
-                    "{}: the members did not settle within {}s: {modes:?}",
+                    "{}: the members did not settle within {}s: {modes:?}, cut-off member \
+                     {cut:?}: {cut_mode:?}",
                     self.name,
                     SETTLE_TIMEOUT.as_secs()
                 ));

@@ -1,6 +1,7 @@
 //! The ensemble programs: a seeded generator of session steps (writes, ephemerals, watched
 //! reads, syncs) interleaved with faults (member stops and starts, the leader's stop, quorum
-//! loss and return, a session left to expire), and their text form for failure reports.
+//! loss and return, a session left to expire, the leader or a follower cut off from the
+//! other members and the heal), and their text form for failure reports.
 
 use std::fmt;
 
@@ -92,6 +93,20 @@ pub enum Fault {
     /// The session's client goes away without closing it; the step waits until the
     /// session's timeout has surely passed (only generated while a quorum runs).
     Abandon(usize),
+    /// Whichever member leads is cut off from the other two (which keep a quorum); clients
+    /// still reach it. Only generated while every member runs and nothing is cut.
+    CutLeader,
+    /// The lowest-id follower is cut off from the other two, as [`Fault::CutLeader`].
+    CutFollower,
+    /// The cut member joins the others again.
+    Heal,
+    /// Everything between the clients and a member (the leader, or the lowest-id follower)
+    /// is lost without a reset; the members still reach each other. Its sessions move to
+    /// another member at once, or (`late`) only after their timeout has surely passed. Only
+    /// generated while every member runs and nothing is cut.
+    Blackhole { leader: bool, late: bool },
+    /// The blackhole ends.
+    ClearBlackhole,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +140,8 @@ pub fn program(seed: u64, index: u64) -> Program {
         running: [true; MEMBERS as usize],
         known: true,
         starts: 0,
+        cut: false,
+        blackholed: false,
     };
     let mut abandoned = [false; SESSIONS];
     // Each session starts with a watch (a data, a children and an exists watch), so changes
@@ -160,7 +177,9 @@ pub fn program(seed: u64, index: u64) -> Program {
         let must = faults == 0 && i + 3 >= len;
         // Without a quorum, operations only show that nothing serves them: end the outage
         // sooner.
-        let chance = if state.count() * 2 > MEMBERS as usize {
+        let chance = if state.cut || state.blackholed {
+            30
+        } else if state.count() * 2 > MEMBERS as usize {
             15
         } else {
             45
@@ -187,6 +206,10 @@ struct Members {
     known: bool,
     /// Member starts cost a JVM start on the ZooKeeper side: at most two per program.
     starts: u32,
+    /// A member is cut off (until the heal, nothing else happens to the members).
+    cut: bool,
+    /// A member's clients are blackholed (until that ends, nothing else happens).
+    blackholed: bool,
 }
 
 impl Members {
@@ -205,6 +228,30 @@ impl Members {
         let count = self.count();
         let quorum = count * 2 > MEMBERS as usize;
         let mut choices: Vec<Fault> = Vec::new();
+        if self.cut {
+            return Some(Fault::Heal).inspect(|_| self.cut = false);
+        }
+        if self.blackholed {
+            return Some(Fault::ClearBlackhole).inspect(|_| self.blackholed = false);
+        }
+        // With every member running: a cut three times in ten (the leader once, a follower
+        // twice), a blackhole twice, otherwise
+        // a member stop (or an abandoned session).
+        if self.known && count == MEMBERS as usize {
+            let (kind, leader, late) = (rng.below(10), rng.chance(50), rng.chance(35));
+            if kind < 3 {
+                self.cut = true;
+                return Some(if kind == 0 {
+                    Fault::CutLeader
+                } else {
+                    Fault::CutFollower
+                });
+            }
+            if kind < 5 {
+                self.blackholed = true;
+                return Some(Fault::Blackhole { leader, late });
+            }
+        }
         if quorum {
             if self.known {
                 choices.extend(up.iter().map(|id| Fault::Stop(*id)));
@@ -245,7 +292,9 @@ impl Members {
                 }
                 self.known = false;
             }
-            Fault::Abandon(_) => {}
+            Fault::CutLeader | Fault::CutFollower => self.cut = true,
+            Fault::Blackhole { .. } => self.blackholed = true,
+            Fault::Abandon(_) | Fault::Heal | Fault::ClearBlackhole => {}
         }
         Some(f)
     }
@@ -321,6 +370,20 @@ impl fmt::Display for Step {
             Step::Fault(Fault::Start(id)) => write!(f, "start member {id}"),
             Step::Fault(Fault::StartAll) => write!(f, "start every stopped member"),
             Step::Fault(Fault::Abandon(s)) => write!(f, "s{s}'s client goes away"),
+            Step::Fault(Fault::CutLeader) => write!(f, "cut the leader off"),
+            Step::Fault(Fault::CutFollower) => write!(f, "cut the lowest follower off"),
+            Step::Fault(Fault::Heal) => write!(f, "heal"),
+            Step::Fault(Fault::Blackhole { leader, late }) => write!(
+                f,
+                "blackhole the {}'s clients, {}",
+                if *leader { "leader" } else { "lowest follower" },
+                if *late {
+                    "sessions move after their timeout"
+                } else {
+                    "sessions move at once"
+                }
+            ),
+            Step::Fault(Fault::ClearBlackhole) => write!(f, "end the blackhole"),
         }
     }
 }
