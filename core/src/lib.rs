@@ -80,6 +80,15 @@ pub enum Fact<'a> {
         zxid: Option<i64>,
         ephemerals: &'a [String],
     },
+    /// A herd: one change woke `woken` watchers of `path` and `rereads` of them read
+    /// `reread_path` again within the detector's window.
+    Herd {
+        path: &'a str,
+        event: &'static str,
+        woken: u64,
+        reread_path: &'a str,
+        rereads: u64,
+    },
     /// A fault rule acted on the request of `session` on `conn`.
     FaultFired {
         conn: ConnId,
@@ -513,7 +522,16 @@ impl Core {
         let now = now.into();
         self.now_ms = now.mono;
         self.advance_members(now, out);
-        self.herd.close_windows(now.mono);
+        let closed = self.herd.close_windows(now.mono);
+        for e in self.herd.last_closed(closed) {
+            out.fact(Fact::Herd {
+                path: &e.path,
+                event: e.event,
+                woken: e.woken,
+                reread_path: &e.reread_path,
+                rereads: e.rereads,
+            });
+        }
         for sid in self.expiring_sessions(now.mono) {
             let conn = self.sessions.get(sid).and_then(|s| s.conn);
             tracing::debug!(session = format_args!("0x{sid:x}"), "session expired");

@@ -497,3 +497,78 @@ async fn a_snapshot_is_recorded_with_its_zxid_size_and_duration() {
     let typed_line: Value = serde_json::from_str(&typed.last().expect("typed").to_json()).unwrap();
     assert_eq!(&typed_line, last);
 }
+
+/// Warnings and the quorum are in the history: a herd (every watcher of a parent re-reading
+/// it after one change) as a `warning` naming the path, and an ensemble losing and regaining
+/// its quorum as `quorum` events.
+#[tokio::test(flavor = "multi_thread")]
+async fn herd_warnings_and_quorum_changes_are_recorded() {
+    let server = Server::start(Config {
+        port: 0,
+        herd_warn: 3,
+        ensemble: Some(zkd_server::EnsembleConfig::numbered(3, 0).expect("an ensemble")),
+        ..Config::default()
+    })
+    .await
+    .expect("zkd");
+    let writer = client(&server, Duration::from_secs(20)).await;
+    writer
+        .create("/herd", b"", &persistent())
+        .await
+        .expect("create");
+    let mut watchers = Vec::new();
+    for _ in 0..4 {
+        let c = client(&server, Duration::from_secs(20)).await;
+        let (_, _, w) = c.get_and_watch_children("/herd").await.expect("watch");
+        watchers.push((c, w));
+    }
+    writer
+        .create("/herd/a", b"", &persistent())
+        .await
+        .expect("create");
+    for (c, w) in watchers {
+        within("the children notification", w.changed()).await;
+        c.list_children("/herd").await.expect("re-read");
+    }
+    // The detector's window closes on a tick after it ends.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let herd = loop {
+        let found = server
+            .history(&HistoryFilter {
+                kinds: Some(vec!["warning".into()]),
+                ..HistoryFilter::default()
+            })
+            .expect("history");
+        if let Some(e) = found.first() {
+            break e.to_json();
+        }
+        assert!(std::time::Instant::now() < deadline, "no herd warning");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        herd.contains("\"what\":\"herd\"") && herd.contains("on /herd woke 4"),
+        "{herd}"
+    );
+
+    let members = server.members().expect("members");
+    let others: Vec<u64> = members
+        .iter()
+        .filter(|m| m.mode != zkd_server::MemberMode::Leader)
+        .map(|m| m.id)
+        .collect();
+    server.stop_member(others[0]).await.expect("stop");
+    server.stop_member(others[1]).await.expect("stop");
+    server.start_member(others[1]).await.expect("start");
+    let quorum: Vec<String> = server
+        .history(&HistoryFilter {
+            kinds: Some(vec!["quorum".into()]),
+            ..HistoryFilter::default()
+        })
+        .expect("history")
+        .iter()
+        .map(|e| e.to_json())
+        .collect();
+    assert_eq!(quorum.len(), 2, "{quorum:?}");
+    assert!(quorum[0].contains("\"has_quorum\":false"), "{quorum:?}");
+    assert!(quorum[1].contains("\"has_quorum\":true"), "{quorum:?}");
+}

@@ -80,6 +80,22 @@ async fn a_step_over_the_threshold_is_logged_with_its_request_and_counted_in_mnt
         .unwrap_or_else(|| panic!("no slow-step warning of the multi in:\n{text}"));
     assert!(line.contains("WARN"), "{line}");
     assert!(line.contains("held the core lock for"), "{line}");
+    // The history has the same warning, after the request it names.
+    let history = tokio::task::spawn_blocking(move || {
+        ureq::get(&format!("http://{admin}/zkd/history?kinds=warning"))
+            .call()
+            .expect("history")
+            .into_body()
+            .read_to_string()
+            .expect("history text")
+    })
+    .await
+    .expect("history");
+    assert!(
+        history.lines().any(|l| l.contains("\"what\":\"slow_step\"")
+            && l.contains("request Multi (first path /slow/n000000)")),
+        "{history}"
+    );
 
     // A stall of the control plane is a step too, named as such.
     let before = after;

@@ -232,15 +232,17 @@ impl Herd {
         self.pending.iter().map(|p| p.deadline).min()
     }
 
-    /// Closes the windows that ended by `now`, logging one warning per herd event.
-    pub fn close_windows(&mut self, now: i64) {
+    /// Closes the windows that ended by `now`, logging one warning per herd event; returns
+    /// how many closed (the newest of [`HerdReport`]'s recent events).
+    pub fn close_windows(&mut self, now: i64) -> usize {
         if self.pending.is_empty() {
-            return;
+            return 0;
         }
         let (done, open): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
             .into_iter()
             .partition(|p| now >= p.deadline);
         self.pending = open;
+        let closed = done.len();
         for p in done {
             let mut e = p.event;
             e.rereads = p.reread.len() as u64;
@@ -261,6 +263,12 @@ impl Herd {
                 self.recent.remove(0);
             }
         }
+        closed
+    }
+
+    /// The last `n` herd events closed, oldest first.
+    pub fn last_closed(&self, n: usize) -> &[HerdEvent] {
+        &self.recent[self.recent.len().saturating_sub(n)..]
     }
 
     /// The record, with at most `top` paths.

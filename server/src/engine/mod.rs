@@ -248,7 +248,11 @@ impl State {
             return;
         };
         self.core.set_running_members(members.connected_ids());
-        self.core.set_quorum(members.has_quorum(), now);
+        let quorum = members.has_quorum();
+        if quorum != self.core.has_quorum() {
+            self.history.quorum(quorum, members.voters());
+        }
+        self.core.set_quorum(quorum, now);
         if t.leader_after.is_some() && t.leader_after != t.leader_before {
             self.new_epoch(now);
         }
@@ -689,6 +693,19 @@ impl Outbox for Registry<'_> {
                 });
                 history.session_ended(session, conn, member, why, zxid, ephemerals);
             }
+            Fact::Herd {
+                path,
+                event,
+                woken,
+                reread_path,
+                rereads,
+            } => {
+                let what = format!(
+                    "{event} on {path} woke {woken} sessions, {rereads} of them re-read \
+                     {reread_path}"
+                );
+                history.warning("herd", &what);
+            }
             Fact::FaultFired {
                 conn,
                 session,
@@ -870,6 +887,8 @@ impl Shared {
                     let us = micros(t.elapsed());
                     if self.slow.is_slow(us) {
                         self.slow.report(&step, us);
+                        let what = format!("{step} held the core lock for {} ms", us / 1000);
+                        guard.history.warning("slow_step", &what);
                     }
                 }
                 drop(guard);
@@ -1324,6 +1343,8 @@ impl Shared {
                             conn: id,
                         };
                         slow.report(&step, took);
+                        let what = format!("{step} held the core lock for {} ms", took / 1000);
+                        state.history.warning("slow_step", &what);
                     }
                     let total = micros(done.saturating_duration_since(batch.arrived));
                     started = done;

@@ -90,6 +90,17 @@ pub enum What {
         leader: u32,
         epoch: i64,
     },
+    /// A warning the server logged: `what` (`herd`, `slow_step`) and its text.
+    Warning {
+        what: &'static str,
+        detail: String,
+    },
+    /// The members counted in the quorum changed: whether there is one now, and how many
+    /// voting members it counts.
+    Quorum {
+        has_quorum: bool,
+        members: i64,
+    },
     /// A snapshot was written (its zxid is the event's).
     Snapshot {
         bytes: i64,
@@ -142,6 +153,8 @@ impl HistoryEvent {
             What::Heal => "heal",
             What::Epoch { .. } => "epoch",
             What::Snapshot { .. } => "snapshot",
+            What::Warning { .. } => "warning",
+            What::Quorum { .. } => "quorum",
         }
     }
 
@@ -240,6 +253,17 @@ impl HistoryEvent {
             What::Epoch { leader, epoch } => {
                 o.num("leader", leader);
                 o.num("epoch", epoch);
+            }
+            What::Warning { what, detail } => {
+                o.str("what", what);
+                o.str("detail", detail);
+            }
+            What::Quorum {
+                has_quorum,
+                members,
+            } => {
+                o.raw("has_quorum", if *has_quorum { "true" } else { "false" });
+                o.num("members", members);
             }
             What::Snapshot {
                 bytes,

@@ -48,6 +48,8 @@ enum Kind {
     Heal,
     Epoch,
     Snapshot,
+    Warning,
+    Quorum,
 }
 
 /// Why a connection closed, as `conn_close` writes it.
@@ -84,6 +86,9 @@ const WATCH: [&str; 6] = [
     "any",
 ];
 const FAULT: [&str; 5] = ["error", "drop-before", "drop-after", "delay", "no-response"];
+
+/// What a `warning` event warns of.
+pub(crate) const WARNING: [&str; 2] = ["herd", "slow_step"];
 
 /// Control-plane actions, as `control` events write them.
 pub(crate) const CONTROL: [&str; 18] = [
@@ -555,6 +560,32 @@ impl History {
         self.push(r);
     }
 
+    /// A warning the server logged: `what` (one of [`WARNING`]) and its text.
+    pub(crate) fn warning(&mut self, what: &str, detail: &str) {
+        if !self.on() {
+            return;
+        }
+        let Some(i) = WARNING.iter().position(|a| *a == what) else {
+            return;
+        };
+        self.scratch.extend_from_slice(detail.as_bytes());
+        let mut r = Rec::new(Kind::Warning);
+        r.a = i as i32;
+        self.push(r);
+    }
+
+    /// The members in the quorum changed: whether there is a quorum now, and how many
+    /// voting members are counted in it.
+    pub(crate) fn quorum(&mut self, has_quorum: bool, members: usize) {
+        if !self.on() {
+            return;
+        }
+        let mut r = Rec::new(Kind::Quorum);
+        r.a = i32::from(has_quorum);
+        r.n = members as i64;
+        self.push(r);
+    }
+
     /// A member stopped (`false`) or started (`true`).
     pub(crate) fn member(&mut self, member: u32, started: bool) {
         if !self.on() {
@@ -724,6 +755,14 @@ impl History {
             Kind::Epoch => What::Epoch {
                 leader: r.a as u32,
                 epoch: r.n,
+            },
+            Kind::Warning => What::Warning {
+                what: name(&WARNING, r.a),
+                detail: string(&text),
+            },
+            Kind::Quorum => What::Quorum {
+                has_quorum: r.a != 0,
+                members: r.n,
             },
             Kind::Snapshot => What::Snapshot {
                 bytes: r.n,
