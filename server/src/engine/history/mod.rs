@@ -914,6 +914,15 @@ mod tests {
     }
 
     #[test]
+    fn an_event_takes_the_104_bytes_the_guide_counts() {
+        assert!(
+            std::mem::size_of::<Rec>() <= 104,
+            "{}",
+            std::mem::size_of::<Rec>()
+        );
+    }
+
+    #[test]
     fn off_records_nothing() {
         let mut h = ring(0, 0);
         h.control("expire", 1, "x");
