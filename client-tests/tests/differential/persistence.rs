@@ -898,6 +898,31 @@ async fn log_syncs_are_timed_and_counted_over_the_threshold() {
             expected,
             "{text}"
         );
+        // The history has a `slow_sync` warning for each (taken over at a tick).
+        let warnings = |server: &zkd_server::Server| {
+            server
+                .history(&zkd_server::HistoryFilter {
+                    kinds: Some(vec!["warning".into()]),
+                    ..Default::default()
+                })
+                .expect("history")
+                .iter()
+                .filter(|e| e.to_json().contains("\"what\":\"slow_sync\""))
+                .count()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while threshold < 0 && (warnings(&server) as f64) < expected {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no slow_sync warnings"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            warnings(&server) as f64,
+            expected,
+            "threshold {threshold} ms"
+        );
         c.abort().await;
         server.shutdown().await;
     }

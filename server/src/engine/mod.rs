@@ -1450,6 +1450,13 @@ impl Shared {
             self.with_state_named("the tick (session expiry, reaping, elections)", |state| {
                 ensemble::follow::advance(state, at, budget, durable, &mut wakers);
                 state.call(budget, durable, &mut wakers, |core, out| core.tick(at, out));
+                if let Some(store) = state.store.as_mut() {
+                    for (ms, bytes) in store.take_slow_syncs() {
+                        let what =
+                            format!("syncing the transaction log took {ms} ms ({bytes}-byte file)");
+                        state.history.warning("slow_sync", &what);
+                    }
+                }
                 state.next_deadline()
             });
         wake(&mut wakers);

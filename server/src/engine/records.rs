@@ -18,6 +18,12 @@ pub trait RecordStore: Send {
     fn epoch_started(&mut self, epoch: i64) {
         let _ = epoch;
     }
+
+    /// The syncs that took longer than the store's warning threshold since the last call:
+    /// each one's milliseconds and the size of the file synced (a bounded number).
+    fn take_slow_syncs(&mut self) -> Vec<(u64, u64)> {
+        Vec::new()
+    }
 }
 
 /// What the core gave an outbox to leave only after the records it handed over are stored.

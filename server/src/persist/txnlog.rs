@@ -81,7 +81,13 @@ pub struct TxnLog {
     fsyncs: Arc<Mutex<FsyncStats>>,
     /// A sync longer than this (ms) is logged and counted.
     fsync_threshold_ms: i64,
+    /// The slow syncs not yet handed to the history (ms, file bytes), at most
+    /// [`MAX_SLOW_SYNCS`].
+    slow_syncs: Arc<Mutex<Vec<(u64, u64)>>>,
 }
+
+/// Slow syncs kept for the history between two ticks (more are only logged).
+const MAX_SLOW_SYNCS: usize = 64;
 
 /// What the syncs of the log took (`fsynctime`, `fsync_threshold_exceed_count`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -122,6 +128,7 @@ impl TxnLog {
             #[cfg(test)]
             syncs: Arc::default(),
             fsyncs: Arc::default(),
+            slow_syncs: Arc::default(),
             fsync_threshold_ms,
         }
     }
@@ -226,6 +233,11 @@ impl TxnLog {
         }
         if over {
             let size = file.metadata().map_or(0, |m| m.len());
+            let mut slow = self.slow_syncs.lock().unwrap_or_else(|e| e.into_inner());
+            if slow.len() < MAX_SLOW_SYNCS {
+                slow.push((ms, size));
+            }
+            drop(slow);
             tracing::warn!(
                 ms,
                 threshold_ms = self.fsync_threshold_ms,
@@ -334,6 +346,10 @@ impl RecordStore for TxnLog {
     fn epoch_started(&mut self, epoch: i64) {
         tracing::info!(epoch, "a new epoch starts: taking a snapshot");
         self.snapshot_due.notify_one();
+    }
+
+    fn take_slow_syncs(&mut self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut *self.slow_syncs.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Appends one transaction. When it cannot be written (under every policy) or synced

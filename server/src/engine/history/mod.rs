@@ -88,7 +88,7 @@ const WATCH: [&str; 6] = [
 const FAULT: [&str; 5] = ["error", "drop-before", "drop-after", "delay", "no-response"];
 
 /// What a `warning` event warns of.
-pub(crate) const WARNING: [&str; 2] = ["herd", "slow_step"];
+pub(crate) const WARNING: [&str; 3] = ["herd", "slow_step", "slow_sync"];
 
 /// Control-plane actions, as `control` events write them.
 pub(crate) const CONTROL: [&str; 18] = [
