@@ -299,6 +299,18 @@ async fn the_history_route_refuses_foreign_hosts_and_cross_site_requests() {
         let (status, body) = admin::raw(admin, "GET", route, &[&host]).await;
         assert_eq!(status, 200, "{route}: {body}");
     }
+    // An overflowing, negative or unknown parameter is refused with a sentence.
+    for query in [
+        "after_seq=99999999999999999999999",
+        "after_seq=-1",
+        "limit=5",
+    ] {
+        for route in ["/zkd/history/checks", "/zkd/history/timeline"] {
+            let path = format!("{route}?{query}");
+            let (status, body) = admin::raw(admin, "GET", &path, &[&host]).await;
+            assert_eq!(status, 400, "{path}: {body}");
+        }
+    }
     let (status, _) = admin::raw(admin, "GET", "/zkd/history", &[&host]).await;
     assert_eq!(status, 200);
     let (status, body) = admin::raw(admin, "GET", "/zkd/history?limit=0", &[&host]).await;
