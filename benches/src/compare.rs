@@ -187,6 +187,11 @@ const BEFORE_WAVE_2: [(Workload, f64, f64, f64); 4] = [
     (Workload::Mixed, 4.463, 0.2274, 0.1792),
 ];
 
+/// The ZooKeeper release [`BEFORE_WAVE_2`] was measured against: a ratio is compared with it
+/// only when measured against the same release (3.9.3 does about 1.6 times 3.8.0's setData
+/// on the same machine, which alone would move the ratio by more than the noise).
+const BEFORE_WAVE_2_RELEASE: &str = "3.8.0";
+
 /// How far a throughput ratio may move the wrong way before it counts as a regression
 /// (run-to-run noise of the medians on two cores).
 const NOISE: f64 = 0.10;
@@ -197,6 +202,12 @@ fn no_regression(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
     if (s.tp_sessions, s.tp_inflight) != (64, 8) {
         return Vec::new();
     }
+    // A run read back from its CSV alone does not say its release: it is taken as compared.
+    let release = c
+        .zk_cmd
+        .rsplit_once("(ZooKeeper ")
+        .and_then(|(_, r)| r.strip_suffix(')'));
+    let comparable = release.is_none_or(|r| r == BEFORE_WAVE_2_RELEASE);
     BEFORE_WAVE_2
         .iter()
         .filter(|(w, ..)| s.tp_workloads.contains(w))
@@ -210,6 +221,19 @@ fn no_regression(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
                 let item = crate::throughput_item(w, s);
                 let row = c.find(&item, figure);
                 let target = format!("no regression: {figure}, {item}");
+                if !comparable {
+                    return TargetCheck {
+                        target,
+                        bound: format!(
+                            "not compared: the ratios before were measured against ZooKeeper \
+                             {BEFORE_WAVE_2_RELEASE}, this run against {}; run with \
+                             ZKD_ZOOKEEPER_VERSION=3.8",
+                            release.unwrap_or("?")
+                        ),
+                        measured: row.map(Row::ratio).filter(|v| v.is_finite()),
+                        met: None,
+                    };
+                }
                 if higher {
                     let bound = before * (1.0 - NOISE);
                     let text = format!(">= {} (before: {})", num(bound), num(before));
@@ -282,6 +306,7 @@ pub fn targets_table(checks: &[TargetCheck]) -> Table {
             match c.met {
                 Some(true) => "yes".into(),
                 Some(false) => "NO".into(),
+                None if c.measured.is_some() => "not judged".into(),
                 None => "not measured".into(),
             },
         ]);
@@ -976,6 +1001,21 @@ mod tests {
         assert_eq!(cpu.met, Some(false));
         let unmeasured = check(&checks, "no regression: latency p50, throughput mixed 64x8");
         assert_eq!((unmeasured.measured, unmeasured.met), (None, None));
+
+        // Against another release than the one before, nothing is judged.
+        let mut other = from_csv(csv).unwrap();
+        other.zk_cmd = "java -cp <...> zoo.cfg (ZooKeeper 3.9.3)".into();
+        let checks = targets(&other, &Settings::full());
+        let ops = check(&checks, "no regression: ops/s, throughput get 64x8");
+        assert_eq!((ops.measured, ops.met), (Some(4.0), None));
+        assert!(ops.bound.contains("ZooKeeper 3.8.0"), "{}", ops.bound);
+        other.zk_cmd = "java -cp <...> zoo.cfg (ZooKeeper 3.8.0)".into();
+        let checks = targets(&other, &Settings::full());
+        let cpu = check(
+            &checks,
+            "no regression: server CPU per op, throughput set 64x8",
+        );
+        assert_eq!(cpu.met, Some(false));
         assert!(checks
             .iter()
             .any(|c| c.target == "RSS per idle session at 19000 sessions"));

@@ -403,10 +403,10 @@ struct Registry<'a> {
     /// The history, when this call's frames and facts are to be recorded (not when frames
     /// held back earlier are let go: they were seen when the core gave them).
     history: Option<&'a mut history::History>,
-    /// The request this call runs, whose reply the history waits for: connection, xid and
-    /// opcode; and the reply once seen.
-    expect: Option<(ConnId, i32, i32)>,
-    reply: Option<history::frames::ReplyFacts>,
+    /// The request this call runs, whose reply the history waits for: connection, xid,
+    /// opcode and the request's event; and whether the reply was seen.
+    expect: Option<(ConnId, i32, Option<zkd_protocol::OpCode>, u64)>,
+    replied: bool,
     /// The handshake this call runs, whose answer the history waits for; and the answer
     /// (timeout, session, read-only) once seen.
     expect_connect: Option<ConnId>,
@@ -434,15 +434,21 @@ impl<'a> Registry<'a> {
             held,
             history,
             expect: None,
-            reply: None,
+            replied: false,
             expect_connect: None,
             connect: None,
         }
     }
 
-    /// The history waits for the reply to request `xid` (opcode `op`) of `conn`.
-    fn expecting(mut self, conn: ConnId, xid: i32, op: i32) -> Self {
-        self.expect = Some((conn, xid, op));
+    /// The history waits for the reply to request `xid` (opcode `op`, event `seq`) of `conn`.
+    fn expecting(
+        mut self,
+        conn: ConnId,
+        xid: i32,
+        op: Option<zkd_protocol::OpCode>,
+        seq: u64,
+    ) -> Self {
+        self.expect = Some((conn, xid, op, seq));
         self
     }
 
@@ -473,9 +479,10 @@ impl<'a> Registry<'a> {
             history.notification(conn, member, session, event, zxid, path);
             return;
         }
-        if let Some((c, x, op)) = self.expect {
-            if c == conn && x == xid && self.reply.is_none() {
-                self.reply = Some(history::frames::reply(op, frame));
+        if let Some((c, x, op, seq)) = self.expect {
+            if c == conn && x == xid && !self.replied {
+                self.replied = true;
+                history.reply(seq, op, frame);
             }
         }
     }
@@ -1291,9 +1298,11 @@ impl Shared {
             for batch in batches.iter_mut() {
                 let id = batch.id;
                 for frame in batch.frames.drain(..) {
-                    if state.conns.get(&id).is_none_or(|h| h.closing) {
-                        break;
-                    }
+                    // Its member and session, for the history.
+                    let (member, session) = match state.conns.get(&id) {
+                        Some(h) if !h.closing => (h.member as u32, h.session),
+                        _ => break,
+                    };
                     let reads = read_barrier(durable, &frame);
                     let asked = if state.history.on() {
                         history::frames::request(&frame)
@@ -1301,10 +1310,6 @@ impl Shared {
                         None
                     };
                     let seq = asked.as_ref().map(|facts| {
-                        let (member, session) = state
-                            .conns
-                            .get(&id)
-                            .map_or((0, 0), |h| (h.member as u32, h.session));
                         state.history.stamp(now);
                         state.history.request(id, member, session, facts, &frame)
                     });
@@ -1317,29 +1322,30 @@ impl Shared {
                         Some(&mut state.history),
                     )
                     .reading(id, reads);
-                    if let Some(facts) = &asked {
-                        out = out.expecting(id, facts.xid, facts.op);
+                    if let (Some(facts), Some(seq)) = (&asked, seq) {
+                        out = out.expecting(id, facts.xid, facts.code, seq);
                     }
-                    // The header (xid, opcode) says which distribution the time goes to.
-                    let mut head = [0u8; 8];
-                    let n = frame.len().min(8);
-                    head[..n].copy_from_slice(&frame[..n]);
-                    // A shared handle on the frame, read only if the step turns out slow.
-                    let kept = frame.clone();
+                    // The request's start: its header (xid, opcode) says which distribution
+                    // the time goes to, and the rest is read only if the step turns out slow.
+                    let mut kept = [0u8; slow_step::KEPT];
+                    let whole = frame.len();
+                    let n = whole.min(slow_step::KEPT);
+                    kept[..n].copy_from_slice(&frame[..n]);
                     state.core.request(id, frame, now, &mut out);
-                    let reply = out.reply.take();
-                    if let Some(seq) = seq {
-                        state.history.request_done(seq, reply);
+                    let watching = asked.as_ref().is_some_and(|f| f.may_watch());
+                    if let Some(seq) = seq.filter(|_| out.replied && watching) {
+                        state.history.request_done(seq);
                     }
                     // Each request's records are stored before the next runs, so a later
                     // read in the batch waits only for what it reads.
                     state.settle(budget, durable, wakers);
                     let done = Instant::now();
                     let took = micros(done.saturating_duration_since(started));
-                    times.record(&head[..n], took);
+                    times.record(&kept[..n.min(8)], took);
                     if slow.is_slow(took) {
                         let step = slow_step::RequestStep {
-                            frame: &kept,
+                            frame: &kept[..n],
+                            len: whole,
                             conn: id,
                         };
                         slow.report(&step, took);

@@ -51,10 +51,17 @@ impl SlowSteps {
     }
 }
 
+/// How many bytes of a request's start are kept while it runs, for its slow-step warning:
+/// its header and, unless very long, its path.
+pub const KEPT: usize = 256;
+
 /// A client request, as the slow-step warning names it: its opcode and the path its body
 /// starts with (for a multi, its first operation's path). Decoded only when it is reported.
 pub struct RequestStep<'a> {
+    /// The request's first bytes (at most [`KEPT`]).
     pub frame: &'a [u8],
+    /// The whole request's size in bytes.
+    pub len: usize,
     pub conn: u64,
 }
 
@@ -63,13 +70,18 @@ fn int(b: &[u8], at: usize) -> Option<i32> {
     Some(i32::from_be_bytes(<[u8; 4]>::try_from(b).ok()?))
 }
 
-/// The string (a Jute `ustring`) at `at`, shortened for a log line.
-fn path_at(b: &[u8], at: usize) -> Option<String> {
+/// The string (a Jute `ustring`) at `at` of a request of `whole` bytes whose start is `b`,
+/// shortened for a log line (and where it runs past `b`).
+fn path_at(b: &[u8], whole: usize, at: usize) -> Option<String> {
     let len = usize::try_from(int(b, at)?).ok()?;
     let start = at + 4;
-    let bytes = b.get(start..start.checked_add(len)?)?;
+    let end = start.checked_add(len)?;
+    if end > whole {
+        return None;
+    }
+    let bytes = b.get(start..end.min(b.len()))?;
     let s = String::from_utf8_lossy(bytes);
-    Some(if s.chars().count() > 200 {
+    Some(if s.chars().count() > 200 || end > b.len() {
         let cut: String = s.chars().take(200).collect();
         format!("{cut}…")
     } else {
@@ -85,9 +97,9 @@ impl RequestStep<'_> {
     fn path(&self, op: OpCode) -> Option<String> {
         match op.info().path_at {
             PathAt::Nowhere => None,
-            PathAt::Body => path_at(self.frame, 8),
+            PathAt::Body => path_at(self.frame, self.len, 8),
             // The multi header (type, done, err) comes before the first operation's path.
-            PathAt::FirstSubOp => path_at(self.frame, 8 + 9),
+            PathAt::FirstSubOp => path_at(self.frame, self.len, 8 + 9),
         }
     }
 }
@@ -98,8 +110,7 @@ impl fmt::Display for RequestStep<'_> {
             return write!(
                 f,
                 "a request of {} bytes on connection {}",
-                self.frame.len(),
-                self.conn
+                self.len, self.conn
             );
         };
         write!(f, "request {op:?}")?;
@@ -108,12 +119,7 @@ impl fmt::Display for RequestStep<'_> {
             Some(p) => write!(f, " {p}")?,
             None => {}
         }
-        write!(
-            f,
-            " of {} bytes on connection {}",
-            self.frame.len(),
-            self.conn
-        )
+        write!(f, " of {} bytes on connection {}", self.len, self.conn)
     }
 }
 
@@ -170,25 +176,47 @@ mod tests {
     #[test]
     fn names_the_opcode_and_path() {
         let f = frame(2, &[ustring("/q/item-1"), vec![0, 0, 0, 0]].concat());
-        let s = RequestStep { frame: &f, conn: 3 }.to_string();
+        let s = step(&f, 3);
         assert_eq!(s, "request Delete /q/item-1 of 25 bytes on connection 3");
         let multi = [vec![0, 0, 0, 2, 0, 0xff, 0xff, 0xff, 0xff], ustring("/q/a")].concat();
         let f = frame(14, &multi);
-        let s = RequestStep { frame: &f, conn: 1 }.to_string();
+        let s = step(&f, 1);
         assert!(s.starts_with("request Multi (first path /q/a) of"), "{s}");
     }
 
     #[test]
     fn truncated_or_unknown_frames_still_print() {
         let f = frame(2, &[0, 0, 1, 0, b'/']);
-        let s = RequestStep { frame: &f, conn: 1 }.to_string();
+        let s = step(&f, 1);
         assert_eq!(s, "request Delete of 13 bytes on connection 1");
-        let s = RequestStep {
-            frame: &[1, 2],
-            conn: 1,
-        }
-        .to_string();
+        let s = step(&[1, 2], 1);
         assert_eq!(s, "a request of 2 bytes on connection 1");
+    }
+
+    #[test]
+    fn a_path_longer_than_what_is_kept_is_shortened() {
+        let long = format!("/{}", "p".repeat(400));
+        let f = frame(2, &[ustring(&long), vec![0, 0, 0, 0]].concat());
+        let s = step(&f, 1);
+        let shown = "p".repeat(200);
+        assert!(
+            s.starts_with(&format!("request Delete /{}…", &shown[..199])),
+            "{s}"
+        );
+        assert!(
+            s.ends_with(&format!("of {} bytes on connection 1", f.len())),
+            "{s}"
+        );
+    }
+
+    /// The warning's text for request `f` of `conn`, from the bytes the engine keeps of it.
+    fn step(f: &[u8], conn: u64) -> String {
+        RequestStep {
+            frame: &f[..f.len().min(KEPT)],
+            len: f.len(),
+            conn,
+        }
+        .to_string()
     }
 
     #[test]

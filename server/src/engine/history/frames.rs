@@ -35,6 +35,8 @@ fn string_at(b: &[u8], at: usize) -> Option<(std::ops::Range<usize>, usize)> {
 pub(crate) struct RequestFacts {
     pub(crate) xid: i32,
     pub(crate) op: i32,
+    /// `op`, when it is one zkd knows.
+    pub(crate) code: Option<OpCode>,
     /// Where the path is in the payload.
     pub(crate) path: Option<std::ops::Range<usize>>,
     pub(crate) watch: bool,
@@ -42,6 +44,13 @@ pub(crate) struct RequestFacts {
     pub(crate) data_bytes: i64,
     /// `addWatch`'s mode, `removeWatches`' and `checkWatches`' watcher type.
     pub(crate) mode: i32,
+}
+
+impl RequestFacts {
+    /// Whether the request can set or remove a watch (see [`super::History::request_done`]).
+    pub(crate) fn may_watch(&self) -> bool {
+        self.watch || matches!(self.code, Some(OpCode::AddWatch | OpCode::RemoveWatches))
+    }
 }
 
 /// The header and what the history needs of a request's body; `None` for a payload shorter
@@ -58,6 +67,7 @@ pub(crate) fn request(payload: &[u8]) -> Option<RequestFacts> {
     let Some(code) = OpCode::from_i32(op) else {
         return Some(facts);
     };
+    facts.code = Some(code);
     use OpCode as O;
     let path = match code {
         O::Ping => return None,
@@ -135,20 +145,20 @@ pub(crate) fn auth_scheme(payload: &[u8]) -> Option<std::ops::Range<usize>> {
     string_at(payload, 12).map(|(r, _)| r)
 }
 
-/// What a reply says, read from its frame.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct ReplyFacts {
-    pub(crate) zxid: i64,
-    pub(crate) err: i32,
+/// One thing a reply says, read from its frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReplyFact {
+    /// Its header: zxid and error code (always first).
+    Header { zxid: i64, err: i32 },
     /// The Stat's version, for replies that carry one.
-    pub(crate) version: Option<i32>,
+    Version(i32),
     /// getData: bytes of data returned.
-    pub(crate) data_bytes: Option<i64>,
+    DataBytes(i64),
     /// getChildren, getChildren2: how many children.
-    pub(crate) children: Option<i64>,
+    Children(i64),
     /// A create's reply whose path ends in a sequential node's ten-digit counter: the
     /// counter, and the path's length.
-    pub(crate) sequence: Option<(i64, usize)>,
+    Created { counter: i64, len: usize },
 }
 
 /// The xid of a frame (after its length prefix).
@@ -170,8 +180,16 @@ fn byte_of(frame: &Frame, at: usize) -> Option<u8> {
 
 /// A big-endian i32 at `at` of the frame, over its parts.
 fn frame_i32(frame: &Frame, at: usize) -> Option<i32> {
-    // Most replies are one part: read it straight.
+    // Most replies are one part, and a reply's Stat is its last: read a part straight when
+    // the four bytes lie in it.
     if let Some(v) = i32_at(&frame.head, at) {
+        return Some(v);
+    }
+    let body_end = frame.head.len() + frame.body.len();
+    if let Some(v) = at
+        .checked_sub(body_end)
+        .and_then(|i| i32_at(&frame.tail, i))
+    {
         return Some(v);
     }
     let mut raw = [0u8; 4];
@@ -181,25 +199,21 @@ fn frame_i32(frame: &Frame, at: usize) -> Option<i32> {
     Some(i32::from_be_bytes(raw))
 }
 
-/// The reply to a request of opcode `op`: its header, and its Stat's version, data size or
-/// child count where the opcode's reply has them.
-pub(crate) fn reply(op: i32, frame: &Frame) -> ReplyFacts {
+/// The reply to a request of opcode `code`: its header, then its Stat's version, data size
+/// or child count where the opcode's reply has them, each handed to `each`.
+#[inline]
+pub(crate) fn reply(code: Option<OpCode>, frame: &Frame, mut each: impl FnMut(ReplyFact)) {
     let head = &frame.head;
-    let mut facts = ReplyFacts {
-        zxid: i64_at(head, 8).unwrap_or(-1),
-        err: i32_at(head, 16).unwrap_or(0),
-        ..ReplyFacts::default()
+    let zxid = i64_at(head, 8).unwrap_or(-1);
+    let err = i32_at(head, 16).unwrap_or(0);
+    each(ReplyFact::Header { zxid, err });
+    let Some(code) = code.filter(|_| err == 0) else {
+        return;
     };
-    if facts.err != 0 {
-        return facts;
-    }
     let len = frame.len();
     // The body starts after the length prefix and the 16-byte reply header.
     const BODY: usize = 20;
     use OpCode as O;
-    let Some(code) = OpCode::from_i32(op) else {
-        return facts;
-    };
     let has_stat = matches!(
         code,
         O::Exists
@@ -213,19 +227,29 @@ pub(crate) fn reply(op: i32, frame: &Frame) -> ReplyFacts {
             | O::CreateTtl
     );
     if has_stat && len >= BODY + STAT_LEN {
-        facts.version = frame_i32(frame, len - VERSION_FROM_END);
+        if let Some(v) = frame_i32(frame, len - VERSION_FROM_END) {
+            each(ReplyFact::Version(v));
+        }
     }
     match code {
         O::Create | O::Create2 | O::CreateContainer | O::CreateTtl => {
-            facts.sequence = string_at(head, BODY).and_then(|(path, _)| sequence_of(&head[path]));
+            let created = string_at(head, BODY).and_then(|(path, _)| sequence_of(&head[path]));
+            if let Some((counter, len)) = created {
+                each(ReplyFact::Created { counter, len });
+            }
         }
-        O::GetData => facts.data_bytes = frame_i32(frame, BODY).map(|n| i64::from(n.max(0))),
+        O::GetData => {
+            if let Some(n) = frame_i32(frame, BODY) {
+                each(ReplyFact::DataBytes(i64::from(n.max(0))));
+            }
+        }
         O::GetChildren | O::GetChildren2 => {
-            facts.children = frame_i32(frame, BODY).map(|n| i64::from(n.max(0)));
+            if let Some(n) = frame_i32(frame, BODY) {
+                each(ReplyFact::Children(i64::from(n.max(0))));
+            }
         }
         _ => {}
     }
-    facts
 }
 
 /// The counter a created path ends in (ten characters: digits, or a minus sign and nine
@@ -330,10 +354,15 @@ mod tests {
         stat[32..36].copy_from_slice(&9i32.to_be_bytes());
         b.put_slice(&stat);
         let frame = Frame::from(b.freeze());
-        let r = reply(4, &frame);
+        let mut facts = Vec::new();
+        reply(Some(OpCode::GetData), &frame, |f| facts.push(f));
         assert_eq!(
-            (r.zxid, r.err, r.version, r.data_bytes),
-            (0x42, 0, Some(9), Some(3))
+            facts,
+            [
+                ReplyFact::Header { zxid: 0x42, err: 0 },
+                ReplyFact::Version(9),
+                ReplyFact::DataBytes(3)
+            ]
         );
     }
 }

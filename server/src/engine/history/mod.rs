@@ -12,12 +12,14 @@
 
 pub(crate) mod event;
 pub(crate) mod frames;
+mod slots;
+mod text_ring;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
 use std::net::SocketAddr;
 
-use zkd_core::{ConnId, FaultAction, Now, SessionEnd};
+use zkd_core::{ConnId, FaultAction, Frame, Now, SessionEnd};
 
 pub use event::{HistoryEvent, HistoryFilter, RequestEvent, What};
 
@@ -121,6 +123,15 @@ fn name(table: &[&'static str], i: i32) -> &'static str {
         .unwrap_or("?")
 }
 
+/// How much of `text` fits in `max` bytes without splitting a character.
+fn cut(text: &[u8], max: usize) -> usize {
+    let mut len = max.min(text.len());
+    while len > 0 && len < text.len() && (text[len] & 0xC0) == 0x80 {
+        len -= 1;
+    }
+    len
+}
+
 // Request flags.
 const REPLIED: u8 = 1;
 const WATCHED: u8 = 2;
@@ -211,10 +222,8 @@ pub struct HistorySummary {
 pub(crate) struct History {
     max_events: usize,
     max_bytes: usize,
-    recs: VecDeque<Rec>,
-    text: VecDeque<u8>,
-    /// The position of `text`'s first byte, counted from the first byte ever stored.
-    text_base: u64,
+    recs: slots::Slots<Rec>,
+    text: text_ring::TextRing,
     next_seq: u64,
     dropped: u64,
     /// The time stamped on events (set once per step by the engine).
@@ -231,9 +240,8 @@ impl History {
         History {
             max_events,
             max_bytes,
-            recs: VecDeque::new(),
-            text: VecDeque::new(),
-            text_base: 0,
+            recs: slots::Slots::new(max_events),
+            text: text_ring::TextRing::new(max_bytes),
             next_seq: 1,
             dropped: 0,
             now: Now { mono: 0, wall: 0 },
@@ -255,41 +263,70 @@ impl History {
     }
 
     /// Stores `rec` with the text in `self.scratch`; returns its seq.
-    fn push(&mut self, mut rec: Rec) -> u64 {
-        let mut len = self.scratch.len().min(MAX_TEXT).min(self.max_bytes);
-        // Cut on a character boundary.
-        while len > 0 && len < self.scratch.len() && (self.scratch[len] & 0xC0) == 0x80 {
-            len -= 1;
-        }
-        while !self.recs.is_empty()
-            && (self.recs.len() >= self.max_events || self.text.len() + len > self.max_bytes)
-        {
-            self.evict();
-        }
-        rec.seq = self.next_seq;
-        self.next_seq += 1;
-        rec.mono = self.now.mono;
-        rec.wall = self.now.wall;
-        rec.text_at = self.text_base + self.text.len() as u64;
-        rec.text_len = len as u32;
-        self.text.extend(&self.scratch[..len]);
+    fn push(&mut self, rec: Rec) -> u64 {
+        let text = std::mem::take(&mut self.scratch);
+        let seq = self.push_text(rec, &text);
+        self.scratch = text;
         self.scratch.clear();
-        self.recs.push_back(rec);
-        rec.seq
+        seq
     }
 
-    /// Drops the oldest event and its text.
-    fn evict(&mut self) {
-        let Some(old) = self.recs.pop_front() else {
-            return;
+    /// Stores `rec` with `text`; returns its seq.
+    fn push_text(&mut self, rec: Rec, text: &[u8]) -> u64 {
+        let slot = self.claim(text);
+        *slot = Rec {
+            seq: slot.seq,
+            mono: slot.mono,
+            wall: slot.wall,
+            text_at: slot.text_at,
+            text_len: slot.text_len,
+            ..rec
         };
-        let end = old.text_at + u64::from(old.text_len) - self.text_base;
-        let end = usize::try_from(end)
-            .unwrap_or(self.text.len())
-            .min(self.text.len());
-        self.text.drain(..end);
-        self.text_base += end as u64;
-        self.dropped += 1;
+        slot.seq
+    }
+
+    /// Makes room for one more event, stores `text` for it (cut to [`MAX_TEXT`] and to the
+    /// ring's bound, on a character boundary) and returns it in place: its seq, time and
+    /// text set, the rest to be filled in (it may hold an older event's values).
+    #[inline]
+    fn claim(&mut self, text: &[u8]) -> &mut Rec {
+        let len = if text.len() <= MAX_TEXT.min(self.max_bytes) {
+            text.len()
+        } else {
+            cut(text, MAX_TEXT.min(self.max_bytes))
+        };
+        if self.text.len() + len > self.max_bytes {
+            self.make_room(len);
+        }
+        let text_at = self.text.end();
+        self.text.push(&text[..len]);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let (r, dropped) = self.recs.next_slot(|| Rec::new(Kind::Request));
+        if dropped {
+            // A full ring: the oldest event goes, and its text with it.
+            self.text.forget_to(r.text_at + u64::from(r.text_len));
+            self.dropped += 1;
+        }
+        r.seq = seq;
+        r.mono = self.now.mono;
+        r.wall = self.now.wall;
+        r.text_at = text_at;
+        r.text_len = len as u32;
+        r
+    }
+
+    /// Drops the oldest events until `len` more bytes of text fit.
+    #[cold]
+    fn make_room(&mut self, len: usize) {
+        while self.text.len() + len > self.max_bytes {
+            let Some(old) = self.recs.front() else {
+                return;
+            };
+            self.text.forget_to(old.text_at + u64::from(old.text_len));
+            self.recs.pop_front();
+            self.dropped += 1;
+        }
     }
 
     /// The stored event `seq`, if still held.
@@ -301,9 +338,10 @@ impl History {
 
     /// The text of `rec`.
     fn text_of(&self, rec: &Rec) -> Vec<u8> {
-        let start = usize::try_from(rec.text_at.saturating_sub(self.text_base)).unwrap_or(0);
-        let end = (start + rec.text_len as usize).min(self.text.len());
-        self.text.range(start.min(end)..end).copied().collect()
+        let mut out = Vec::new();
+        self.text
+            .copy_out(rec.text_at, rec.text_len as usize, &mut out);
+        out
     }
 
     /// A client connection was accepted.
@@ -435,17 +473,30 @@ impl History {
         if !self.on() {
             return 0;
         }
-        let mut r = Rec::at(Kind::Request, conn, member, session);
-        r.a = facts.xid;
-        r.b = facts.op;
-        r.n = facts.data_bytes;
-        r.c = facts.mode;
-        if facts.watch {
-            r.flags |= WATCHED;
-        }
+        // Every field but the seq, time and text (set by [`History::claim`]).
+        let fill = |r: &mut Rec| {
+            r.kind = Kind::Request;
+            r.conn = conn;
+            r.member = member;
+            r.session = session;
+            r.zxid = NO_ZXID;
+            r.a = facts.xid;
+            r.b = facts.op;
+            r.c = facts.mode;
+            r.d = 0;
+            r.n = facts.data_bytes;
+            r.x = -1;
+            r.flags = if facts.watch { WATCHED } else { 0 };
+        };
         if let Some(p) = facts.path.clone().and_then(|p| payload.get(p)) {
-            self.scratch.extend_from_slice(p);
-        } else if facts.op == zkd_protocol::OpCode::Auth as i32 {
+            // The common case: the path alone, stored straight from the request, in place.
+            let r = self.claim(p);
+            fill(r);
+            return r.seq;
+        }
+        let mut r = Rec::new(Kind::Request);
+        fill(&mut r);
+        if facts.op == zkd_protocol::OpCode::Auth as i32 {
             if let Some(s) = frames::auth_scheme(payload).and_then(|p| payload.get(p)) {
                 self.scratch.extend_from_slice(s);
             }
@@ -466,45 +517,49 @@ impl History {
         self.push(r)
     }
 
-    /// The outcome of request `seq` (none: no reply in the step that ran it); records the
-    /// watch it set or removed.
-    pub(crate) fn request_done(&mut self, seq: u64, reply: Option<frames::ReplyFacts>) {
+    /// Request `seq`'s reply `frame` (to opcode `code`) was queued: its outcome.
+    pub(crate) fn reply(&mut self, seq: u64, code: Option<zkd_protocol::OpCode>, frame: &Frame) {
         let Some(r) = self.rec_mut(seq) else {
             return;
         };
-        let Some(reply) = reply else {
+        r.flags |= REPLIED;
+        frames::reply(code, frame, |fact| match fact {
+            frames::ReplyFact::Header { zxid, err } => {
+                r.zxid = zxid;
+                r.d = err;
+            }
+            frames::ReplyFact::Version(v) => {
+                r.flags |= HAS_VERSION;
+                r.c = v;
+            }
+            frames::ReplyFact::DataBytes(n) => r.n = n,
+            frames::ReplyFact::Children(n) => r.x = n,
+            frames::ReplyFact::Created { counter, len } => {
+                // Only a name made of the path asked for and ten more characters is one the
+                // server numbered.
+                if len == r.text_len as usize + 10 {
+                    r.x = counter;
+                    r.flags |= SEQUENTIAL;
+                }
+            }
+        });
+    }
+
+    /// Request `seq` has run and its reply was seen: records the watch it set or removed.
+    /// Called only for a request that can (see [`frames::RequestFacts::may_watch`]).
+    pub(crate) fn request_done(&mut self, seq: u64) {
+        let Some(r) = self.rec_mut(seq) else {
             return;
         };
-        r.flags |= REPLIED;
-        r.zxid = reply.zxid;
-        r.d = reply.err;
-        if let Some(v) = reply.version {
-            r.flags |= HAS_VERSION;
-            r.c = v;
-        }
-        if let Some(n) = reply.data_bytes {
-            r.n = n;
-        }
-        if let Some(n) = reply.children {
-            r.x = n;
-        }
-        if let Some((counter, len)) = reply.sequence {
-            // Only a name made of the path asked for and ten more characters is one the
-            // server numbered.
-            if len == r.text_len as usize + 10 {
-                r.x = counter;
-                r.flags |= SEQUENTIAL;
-            }
-        }
-        let r = *r;
-        let watch = watch_of(&r);
-        if let Some((kind, w)) = watch {
-            let text = self.text_of(&r);
-            self.scratch.extend_from_slice(&text);
-            let mut e = Rec::at(kind, r.conn, r.member, r.session);
-            e.a = w;
-            self.push(e);
-        }
+        let Some((kind, w)) = watch_of(r) else {
+            return;
+        };
+        let (conn, member, session) = (r.conn, r.member, r.session);
+        let (at, len) = (r.text_at, r.text_len as usize);
+        self.text.copy_out(at, len, &mut self.scratch);
+        let mut e = Rec::at(kind, conn, member, session);
+        e.a = w;
+        self.push(e);
     }
 
     /// A notification was queued for `conn`.
@@ -820,6 +875,12 @@ impl History {
 /// [`WATCH`] index.
 fn watch_of(r: &Rec) -> Option<(Kind, i32)> {
     use zkd_protocol::OpCode as O;
+    // Most requests set or remove no watch: those are told apart before the opcode is read.
+    if r.flags & REPLIED == 0
+        || (r.flags & WATCHED == 0 && r.b != O::AddWatch as i32 && r.b != O::RemoveWatches as i32)
+    {
+        return None;
+    }
     let op = O::from_i32(r.b)?;
     let ok = r.d == 0;
     let no_node = r.d == zkd_protocol::ErrorCode::NoNode.code();
