@@ -506,6 +506,9 @@ impl<'a> Registry<'a> {
     }
 }
 
+/// The most events a read of the history looks at under one hold of the core's lock.
+const HISTORY_SCAN: usize = 4096;
+
 /// Records the `conn_close` of connection `id` (handle `h`) in `history` now, once: its close
 /// was just decided.
 fn record_close(history: &mut history::History, id: ConnId, h: &mut ConnHandle) {
@@ -1189,12 +1192,23 @@ impl Shared {
         });
     }
 
-    /// The history's events `filter` keeps, and its summary.
+    /// The history's events `filter` keeps, and its summary. The events are read in steps of
+    /// at most [`HISTORY_SCAN`] events, each under a hold of the lock of its own, so that a
+    /// read never holds the core for more than that whatever its filter keeps.
     pub(crate) fn history(
         &self,
         filter: &history::HistoryFilter,
     ) -> Result<(Vec<history::HistoryEvent>, history::HistorySummary), CoreFailed> {
-        self.with_state(|state| (state.history.read(filter), state.history.summary()))
+        let (mut reading, mut more) = self.with_state(|state| {
+            let mut reading = history::Reading::new(filter, state.history.next_seq());
+            let more = reading.step(&state.history, HISTORY_SCAN);
+            (reading, more)
+        })?;
+        while more {
+            more = self.with_state(|state| reading.step(&state.history, HISTORY_SCAN))?;
+        }
+        let summary = self.with_state(|state| state.history.summary())?;
+        Ok((reading.out, summary))
     }
 
     /// Hands a connection's batch of requests over to be fed to the core (see [`feed`]) and

@@ -695,42 +695,27 @@ impl History {
         self.push(r);
     }
 
-    /// The events `filter` keeps, oldest first, at most `filter.limit` (and [`MAX_READ`]).
+    /// The events `filter` keeps, oldest first, at most `filter.limit` (and [`MAX_READ`]),
+    /// read in one go (see [`Reading`] for a read in bounded steps).
     pub(crate) fn read(&self, filter: &HistoryFilter) -> Vec<HistoryEvent> {
-        let limit = filter.limit.unwrap_or(MAX_READ).min(MAX_READ);
-        let first = self.recs.front().map_or(0, |r| r.seq);
-        let start = filter.after_seq.map_or(0, |s| {
-            usize::try_from((s + 1).saturating_sub(first)).unwrap_or(usize::MAX)
-        });
-        let conns: HashSet<u64> = match filter.session {
-            Some(s) => self
-                .recs
-                .iter()
-                .filter(|r| r.session == s && r.conn != 0)
-                .map(|r| r.conn)
-                .collect(),
-            None => HashSet::new(),
-        };
-        let mut out = Vec::new();
-        for r in self.recs.iter().skip(start) {
-            if out.len() >= limit {
-                break;
-            }
-            if let Some(s) = filter.session {
-                let own = r.session == s
-                    || (r.session == 0
-                        && matches!(r.kind, Kind::ConnOpen | Kind::ConnClose)
-                        && conns.contains(&r.conn));
-                if !own {
-                    continue;
-                }
-            }
-            let e = self.decode(r);
-            if filter.matches(&e) {
-                out.push(e);
-            }
-        }
-        out
+        let mut reading = Reading::new(filter, self.next_seq);
+        while reading.step(self, usize::MAX) {}
+        reading.out
+    }
+
+    /// The seq the next event stored takes.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The seq of the oldest event held (of the next one, when none is).
+    fn first_seq(&self) -> u64 {
+        self.recs.front().map_or(self.next_seq, |r| r.seq)
+    }
+
+    /// Where event `seq` is in the ring (0 for one already dropped).
+    fn index_of(&self, seq: u64) -> usize {
+        usize::try_from(seq.saturating_sub(self.first_seq())).unwrap_or(usize::MAX)
     }
 
     /// The ring's size and bounds.
@@ -871,6 +856,87 @@ impl History {
     }
 }
 
+/// A read of the history in steps that each look at a bounded number of events, so that a
+/// filter that keeps few events does not hold the core's lock for a scan of the whole ring:
+/// the caller takes the lock for each [`Reading::step`]. It reads the events that were held
+/// when it began (later ones are left to the next read, `after_seq`); events dropped between
+/// steps are skipped.
+pub(crate) struct Reading<'f> {
+    filter: &'f HistoryFilter,
+    limit: usize,
+    /// The first event not yet looked at, and the first one not to be read.
+    at: u64,
+    until: u64,
+    /// With a session filter: first the session's connections are gathered over the whole
+    /// ring (their opening comes before the handshake that names the session), then the
+    /// events are read.
+    gathering: bool,
+    conns: HashSet<u64>,
+    pub(crate) out: Vec<HistoryEvent>,
+}
+
+impl<'f> Reading<'f> {
+    /// A read of what `filter` keeps among the events before `until` (the history's next
+    /// seq when the read begins).
+    pub(crate) fn new(filter: &'f HistoryFilter, until: u64) -> Reading<'f> {
+        let gathering = filter.session.is_some();
+        Reading {
+            filter,
+            limit: filter.limit.unwrap_or(MAX_READ).min(MAX_READ),
+            at: if gathering { 0 } else { Self::start(filter) },
+            until,
+            gathering,
+            conns: HashSet::new(),
+            out: Vec::new(),
+        }
+    }
+
+    fn start(filter: &HistoryFilter) -> u64 {
+        filter.after_seq.map_or(0, |s| s.saturating_add(1))
+    }
+
+    /// Looks at up to `scan` events of `h`; returns whether there is more to do.
+    pub(crate) fn step(&mut self, h: &History, scan: usize) -> bool {
+        let start = h.index_of(self.at);
+        let end = h.index_of(self.until).min(start.saturating_add(scan));
+        if self.gathering {
+            if let Some(session) = self.filter.session {
+                for r in (start..end).filter_map(|i| h.recs.get(i)) {
+                    if r.session == session && r.conn != 0 {
+                        self.conns.insert(r.conn);
+                    }
+                }
+            }
+            self.at = h.first_seq() + end as u64;
+            if self.at >= self.until {
+                self.gathering = false;
+                self.at = Self::start(self.filter);
+            }
+            return true;
+        }
+        for r in (start..end).filter_map(|i| h.recs.get(i)) {
+            if self.out.len() >= self.limit {
+                return false;
+            }
+            if let Some(s) = self.filter.session {
+                let own = r.session == s
+                    || (r.session == 0
+                        && matches!(r.kind, Kind::ConnOpen | Kind::ConnClose)
+                        && self.conns.contains(&r.conn));
+                if !own {
+                    continue;
+                }
+            }
+            let e = h.decode(r);
+            if self.filter.matches(&e) {
+                self.out.push(e);
+            }
+        }
+        self.at = h.first_seq() + end as u64;
+        self.at < self.until && self.out.len() < self.limit
+    }
+}
+
 /// The watch a request with outcome set or removed: the kind of event, and its
 /// [`WATCH`] index.
 fn watch_of(r: &Rec) -> Option<(Kind, i32)> {
@@ -972,6 +1038,68 @@ mod tests {
             kinds,
             vec!["conn_open", "handshake", "session_created", "conn_close"]
         );
+    }
+
+    #[test]
+    fn a_read_in_bounded_steps_finds_what_a_read_at_once_finds_and_no_later_event() {
+        let mut h = ring(1000, 1 << 20);
+        let peer: SocketAddr = "127.0.0.1:5".parse().expect("addr");
+        h.conn_open(1, 0, peer);
+        for i in 0..40 {
+            h.control("expire", i, "x");
+        }
+        let one = h.handshake(1, 0, (0, 3000));
+        h.handshake_done(one, Some((3000, 0x77, false)), true);
+        for i in 0..40 {
+            h.control("expire", i, "y");
+        }
+        h.conn_close(1, 0, 0x77, CloseWhy::Client);
+        for f in [
+            HistoryFilter {
+                session: Some(0x77),
+                ..HistoryFilter::default()
+            },
+            HistoryFilter {
+                kinds: Some(vec!["conn_close".into()]),
+                after_seq: Some(2),
+                ..HistoryFilter::default()
+            },
+        ] {
+            let whole = h.read(&f);
+            let held = h.summary().events;
+            let mut reading = Reading::new(&f, h.next_seq());
+            let mut steps = 0;
+            while reading.step(&h, 5) {
+                steps += 1;
+                // Events stored after the read began are not read.
+                h.control("expire", 1, "z");
+            }
+            let seqs = |v: &[HistoryEvent]| v.iter().map(|e| e.seq).collect::<Vec<_>>();
+            assert_eq!(seqs(&reading.out), seqs(&whole));
+            assert!(!whole.is_empty());
+            // Every event held, 5 at a time: twice over (connections, then events) with a
+            // session.
+            let passes = if f.session.is_some() { 2 } else { 1 };
+            assert!(steps <= passes * held.div_ceil(5) + 1, "{steps} steps");
+        }
+    }
+
+    #[test]
+    fn events_dropped_between_steps_are_skipped() {
+        let mut h = ring(10, 1 << 20);
+        for i in 0..10 {
+            h.control("expire", i, "x");
+        }
+        let f = HistoryFilter::default();
+        let mut reading = Reading::new(&f, h.next_seq());
+        assert!(reading.step(&h, 3));
+        // Five more: seqs 1 to 5 are dropped; the read goes on from the oldest held.
+        for i in 0..5 {
+            h.control("expire", i, "x");
+        }
+        while reading.step(&h, 3) {}
+        let seqs: Vec<u64> = reading.out.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![1, 2, 3, 6, 7, 8, 9, 10]);
     }
 
     #[test]
