@@ -331,8 +331,7 @@ impl History {
 
     /// The stored event `seq`, if still held.
     fn rec_mut(&mut self, seq: u64) -> Option<&mut Rec> {
-        let first = self.recs.front()?.seq;
-        let i = usize::try_from(seq.checked_sub(first)?).ok()?;
+        let i = usize::try_from(seq.checked_sub(self.first_seq())?).ok()?;
         self.recs.get_mut(i)
     }
 
@@ -696,7 +695,8 @@ impl History {
     }
 
     /// The events `filter` keeps, oldest first, at most `filter.limit` (and [`MAX_READ`]),
-    /// read in one go (see [`Reading`] for a read in bounded steps).
+    /// read in one go (the engine reads in bounded steps, [`Reading`]).
+    #[cfg(test)]
     pub(crate) fn read(&self, filter: &HistoryFilter) -> Vec<HistoryEvent> {
         let mut reading = Reading::new(filter, self.next_seq);
         while reading.step(self, usize::MAX) {}
@@ -708,9 +708,11 @@ impl History {
         self.next_seq
     }
 
-    /// The seq of the oldest event held (of the next one, when none is).
+    /// The seq of the oldest event held (of the next one, when none is), read without
+    /// touching the ring.
     fn first_seq(&self) -> u64 {
-        self.recs.front().map_or(self.next_seq, |r| r.seq)
+        // The held events' seqs follow one another up to the newest.
+        self.next_seq - self.recs.len() as u64
     }
 
     /// Where event `seq` is in the ring (0 for one already dropped).
