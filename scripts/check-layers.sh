@@ -40,7 +40,7 @@ core/testing:      fault < control_ops, fixture_nodes, invariants, recording
 server:            version_string < files < config, fixture < engine < reports, persist < net < control < admin < server < history_guard
 server/engine:     history < clock, gate, input_budget, kept_membership, latency, outbound, records, slow_step, unsynced < durable < ensemble < net_faults < queue < facts, feed, listeners
 server/engine/ensemble: failover, follow
-server/engine/history: event, frames
+server/engine/history: event, frames, slots, text_ring
 server/reports:    civil_date, host, monitor_keys, recipe_checks < timeline, metrics, report < format, gate, worker
 server/persist:    datadir < load < txnlog
 server/net:        input, member, stream, x509_dn < conn < tls
