@@ -36,7 +36,7 @@ core/durability:   snapshot_cow, txn_record < snapshot
 core/db:           apply
 core/request:      reply, txn < read < execute
 core/ensemble:     servers < lag, membership, quorum, reconfig
-core/testing:      fault < control_ops, fixture_nodes, invariants, recording
+core/testing:      fault < control_ops, fixture_nodes, invariants, recording, session
 server:            version_string < files < config, fixture < engine < reports, persist < net < control < admin < server < history_guard
 server/engine:     history < clock, gate, input_budget, kept_membership, latency, outbound, records, slow_step, unsynced < durable < ensemble < net_faults < queue < facts, feed, listeners
 server/engine/ensemble: failover, follow

@@ -4,13 +4,9 @@
 //! `valgrind --tool=callgrind target/release/examples/core_cost set 100000`
 //! (`cargo build --release -p zkd-bench --example core_cost` first).
 
-use std::net::SocketAddr;
-
 use bytes::Bytes;
-use zkd_core::{AuthConfig, ConnId, Core, CoreConfig, Handshake, Outbox, Release};
-use zkd_protocol::{
-    Acl, ConnectRequest, Create, OpCode, PathWatchRequest, Request, SetDataRequest,
-};
+use zkd_core::{open_test_session, ConnId, Core, CoreConfig, Handshake, Outbox, Release};
+use zkd_protocol::{Acl, Create, OpCode, PathWatchRequest, Request, SetDataRequest};
 
 /// Counts the bytes the core sends and keeps nothing.
 struct Discard(usize);
@@ -30,30 +26,9 @@ fn main() {
         eprintln!("usage: core_cost get|set [REQUESTS]");
         std::process::exit(2);
     }
-    let cfg = CoreConfig {
-        tick_ms: 2000,
-        min_session_timeout_ms: 4000,
-        max_session_timeout_ms: 40000,
-        max_client_cnxns: 0,
-        super_digest: None,
-        ttl_enabled: true,
-        reaper_interval_ms: 1000,
-        herd_warn: 0,
-        zookeeper_version: Default::default(),
-        auth: AuthConfig::default(),
-        reconfig_enabled: false,
-    };
-    let mut core = Core::new(cfg, 1_000);
+    let mut core = Core::new(CoreConfig::default(), 1_000);
     let out = &mut Discard(0);
-    let addr: SocketAddr = "127.0.0.1:1".parse().expect("address");
-    let conn = core.open_connection(addr, 1_000).expect("connection");
-    let hello = ConnectRequest {
-        timeout: 30_000,
-        passwd: Bytes::from_static(&[0; 16]),
-        read_only: Some(false),
-        ..Default::default()
-    };
-    let hs = core.handshake(conn, zkd_protocol::to_bytes(&hello), 1_000, out);
+    let (conn, hs) = open_test_session(&mut core, 1, 30_000, 1_000, out);
     assert_eq!(hs, Handshake::Established);
     let payload = Bytes::from(vec![b'x'; 1024]);
     for i in 0..64 {

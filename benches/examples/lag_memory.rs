@@ -3,11 +3,9 @@
 //! after writes it has not applied yet (the history kept for it). Run with
 //! `cargo run --release -p zkd-bench --example lag_memory [NODES [WRITES]]`.
 
-use std::net::SocketAddr;
-
 use bytes::Bytes;
-use zkd_core::{AuthConfig, Core, CoreConfig, Handshake, Lag, RecordingOutbox};
-use zkd_protocol::{Acl, ConnectRequest, Create, OpCode, Request, SetDataRequest};
+use zkd_core::{open_test_session, Core, CoreConfig, Handshake, Lag, RecordingOutbox};
+use zkd_protocol::{Acl, Create, OpCode, Request, SetDataRequest};
 
 fn rss_bytes() -> u64 {
     let pid = std::process::id();
@@ -22,31 +20,10 @@ fn main() {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>());
     let nodes = args.next().and_then(Result::ok).unwrap_or(100_000);
     let writes = args.next().and_then(Result::ok).unwrap_or(10_000);
-    let cfg = CoreConfig {
-        tick_ms: 2000,
-        min_session_timeout_ms: 4000,
-        max_session_timeout_ms: 40000,
-        max_client_cnxns: 0,
-        super_digest: None,
-        ttl_enabled: true,
-        reaper_interval_ms: 1000,
-        herd_warn: 0,
-        zookeeper_version: Default::default(),
-        auth: AuthConfig::default(),
-        reconfig_enabled: false,
-    };
-    let mut core = Core::new(cfg, 1_000);
+    let mut core = Core::new(CoreConfig::default(), 1_000);
     // Counts only: what the core sends must not add to the memory measured.
     let out = &mut RecordingOutbox::counting();
-    let addr: SocketAddr = "127.0.0.1:1".parse().expect("address");
-    let conn = core.open_connection(addr, 1_000).expect("connection");
-    let hello = ConnectRequest {
-        timeout: 30_000,
-        passwd: Bytes::from_static(&[0; 16]),
-        read_only: Some(false),
-        ..Default::default()
-    };
-    let hs = core.handshake(conn, zkd_protocol::to_bytes(&hello), 1_000, out);
+    let (conn, hs) = open_test_session(&mut core, 1, 30_000, 1_000, out);
     assert_eq!(hs, Handshake::Established);
     let send = |core: &mut Core, req: Request| {
         let frame = req.to_frame(1);

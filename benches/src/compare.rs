@@ -104,7 +104,7 @@ pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
             1.0 / 5.0,
         ));
     }
-    for w in &s.tp_workloads {
+    for w in &s.tp.workloads {
         let item = crate::throughput_item(*w, s);
         out.push(TargetCheck::ratio(
             format!("ops/s, {item}"),
@@ -117,7 +117,7 @@ pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
     out.extend(scaling(c));
     out.extend(crate::durable::targets(c));
     out.extend(floor_targets(c, s));
-    let w = s.fan_watchers.iter().copied().max().unwrap_or(0);
+    let w = s.fan.watchers.iter().copied().max().unwrap_or(0);
     let fan = crate::fanout_item(w);
     let last = "time until last";
     out.push(le(
@@ -128,10 +128,7 @@ pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
     // Against the floor measured in the same run (both columns of the floor row are the
     // floor, measured next to each server).
     let zkd_fan = c.find(&fan, last).map(Row::zkd_median);
-    let floor = c.find(&crate::floor_item(w), last).map(|r| {
-        let all: Vec<f64> = r.zkd.iter().chain(&r.zookeeper).copied().collect();
-        crate::util::median(&all)
-    });
+    let floor = c.find(&crate::floor_item(w), last).map(Row::pooled_median);
     let measured = zkd_fan
         .zip(floor)
         .map(|(z, f)| z / f)
@@ -142,10 +139,10 @@ pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
         measured,
         met: measured.map(|m| m <= 1.5),
     });
-    let herd_n = if s.herd_n.contains(&5000) {
+    let herd_n = if s.herd.n.contains(&5000) {
         5000
     } else {
-        s.herd_n.iter().copied().max().unwrap_or(0)
+        s.herd.n.iter().copied().max().unwrap_or(0)
     };
     let item = crate::herd_item(Mode::Herd, herd_n);
     out.push(le(
@@ -153,7 +150,7 @@ pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
         c.find(&item, "time until all quiet"),
         1.0 / 5.0,
     ));
-    for n in &s.herd_n {
+    for n in &s.herd.n {
         let item = crate::herd_item(Mode::Predecessor, *n);
         out.push(le(
             format!("{item}: time until next leader knows"),
@@ -163,7 +160,7 @@ pub fn targets(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
     }
     // Sessions: the descriptor limit, not the server, must be the cap.
     if let Some(row) = c.find(fp, "max concurrent sessions") {
-        let opened = row.zkd.iter().copied().fold(f64::INFINITY, f64::min);
+        let opened = row.zkd.values.iter().copied().fold(f64::INFINITY, f64::min);
         let fd = c.fd_soft_limit as f64;
         let cap = fd.min(s.footprint.max_sessions as f64);
         let reached = opened.is_finite() && opened >= cap - 64.0;
@@ -199,7 +196,7 @@ const NOISE: f64 = 0.10;
 /// No regression: every throughput ratio of [`BEFORE_WAVE_2`] stays as good, within
 /// [`NOISE`]. Only at the settings of that run (64 sessions x 8 in flight).
 fn no_regression(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
-    if (s.tp_sessions, s.tp_inflight) != (64, 8) {
+    if (s.tp.sessions, s.tp.inflight) != (64, 8) {
         return Vec::new();
     }
     // A run read back from its CSV alone does not say its release: it is taken as compared.
@@ -210,7 +207,7 @@ fn no_regression(c: &Comparison, s: &Settings) -> Vec<TargetCheck> {
     let comparable = release.is_none_or(|r| r == BEFORE_WAVE_2_RELEASE);
     BEFORE_WAVE_2
         .iter()
-        .filter(|(w, ..)| s.tp_workloads.contains(w))
+        .filter(|(w, ..)| s.tp.workloads.contains(w))
         .flat_map(|&(w, ops, p50, cpu)| {
             [
                 ("ops/s", ops, true),
@@ -632,10 +629,7 @@ async fn disk_floor_round(
 /// are the floor).
 fn over_floor(zkd_row: Option<&Row>, floor_row: Option<&Row>) -> Option<f64> {
     let zkd = zkd_row.map(Row::zkd_median)?;
-    let floor = floor_row.map(|r| {
-        let all: Vec<f64> = r.zkd.iter().chain(&r.zookeeper).copied().collect();
-        crate::util::median(&all)
-    })?;
+    let floor = floor_row.map(Row::pooled_median)?;
     Some(zkd / floor).filter(|v| v.is_finite())
 }
 
@@ -796,8 +790,8 @@ pub fn write_outputs(
     let mut csv = String::from("item,figure,unit,server,round,value\n");
     for r in &c.rows {
         let sides = [
-            ("zkd", &r.zkd, &r.zkd_rounds),
-            ("zookeeper", &r.zookeeper, &r.zookeeper_rounds),
+            ("zkd", &r.zkd.values, &r.zkd.rounds),
+            ("zookeeper", &r.zookeeper.values, &r.zookeeper.rounds),
         ];
         for (server, vals, rounds) in sides {
             for (v, round) in vals.iter().zip(rounds) {

@@ -16,23 +16,53 @@ pub struct Row {
     pub name: String,
     pub unit: String,
     pub better: Better,
+    pub zkd: Samples,
+    pub zookeeper: Samples,
+    /// The plot series the row belongs to and its x there, when it is plotted.
     pub series: Option<String>,
     pub x: Option<f64>,
-    /// The values measured: one per round, or every sample of every round for figures
-    /// that carry samples (then the median is over all of them).
-    pub zkd: Vec<f64>,
-    pub zookeeper: Vec<f64>,
-    /// The round (from 1) of each value of `zkd` and `zookeeper`.
-    pub zkd_rounds: Vec<usize>,
-    pub zookeeper_rounds: Vec<usize>,
+}
+
+/// One server's values of a figure: one per round, or every sample of every round for figures
+/// that carry samples (then the median is over all of them), each with its round.
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    pub values: Vec<f64>,
+    /// The round (from 1) of each value.
+    pub rounds: Vec<usize>,
 }
 
 impl Row {
+    /// A figure with no values yet.
+    fn new(item: String, name: String, unit: String, better: Better) -> Row {
+        Row {
+            item,
+            name,
+            unit,
+            better,
+            series: None,
+            x: None,
+            zkd: Samples::default(),
+            zookeeper: Samples::default(),
+        }
+    }
     pub fn zkd_median(&self) -> f64 {
-        median(&self.zkd)
+        median(&self.zkd.values)
     }
     pub fn zk_median(&self) -> f64 {
-        median(&self.zookeeper)
+        median(&self.zookeeper.values)
+    }
+    /// The median of both columns' values together (for rows whose two columns measure the
+    /// same thing, such as a floor measured next to each server).
+    pub fn pooled_median(&self) -> f64 {
+        let all: Vec<f64> = self
+            .zkd
+            .values
+            .iter()
+            .chain(&self.zookeeper.values)
+            .copied()
+            .collect();
+        median(&all)
     }
     /// zkd / ZooKeeper of the medians.
     pub fn ratio(&self) -> f64 {
@@ -45,17 +75,17 @@ impl Row {
             r.dedup();
             r.len()
         };
-        (distinct(&self.zkd_rounds), distinct(&self.zookeeper_rounds))
+        (distinct(&self.zkd.rounds), distinct(&self.zookeeper.rounds))
     }
     /// Adds `value` measured in `round` (from 1) on `server` (0 = zkd).
     fn push(&mut self, server: usize, round: usize, value: f64) {
-        if server == 0 {
-            self.zkd.push(value);
-            self.zkd_rounds.push(round);
+        let side = if server == 0 {
+            &mut self.zkd
         } else {
-            self.zookeeper.push(value);
-            self.zookeeper_rounds.push(round);
-        }
+            &mut self.zookeeper
+        };
+        side.values.push(value);
+        side.rounds.push(round);
     }
 }
 
@@ -87,16 +117,9 @@ impl Comparison {
                 Some(i) => &mut self.rows[i],
                 None => {
                     self.rows.push(Row {
-                        item: f.item.clone(),
-                        name: f.name.clone(),
-                        unit: f.unit.to_string(),
-                        better: f.better,
                         series: f.series.clone(),
                         x: f.x,
-                        zkd: Vec::new(),
-                        zookeeper: Vec::new(),
-                        zkd_rounds: Vec::new(),
-                        zookeeper_rounds: Vec::new(),
+                        ..Row::new(f.item.clone(), f.name.clone(), f.unit.to_string(), f.better)
                     });
                     self.rows.last_mut().expect("just pushed")
                 }
@@ -208,17 +231,11 @@ pub fn from_csv(text: &str) -> BenchResult<Comparison> {
         let idx = match c.rows.iter().position(|r| r.item == item && r.name == name) {
             Some(i) => i,
             None => {
+                let (item, name, unit) = (item.to_string(), name.to_string(), unit.to_string());
                 c.rows.push(Row {
-                    item: item.to_string(),
-                    name: name.to_string(),
-                    unit: unit.to_string(),
-                    better: Better::Neither,
                     series,
                     x,
-                    zkd: Vec::new(),
-                    zookeeper: Vec::new(),
-                    zkd_rounds: Vec::new(),
-                    zookeeper_rounds: Vec::new(),
+                    ..Row::new(item, name, unit, Better::Neither)
                 });
                 c.rows.len() - 1
             }
@@ -306,7 +323,7 @@ mod tests {
         assert_eq!(row.zkd_median(), 3.0);
         assert_eq!(row.zk_median(), 6.0);
         assert_eq!(row.runs(), (3, 1));
-        assert_eq!(row.zkd_rounds, [1, 1, 1, 2, 2, 2, 3, 3, 3]);
+        assert_eq!(row.zkd.rounds, [1, 1, 1, 2, 2, 2, 3, 3, 3]);
     }
 
     #[test]

@@ -144,7 +144,7 @@ pub async fn measure(
         ("latency p50", "us", o.latency.p50_us, Better::Lower),
         ("latency p99", "us", o.latency.p99_us, Better::Lower),
     ];
-    if let Some(c) = o.server_cpu_us_per_op {
+    if let Some(c) = o.server_cpu.map(|c| c.us_per_op) {
         f.push(("server CPU per op", "us", c, Better::Lower));
     }
     if let Some(r) = &o.readers {

@@ -334,7 +334,7 @@ const FIGURES: [(&str, Pick); 4] = [
     ("latency p50 (us)", |o| o.latency.p50_us),
     ("latency p99 (us)", |o| o.latency.p99_us),
     ("server CPU per op (us)", |o| {
-        o.server_cpu_us_per_op.unwrap_or(f64::NAN)
+        o.server_cpu.map_or(f64::NAN, |c| c.us_per_op)
     }),
 ];
 
@@ -431,7 +431,7 @@ impl Report {
             "zkd always CPU per op us",
             "zkd in memory CPU per op us",
         ]);
-        let cpu: Pick = |o| o.server_cpu_us_per_op.unwrap_or(f64::NAN);
+        let cpu: Pick = |o| o.server_cpu.map_or(f64::NAN, |c| c.us_per_op);
         for &shape in self.durable_floor.keys() {
             let ops = |run| self.durable_med(run, shape, |o| o.ops_per_sec);
             let always = ops(DurableRun::ZkdAlways);

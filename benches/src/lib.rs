@@ -46,27 +46,9 @@ use crate::util::{median, BenchResult};
 /// Sizes, counts and durations of every benchmark.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub herd_n: Vec<usize>,
-    pub herd_modes: Vec<Mode>,
-    /// Leader failures per run in herd mode.
-    pub herd_failures: usize,
-    /// Leader failures per run in predecessor mode (each costs two round trips, so many
-    /// are cheap; the figure sits at the machine's wake-up noise and needs them).
-    pub pred_failures: usize,
-    pub herd_failure: Failure,
-    pub herd_settle: Duration,
-    pub herd_timeout: Duration,
-    pub tp_driver: throughput::Driver,
-    pub tp_workloads: Vec<Workload>,
-    pub tp_sessions: usize,
-    pub tp_inflight: usize,
-    pub tp_value_size: usize,
-    pub tp_warmup: Duration,
-    pub tp_duration: Duration,
-    pub fan_watchers: Vec<usize>,
-    pub fan_writes: usize,
-    pub fan_settle: Duration,
-    pub fan_timeout: Duration,
+    pub herd: HerdSettings,
+    pub tp: ThroughputSettings,
+    pub fan: FanoutSettings,
     /// The `zkd-bench` binary that runs the fan-out floor as a child process of its own
     /// (`None`: on a thread of this process, sharing its descriptor limit).
     pub floor_bin: Option<PathBuf>,
@@ -80,28 +62,74 @@ pub struct Settings {
     pub durable: durable::Params,
 }
 
+/// Leader election with every follower watching the parent (a herd) or its predecessor.
+#[derive(Debug, Clone)]
+pub struct HerdSettings {
+    /// How the leader fails.
+    pub failure: Failure,
+    /// Followers per run.
+    pub n: Vec<usize>,
+    pub modes: Vec<Mode>,
+    /// Leader failures per run in herd mode.
+    pub failures: usize,
+    /// Leader failures per run in predecessor mode (each costs two round trips, so many
+    /// are cheap; the figure sits at the machine's wake-up noise and needs them).
+    pub pred_failures: usize,
+    pub settle: Duration,
+    pub timeout: Duration,
+}
+
+/// The throughput workloads: sessions, requests in flight per session, value size, and the
+/// warm-up and measured windows.
+#[derive(Debug, Clone)]
+pub struct ThroughputSettings {
+    pub driver: throughput::Driver,
+    pub workloads: Vec<Workload>,
+    pub sessions: usize,
+    pub inflight: usize,
+    pub value_size: usize,
+    pub warmup: Duration,
+    pub duration: Duration,
+}
+
+/// One write notifying many watchers.
+#[derive(Debug, Clone)]
+pub struct FanoutSettings {
+    /// Watchers per run.
+    pub watchers: Vec<usize>,
+    pub writes: usize,
+    pub settle: Duration,
+    pub timeout: Duration,
+}
+
 impl Settings {
     /// The full benchmark (tens of minutes for `compare`).
     pub fn full() -> Settings {
         Settings {
-            herd_n: vec![10, 100, 1000, 5000, 10000],
-            herd_modes: vec![Mode::Herd, Mode::Predecessor],
-            herd_failures: 4,
-            pred_failures: 16,
-            herd_failure: Failure::Delete,
-            herd_settle: Duration::from_millis(100),
-            herd_timeout: Duration::from_secs(180),
-            tp_driver: throughput::Driver::Lean,
-            tp_workloads: Workload::ALL.to_vec(),
-            tp_sessions: 64,
-            tp_inflight: 8,
-            tp_value_size: 1024,
-            tp_warmup: Duration::from_secs(3),
-            tp_duration: Duration::from_secs(8),
-            fan_watchers: vec![1000, 10000],
-            fan_writes: 5,
-            fan_settle: Duration::from_millis(100),
-            fan_timeout: Duration::from_secs(60),
+            herd: HerdSettings {
+                failure: Failure::Delete,
+                n: vec![10, 100, 1000, 5000, 10000],
+                modes: vec![Mode::Herd, Mode::Predecessor],
+                failures: 4,
+                pred_failures: 16,
+                settle: Duration::from_millis(100),
+                timeout: Duration::from_secs(180),
+            },
+            tp: ThroughputSettings {
+                driver: throughput::Driver::Lean,
+                workloads: Workload::ALL.to_vec(),
+                sessions: 64,
+                inflight: 8,
+                value_size: 1024,
+                warmup: Duration::from_secs(3),
+                duration: Duration::from_secs(8),
+            },
+            fan: FanoutSettings {
+                watchers: vec![1000, 10000],
+                writes: 5,
+                settle: Duration::from_millis(100),
+                timeout: Duration::from_secs(60),
+            },
             floor_bin: None,
             footprint: footprint::Params {
                 startups: 5,
@@ -122,20 +150,29 @@ impl Settings {
 
     /// A smoke run: every code path, small sizes, seconds.
     pub fn quick() -> Settings {
+        let full = Settings::full();
         Settings {
-            herd_n: vec![10, 40],
-            herd_failures: 3,
-            pred_failures: 3,
-            herd_settle: Duration::from_millis(20),
-            herd_timeout: Duration::from_secs(20),
-            tp_sessions: 4,
-            tp_inflight: 4,
-            tp_warmup: Duration::from_millis(100),
-            tp_duration: Duration::from_millis(400),
-            fan_watchers: vec![50],
-            fan_writes: 2,
-            fan_settle: Duration::from_millis(20),
-            fan_timeout: Duration::from_secs(20),
+            herd: HerdSettings {
+                n: vec![10, 40],
+                failures: 3,
+                pred_failures: 3,
+                settle: Duration::from_millis(20),
+                timeout: Duration::from_secs(20),
+                ..full.herd
+            },
+            tp: ThroughputSettings {
+                sessions: 4,
+                inflight: 4,
+                warmup: Duration::from_millis(100),
+                duration: Duration::from_millis(400),
+                ..full.tp
+            },
+            fan: FanoutSettings {
+                watchers: vec![50],
+                writes: 2,
+                settle: Duration::from_millis(20),
+                timeout: Duration::from_secs(20),
+            },
             footprint: footprint::Params {
                 startups: 2,
                 znodes: vec![2000],
@@ -148,7 +185,7 @@ impl Settings {
             },
             rounds: 1,
             durable: durable::Params::quick(),
-            ..Settings::full()
+            ..full
         }
     }
 }
@@ -258,13 +295,13 @@ async fn herd_figures(mode: Mode, n: usize, at: At<'_>) -> BenchResult<Figures> 
         n,
         mode,
         failures: match mode {
-            Mode::Herd => s.herd_failures,
-            Mode::Predecessor => s.pred_failures,
+            Mode::Herd => s.herd.failures,
+            Mode::Predecessor => s.herd.pred_failures,
         }
         .min(n - 1),
-        failure: s.herd_failure,
-        settle: s.herd_settle,
-        timeout: s.herd_timeout,
+        failure: s.herd.failure,
+        settle: s.herd.settle,
+        timeout: s.herd.timeout,
         pid: at.pid,
     };
     let out = herd::run(at.addr, &p, at.progress).await?;
@@ -335,7 +372,7 @@ pub enum Item {
 impl Item {
     /// The throughput workloads of the settings.
     pub fn throughput(s: &Settings) -> Vec<Item> {
-        s.tp_workloads
+        s.tp.workloads
             .iter()
             .map(|w| Item::Throughput(*w))
             .collect()
@@ -343,7 +380,8 @@ impl Item {
 
     /// The fan-out sizes of the settings, each followed by its floor.
     pub fn fanout(s: &Settings) -> Vec<Item> {
-        s.fan_watchers
+        s.fan
+            .watchers
             .iter()
             .flat_map(|w| [Item::Fanout(*w), Item::Floor(*w)])
             .collect()
@@ -354,15 +392,15 @@ impl Item {
         let kinds = [floor::FloorKind::Tokio, floor::FloorKind::Epoll];
         [Workload::Get, Workload::Set]
             .into_iter()
-            .filter(|w| s.tp_workloads.contains(w))
+            .filter(|w| s.tp.workloads.contains(w))
             .flat_map(|w| kinds.map(|k| Item::ThroughputFloor(k, w)))
             .collect()
     }
 
     /// Every herd size in every mode of the settings.
     pub fn herd(s: &Settings) -> Vec<Item> {
-        let modes = |n: usize| s.herd_modes.iter().map(move |m| Item::Herd(*m, n));
-        s.herd_n.iter().flat_map(|n| modes(*n)).collect()
+        let modes = |n: usize| s.herd.modes.iter().map(move |m| Item::Herd(*m, n));
+        s.herd.n.iter().flat_map(|n| modes(*n)).collect()
     }
 
     /// Its name in tables and progress lines.
@@ -412,7 +450,7 @@ struct At<'a> {
 
 /// `throughput get 64x8`, or `throughput get 64x8 cpus=0,1` when the server is pinned.
 pub fn throughput_item(w: Workload, s: &Settings) -> String {
-    let base = format!("throughput {} {}x{}", w.key(), s.tp_sessions, s.tp_inflight);
+    let base = format!("throughput {} {}x{}", w.key(), s.tp.sessions, s.tp.inflight);
     match &s.server_cpus {
         Some(cpus) => format!("{base} cpus={cpus}"),
         None => base,
@@ -431,13 +469,13 @@ fn throughput_series(w: Workload, s: &Settings) -> String {
 async fn throughput_figures(w: Workload, at: At<'_>) -> BenchResult<Figures> {
     let s = at.s;
     let p = throughput::Params {
-        driver: s.tp_driver,
-        sessions: s.tp_sessions,
-        inflight: s.tp_inflight,
+        driver: s.tp.driver,
+        sessions: s.tp.sessions,
+        inflight: s.tp.inflight,
         workload: w,
-        value_size: s.tp_value_size,
-        warmup: s.tp_warmup,
-        duration: s.tp_duration,
+        value_size: s.tp.value_size,
+        warmup: s.tp.warmup,
+        duration: s.tp.duration,
         readers: 0,
         unrelated_readers: false,
     };
@@ -449,11 +487,9 @@ async fn throughput_figures(w: Workload, at: At<'_>) -> BenchResult<Figures> {
         ("latency p99", "us", o.latency.p99_us, Better::Lower),
         ("latency p99.9", "us", o.latency.p999_us, Better::Lower),
     ];
-    if let Some(c) = o.server_cpu_us_per_op {
-        rows.push(("server CPU per op", "us", c, Better::Lower));
-    }
-    if let Some(c) = o.server_cores {
-        rows.push(("server CPU (cores)", "", c, Better::Neither));
+    if let Some(c) = o.server_cpu {
+        rows.push(("server CPU per op", "us", c.us_per_op, Better::Lower));
+        rows.push(("server CPU (cores)", "", c.cores, Better::Neither));
     }
     rows.push((
         "bench client CPU (cores)",
@@ -475,8 +511,8 @@ pub fn throughput_floor_item(kind: floor::FloorKind, w: Workload, s: &Settings) 
         "floor {} {} {}x{}",
         kind.key(),
         w.key(),
-        s.tp_sessions,
-        s.tp_inflight
+        s.tp.sessions,
+        s.tp.inflight
     )
 }
 
@@ -492,7 +528,7 @@ async fn throughput_floor_figures(
         .floor_bin
         .clone()
         .ok_or("the throughput floors run as child processes of the zkd-bench binary")?;
-    let size = s.tp_value_size;
+    let size = s.tp.value_size;
     // From this runtime thread: see `floor::FloorProcess` on which thread a child dies with.
     let server = floor::FloorProcess::spawn_kind(&bin, kind, size)?;
     let floor_at = At {
@@ -567,9 +603,9 @@ pub async fn floor_only(
 fn fanout_params(watchers: usize, pid: Option<u32>, s: &Settings) -> fanout::Params {
     fanout::Params {
         watchers,
-        writes: s.fan_writes,
-        settle: s.fan_settle,
-        timeout: s.fan_timeout,
+        writes: s.fan.writes,
+        settle: s.fan.settle,
+        timeout: s.fan.timeout,
         pid,
     }
 }

@@ -503,13 +503,13 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             failures,
             fail,
         } => {
-            set_if_given(&mut s.herd_n, n);
-            set_if_given(&mut s.herd_modes, mode);
+            set_if_given(&mut s.herd.n, n);
+            set_if_given(&mut s.herd.modes, mode);
             if let Some(f) = failures {
-                s.herd_failures = f;
-                s.pred_failures = f;
+                s.herd.failures = f;
+                s.herd.pred_failures = f;
             }
-            s.herd_failure = fail;
+            s.herd.failure = fail;
             figs.extend(run_items(&target, Item::herd(&s), &s, &progress).await?);
         }
         Cmd::Throughput {
@@ -522,15 +522,15 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             driver,
             cpus,
         } => {
-            s.tp_driver = driver;
-            set_if_given(&mut s.tp_workloads, workload);
-            s.tp_sessions = sessions.unwrap_or(s.tp_sessions);
-            s.tp_inflight = inflight.unwrap_or(s.tp_inflight);
+            s.tp.driver = driver;
+            set_if_given(&mut s.tp.workloads, workload);
+            s.tp.sessions = sessions.unwrap_or(s.tp.sessions);
+            s.tp.inflight = inflight.unwrap_or(s.tp.inflight);
             if let Some(w) = warmup {
-                s.tp_warmup = Duration::from_secs_f64(w);
+                s.tp.warmup = Duration::from_secs_f64(w);
             }
             if let Some(d) = duration {
-                s.tp_duration = Duration::from_secs_f64(d);
+                s.tp.duration = Duration::from_secs_f64(d);
             }
             let sets = zkd_bench::cpus::parse_flag_values(&cpus.server_cpus)?;
             if sets.is_empty() {
@@ -594,8 +594,8 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             watchers,
             writes,
         } => {
-            set_if_given(&mut s.fan_watchers, watchers);
-            s.fan_writes = writes.unwrap_or(s.fan_writes);
+            set_if_given(&mut s.fan.watchers, watchers);
+            s.fan.writes = writes.unwrap_or(s.fan.writes);
             figs.extend(run_items(&target, Item::fanout(&s), &s, &progress).await?);
         }
         Cmd::Floor {
@@ -644,10 +644,10 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             watchers, writes, ..
         } => {
             if !watchers.is_empty() {
-                s.fan_watchers = watchers;
+                s.fan.watchers = watchers;
             }
-            s.fan_writes = writes.unwrap_or(s.fan_writes);
-            for &w in &s.fan_watchers {
+            s.fan.writes = writes.unwrap_or(s.fan.writes);
+            for &w in &s.fan.watchers {
                 let p = progress.sub(zkd_bench::floor_item(w));
                 figs.extend(zkd_bench::floor_only(w, &s, &p).await?.figures);
             }
@@ -782,7 +782,7 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
                 .collect();
             ns.sort_unstable();
             ns.dedup();
-            set_if_given(&mut s.herd_n, ns);
+            set_if_given(&mut s.herd.n, ns);
             std::fs::create_dir_all(&dir)
                 .map_err(|e| format!("creating {}: {e}", dir.display()))?;
             for w in zkd_bench::plot::write_plots(&c, &dir)? {
@@ -816,8 +816,8 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             if let Some(r) = rounds {
                 s.rounds = r.max(1);
             }
-            set_if_given(&mut s.herd_n, herd_n);
-            set_if_given(&mut s.fan_watchers, watchers);
+            set_if_given(&mut s.herd.n, herd_n);
+            set_if_given(&mut s.fan.watchers, watchers);
             s.footprint.timer = spawn.timer();
             let groups = if only.is_empty() {
                 vec![

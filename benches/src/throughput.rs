@@ -109,6 +109,15 @@ impl Params {
     }
 }
 
+/// The server's CPU time (user + system) during a run's window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServerCpu {
+    /// Per operation, µs.
+    pub us_per_op: f64,
+    /// Over wall time (1.0 = one core busy).
+    pub cores: f64,
+}
+
 /// The figures of a run. An operation is one request and its reply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -116,10 +125,8 @@ pub struct Outcome {
     pub ops_per_sec: f64,
     /// Every operation's latency (`latency.ops` of them in `secs`).
     pub latency: Latencies,
-    /// Server CPU (user + system) per operation, µs; `None` without a pid.
-    pub server_cpu_us_per_op: Option<f64>,
-    /// Server CPU time / wall time during the window (1.0 = one core busy).
-    pub server_cores: Option<f64>,
+    /// What the server's CPU did during the window; `None` without a pid.
+    pub server_cpu: Option<ServerCpu>,
     /// The same for this bench process (the load generator shares the machine).
     pub client_cores: f64,
     /// The reader sessions' getData latencies (when `Params::readers` > 0).
@@ -380,8 +387,10 @@ pub async fn run(
         secs,
         ops_per_sec: ops as f64 / secs,
         latency,
-        server_cpu_us_per_op: server_cpu.map(|c| c * 1e6 / ops.max(1) as f64),
-        server_cores: server_cpu.map(|c| c / secs),
+        server_cpu: server_cpu.map(|c| ServerCpu {
+            us_per_op: c * 1e6 / ops.max(1) as f64,
+            cores: c / secs,
+        }),
         client_cores: me0.zip(me1).map_or(f64::NAN, |(a, b)| a.until(&b)) / secs,
         readers: (p.readers > 0).then(|| Latencies::of(&read_lat)),
         unrelated_readers: (p.readers > 0 && p.unrelated_readers)
@@ -394,8 +403,8 @@ pub async fn run(
         out.latency.p50_us,
         out.latency.p99_us,
         out.latency.p999_us,
-        out.server_cpu_us_per_op
-            .map_or("n/a".to_string(), |c| format!("{c:.1}"))
+        out.server_cpu
+            .map_or("n/a".to_string(), |c| format!("{:.1}", c.us_per_op))
     ));
     if let Some(r) = &out.readers {
         progress.say(format!(

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use zkd_protocol::{DecodeError, ErrorCode, Jute, OpCode, Reader, Request, RequestHeader};
 
 use crate::ensemble::lag::LaggingMember;
+use crate::request::execute::Call;
 use crate::request::reply::header_only;
 use crate::testing::fault::{FaultAction, Muted};
 use crate::{ConnId, Core, Now, Outbox, Serving};
@@ -96,6 +97,11 @@ impl Core {
                 )
             }
             Some((op, Ok(req))) => {
+                let call = Call {
+                    conn,
+                    sid,
+                    xid: header.xid,
+                };
                 match self.faults.check(header.op, &req, sid).inspect(|&action| {
                     out.fact(crate::Fact::FaultFired {
                         conn,
@@ -103,12 +109,10 @@ impl Core {
                         action,
                     })
                 }) {
-                    None => {
-                        match self.route(conn, sid, header.xid, req, now, lagging, out, false) {
-                            Some(done) => done,
-                            None => return,
-                        }
-                    }
+                    None => match self.route(call, req, now, lagging, out, false) {
+                        Some(done) => done,
+                        None => return,
+                    },
                     Some(FaultAction::Error(code)) => {
                         tracing::debug!(conn, ?op, code, "fault rule: error reply");
                         let zxid = self.db.zxid;
@@ -126,8 +130,7 @@ impl Core {
                     Some(action @ (FaultAction::DropAfter | FaultAction::NoResponse)) => {
                         tracing::debug!(conn, ?op, ?action, "fault rule: reply suppressed");
                         let mut muted = Muted { inner: out, conn };
-                        let _ =
-                            self.route(conn, sid, header.xid, req, now, lagging, &mut muted, true);
+                        let _ = self.route(call, req, now, lagging, &mut muted, true);
                         if action == FaultAction::DropAfter {
                             self.finish_connection(conn, out);
                         }
@@ -136,7 +139,7 @@ impl Core {
                     Some(FaultAction::Delay(ms)) => {
                         tracing::debug!(conn, ?op, ms, "fault rule: reply delayed");
                         out.delay(conn, ms, self.release_when());
-                        match self.route(conn, sid, header.xid, req, now, lagging, out, false) {
+                        match self.route(call, req, now, lagging, out, false) {
                             Some(done) => done,
                             None => return,
                         }

@@ -134,6 +134,26 @@ pub struct CoreConfig {
     pub reconfig_enabled: bool,
 }
 
+/// ZooKeeper's defaults where it has one (a 2 s tick, sessions between 2 and 20 ticks), with no
+/// connection cap, TTL nodes on, the reaper every second, no super user and no herd warning.
+impl Default for CoreConfig {
+    fn default() -> CoreConfig {
+        CoreConfig {
+            tick_ms: 2000,
+            min_session_timeout_ms: 4000,
+            max_session_timeout_ms: 40000,
+            max_client_cnxns: 0,
+            super_digest: None,
+            ttl_enabled: true,
+            reaper_interval_ms: 1000,
+            herd_warn: 0,
+            zookeeper_version: ZookeeperVersion::default(),
+            auth: AuthConfig::default(),
+            reconfig_enabled: false,
+        }
+    }
+}
+
 /// What happened to a connection's handshake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Handshake {
@@ -180,11 +200,14 @@ pub use frame_parts::Frame;
 use session::connection::Conn;
 pub use session::connection::Serving;
 use session::sessions::Sessions;
-pub use testing::control_ops::{SessionOpError, SessionReport, RESET_SLICE};
+pub use state_report::SessionReport;
+pub use testing::control_ops::{SessionOpError, RESET_SLICE};
 pub use testing::fault::{FaultAction, FaultRule, FaultStatus, MAX_FAULT_RULES};
 pub use testing::fixture_nodes::{FixtureKind, FixtureNode, TreeEntry, TreeWalk};
 #[cfg(any(test, feature = "test-support"))]
 pub use testing::recording::{Recorded, RecordingOutbox};
+#[cfg(any(test, feature = "test-support"))]
+pub use testing::session::open_test_session;
 use watch::herd_detector::Herd;
 pub use watch::watches::TableSummary;
 pub use zk_version::ZookeeperVersion;

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use zkd_protocol::{perms, Acl, Stat};
 
 use crate::watch::herd_detector::HerdReport;
-use crate::{auth::acl, ConnId, Core};
+use crate::{auth::acl, ConnId, Core, Now};
 
 /// Whether a client without credentials (`world:anyone`) may read a node with this ACL. The
 /// admin listener's reports show a node's data only then.
@@ -113,19 +113,26 @@ pub struct ConnSessionReport {
     pub last_response_ms: i64,
 }
 
-/// One live session, summarised.
-#[derive(Clone, Debug, PartialEq)]
+/// One live session, as the reports, the web view and the control plane show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionReport {
+    /// The session id.
     pub id: i64,
+    /// The negotiated timeout in ms.
     pub timeout_ms: i64,
+    /// The open connection attached, if any (one that is closing counts as none).
+    pub conn: Option<ConnId>,
     /// The expiry bucket the session sits in (epoch ms).
     pub expires_at_ms: i64,
-    /// The connection it is attached to, if any, and that connection's peer.
-    pub conn: Option<ConnId>,
-    pub remote: Option<SocketAddr>,
-    pub ephemerals: u64,
-    /// Paths its connection watches.
-    pub watched_paths: u64,
+    /// The connected client's address, if a connection is attached.
+    pub peer: Option<SocketAddr>,
+    /// Milliseconds since the session was last heard from (session clock).
+    pub idle_ms: i64,
+    /// Ephemeral nodes the session owns.
+    pub ephemerals: usize,
+    /// Watches held by the session's connection, and the distinct paths they are on.
+    pub watches: usize,
+    pub watched_paths: usize,
 }
 
 /// Ephemeral paths of one session.
@@ -170,11 +177,11 @@ pub struct PathWatchers {
 pub struct NodeReport {
     pub path: String,
     pub stat: Stat,
+    pub acl: Vec<Acl>,
     /// The data, when `world:anyone` may read the node; `None` otherwise.
     pub data: Option<Bytes>,
     /// Whether the data was withheld because the ACL does not let everyone read it.
     pub data_withheld: bool,
-    pub acl: Vec<Acl>,
     /// Children after `after`, in order, at most `limit`.
     pub children: Vec<String>,
     /// Whether more children follow the page.
@@ -262,27 +269,35 @@ impl Core {
         self.sessions.iter().map(|s| s.id).collect()
     }
 
-    /// The sessions of `ids` still live, summarised, in the order given.
-    pub fn session_reports_for(&self, ids: &[i64]) -> Vec<SessionReport> {
-        ids.iter()
-            .filter_map(|id| self.sessions.get(*id))
-            .map(|s| SessionReport {
-                id: s.id,
-                timeout_ms: s.timeout_ms,
-                expires_at_ms: s.expires_at,
-                conn: s.conn,
-                remote: s.conn.and_then(|c| self.conns.get(&c)).map(|c| c.remote),
-                ephemerals: s.ephemerals.len() as u64,
-                watched_paths: s.conn.map_or(0, |c| self.db.watches.paths_of(c)) as u64,
-            })
-            .collect()
-    }
-
-    /// Every live session, summarised, by id.
-    pub fn session_reports(&self) -> Vec<SessionReport> {
+    /// Every live session, ordered by id.
+    pub fn sessions_report(&self, now: impl Into<Now>) -> Vec<SessionReport> {
         let mut ids = self.session_ids();
         ids.sort_unstable();
-        self.session_reports_for(&ids)
+        self.sessions_report_for(&ids, now)
+    }
+
+    /// The sessions of `ids` still live, in the order given (a chunk of a long listing).
+    pub fn sessions_report_for(&self, ids: &[i64], now: impl Into<Now>) -> Vec<SessionReport> {
+        let now = now.into();
+        ids.iter()
+            .filter_map(|id| self.sessions.get(*id))
+            .map(|s| {
+                let open = s.conn.and_then(|c| Some(c).zip(self.conns.get(&c)));
+                let open = open.filter(|(_, c)| !c.closing);
+                let conn = open.map(|(id, _)| id);
+                SessionReport {
+                    id: s.id,
+                    timeout_ms: s.timeout_ms,
+                    conn,
+                    expires_at_ms: s.expires_at,
+                    peer: open.map(|(_, c)| c.remote),
+                    idle_ms: (now.mono - s.last_heard).max(0),
+                    ephemerals: s.ephemerals.len(),
+                    watches: conn.map_or(0, |c| self.db.watches.count_for(c)),
+                    watched_paths: conn.map_or(0, |c| self.db.watches.paths_of(c)),
+                }
+            })
+            .collect()
     }
 
     /// Ephemeral paths of the sessions of `ids` that own any, in the order given.

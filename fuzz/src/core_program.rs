@@ -557,7 +557,7 @@ impl Harness {
                     let _ = self.core.connection_reports();
                 }
                 2 => {
-                    let _ = self.core.session_reports();
+                    let _ = self.core.sessions_report(self.now);
                 }
                 3 => {
                     let _ = self.core.ephemeral_reports();
@@ -642,7 +642,7 @@ pub fn run(data: &[u8]) {
         panic!("invariant broken after every session expired: {e}");
     }
     assert!(
-        h.core.session_reports().is_empty(),
+        h.core.sessions_report(h.now).is_empty(),
         "sessions outlived their timeout"
     );
 }

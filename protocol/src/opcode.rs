@@ -158,6 +158,9 @@ pub struct OpInfo {
     pub class: OpClass,
     /// The name the `cons` four-letter word shows as a connection's last operation.
     pub short_name: &'static str,
+    /// The opcode it is one form of (every create is a create, getChildren2 a getChildren);
+    /// `None` for itself.
+    pub family: Option<OpCode>,
     pub reply: ReplyBody,
     pub path_at: PathAt,
     /// A transaction: takes a zxid when it runs, even when it fails, and is logged.
@@ -175,9 +178,6 @@ pub struct OpInfo {
     /// Sent by the client library on its own or to authenticate (ping, auth, sasl): a fault
     /// rule that names no opcode leaves it alone.
     pub background: bool,
-    /// The opcode it is one form of (every create is a create, getChildren2 a getChildren);
-    /// `None` for itself.
-    pub family: Option<OpCode>,
     /// The xid a client always sends it with (`xid::PING`, `xid::AUTH`, `xid::SET_WATCHES`);
     /// `None` when it takes the connection's next xid.
     pub fixed_xid: Option<i32>,

@@ -167,15 +167,6 @@ pub struct EnsembleConfig {
     /// (`--ensemble N`'s default, and [`EnsembleConfig::numbered`]'s) or as ZooKeeper does
     /// (the default of an ensemble a zoo.cfg's `server.N` lines describe).
     pub election_timing: ElectionTiming,
-    /// The version of a membership a reconfig made before this start (the zxid of that
-    /// reconfig), when `members` come from its dynamic configuration file; `None` = the
-    /// static membership (version 0, or the first epoch's zxid with reconfig enabled).
-    pub kept_version: Option<i64>,
-    /// Where each membership a reconfig commits is kept, as ZooKeeper's dynamic
-    /// configuration file `zoo.cfg.dynamic.<version in hex>` (its `server.N=` lines, sorted;
-    /// older ones are removed), so that a restart starts from it. `None` (default) = not kept;
-    /// the `zkd` binary sets its data directory.
-    pub membership_dir: Option<PathBuf>,
     /// ZooKeeper's `localSessionsEnabled`: a session starts local to the member it connected
     /// to, known to no other (it cannot move: a client that reconnects elsewhere is told it
     /// expired, and it ends when its member stops or changes how it serves), and costs no
@@ -186,6 +177,15 @@ pub struct EnsembleConfig {
     /// it global (a session transaction first); without it that create fails with
     /// EPHEMERALONLOCALSESSION. Off by default, as in ZooKeeper.
     pub local_sessions_upgrading: bool,
+    /// The version of a membership a reconfig made before this start (the zxid of that
+    /// reconfig), when `members` come from its dynamic configuration file; `None` = the
+    /// static membership (version 0, or the first epoch's zxid with reconfig enabled).
+    pub kept_version: Option<i64>,
+    /// Where each membership a reconfig commits is kept, as ZooKeeper's dynamic
+    /// configuration file `zoo.cfg.dynamic.<version in hex>` (its `server.N=` lines, sorted;
+    /// older ones are removed), so that a restart starts from it. `None` (default) = not kept;
+    /// the `zkd` binary sets its data directory.
+    pub membership_dir: Option<PathBuf>,
 }
 
 /// The file name a membership of `version` is kept under (see

@@ -27,7 +27,8 @@ impl Server {
         let mark = self
             .history_summary()
             .ok()
-            .and_then(|s| s.last_seq)
+            .and_then(|s| s.seqs)
+            .map(|(_, last)| last)
             .unwrap_or(0);
         HistoryGuard {
             server: self,

@@ -42,6 +42,17 @@ pub async fn ok(admin: SocketAddr, method: &str, path: &str, body: Option<&str>)
     a.body
 }
 
+/// A session id as the admin API writes it (`0x…`).
+pub fn hex(id: i64) -> String {
+    format!("0x{id:x}")
+}
+
+/// `POST /zkd/sessions/{sid}/{action}` (`expire`, `disconnect`), insisting on a 2xx answer.
+pub async fn on_session(admin: SocketAddr, sid: i64, action: &str) -> Value {
+    let path = format!("/zkd/sessions/{}/{action}", hex(sid));
+    ok(admin, "POST", &path, None).await
+}
+
 /// Calls the admin API without a body and insists on an error answer with `status` and an
 /// error sentence; returns the sentence.
 pub async fn refused(admin: SocketAddr, method: &str, path: &str, status: u16) -> String {

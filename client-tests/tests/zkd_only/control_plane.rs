@@ -9,7 +9,7 @@ use zkd_server::{ClockMode, Config, Server};
 use zkd_server::{FaultAction, FaultRule, PauseClock, PauseOptions};
 use zookeeper_client as zk;
 
-use crate::admin;
+use crate::admin::{self, hex};
 
 async fn start(config: Config) -> Server {
     zkd_testkit::target::zkd_with_admin(config).await.0
@@ -55,10 +55,6 @@ async fn abandoned_session(server: &Server, timeout: Duration) -> i64 {
     let sid = detached.session_id().0;
     drop(detached);
     sid
-}
-
-fn hex(id: i64) -> String {
-    format!("0x{id:x}")
 }
 
 /// Waits until the client reports `want`, skipping other states.
@@ -193,13 +189,7 @@ async fn disconnect_closes_only_the_connection() {
     c.create("/mine", b"", &ephemeral()).await.unwrap();
     let sid = c.session_id().0;
     let old_peer = peer_of(admin, sid).await.unwrap();
-    admin::ok(
-        admin,
-        "POST",
-        &format!("/zkd/sessions/{}/disconnect", hex(sid)),
-        None,
-    )
-    .await;
+    admin::on_session(admin, sid, "disconnect").await;
     reconnected(admin, &c, sid, &old_peer).await;
     assert_eq!(c.state(), zk::SessionState::SyncConnected);
     assert_eq!(c.session_id().0, sid, "same session after reconnecting");

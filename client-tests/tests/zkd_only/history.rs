@@ -11,7 +11,7 @@ use zkd_client_tests::zk_rust::{ephemeral, persistent, within};
 use zkd_server::{ClockMode, Config, HistoryFilter, Server};
 use zookeeper_client as zk;
 
-use crate::admin;
+use crate::admin::{self, hex};
 
 /// Node data, a digest password and the digest it yields: none may appear in the history.
 const DATA: &[u8] = b"NODE-DATA-q81x";
@@ -28,10 +28,6 @@ async fn client(server: &Server, timeout: Duration) -> zk::Client {
     )
     .await
     .expect("connect")
-}
-
-fn hex(id: i64) -> String {
-    format!("0x{id:x}")
 }
 
 /// `GET path` on the admin listener: the status and the JSON Lines as values.
@@ -90,13 +86,7 @@ async fn a_sessions_life_shows_in_order_over_http_and_zkd_ctl() {
     let missing = a.get_data("/nope").await;
     assert!(missing.is_err());
     let mut states = a.state_watcher();
-    admin::ok(
-        admin,
-        "POST",
-        &format!("/zkd/sessions/{}/expire", hex(sid)),
-        None,
-    )
-    .await;
+    admin::on_session(admin, sid, "expire").await;
     // The client comes back with its session and is told it expired.
     within("the client to hear its session expired", async {
         while !states.changed().await.is_terminated() {}

@@ -81,16 +81,7 @@ async fn a_step_over_the_threshold_is_logged_with_its_request_and_counted_in_mnt
     assert!(line.contains("WARN"), "{line}");
     assert!(line.contains("held the core lock for"), "{line}");
     // The history has the same warning, after the request it names.
-    let history = tokio::task::spawn_blocking(move || {
-        ureq::get(&format!("http://{admin}/zkd/history?kinds=warning"))
-            .call()
-            .expect("history")
-            .into_body()
-            .read_to_string()
-            .expect("history text")
-    })
-    .await
-    .expect("history");
+    let history = get_text(admin, "/zkd/history?kinds=warning").await;
     assert!(
         history.lines().any(|l| l.contains("\"what\":\"slow_step\"")
             && l.contains("request Multi (first path /slow/n000000)")),
@@ -110,16 +101,7 @@ async fn a_step_over_the_threshold_is_logged_with_its_request_and_counted_in_mnt
     // too; the log line below names the stall).
     assert!(after > before, "zk_zkd_slow_steps {before} -> {after}");
     // The same count in /metrics (or more, for the same reason).
-    let metrics = tokio::task::spawn_blocking(move || {
-        ureq::get(&format!("http://{admin}/metrics"))
-            .call()
-            .expect("metrics")
-            .into_body()
-            .read_to_string()
-            .expect("metrics text")
-    })
-    .await
-    .expect("metrics");
+    let metrics = get_text(admin, "/metrics").await;
     let total: u64 = metrics
         .lines()
         .find_map(|l| l.strip_prefix("zkd_slow_steps_total "))
@@ -255,4 +237,18 @@ fn a_silent_connection_accepted_during_a_long_step_gets_one_handshake_timeout() 
         took >= Duration::from_secs(9) && took < Duration::from_secs(13),
         "closed after {took:?}"
     );
+}
+
+/// The body of a GET of `path` on the admin listener (a blocking client, off the runtime).
+async fn get_text(admin: std::net::SocketAddr, path: &'static str) -> String {
+    tokio::task::spawn_blocking(move || {
+        ureq::get(&format!("http://{admin}{path}"))
+            .call()
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+            .into_body()
+            .read_to_string()
+            .unwrap_or_else(|e| panic!("GET {path}: the body: {e}"))
+    })
+    .await
+    .expect("the GET's task")
 }

@@ -225,6 +225,29 @@ fn create(path: &str, data: &'static [u8], flags: i32) -> Request {
     zkd_testkit::raw::create(path, Some(Bytes::from_static(data)), flags)
 }
 
+/// Starts a browser, opens `page` in it and runs `f` on it, off the runtime; the browser and
+/// its driver end with `f`.
+async fn in_browser<T: Send + 'static>(
+    page: String,
+    f: impl FnOnce(&Browser) -> T + Send + 'static,
+) -> T {
+    let driver = tokio::task::spawn_blocking(start_driver)
+        .await
+        .expect("driver");
+    tokio::task::spawn_blocking(move || {
+        let b = Browser::open(&driver);
+        b.go(&page);
+        f(&b)
+    })
+    .await
+    .expect("browser")
+}
+
+/// A raw client with a new 30 s session.
+async fn new_session(at: SocketAddr) -> RawClient {
+    RawClient::connect(at, 30_000).await.expect("session")
+}
+
 async fn call(c: &RawClient, r: Request) {
     let reply = c.call(&r).await.expect("call");
     assert_eq!(reply.err, 0, "{r:?}");
@@ -257,9 +280,7 @@ async fn web_view_shows_live_state_in_a_real_browser() {
     .await
     .expect("browser");
 
-    let client = RawClient::connect(server.local_addr(), 30_000)
-        .await
-        .expect("session");
+    let client = new_session(server.local_addr()).await;
     call(&client, create("/app", b"", 0)).await;
     call(&client, create("/app/config", b"{\"color\":\"blue\"}", 0)).await;
     call(&client, create("/app/member-", b"m", 3)).await;
@@ -592,9 +613,7 @@ async fn a_page_on_another_origin_changes_nothing_and_reads_nothing() {
         ..Default::default()
     })
     .await;
-    let client = RawClient::connect(server.local_addr(), 30_000)
-        .await
-        .expect("session");
+    let client = new_session(server.local_addr()).await;
     call(&client, create("/app", b"secret", 0)).await;
     call(&client, create("/app/worker", b"w", 1)).await;
     let sid = format!("0x{:x}", client.session_id);
@@ -604,12 +623,7 @@ async fn a_page_on_another_origin_changes_nothing_and_reads_nothing() {
         .map(|p| format!("http://evil.example:{}{p}", admin.port()))
         .collect();
 
-    let driver = tokio::task::spawn_blocking(start_driver)
-        .await
-        .expect("driver");
-    let (reads, rebound_pages) = tokio::task::spawn_blocking(move || {
-        let b = Browser::open(&driver);
-        b.go(&evil);
+    let (reads, rebound_pages) = in_browser(evil, move |b| {
         b.wait_for("the end of the attack", "return document.title === 'done'");
         let reads = b.eval("return window.reads");
         let pages: Vec<String> = rebound
@@ -624,8 +638,7 @@ async fn a_page_on_another_origin_changes_nothing_and_reads_nothing() {
             .collect();
         (reads, pages)
     })
-    .await
-    .expect("browser");
+    .await;
 
     // Nothing was read.
     let reads = reads.as_object().expect("the page's reads");
@@ -743,12 +756,8 @@ async fn web_view_shows_the_members_and_cuts_and_heals_a_partition() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeline_page_draws_the_history_and_shows_an_event_on_click() {
     let (server, admin) = zkd_testkit::target::zkd_with_admin(Default::default()).await;
-    let a = RawClient::connect(server.local_addr(), 30_000)
-        .await
-        .expect("session");
-    let b = RawClient::connect(server.local_addr(), 30_000)
-        .await
-        .expect("session");
+    let a = new_session(server.local_addr()).await;
+    let b = new_session(server.local_addr()).await;
     call(&a, create("/timeline", b"x", 0)).await;
     call(&b, create("/timeline/b", b"y", 1)).await;
     let expired = format!("0x{:x}", b.session_id);
@@ -756,12 +765,7 @@ async fn timeline_page_draws_the_history_and_shows_an_event_on_click() {
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     server.expire_session(b.session_id).expect("expire");
     let page = format!("http://{admin}/timeline");
-    let driver = tokio::task::spawn_blocking(start_driver)
-        .await
-        .expect("driver");
-    let (detail, png) = tokio::task::spawn_blocking(move || {
-        let b = Browser::open(&driver);
-        b.go(&page);
+    let (detail, png) = in_browser(page, move |b| {
         b.wait_for(
             "the lanes of both sessions",
             &format!(
@@ -777,11 +781,9 @@ async fn timeline_page_draws_the_history_and_shows_an_event_on_click() {
                return document.getElementById('detail').textContent"#
         ));
         let png = b.screenshot();
-        drop(b);
         (detail, png)
     })
-    .await
-    .expect("browser");
+    .await;
     let detail = detail.as_str().unwrap_or_default().to_string();
     assert!(detail.contains("\"kind\": \"session_expired\""), "{detail}");
     assert!(detail.contains("/timeline/b"), "its ephemeral: {detail}");

@@ -8,7 +8,8 @@ use zkd_protocol::disk::snapshot::read_snapshot;
 use zkd_protocol::disk::TxnEntry;
 use zkd_protocol::*;
 
-use crate::testing::harness::{op_inputs, open_test_session, tests_config, TEST_SESSIONS};
+use crate::testing::harness::{op_inputs, tests_config, TEST_SESSIONS};
+use crate::testing::session::open_test_session;
 use crate::*;
 
 #[derive(Clone, Debug)]
@@ -139,7 +140,8 @@ impl World {
             timeout,
             self.now,
             &mut RecordingOutbox::counting(),
-        );
+        )
+        .0;
         self.conns[s] = Some(c);
     }
 

@@ -6,11 +6,11 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use bytes::Bytes;
+use zkd_protocol::disk::TxnEntry;
 use zkd_protocol::{FollowerAnswers, Request};
 
-use zkd_protocol::disk::TxnEntry;
-
 use crate::db::{Applied, Db};
+use crate::request::execute::Call;
 use crate::watch::watches::Watches;
 use crate::{ConnId, Core, Frame, Now, Outbox};
 
@@ -615,18 +615,16 @@ impl Core {
     /// member, reads run on its replica, and writes and syncs go through the ensemble and are
     /// answered once the member applied them. `muted`: the reply is discarded anyway (a
     /// fault rule), so nothing waits for it.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn route(
         &mut self,
-        conn: ConnId,
-        sid: i64,
-        xid: i32,
+        call: Call,
         req: Request,
         now: Now,
         lagging: Option<LaggingMember>,
         out: &mut dyn Outbox,
         muted: bool,
     ) -> Option<(i32, i64, Frame)> {
+        let Call { conn, sid, xid } = call;
         if self.local_sessions.contains_key(&sid)
             && crate::request::execute::creates_ephemeral(&req)
         {
@@ -640,14 +638,14 @@ impl Core {
             }
         }
         let Some(LaggingMember { member, lag }) = lagging else {
-            return self.execute(conn, sid, xid, req, now, None, out);
+            return self.execute(call, req, now, None, out);
         };
         let sync = match needs(&req) {
-            Needs::Read => return self.execute(conn, sid, xid, req, now, Some(member), out),
+            Needs::Read => return self.execute(call, req, now, Some(member), out),
             Needs::Write => false,
             Needs::Sync => true,
         };
-        let done = self.execute(conn, sid, xid, req, now, None, out)?;
+        let done = self.execute(call, req, now, None, out)?;
         let need = done.1;
         if matches!((lag, sync), (Lag::Txns(_), _) | (Lag::Ms(_), true)) {
             self.bring_up(member, need, out);

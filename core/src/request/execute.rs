@@ -86,21 +86,27 @@ fn watcher_found(found: Option<bool>) -> Result<(), ErrorCode> {
     }
 }
 
+/// Who sent a request: its connection, that connection's session, and the request's xid.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Call {
+    pub(crate) conn: ConnId,
+    pub(crate) sid: i64,
+    pub(crate) xid: i32,
+}
+
 impl Core {
     /// Runs one decoded request. Returns (xid, zxid, reply frame), or `None` when the request
     /// already answered (or deliberately did not answer) by itself. Reads run on the copy of
     /// lagging member `view` when one is given, else (and writes always) on the main state.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn execute(
         &mut self,
-        conn: ConnId,
-        sid: i64,
-        xid: i32,
+        call: Call,
         req: Request,
         now: Now,
         view: Option<u64>,
         out: &mut dyn Outbox,
     ) -> Option<(i32, i64, Frame)> {
+        let Call { conn, sid, xid } = call;
         let ids = self
             .conns
             .get(&conn)

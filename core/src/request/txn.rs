@@ -258,6 +258,27 @@ impl Core {
         Ok((txn_type::DELETE, body))
     }
 
+    /// The node at `p` as the multi so far left it, checked in ZooKeeper's order: a valid
+    /// path, an existing node, `perm` for `ids`, and `version` (-1 = any) its data version.
+    fn versioned_node(
+        &self,
+        pending: &Pending,
+        ids: &[Id],
+        p: &str,
+        perm: i32,
+        version: i32,
+    ) -> OpResult<Facts> {
+        if !path::is_valid(p) {
+            return Err(ErrorCode::BadArguments);
+        }
+        let node = self.facts(pending, p).ok_or(ErrorCode::NoNode)?;
+        if !acl::allowed(&node.acl, perm, ids) {
+            return Err(ErrorCode::NoAuth);
+        }
+        check_version(version, node.version)?;
+        Ok(node)
+    }
+
     /// setData (also as a multi sub-op).
     pub(crate) fn decide_set_data(
         &self,
@@ -268,14 +289,7 @@ impl Core {
         version: i32,
     ) -> OpResult<Decided> {
         let p = path.as_str();
-        if !path::is_valid(p) {
-            return Err(ErrorCode::BadArguments);
-        }
-        let node = self.facts(pending, p).ok_or(ErrorCode::NoNode)?;
-        if !acl::allowed(&node.acl, perms::WRITE, ids) {
-            return Err(ErrorCode::NoAuth);
-        }
-        check_version(version, node.version)?;
+        let node = self.versioned_node(pending, ids, p, perms::WRITE, version)?;
         let next = node.version.wrapping_add(1);
         pending.note(
             p,
@@ -325,14 +339,7 @@ impl Core {
         p: &str,
         version: i32,
     ) -> OpResult<Decided> {
-        if !path::is_valid(p) {
-            return Err(ErrorCode::BadArguments);
-        }
-        let node = self.facts(pending, p).ok_or(ErrorCode::NoNode)?;
-        if !acl::allowed(&node.acl, perms::READ, ids) {
-            return Err(ErrorCode::NoAuth);
-        }
-        check_version(version, node.version)?;
+        self.versioned_node(pending, ids, p, perms::READ, version)?;
         let body = TxnBody::Check(CheckVersionTxn {
             path: p.into(),
             version,

@@ -8,25 +8,6 @@ use crate::db::Applied;
 use crate::request::txn::header;
 use crate::{ConnId, Core, Now, Outbox};
 
-/// One session as the control plane reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionReport {
-    /// The session id.
-    pub id: i64,
-    /// The negotiated timeout in ms.
-    pub timeout_ms: i64,
-    /// The connected client's address, if a connection is attached.
-    pub peer: Option<std::net::SocketAddr>,
-    /// The connection attached, if any.
-    pub conn: Option<ConnId>,
-    /// Ephemeral nodes the session owns.
-    pub ephemerals: usize,
-    /// Watches held by the session's connection.
-    pub watches: usize,
-    /// Milliseconds since the session was last heard from (session clock).
-    pub idle_ms: i64,
-}
-
 /// Why a control operation on a session did nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionOpError {
@@ -40,35 +21,6 @@ pub enum SessionOpError {
 pub const RESET_SLICE: usize = 256;
 
 impl Core {
-    /// Every live session, ordered by id.
-    pub fn sessions_report(&self, now: impl Into<Now>) -> Vec<SessionReport> {
-        let mut ids = self.session_ids();
-        ids.sort_unstable();
-        self.sessions_report_for(&ids, now)
-    }
-
-    /// The sessions of `ids` still live, in the order given (a chunk of a long listing).
-    pub fn sessions_report_for(&self, ids: &[i64], now: impl Into<Now>) -> Vec<SessionReport> {
-        let now = now.into();
-        ids.iter()
-            .filter_map(|id| self.sessions.get(*id))
-            .map(|s| {
-                let conn = s
-                    .conn
-                    .filter(|c| self.conns.get(c).is_some_and(|c| !c.closing));
-                SessionReport {
-                    id: s.id,
-                    timeout_ms: s.timeout_ms,
-                    peer: conn.and_then(|c| self.conns.get(&c)).map(|c| c.remote),
-                    conn,
-                    ephemerals: s.ephemerals.len(),
-                    watches: conn.map_or(0, |c| self.db.watches.count_for(c)),
-                    idle_ms: (now.mono - s.last_heard).max(0),
-                }
-            })
-            .collect()
-    }
-
     /// Expires session `sid` now, exactly as a timeout would: its ephemerals are deleted (and
     /// their watches fire), then its connection is closed; a client that comes back with
     /// the id is told the session expired.

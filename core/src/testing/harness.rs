@@ -50,17 +50,9 @@ pub(crate) struct Harness {
 /// The configuration the core's own tests run with.
 pub(crate) fn tests_config() -> CoreConfig {
     CoreConfig {
-        tick_ms: 2000,
-        min_session_timeout_ms: 4000,
-        max_session_timeout_ms: 40000,
-        max_client_cnxns: 0,
         super_digest: Some("super:lK75jTNcA+U9vtVEw5vB51mj/w4=".into()),
-        ttl_enabled: true,
-        reaper_interval_ms: 1000,
         herd_warn: 100,
-        zookeeper_version: ZookeeperVersion::default(),
-        auth: AuthConfig::default(),
-        reconfig_enabled: false,
+        ..CoreConfig::default()
     }
 }
 
@@ -80,28 +72,6 @@ pub(crate) fn op_inputs(
     use proptest::prelude::any;
     let data = proptest::option::of(proptest::collection::vec(any::<u8>(), 0..4));
     (0..TEST_SESSIONS, 0..paths, data)
-}
-
-/// Opens a connection from loopback port `port` and hands it a handshake asking for
-/// `timeout_ms` (the core's property tests start their sessions so).
-pub(crate) fn open_test_session(
-    core: &mut Core,
-    port: u16,
-    timeout_ms: i32,
-    now: i64,
-    out: &mut dyn Outbox,
-) -> ConnId {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let c = core
-        .open_connection(addr, now)
-        .expect("a loopback connection is accepted");
-    let req = zkd_protocol::ConnectRequest {
-        timeout: timeout_ms,
-        passwd: Bytes::from_static(&[0; 16]),
-        ..Default::default()
-    };
-    core.handshake(c, zkd_protocol::to_bytes(&req), now, out);
-    c
 }
 
 pub(crate) fn config() -> CoreConfig {

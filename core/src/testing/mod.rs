@@ -9,6 +9,8 @@ pub mod fixture_nodes;
 pub(crate) mod invariants;
 #[cfg(any(test, feature = "test-support"))]
 pub mod recording;
+#[cfg(any(test, feature = "test-support"))]
+pub mod session;
 
 #[cfg(test)]
 mod control_tests;

@@ -8,7 +8,8 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use zkd_protocol::*;
 
-use crate::testing::harness::{op_inputs, open_test_session, tests_config, TEST_SESSIONS};
+use crate::testing::harness::{op_inputs, tests_config, TEST_SESSIONS};
+use crate::testing::session::open_test_session;
 use crate::*;
 
 /// The reference model: path → node.
@@ -91,9 +92,8 @@ impl World {
         let mut conns = Vec::new();
         for i in 0..TEST_SESSIONS {
             let port = 4000 + i as u16;
-            conns.push(Some(open_test_session(
-                &mut core, port, 30000, 1_000, &mut sink,
-            )));
+            let (conn, _) = open_test_session(&mut core, port, 30000, 1_000, &mut sink);
+            conns.push(Some(conn));
         }
         let mut model = BTreeMap::new();
         model.insert(

@@ -11,8 +11,6 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 use serde_json::{json, Map, Value};
 use zkd_protocol::FourLetterWord;
 
@@ -24,13 +22,6 @@ use crate::reports::metrics::Metric;
 use crate::reports::{self, FourLetterView, HostInfo, Needs};
 use crate::VersionString;
 use crate::ZookeeperVersion;
-
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/commands", get(list))
-        .route("/commands/", get(list))
-        .route("/commands/{name}", get(command).post(command_post))
-}
 
 /// Every command a standalone ZooKeeper 3.8 registers, with its aliases (primary name first).
 pub const COMMANDS: [&[&str]; 26] = [
@@ -87,7 +78,7 @@ pub fn primary_name_in(name: &str, version: ZookeeperVersion) -> Option<&'static
 }
 
 /// `GET /commands`: links to every command, like ZooKeeper's listing.
-async fn list(State(st): State<AdminState>) -> Response {
+pub(super) async fn list(State(st): State<AdminState>) -> Response {
     let version = st.shared.cfg.zookeeper_version;
     let mut names: Vec<&str> = commands(version).map(|n| n[0]).collect();
     names.sort_unstable();
@@ -130,7 +121,7 @@ fn needs_data_dir(command: &str) -> bool {
 /// on the request's own task, and the other commands that read only counters and settings
 /// (`watch_summary`, `configuration`, ...) on a blocking thread of their own, so none of them
 /// waits behind such a report.
-async fn command(
+pub(super) async fn command(
     State(st): State<AdminState>,
     Path(name): Path<String>,
     Query(params): Query<BTreeMap<String, String>>,
@@ -177,7 +168,7 @@ async fn command(
 
 /// `POST /commands/<name>`: 3.9's `snapshot` and `restore` take POST too (and are refused the
 /// same way); every other command is GET only.
-async fn command_post(
+pub(super) async fn command_post(
     State(st): State<AdminState>,
     Path(name): Path<String>,
     headers: HeaderMap,
@@ -363,8 +354,8 @@ pub fn render(cmd: &str, view: &FourLetterView, host: &HostInfo, trace_mask: i64
         "leader" => match view.member.as_ref() {
             Some(m) if m.mode.serving() == Serving::ReadWrite => obj(json!({
                 "is_leader": m.mode == MemberMode::Leader,
-                "leader_id": m.leader_id,
-                "leader_ip": m.leader_ip,
+                "leader_id": m.leader.as_ref().map(|l| l.0),
+                "leader_ip": m.leader.as_ref().map(|l| &l.1),
             })),
             _ => return json!({ "error": "server is not initialized", "command": cmd }),
         },

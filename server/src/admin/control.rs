@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use zkd_protocol::{ErrorCode, OpCode};
@@ -19,24 +18,6 @@ use crate::control::{
     PauseOptions, SessionReport,
 };
 use crate::ClockMode;
-
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/zkd/sessions", get(sessions))
-        .route("/zkd/sessions/{id}/expire", post(expire))
-        .route("/zkd/sessions/{id}/disconnect", post(disconnect))
-        .route("/zkd/pause", post(pause))
-        .route("/zkd/resume", post(resume))
-        .route("/zkd/stall", post(stall))
-        .route(
-            "/zkd/faults",
-            get(list_faults).post(add_fault).delete(clear_faults),
-        )
-        .route("/zkd/faults/{id}", delete(remove_fault))
-        .route("/zkd/reset", post(reset))
-        .route("/zkd/clock", get(clock))
-        .route("/zkd/clock/advance", post(advance))
-}
 
 impl From<ControlError> for ApiError {
     fn from(e: ControlError) -> ApiError {
@@ -63,6 +44,22 @@ impl From<ControlError> for ApiError {
 }
 
 type Params = Query<HashMap<String, String>>;
+
+/// Query parameter `name` as one of two words: `false` for the first (also when it is
+/// absent), `true` for the second; 400 saying `expected` for anything else.
+pub(crate) fn either(
+    params: &HashMap<String, String>,
+    name: &str,
+    (default, other): (&str, &str),
+    expected: &str,
+) -> ApiResult<bool> {
+    match params.get(name).map(String::as_str) {
+        None => Ok(false),
+        Some(v) if v == default => Ok(false),
+        Some(v) if v == other => Ok(true),
+        Some(v) => Err(ApiError::bad_request(format!("{name}={v:?}: {expected}"))),
+    }
+}
 
 /// Refuses query parameters other than `allowed`.
 pub(crate) fn only(params: &HashMap<String, String>, allowed: &[&str]) -> ApiResult<()> {
@@ -143,7 +140,7 @@ struct SessionPages {
 /// with the listeners' unsent answers: 503 when there is no room), then each page's
 /// sessions in one short hold of the core's lock, and encoded on the reports' worker. A
 /// session that ends during the listing is left out; one that starts is not seen.
-async fn sessions(State(st): State<AdminState>) -> ApiResult<axum::response::Response> {
+pub(super) async fn sessions(State(st): State<AdminState>) -> ApiResult<axum::response::Response> {
     use axum::response::IntoResponse;
     let shared = st.shared.clone();
     let ids = super::off_runtime(move || {
@@ -207,36 +204,46 @@ fn sessions_page(
     Ok((bytes, Some(p)))
 }
 
-async fn expire(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let sid = parse_session_id(&id)?;
-    control::expire_session(&st.shared, sid)?;
-    Ok(Json(json!({ "expired": hex(sid) })))
+pub(super) async fn expire(st: State<AdminState>, id: Path<String>) -> ApiResult<Json<Value>> {
+    on_session(st, id, control::expire_session, "expired")
 }
 
-async fn disconnect(
+pub(super) async fn disconnect(st: State<AdminState>, id: Path<String>) -> ApiResult<Json<Value>> {
+    on_session(st, id, control::disconnect_session, "disconnected")
+}
+
+/// Runs a control operation on the session the path names; answers `{done: "0x…"}`.
+fn on_session(
     State(st): State<AdminState>,
     Path(id): Path<String>,
+    op: fn(&crate::engine::Shared, i64) -> Result<(), ControlError>,
+    done: &str,
 ) -> ApiResult<Json<Value>> {
     let sid = parse_session_id(&id)?;
-    control::disconnect_session(&st.shared, sid)?;
-    Ok(Json(json!({ "disconnected": hex(sid) })))
+    op(&st.shared, sid)?;
+    Ok(Json(json!({ done: hex(sid) })))
 }
 
-async fn pause(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json<Value>> {
+pub(super) async fn pause(
+    State(st): State<AdminState>,
+    Query(q): Params,
+) -> ApiResult<Json<Value>> {
     only(&q, &["ms", "clock"])?;
     let duration = q
         .get("ms")
         .map(|t| parse_ms("ms", t))
         .transpose()?
         .map(Duration::from_millis);
-    let clock = match q.get("clock").map(String::as_str) {
-        None | Some("run") => PauseClock::Runs,
-        Some("freeze") => PauseClock::Frozen,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "clock={other:?}: expected \"run\" (the session clock runs on, the default) or \"freeze\""
-            )))
-        }
+    let frozen = either(
+        &q,
+        "clock",
+        ("run", "freeze"),
+        "expected \"run\" (the session clock runs on, the default) or \"freeze\"",
+    )?;
+    let clock = if frozen {
+        PauseClock::Frozen
+    } else {
+        PauseClock::Runs
     };
     control::pause(&st.shared, PauseOptions { duration, clock })?;
     Ok(Json(json!({
@@ -246,14 +253,17 @@ async fn pause(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json
     })))
 }
 
-async fn resume(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+pub(super) async fn resume(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     control::resume(&st.shared)?;
     Ok(Json(json!({ "paused": false })))
 }
 
 /// `POST /zkd/stall?ms=N`: hold the core's lock for N ms, as a stuck step would; answered
 /// once the lock is held (the stall goes on in the background).
-async fn stall(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json<Value>> {
+pub(super) async fn stall(
+    State(st): State<AdminState>,
+    Query(q): Params,
+) -> ApiResult<Json<Value>> {
     only(&q, &["ms"])?;
     let max = crate::engine::slow_step::MAX_STALL.as_millis() as u64;
     let ms = match q.get("ms") {
@@ -460,7 +470,7 @@ fn fault_json(f: &FaultStatus) -> Value {
     v
 }
 
-async fn add_fault(
+pub(super) async fn add_fault(
     State(st): State<AdminState>,
     body: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -470,16 +480,16 @@ async fn add_fault(
     Ok(super::created(id, &list, |f| f.id, fault_json))
 }
 
-async fn list_faults(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+pub(super) async fn list_faults(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     let list = control::faults(&st.shared)?;
     Ok(super::listed("faults", &list, fault_json))
 }
 
-async fn clear_faults(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+pub(super) async fn clear_faults(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     Ok(super::removed(control::clear_faults(&st.shared)?))
 }
 
-async fn remove_fault(
+pub(super) async fn remove_fault(
     State(st): State<AdminState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
@@ -487,17 +497,17 @@ async fn remove_fault(
     Ok(super::removed(1))
 }
 
-async fn reset(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json<Value>> {
+pub(super) async fn reset(
+    State(st): State<AdminState>,
+    Query(q): Params,
+) -> ApiResult<Json<Value>> {
     only(&q, &["sessions"])?;
-    let expire = match q.get("sessions").map(String::as_str) {
-        None | Some("keep") => false,
-        Some("expire") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "sessions={other:?}: expected \"expire\" (expire every session too) or \"keep\""
-            )))
-        }
-    };
+    let expire = either(
+        &q,
+        "sessions",
+        ("keep", "expire"),
+        "expected \"expire\" (expire every session too) or \"keep\"",
+    )?;
     // Slices of the reset take turns with other requests for the core; the loop runs on a
     // blocking thread so that it never ties up the runtime's threads meanwhile.
     let shared = st.shared.clone();
@@ -523,11 +533,14 @@ pub(crate) fn clock_json(c: &ClockReport) -> Value {
     })
 }
 
-async fn clock(State(st): State<AdminState>) -> Json<Value> {
+pub(super) async fn clock(State(st): State<AdminState>) -> Json<Value> {
     Json(clock_json(&control::clock(&st.shared)))
 }
 
-async fn advance(State(st): State<AdminState>, Query(q): Params) -> ApiResult<Json<Value>> {
+pub(super) async fn advance(
+    State(st): State<AdminState>,
+    Query(q): Params,
+) -> ApiResult<Json<Value>> {
     only(&q, &["ms"])?;
     let ms = q
         .get("ms")

@@ -4,8 +4,7 @@
 //! herd events.
 
 use axum::extract::{Query, State};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -13,17 +12,16 @@ use super::{AdminState, ApiResult};
 use crate::core::herd::{HerdReport, FANOUT_BUCKETS};
 use crate::core::report::PathWatchers;
 
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new().route("/zkd/herd", get(herd))
-}
-
 #[derive(Deserialize)]
-struct Params {
+pub(super) struct Params {
     /// How many paths to list (default 20, at most 1000).
     top: Option<usize>,
 }
 
-async fn herd(State(st): State<AdminState>, Query(p): Query<Params>) -> ApiResult<Json<Value>> {
+pub(super) async fn herd(
+    State(st): State<AdminState>,
+    Query(p): Query<Params>,
+) -> ApiResult<Json<Value>> {
     let top = p.top.unwrap_or(20).min(1000);
     let (report, watchers) = st.shared.inspect(|core, _| {
         let report = core.herd_report(top);

@@ -10,23 +10,13 @@ use std::collections::HashMap;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 use serde_json::json;
 
-use super::control::{only, parse_session_id};
+use super::control::{either, only, parse_session_id};
 use super::{json_body, off_runtime, outgoing, AdminState, ApiError, ApiResult};
 use crate::engine::history::{HistoryFilter, MAX_READ};
 use crate::reports::recipe_checks::Finding;
 use crate::reports::timeline::{self, Window};
-
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/zkd/history", get(history))
-        .route("/zkd/history/checks", get(checks))
-        .route("/zkd/history/timeline", get(timeline))
-        .route("/timeline", get(live_timeline))
-}
 
 const PARAMS: &[&str] = &[
     "session",
@@ -105,20 +95,17 @@ fn filter_of(q: &HashMap<String, String>) -> ApiResult<HistoryFilter> {
 }
 
 /// `GET /zkd/history`.
-async fn history(
+pub(super) async fn history(
     State(st): State<AdminState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
     only(&q, PARAMS)?;
-    let summary_only = match q.get("format").map(String::as_str) {
-        None | Some("jsonl") => false,
-        Some("json") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "format={other:?}: jsonl (the events, the default) or json (a summary)"
-            )))
-        }
-    };
+    let summary_only = either(
+        &q,
+        "format",
+        ("jsonl", "json"),
+        "jsonl (the events, the default) or json (a summary)",
+    )?;
     let mut filter = filter_of(&q)?;
     if summary_only {
         filter.limit = Some(0);
@@ -132,8 +119,8 @@ async fn history(
                 "events": s.events,
                 "bytes": s.bytes,
                 "dropped": s.dropped,
-                "first_seq": s.first_seq,
-                "last_seq": s.last_seq,
+                "first_seq": s.seqs.map(|r| r.0),
+                "last_seq": s.seqs.map(|r| r.1),
                 "max_events": s.max_events,
                 "max_bytes": s.max_bytes,
             }));
@@ -182,7 +169,7 @@ async fn from_window(
 }
 
 /// `GET /zkd/history/checks`: what the recipe checks find in the events after `after_seq`.
-async fn checks(
+pub(super) async fn checks(
     State(st): State<AdminState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
@@ -191,7 +178,7 @@ async fn checks(
 
 /// `GET /zkd/history/timeline`: the timeline page with the events after `after_seq` and
 /// the checks' findings embedded, to save and open from a file.
-async fn timeline(
+pub(super) async fn timeline(
     State(st): State<AdminState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
@@ -216,6 +203,6 @@ fn html(body: impl IntoResponse) -> Response {
 }
 
 /// `GET /timeline`: the live timeline page.
-async fn live_timeline() -> Response {
+pub(super) async fn live_timeline() -> Response {
     html(timeline::PAGE)
 }

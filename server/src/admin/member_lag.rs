@@ -5,18 +5,13 @@
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::Value;
 
 use super::members::{lag_json, parse_member_id};
 use super::{AdminState, ApiError, ApiResult};
 use crate::control::member_lag;
 use crate::core::Lag;
-
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new().route("/zkd/members/{id}/lag", post(set_lag))
-}
 
 /// The lag a query asks for: exactly one of `ms`, `txns` and `stall`.
 fn parse_lag(q: &HashMap<String, String>) -> ApiResult<Lag> {
@@ -56,7 +51,7 @@ fn parse_lag(q: &HashMap<String, String>) -> ApiResult<Lag> {
     }
 }
 
-async fn set_lag(
+pub(super) async fn set_lag(
     State(st): State<AdminState>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,

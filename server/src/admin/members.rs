@@ -6,8 +6,7 @@
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::{json, Value};
 
 use super::{AdminState, ApiError, ApiResult};
@@ -16,15 +15,6 @@ use crate::control::members as member;
 use crate::control::partition as split;
 use crate::engine::ensemble::{MemberId, MemberReport};
 use crate::engine::Shared;
-
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/zkd/members", get(list))
-        .route("/zkd/members/{id}/stop", post(stop))
-        .route("/zkd/members/{id}/start", post(start))
-        .route("/zkd/partition", post(partition))
-        .route("/zkd/heal", post(heal))
-}
 
 /// A member id from the path: a decimal server id.
 pub(crate) fn parse_member_id(text: &str) -> ApiResult<MemberId> {
@@ -117,25 +107,32 @@ fn listing(st: &AdminState) -> ApiResult<Json<Value>> {
     Ok(Json(v))
 }
 
-async fn list(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+pub(super) async fn list(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     listing(&st)
 }
 
-async fn stop(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let id = parse_member_id(&id)?;
-    member::stop(&st.shared, id).await?;
+/// Stops the member the path names; answers the members as they are then.
+pub(super) async fn stop(
+    State(st): State<AdminState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    member::stop(&st.shared, parse_member_id(&id)?).await?;
     listing(&st)
 }
 
-async fn start(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let id = parse_member_id(&id)?;
-    member::start(&st.shared, id, &st.shutdown).await?;
+/// Starts the member the path names again; answers the members as they are then.
+pub(super) async fn start(
+    State(st): State<AdminState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let started = member::start(&st.shared, parse_member_id(&id)?, &st.shutdown);
+    started.await?;
     listing(&st)
 }
 
 /// `POST /zkd/partition?groups=1/2,3`: splits the members into the groups given;
 /// `one_way=3>1,3>2` (alone or with groups) cuts links one way, FROM>TO.
-async fn partition(
+pub(super) async fn partition(
     State(st): State<AdminState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
@@ -159,7 +156,7 @@ async fn partition(
 }
 
 /// `POST /zkd/heal`: ends a partition.
-async fn heal(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+pub(super) async fn heal(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     split::heal(&st.shared)?;
     listing(&st)
 }

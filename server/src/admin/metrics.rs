@@ -5,8 +5,6 @@
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -22,15 +20,11 @@ use crate::engine::now_ms;
 use crate::reports::metrics::{Kind, Metric, FIGURES};
 use crate::reports::{summary_figures, FourLetterView, Latency};
 
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new().route("/metrics", get(metrics))
-}
-
 /// The content type of the exposition `prometheus-client` writes (OpenMetrics text, which
 /// Prometheus scrapes natively).
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-async fn metrics(State(st): State<AdminState>) -> ApiResult<Response> {
+pub(super) async fn metrics(State(st): State<AdminState>) -> ApiResult<Response> {
     let now = now_ms();
     let (summary, herd) = st
         .shared

@@ -1,8 +1,8 @@
 //! The admin HTTP listener: one axum router over the server's shared state, off unless
 //! `Config::admin_port` asks for it.
 //!
-//! Composition: every sibling module that serves HTTP exposes `fn routes() -> Router<AdminState>`
-//! and is merged in [`router`] — that function is the one place routes are added. Handlers reach
+//! Composition: every route is in one table, [`routes`], naming a handler in the sibling module
+//! that serves it; that table is the one place routes are added. Handlers reach
 //! the core only through [`crate::engine::Shared`]'s entry points (`with_core` and friends), so
 //! admin operations are ordered with client requests and fall under the same failure policy.
 //! Every request first passes [`guard`] (whom the listeners obey: Host, Origin, fetch
@@ -31,6 +31,7 @@ use std::sync::Arc;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::http::{StatusCode, Uri};
+use axum::routing::{any, delete, get, post};
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -77,21 +78,74 @@ impl AdminState {
     }
 }
 
-/// The complete admin router. Add a module's routes here with `.merge(module::routes())`.
+/// Every route the admin listener serves, in one table: a new route is added here and nowhere
+/// else. The handlers live in the module named after what they serve.
+fn routes() -> Router<AdminState> {
+    Router::new()
+        .merge(command_routes())
+        // the control plane: sessions, pausing, request faults, reset, the clock
+        .route("/zkd/sessions", get(control::sessions))
+        .route("/zkd/sessions/{id}/expire", post(control::expire))
+        .route("/zkd/sessions/{id}/disconnect", post(control::disconnect))
+        .route("/zkd/pause", post(control::pause))
+        .route("/zkd/resume", post(control::resume))
+        .route("/zkd/stall", post(control::stall))
+        .route(
+            "/zkd/faults",
+            get(control::list_faults)
+                .post(control::add_fault)
+                .delete(control::clear_faults),
+        )
+        .route("/zkd/faults/{id}", delete(control::remove_fault))
+        .route("/zkd/reset", post(control::reset))
+        .route("/zkd/clock", get(control::clock))
+        .route("/zkd/clock/advance", post(control::advance))
+        // network faults on connections
+        .route(
+            "/zkd/net-faults",
+            get(net_faults::list)
+                .post(net_faults::add)
+                .delete(net_faults::clear),
+        )
+        .route("/zkd/net-faults/{id}", delete(net_faults::remove))
+        // the ensemble's members
+        .route("/zkd/members", get(members::list))
+        .route("/zkd/members/{id}/stop", post(members::stop))
+        .route("/zkd/members/{id}/start", post(members::start))
+        .route("/zkd/members/{id}/lag", post(member_lag::set_lag))
+        .route("/zkd/partition", post(members::partition))
+        .route("/zkd/heal", post(members::heal))
+        // persistence, reports and the history
+        .route("/zkd/tree", get(persist::tree))
+        .route("/zkd/snapshot", post(persist::snapshot))
+        .route("/metrics", get(metrics::metrics))
+        .route("/zkd/herd", get(herd::herd))
+        .route("/zkd/history", get(history::history))
+        .route("/zkd/history/checks", get(history::checks))
+        .route("/zkd/history/timeline", get(history::timeline))
+        .route("/timeline", get(history::live_timeline))
+        // ZooKeeper's own admin paths and the web view
+        .route("/command/{*command}", any(zk_controller::command))
+        .route("/", get(web::index))
+        .route("/zkd/overview", get(web::overview))
+        .route("/zkd/node", get(web::node))
+        .route("/zkd/sessions/{id}/watches", get(web::session_watches))
+}
+
+/// ZooKeeper's AdminServer paths, `/commands/…`.
+fn command_routes() -> Router<AdminState> {
+    Router::new()
+        .route("/commands", get(commands::list))
+        .route("/commands/", get(commands::list))
+        .route(
+            "/commands/{name}",
+            get(commands::command).post(commands::command_post),
+        )
+}
+
+/// The complete admin router.
 pub(crate) fn router(state: AdminState) -> Router {
-    let router = Router::new()
-        .merge(control::routes())
-        .merge(members::routes())
-        .merge(member_lag::routes())
-        .merge(net_faults::routes())
-        .merge(commands::routes())
-        .merge(persist::routes())
-        .merge(metrics::routes())
-        .merge(herd::routes())
-        .merge(history::routes())
-        .merge(zk_controller::routes())
-        .merge(web::routes());
-    guarded(router, state)
+    guarded(routes(), state)
 }
 
 /// The read-only AdminServer router (`Config::admin_server_port`): ZooKeeper's `/commands`
@@ -109,7 +163,7 @@ pub(crate) fn commands_router(state: AdminState, bound: std::net::IpAddr) -> Rou
         policy,
         ..state
     };
-    guarded(Router::new().merge(commands::routes()), state)
+    guarded(command_routes(), state)
 }
 
 /// Finishes a router: unknown paths get the JSON 404, every request passes the host and

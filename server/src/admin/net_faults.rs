@@ -5,8 +5,7 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::delete;
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -16,15 +15,6 @@ use crate::control::hex;
 use crate::control::net_faults::{
     self, ClientAddr, NetFault, NetFaultRule, NetFaultStatus, MAX_LATENCY_MS,
 };
-
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route(
-            "/zkd/net-faults",
-            axum::routing::get(list).post(add).delete(clear),
-        )
-        .route("/zkd/net-faults/{id}", delete(remove))
-}
 
 /// The body of `POST /zkd/net-faults`.
 #[derive(Deserialize, Debug, Default)]
@@ -98,7 +88,7 @@ fn status_json(s: &NetFaultStatus) -> Value {
     v
 }
 
-async fn add(
+pub(super) async fn add(
     State(st): State<AdminState>,
     body: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -108,16 +98,19 @@ async fn add(
     Ok(super::created(id, &list, |f| f.id, status_json))
 }
 
-async fn list(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+pub(super) async fn list(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     let list = net_faults::list(&st.shared)?;
     Ok(super::listed("net_faults", &list, status_json))
 }
 
-async fn clear(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+pub(super) async fn clear(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     Ok(super::removed(net_faults::clear(&st.shared)?))
 }
 
-async fn remove(State(st): State<AdminState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+pub(super) async fn remove(
+    State(st): State<AdminState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
     net_faults::remove(&st.shared, super::rule_id(&id, "network fault")?)?;
     Ok(super::removed(1))
 }

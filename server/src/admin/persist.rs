@@ -7,19 +7,12 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::{json, Value};
 
 use super::{outgoing, AdminState, ApiError, ApiResult};
 use crate::engine::Shared;
 use crate::reports::worker;
-
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/zkd/tree", get(tree))
-        .route("/zkd/snapshot", post(snapshot))
-}
 
 /// Most nodes of one page of the answer.
 const TREE_CHUNK: usize = 256;
@@ -38,7 +31,7 @@ const PAGE_DATA: usize = 64 << 10;
 /// export is not one point in time (a node created under a part already walked is missed);
 /// `POST /zkd/snapshot` is. Should the server stop serving midway, the body ends early
 /// (the client sees an incomplete chunked answer, never a shorter valid document).
-async fn tree(State(st): State<AdminState>) -> ApiResult<Response> {
+pub(super) async fn tree(State(st): State<AdminState>) -> ApiResult<Response> {
     let first = next_page(&st.shared, TreeState::default()).await?;
     let shared = st.shared.clone();
     let next: outgoing::NextPage<TreePage> = Arc::new(move |page: TreePage| {
@@ -159,7 +152,7 @@ fn as_world_sees(e: &mut crate::core::TreeEntry) -> Value {
     v
 }
 
-async fn snapshot(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+pub(super) async fn snapshot(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     let Some(p) = st.persist.clone() else {
         return Err(ApiError::conflict(
             "this server has no data directory (start it with --data-dir), so there is \

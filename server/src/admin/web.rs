@@ -7,8 +7,7 @@
 use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -26,15 +25,7 @@ const MAX_PAGE: usize = 1000;
 /// Sessions listed in the overview (the total is always given).
 const SESSION_ROWS: usize = 200;
 
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/", get(index))
-        .route("/zkd/overview", get(overview))
-        .route("/zkd/node", get(node))
-        .route("/zkd/sessions/{id}/watches", get(session_watches))
-}
-
-async fn index() -> Response {
+pub(super) async fn index() -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -45,7 +36,7 @@ async fn index() -> Response {
         .into_response()
 }
 
-async fn overview(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
+pub(super) async fn overview(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     let now = now_ms();
     let (summary, mut ids, watched, herd) = st.shared.inspect(|core, _| {
         (
@@ -59,9 +50,10 @@ async fn overview(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
     let total = ids.len();
     ids.sort_unstable();
     ids.truncate(SESSION_ROWS);
+    let at = st.shared.now();
     let sessions = st
         .shared
-        .inspect(|core, _| core.session_reports_for(&ids))?;
+        .inspect(|core, _| core.sessions_report_for(&ids, at))?;
     let herd_watchers: Vec<PathWatchers> = Vec::new();
     let mut herd_json = super::herd::render(&herd, &herd_watchers);
     if let Some(top) = herd_json.get_mut("top_paths") {
@@ -97,7 +89,7 @@ async fn overview(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
         "sessions_total": total,
         "sessions": sessions.iter().map(|s| json!({
             "id": session_hex(s.id),
-            "peer": s.remote.map(|r| r.to_string()),
+            "peer": s.peer.map(|r| r.to_string()),
             "timeout_ms": s.timeout_ms,
             "ephemerals": s.ephemerals,
             "watched_paths": s.watched_paths,
@@ -114,13 +106,16 @@ async fn overview(State(st): State<AdminState>) -> ApiResult<Json<Value>> {
 }
 
 #[derive(Deserialize)]
-struct NodeParams {
+pub(super) struct NodeParams {
     path: Option<String>,
     after: Option<String>,
     limit: Option<usize>,
 }
 
-async fn node(State(st): State<AdminState>, Query(p): Query<NodeParams>) -> ApiResult<Json<Value>> {
+pub(super) async fn node(
+    State(st): State<AdminState>,
+    Query(p): Query<NodeParams>,
+) -> ApiResult<Json<Value>> {
     let path = p.path.unwrap_or_else(|| "/".to_string());
     if !crate::core::path::is_valid(&path) {
         return Err(ApiError::bad_request(format!(
@@ -188,7 +183,7 @@ pub fn node_json(r: &NodeReport) -> Value {
     })
 }
 
-async fn session_watches(
+pub(super) async fn session_watches(
     State(st): State<AdminState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {

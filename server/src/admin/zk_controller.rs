@@ -7,16 +7,10 @@
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::any;
-use axum::Router;
 
 use super::AdminState;
 use crate::control::{self, ControlError, FaultAction, FaultRule, FaultStatus};
 use zkd_protocol::ErrorCode;
-
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new().route("/command/{*command}", any(command))
-}
 
 /// ZooKeeper's default for ADDDELAY without a parameter.
 const DEFAULT_DELAY_MS: u64 = 1000;
@@ -152,7 +146,7 @@ fn run(st: &AdminState, action: &str, param: Option<&str>) -> Result<Outcome, Co
     Ok(Outcome::Done)
 }
 
-async fn command(State(st): State<AdminState>, Path(command): Path<String>) -> Response {
+pub(super) async fn command(State(st): State<AdminState>, Path(command): Path<String>) -> Response {
     let (action, param) = match command.split_once('/') {
         Some((a, p)) => (a, Some(p)),
         None => (command.as_str(), None),

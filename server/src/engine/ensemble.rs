@@ -168,18 +168,7 @@ impl Membership {
     pub fn new(members: impl IntoIterator<Item = MemberSpec>, read_only: bool) -> Self {
         let mut members: Vec<Member> = members
             .into_iter()
-            .map(|m| Member {
-                id: m.id,
-                addr: m.addr,
-                running: true,
-                observer: m.observer,
-                removed: false,
-                stale_zxid: None,
-                cut: false,
-                looking: None,
-                notice_at: None,
-                stale_lead: false,
-            })
+            .map(|m| Member::new(m.id, m.addr, m.observer, true))
             .collect();
         members.sort_by_key(|m| m.id);
         let mut m = Membership {
@@ -565,18 +554,9 @@ impl Membership {
                 None => {
                     let port = spec.client.as_ref().map_or(0, |(_, p)| *p);
                     let ip = ip.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
-                    self.members.push(Member {
-                        id: spec.id,
-                        addr: SocketAddr::new(ip, port),
-                        running: false,
-                        observer: spec.observer,
-                        removed: false,
-                        stale_zxid: None,
-                        cut: false,
-                        looking: None,
-                        notice_at: None,
-                        stale_lead: false,
-                    });
+                    let addr = SocketAddr::new(ip, port);
+                    self.members
+                        .push(Member::new(spec.id, addr, spec.observer, false));
                 }
             }
         }
@@ -606,6 +586,22 @@ impl Membership {
 }
 
 impl Member {
+    /// A member in the configuration, with no lag, cut or election under way.
+    fn new(id: MemberId, addr: SocketAddr, observer: bool, running: bool) -> Member {
+        Member {
+            id,
+            addr,
+            running,
+            observer,
+            removed: false,
+            stale_zxid: None,
+            cut: false,
+            looking: None,
+            notice_at: None,
+            stale_lead: false,
+        }
+    }
+
     /// Whether it votes: in the configuration and not an observer.
     fn votes(&self) -> bool {
         !self.observer && !self.removed

@@ -37,14 +37,12 @@ impl NetView<'_> {
             followers: m.followers(),
             observers: m.observers(),
             membership: m.config_text().to_string(),
-            init_limit: m.limits().0,
-            sync_limit: m.limits().1,
+            limits: m.limits(),
             non_voting_followers: m.non_voting_followers(),
-            leader_id: m.leader(),
-            leader_ip: m
-                .leader()
-                .and_then(|l| m.addr(l))
-                .map(|a| a.ip().to_string()),
+            leader: m.leader().map(|l| {
+                let ip = m.addr(l).map(|a| a.ip().to_string());
+                (l, ip.unwrap_or_default())
+            }),
         })
     }
 
@@ -93,15 +91,13 @@ pub struct MemberFacts {
     pub observers: u64,
     /// The membership text of `/zookeeper/config`.
     pub membership: String,
-    /// `initLimit` and `syncLimit` (`conf`).
-    pub init_limit: i32,
-    pub sync_limit: i32,
+    /// `initLimit` and `syncLimit`, in ticks (`conf`).
+    pub limits: (i32, i32),
     /// Followers that do not vote (`zk_synced_non_voting_followers`): members a reconfig
     /// removed that still run.
     pub non_voting_followers: u64,
     /// The leader's id and client host, while there is one.
-    pub leader_id: Option<u64>,
-    pub leader_ip: Option<String>,
+    pub leader: Option<(u64, String)>,
 }
 
 impl MemberFacts {

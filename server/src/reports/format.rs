@@ -225,7 +225,7 @@ pub fn conf(view: &FourLetterView) -> String {
                 s,
                 "initLimit={}\nsyncLimit={}\nelectionAlg=3\nelectionPort={election}\n\
                  quorumPort={quorum}\npeerType={peer_type}\n",
-                m.init_limit, m.sync_limit
+                m.limits.0, m.limits.1
             );
             // A read-only member's server prints no membership.
             if m.mode != MemberMode::ReadOnly {
@@ -240,8 +240,8 @@ pub fn conf(view: &FourLetterView) -> String {
 
 pub fn envi(host: &HostInfo, version: crate::ZookeeperVersion) -> String {
     let mb = |v: Option<u64>| v.map_or_else(|| "<NA>".to_string(), |v| format!("{v}MB"));
-    let used = host.memory_used_mb;
-    let free = match (host.memory_max_mb, used) {
+    let used = host.process.memory_used_mb;
+    let free = match (host.process.memory_max_mb, used) {
         (Some(max), Some(used)) => Some(max.saturating_sub(used)),
         _ => None,
     };
@@ -263,7 +263,7 @@ pub fn envi(host: &HostInfo, version: crate::ZookeeperVersion) -> String {
         ("user.home", host.user_home.clone()),
         ("user.dir", host.user_dir.clone()),
         ("os.memory.free", mb(free)),
-        ("os.memory.max", mb(host.memory_max_mb)),
+        ("os.memory.max", mb(host.process.memory_max_mb)),
         ("os.memory.total", mb(used)),
     ];
     for (k, v) in lines {
@@ -445,6 +445,7 @@ mod tests {
     use super::super::{render, VERSION};
     use super::*;
     use crate::core::report::ConnSessionReport;
+    use crate::reports::host::ProcessUse;
     use crate::reports::report::{app_session, ConfInfo, ConnSession, ConnWatches, Latency};
     use zkd_protocol::FourLetterWord as W;
 
@@ -537,10 +538,8 @@ mod tests {
                 non_voting_followers: 0,
                 membership: "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nversion=0"
                     .into(),
-                init_limit: 10,
-                sync_limit: 5,
-                leader_id: Some(2),
-                leader_ip: Some("127.0.0.1".into()),
+                limits: (10, 5),
+                leader: Some((2, "127.0.0.1".into())),
             }),
             ..sample()
         }
@@ -808,10 +807,12 @@ mod tests {
             user_home: "/home/zk".into(),
             user_dir: "/srv".into(),
             tmp_dir: "/tmp".into(),
-            memory_used_mb: Some(12),
-            memory_max_mb: Some(2048),
-            open_fds: Some(20),
-            max_fds: Some(1024),
+            process: ProcessUse {
+                memory_used_mb: Some(12),
+                memory_max_mb: Some(2048),
+                open_fds: Some(20),
+                max_fds: Some(1024),
+            },
         };
         let out = envi(&host, crate::ZookeeperVersion::V3_9);
         let keys: Vec<&str> = out
@@ -852,11 +853,7 @@ mod tests {
 
     #[test]
     fn mntr_has_the_keys_tools_read() {
-        let host = HostInfo {
-            open_fds: Some(20),
-            max_fds: Some(1024),
-            ..HostInfo::default()
-        };
+        let host = HostInfo::with_fds(20, 1024);
         let out = mntr(&sample(), &host);
         let map: BTreeMap<&str, &str> = out.lines().filter_map(|l| l.split_once('\t')).collect();
         assert_eq!(

@@ -11,6 +11,14 @@ pub struct HostInfo {
     pub user_home: String,
     pub user_dir: String,
     pub tmp_dir: String,
+    /// What the process uses now.
+    pub process: ProcessUse,
+}
+
+/// The process's memory and descriptors: what `envi`'s memory lines and `mntr`'s descriptor
+/// counts show. Each is `None` where the platform does not tell.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessUse {
     /// Resident set size of the process, in MiB.
     pub memory_used_mb: Option<u64>,
     /// Physical memory of the host, in MiB.
@@ -45,16 +53,18 @@ pub(crate) fn gather() -> HostInfo {
             .map(|d| d.display().to_string())
             .unwrap_or_default(),
         tmp_dir: std::env::temp_dir().display().to_string(),
-        memory_used_mb: read("/proc/self/status")
-            .and_then(|s| kib_field(&s, "VmRSS:"))
-            .map(mib),
-        memory_max_mb: read("/proc/meminfo")
-            .and_then(|s| kib_field(&s, "MemTotal:"))
-            .map(mib),
-        open_fds: std::fs::read_dir("/proc/self/fd")
-            .ok()
-            .map(|d| d.count() as u64),
-        max_fds: read("/proc/self/limits").and_then(|s| max_open_files(&s)),
+        process: ProcessUse {
+            memory_used_mb: read("/proc/self/status")
+                .and_then(|s| kib_field(&s, "VmRSS:"))
+                .map(mib),
+            memory_max_mb: read("/proc/meminfo")
+                .and_then(|s| kib_field(&s, "MemTotal:"))
+                .map(mib),
+            open_fds: std::fs::read_dir("/proc/self/fd")
+                .ok()
+                .map(|d| d.count() as u64),
+            max_fds: read("/proc/self/limits").and_then(|s| max_open_files(&s)),
+        },
     }
 }
 
@@ -109,6 +119,21 @@ fn java_arch(arch: &str) -> String {
         "x86_64" => "amd64".into(),
         "x86" => "x86".into(),
         other => other.into(),
+    }
+}
+
+#[cfg(test)]
+impl HostInfo {
+    /// A host that tells only its descriptor counts.
+    pub(crate) fn with_fds(open: u64, max: u64) -> HostInfo {
+        HostInfo {
+            process: ProcessUse {
+                open_fds: Some(open),
+                max_fds: Some(max),
+                ..ProcessUse::default()
+            },
+            ..HostInfo::default()
+        }
     }
 }
 

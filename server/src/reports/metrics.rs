@@ -240,13 +240,13 @@ pub const FIGURES: [Figure; 17] = [
         name: "open_file_descriptor_count",
         kind: Kind::Gauge,
         help: "Open file descriptors.",
-        value: |_, h| h.open_fds.map(int),
+        value: |_, h| h.process.open_fds.map(int),
     },
     Figure {
         name: "max_file_descriptor_count",
         kind: Kind::Gauge,
         help: "File descriptor limit.",
-        value: |_, h| h.max_fds.map(int),
+        value: |_, h| h.process.max_fds.map(int),
     },
     Figure {
         name: "packets_received",
@@ -417,7 +417,7 @@ fn member(out: &mut Vec<(String, Metric)>, view: &FourLetterView, m: &crate::eng
         MemberMode::Observer => {
             out.push(("peer_state".into(), Metric::Text("observing - broadcast")));
             // The member it observes through: the leader (no observer master here).
-            if let Some(l) = m.leader_id {
+            if let Some((l, _)) = m.leader {
                 out.push(("observer_master_id".into(), int(l)));
             }
         }
@@ -439,11 +439,7 @@ mod tests {
             uptime_ms: 700,
             ..FourLetterView::default()
         };
-        let host = HostInfo {
-            open_fds: Some(11),
-            max_fds: Some(1024),
-            ..HostInfo::default()
-        };
+        let host = HostInfo::with_fds(11, 1024);
         let shown: HashMap<String, Metric> = monitor(&view, &host).into_iter().collect();
         for f in &FIGURES {
             let expected = (f.name != "last_zxid").then(|| (f.value)(&view, &host));

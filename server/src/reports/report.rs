@@ -86,10 +86,12 @@ pub(crate) fn gather(
     if let Some(ids) = sessions.as_mut() {
         ids.sort_unstable();
     }
+    let at = shared.now();
     for chunk in sessions.unwrap_or_default().chunks(CHUNK) {
         let mut got = None;
         inspect(&mut |core, _| {
-            got = Some((core.session_reports_for(chunk), core.ephemerals_for(chunk)));
+            let reports = core.sessions_report_for(chunk, at);
+            got = Some((reports, core.ephemerals_for(chunk)));
         })?;
         let (reports, ephemerals) = got.unwrap_or_default();
         let mut ephemerals: std::collections::HashMap<i64, Vec<String>> = ephemerals
@@ -273,14 +275,6 @@ pub struct FourLetterView {
     pub session_count: u64,
     /// Ephemeral nodes.
     pub ephemerals_count: u64,
-    /// Every open connection (gathered only for the words that list them).
-    pub connections: Vec<ConnectionInfo>,
-    /// Every live session (gathered only for `dump`).
-    pub sessions: Vec<SessionInfo>,
-    /// The data/exist-watch table (not child watches), grouped by watching connection.
-    pub data_watches: Vec<ConnWatches>,
-    /// What copying `data_watches` took.
-    pub watch_copy: CopyTurns,
     /// Total number of watches, data and child tables together (`zk_watch_count`).
     pub watch_count: u64,
     /// The data table's counts from the core's running totals (`wchs`), when gathered with
@@ -304,6 +298,14 @@ pub struct FourLetterView {
     pub update_latency: crate::engine::latency::LatencySnapshot,
     /// Steps that held the core's lock over the slow-step threshold, since start.
     pub slow_steps: u64,
+    /// Every open connection (gathered only for the words that list them).
+    pub connections: Vec<ConnectionInfo>,
+    /// Every live session (gathered only for `dump`).
+    pub sessions: Vec<SessionInfo>,
+    /// The data/exist-watch table (not child watches), grouped by watching connection.
+    pub data_watches: Vec<ConnWatches>,
+    /// What copying `data_watches` took.
+    pub watch_copy: CopyTurns,
 }
 
 /// The counts `wchs` (and the AdminServer's `watch_summary`) show of the data-watch table.

@@ -209,11 +209,12 @@ impl Rec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HistorySummary {
     pub enabled: bool,
+    /// The seqs of the oldest and the newest event held (`None` while empty).
+    pub seqs: Option<(u64, u64)>,
     pub events: usize,
     pub bytes: usize,
+    /// Events pushed out of the ring to keep it within its bounds.
     pub dropped: u64,
-    pub first_seq: Option<u64>,
-    pub last_seq: Option<u64>,
     pub max_events: usize,
     pub max_bytes: usize,
 }
@@ -601,29 +602,26 @@ impl History {
 
     /// A control-plane operation (`action` indexes [`CONTROL`]).
     pub(crate) fn control(&mut self, action: &str, session: i64, detail: &str) {
-        if !self.on() {
-            return;
-        }
-        let Some(i) = CONTROL.iter().position(|a| *a == action) else {
-            return;
-        };
-        self.scratch.extend_from_slice(detail.as_bytes());
-        let mut r = Rec::new(Kind::Control);
-        r.session = session;
-        r.a = i as i32;
-        self.push(r);
+        self.named(Kind::Control, &CONTROL, action, session, detail);
     }
 
     /// A warning the server logged: `what` (one of [`WARNING`]) and its text.
     pub(crate) fn warning(&mut self, what: &str, detail: &str) {
+        self.named(Kind::Warning, &WARNING, what, 0, detail);
+    }
+
+    /// An event of `kind` whose name is one of `names` (kept as its index), with a text; a
+    /// name not in the list records nothing.
+    fn named(&mut self, kind: Kind, names: &[&str], name: &str, session: i64, detail: &str) {
         if !self.on() {
             return;
         }
-        let Some(i) = WARNING.iter().position(|a| *a == what) else {
+        let Some(i) = names.iter().position(|a| *a == name) else {
             return;
         };
         self.scratch.extend_from_slice(detail.as_bytes());
-        let mut r = Rec::new(Kind::Warning);
+        let mut r = Rec::new(kind);
+        r.session = session;
         r.a = i as i32;
         self.push(r);
     }
@@ -727,8 +725,11 @@ impl History {
             events: self.recs.len(),
             bytes: self.text.len(),
             dropped: self.dropped,
-            first_seq: self.recs.front().map(|r| r.seq),
-            last_seq: self.recs.back().map(|r| r.seq),
+            seqs: self
+                .recs
+                .front()
+                .zip(self.recs.back())
+                .map(|(a, b)| (a.seq, b.seq)),
             max_events: self.max_events,
             max_bytes: self.max_bytes,
         }
@@ -990,7 +991,7 @@ mod tests {
             h.control("expire", i + 1, "x");
         }
         let s = h.summary();
-        assert_eq!((s.events, s.dropped, s.first_seq), (3, 7, Some(8)));
+        assert_eq!((s.events, s.dropped, s.seqs.map(|r| r.0)), (3, 7, Some(8)));
         let seqs: Vec<u64> = h
             .read(&HistoryFilter::default())
             .iter()
