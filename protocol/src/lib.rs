@@ -30,6 +30,7 @@ pub use jute::{from_bytes, to_bytes, DecodeError, Jute, Reader};
 pub use multi::{MultiOp, MultiResponse, MultiResult};
 pub use opcode::{
     FollowerAnswers, LatencyGroup, OpClass, OpCode, OpInfo, PathAt, ReadScope, ReplyBody,
+    WatchEffect,
 };
 pub use records::*;
 pub use request::Request;

@@ -109,6 +109,29 @@ pub enum ReplyBody {
     WhoAmI,
 }
 
+impl ReplyBody {
+    /// Whether the body ends with the node's Stat.
+    pub const fn ends_with_stat(self) -> bool {
+        match self {
+            ReplyBody::Stat
+            | ReplyBody::GetData
+            | ReplyBody::GetAcl
+            | ReplyBody::Children2
+            | ReplyBody::Create2 => true,
+            ReplyBody::NotARequest
+            | ReplyBody::Empty
+            | ReplyBody::Create
+            | ReplyBody::Children
+            | ReplyBody::Sync
+            | ReplyBody::Multi
+            | ReplyBody::Sasl
+            | ReplyBody::AllChildrenNumber
+            | ReplyBody::AddWatch
+            | ReplyBody::WhoAmI => false,
+        }
+    }
+}
+
 /// Where the first path a request names sits in its body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PathAt {
@@ -118,6 +141,34 @@ pub enum PathAt {
     Body,
     /// In the first operation, after the multi header (type, done, err).
     FirstSubOp,
+}
+
+/// What a successful request does to the watches on the path it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WatchEffect {
+    /// Nothing.
+    None,
+    /// With its watch flag: a data watch (getData).
+    Data,
+    /// With its watch flag: a data watch on a node, an exist watch where there is none
+    /// (exists, whose NONODE answer leaves a watch too).
+    DataOrExist,
+    /// With its watch flag: a child watch (getChildren in both forms).
+    Child,
+    /// A persistent watch, recursive or not by the request's mode (addWatch).
+    Persistent,
+    /// Removes the watches of the request's watcher type (removeWatches).
+    Removes,
+}
+
+impl WatchEffect {
+    /// A read that can leave a data or child watch on the path it names (its watch flag).
+    pub const fn is_watching_read(self) -> bool {
+        matches!(
+            self,
+            WatchEffect::Data | WatchEffect::DataOrExist | WatchEffect::Child
+        )
+    }
 }
 
 /// When a follower answers the request, relative to the leader.
@@ -173,8 +224,10 @@ pub struct OpInfo {
     pub overtakes_writes: bool,
     pub latency: LatencyGroup,
     pub reads: ReadScope,
-    /// A read that can leave a data or child watch on the path it names.
-    pub watching_read: bool,
+    /// What a successful request does to the watches on its path.
+    pub watch: WatchEffect,
+    /// The body carries node data after the path (create, setData).
+    pub carries_data: bool,
     /// Sent by the client library on its own or to authenticate (ping, auth, sasl): a fault
     /// rule that names no opcode leaves it alone.
     pub background: bool,
@@ -196,7 +249,8 @@ const fn read(short_name: &'static str, reply: ReplyBody) -> OpInfo {
         overtakes_writes: true,
         latency: LatencyGroup::Read,
         reads: ReadScope::Paths,
-        watching_read: false,
+        watch: WatchEffect::None,
+        carries_data: false,
         background: false,
         family: None,
         fixed_xid: None,
@@ -242,19 +296,19 @@ impl OpCode {
             Error => other(C::NotARequest, "ERR", B::NotARequest),
 
             Exists => OpInfo {
-                watching_read: true,
+                watch: WatchEffect::DataOrExist,
                 ..read("EXIS", B::Stat)
             },
             GetData => OpInfo {
-                watching_read: true,
+                watch: WatchEffect::Data,
                 ..read("GETD", B::GetData)
             },
             GetChildren => OpInfo {
-                watching_read: true,
+                watch: WatchEffect::Child,
                 ..read("GETC", B::Children)
             },
             GetChildren2 => OpInfo {
-                watching_read: true,
+                watch: WatchEffect::Child,
                 family: Some(GetChildren),
                 ..read("GETC", B::Children2)
             },
@@ -273,9 +327,13 @@ impl OpCode {
                 ..read("MLTR", B::Multi)
             },
 
-            Create => write("CREA", B::Create),
+            Create => OpInfo {
+                carries_data: true,
+                ..write("CREA", B::Create)
+            },
             Create2 | CreateContainer | CreateTtl => OpInfo {
                 family: Some(Create),
+                carries_data: true,
                 ..write("CREA", B::Create2)
             },
             Delete => write("DELE", B::Empty),
@@ -284,7 +342,10 @@ impl OpCode {
                 latency: LatencyGroup::Uncounted,
                 ..write("DELE", B::Empty)
             },
-            SetData => write("SETD", B::Stat),
+            SetData => OpInfo {
+                carries_data: true,
+                ..write("SETD", B::Stat)
+            },
             SetAcl => write("SETA", B::Stat),
             Multi => OpInfo {
                 path_at: PathAt::FirstSubOp,
@@ -325,10 +386,12 @@ impl OpCode {
             },
             RemoveWatches => OpInfo {
                 path_at: PathAt::Body,
+                watch: WatchEffect::Removes,
                 ..other(C::Watches, "REMW", B::Empty)
             },
             AddWatch => OpInfo {
                 path_at: PathAt::Body,
+                watch: WatchEffect::Persistent,
                 ..other(C::Watches, "ADDW", B::AddWatch)
             },
             SetWatches => OpInfo {

@@ -54,7 +54,7 @@ impl Target {
         Self::start_zkd_with(zkd_server::Config {
             four_letter_whitelist: zkd_server::FourLetterWhitelist::All,
             zookeeper_version: crate::oracle::version_from_env(),
-            ..zkd_server::Config::default()
+            ..whole_history(zkd_server::Config::default())
         })
         .await
     }
@@ -125,4 +125,15 @@ pub async fn zkd_with_admin(config: zkd_server::Config) -> (zkd_server::Server, 
     .expect("embedded zkd with an admin listener");
     let admin = server.admin_addr().expect("admin address");
     (server, admin)
+}
+
+/// `config` with a history that holds a whole client suite (a million events, 64 MiB of
+/// strings), so that the recipe checks read all of what the suite did. The rings grow only as
+/// events come, so a short test pays for what it records.
+pub fn whole_history(config: zkd_server::Config) -> zkd_server::Config {
+    zkd_server::Config {
+        history_events: 1 << 20,
+        history_bytes: 64 << 20,
+        ..config
+    }
 }

@@ -108,6 +108,11 @@ async fn run_suite(name: &'static str) {
 /// The recipe checks (docs/history.md) find nothing in what a suite did: its elections,
 /// locks, barriers and watches are the client libraries' own recipes, used as intended.
 fn no_findings(name: &str, server: &zkd_server::Server) {
+    let summary = server.history_summary().expect("the history's summary");
+    assert_eq!(
+        summary.dropped, 0,
+        "the {name} suite's history lost its oldest events: the checks would not see them"
+    );
     let jsonl = server.history_jsonl().expect("the history");
     let events: Vec<serde_json::Value> = jsonl
         .lines()
@@ -251,6 +256,7 @@ async fn run_ensemble_suite(name: &'static str, setup: Setup) {
             }
         }
     };
+    let config = zkd_testkit::target::whole_history(config);
     let (server, admin) = zkd_testkit::target::zkd_with_admin(config).await;
     let control = vec![("ZKD_CONTROL_URL", format!("http://{admin}"))];
     check_suite(name, &server.connect_string(), control).await;

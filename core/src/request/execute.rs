@@ -128,7 +128,7 @@ impl Core {
             _ => self.db.zxid,
         };
         if self.herd.watching_rereads() {
-            if let Some(path) = req.paths().first().filter(|_| op.watching_read) {
+            if let Some(path) = req.paths().first().filter(|_| op.watch.is_watching_read()) {
                 self.herd
                     .read(conn, crate::data::path::canonical(path), now.mono);
             }

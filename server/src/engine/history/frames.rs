@@ -4,7 +4,7 @@
 //! never their bytes.
 
 use zkd_core::Frame;
-use zkd_protocol::{MultiOp, OpCode, Reader, Request};
+use zkd_protocol::{MultiOp, OpClass, OpCode, PathAt, Reader, ReplyBody, Request, WatchEffect};
 
 /// Bytes of a Stat on the wire; the version sits 36 bytes before its end.
 const STAT_LEN: usize = 68;
@@ -49,7 +49,13 @@ pub(crate) struct RequestFacts {
 impl RequestFacts {
     /// Whether the request can set or remove a watch (see [`super::History::request_done`]).
     pub(crate) fn may_watch(&self) -> bool {
-        self.watch || matches!(self.code, Some(OpCode::AddWatch | OpCode::RemoveWatches))
+        self.watch
+            || self.code.is_some_and(|c| {
+                matches!(
+                    c.info().watch,
+                    WatchEffect::Persistent | WatchEffect::Removes
+                )
+            })
     }
 }
 
@@ -68,55 +74,32 @@ pub(crate) fn request(payload: &[u8]) -> Option<RequestFacts> {
         return Some(facts);
     };
     facts.code = Some(code);
-    use OpCode as O;
-    let path = match code {
-        O::Ping => return None,
-        O::Create
-        | O::Create2
-        | O::CreateContainer
-        | O::CreateTtl
-        | O::Delete
-        | O::Exists
-        | O::GetData
-        | O::SetData
-        | O::GetAcl
-        | O::SetAcl
-        | O::GetChildren
-        | O::GetChildren2
-        | O::Sync
-        | O::Check
-        | O::CheckWatches
-        | O::RemoveWatches
-        | O::DeleteContainer
-        | O::GetEphemerals
-        | O::GetAllChildrenNumber
-        | O::AddWatch => string_at(payload, 8),
-        _ => None,
+    if code == OpCode::Ping {
+        return None;
+    }
+    let info = code.info();
+    let path = match info.path_at {
+        PathAt::Body => string_at(payload, 8),
+        PathAt::Nowhere | PathAt::FirstSubOp => None,
     };
     let Some((range, after)) = path else {
         return Some(facts);
     };
     facts.path = Some(range);
-    match code {
-        O::Exists | O::GetData | O::GetChildren | O::GetChildren2 => {
-            facts.watch = payload.get(after).is_some_and(|&b| b != 0);
-        }
-        O::Create | O::Create2 | O::CreateContainer | O::CreateTtl | O::SetData => {
-            facts.data_bytes = i64::from(i32_at(payload, after).unwrap_or(-1).max(0));
-        }
-        O::CheckWatches | O::RemoveWatches | O::AddWatch => {
-            facts.mode = i32_at(payload, after).unwrap_or(-1);
-        }
-        _ => {}
+    if info.watch.is_watching_read() {
+        facts.watch = payload.get(after).is_some_and(|&b| b != 0);
+    } else if info.carries_data {
+        facts.data_bytes = i64::from(i32_at(payload, after).unwrap_or(-1).max(0));
+    } else if info.class == OpClass::Watches {
+        // addWatch's mode, removeWatches' and checkWatches' watcher type.
+        facts.mode = i32_at(payload, after).unwrap_or(-1);
     }
     Some(facts)
 }
 
 /// A multi's sub-ops, each as its opcode and path (decoded only for a multi).
 pub(crate) fn multi_ops(payload: &[u8], op: i32, mut each: impl FnMut(OpCode, &str)) {
-    let Some(code) =
-        OpCode::from_i32(op).filter(|o| matches!(o, OpCode::Multi | OpCode::MultiRead))
-    else {
+    let Some(code) = OpCode::from_i32(op).filter(|o| o.info().path_at == PathAt::FirstSubOp) else {
         return;
     };
     let Some(body) = payload.get(8..) else {
@@ -213,37 +196,25 @@ pub(crate) fn reply(code: Option<OpCode>, frame: &Frame, mut each: impl FnMut(Re
     let len = frame.len();
     // The body starts after the length prefix and the 16-byte reply header.
     const BODY: usize = 20;
-    use OpCode as O;
-    let has_stat = matches!(
-        code,
-        O::Exists
-            | O::GetData
-            | O::SetData
-            | O::SetAcl
-            | O::GetAcl
-            | O::GetChildren2
-            | O::Create2
-            | O::CreateContainer
-            | O::CreateTtl
-    );
-    if has_stat && len >= BODY + STAT_LEN {
+    let body = code.info().reply;
+    if body.ends_with_stat() && len >= BODY + STAT_LEN {
         if let Some(v) = frame_i32(frame, len - VERSION_FROM_END) {
             each(ReplyFact::Version(v));
         }
     }
-    match code {
-        O::Create | O::Create2 | O::CreateContainer | O::CreateTtl => {
+    match body {
+        ReplyBody::Create | ReplyBody::Create2 => {
             let created = string_at(head, BODY).and_then(|(path, _)| sequence_of(&head[path]));
             if let Some((counter, len)) = created {
                 each(ReplyFact::Created { counter, len });
             }
         }
-        O::GetData => {
+        ReplyBody::GetData => {
             if let Some(n) = frame_i32(frame, BODY) {
                 each(ReplyFact::DataBytes(i64::from(n.max(0))));
             }
         }
-        O::GetChildren | O::GetChildren2 => {
+        ReplyBody::Children | ReplyBody::Children2 => {
             if let Some(n) = frame_i32(frame, BODY) {
                 each(ReplyFact::Children(i64::from(n.max(0))));
             }

@@ -943,26 +943,22 @@ impl<'f> Reading<'f> {
 /// The watch a request with outcome set or removed: the kind of event, and its
 /// [`WATCH`] index.
 fn watch_of(r: &Rec) -> Option<(Kind, i32)> {
-    use zkd_protocol::OpCode as O;
-    // Most requests set or remove no watch: those are told apart before the opcode is read.
-    if r.flags & REPLIED == 0
-        || (r.flags & WATCHED == 0 && r.b != O::AddWatch as i32 && r.b != O::RemoveWatches as i32)
-    {
+    use zkd_protocol::WatchEffect as W;
+    if r.flags & REPLIED == 0 {
         return None;
     }
-    let op = O::from_i32(r.b)?;
+    let effect = zkd_protocol::OpCode::from_i32(r.b)?.info().watch;
     let ok = r.d == 0;
     let no_node = r.d == zkd_protocol::ErrorCode::NoNode.code();
     let watched = r.flags & WATCHED != 0;
-    match op {
-        O::GetData if watched && ok => Some((Kind::WatchSet, 0)),
-        O::Exists if watched && ok => Some((Kind::WatchSet, 0)),
-        O::Exists if watched && no_node => Some((Kind::WatchSet, 1)),
-        O::GetChildren | O::GetChildren2 if watched && ok => Some((Kind::WatchSet, 2)),
+    match effect {
+        W::Data | W::DataOrExist if watched && ok => Some((Kind::WatchSet, 0)),
+        W::DataOrExist if watched && no_node => Some((Kind::WatchSet, 1)),
+        W::Child if watched && ok => Some((Kind::WatchSet, 2)),
         // addWatch's mode: 0 persistent, 1 persistent and recursive.
-        O::AddWatch if ok => Some((Kind::WatchSet, if r.c == 1 { 4 } else { 3 })),
+        W::Persistent if ok => Some((Kind::WatchSet, if r.c == 1 { 4 } else { 3 })),
         // removeWatches' watcher type: 1 children, 2 data, 3 any.
-        O::RemoveWatches if ok => Some((
+        W::Removes if ok => Some((
             Kind::WatchRemoved,
             match r.c {
                 1 => 2,
