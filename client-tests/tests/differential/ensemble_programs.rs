@@ -34,7 +34,9 @@
 //! is read. Every program has at least one fault.
 //!
 //! Cuts: only while every member runs, the leader or the lowest-id follower is cut off from
-//! the other two (`split 3 | 1,2` with the leader on the minority or on the majority side);
+//! the other two (`split 3 | 1,2` with the leader on the minority or on the majority side),
+//! or what the leader sends the lowest-id follower is lost (`one_way=L>F`: the follower is
+//! cut off too);
 //! until the heal nothing else happens to the members. A cut settles in two stages, each
 //! waited for on both sides: first the two members left have a leader and followers (a new
 //! leader in a new term when the leader was cut off) and the cut member serves no read-write
@@ -117,13 +119,16 @@
 //!   epoch after the old one skipped and a longer outage. 3.9.3 does not do this (a run
 //!   with `ZKD_ENSEMBLE_DIFF_VERSION=3.9` shows single steps), and zkd does not either; zxids
 //!   are compared as terms, which counts epochs that clients can see.
-//! * E4 — cuts left out, and the wait before a cut takes effect. One-way loss between
-//!   members is not generated. What the leader sends a follower, lost (`one_way=L>F` on
-//!   both sides), matched once with leader 2 and follower 1, but with leader 1 and follower
-//!   2 ZooKeeper's members settled with member 1 read-only and member 3 leading, where zkd
-//!   keeps leader 1 and cuts member 2 off (seed 0xfeed3, program 33 of a run of this tester
-//!   with the cut generated): not yet understood, so not generated. What a follower sends
-//!   its leader, lost, is not compared either, nor delayed links (netem, which the test
+//! * E4 — cuts left out, and the wait before a cut takes effect. The programs lose what the
+//!   leader sends a follower. Once, in a run with ZooKeeper's failover timing (seed 0xfeed3,
+//!   program 33), ZooKeeper's members settled with leader 1 read-only and member 3 leading
+//!   where zkd kept leader 1 and cut follower 2 off; programs 1–45 of that seed with the same
+//!   timing, run again, did not show it, nor did 300 programs of another seed, so the cut
+//!   stays generated and would count as a difference if it came back. What a follower sends
+//!   its leader, lost, is not generated: there zkd's leader stops counting the follower and
+//!   closes its connection, and ZooKeeper's follower, which still hears the leader's
+//!   election messages, may keep choosing a leader it cannot reach instead of serving
+//!   read-only; that has not been compared. Nor are delayed links (netem, which the test
 //!   kit's `Cuts::delay` needs and not every kernel has). zkd runs with its default instant
 //!   elections: its cut-off member stops serving read-write clients at once, ZooKeeper's
 //!   after `syncLimit × tickTime` (a write sent in between is never acknowledged on either
@@ -480,14 +485,14 @@ fn local_sessions() {
 #[test]
 fn ensemble_programs_replay_alone_and_each_has_a_fault() {
     use gen::{Fault, Step};
-    let mut cuts = [0; 2];
+    let mut cuts = [0; 3];
     let mut blackholes = 0;
     for n in 1..=300 {
         let prog = gen::program(DEFAULT_SEED, n);
         if n == DEFAULT_PROGRAMS + 1 {
             // The default run has both kinds of cut and blackholes.
             assert!(
-                cuts[0] >= 1 && cuts[1] >= 2 && blackholes >= 2,
+                cuts[0] >= 2 && cuts[1] >= 1 && cuts[2] >= 1 && blackholes >= 2,
                 "the default run's cuts and blackholes: {cuts:?}, {blackholes}"
             );
         }
@@ -528,12 +533,17 @@ fn ensemble_programs_replay_alone_and_each_has_a_fault() {
                         blackholed = true;
                     }
                     Fault::ClearBlackhole => blackholed = false,
-                    Fault::CutLeader | Fault::CutFollower => {
+                    Fault::CutLeader | Fault::CutFollower | Fault::CutLeaderToFollower => {
                         assert_eq!(
                             stopped, 0,
                             "program {n} cuts with a member stopped:\n{prog}"
                         );
-                        cuts[usize::from(f == Fault::CutFollower)] += 1;
+                        let kind = match f {
+                            Fault::CutLeader => 0,
+                            Fault::CutFollower => 1,
+                            _ => 2,
+                        };
+                        cuts[kind] += 1;
                         cut = true;
                     }
                     Fault::Heal => cut = false,

@@ -674,7 +674,9 @@ impl Run<'_> {
     async fn fault(&mut self, f: Fault) -> Result<String, String> {
         let had_quorum = self.fleet.up().len() * 2 > self.fleet.members.len();
         match f {
-            Fault::CutLeader | Fault::CutFollower => return self.cut(f).await,
+            Fault::CutLeader | Fault::CutFollower | Fault::CutLeaderToFollower => {
+                return self.cut(f).await
+            }
             Fault::Heal => return self.heal().await,
             Fault::Blackhole { leader, late } => return self.blackhole(leader, late).await,
             Fault::ClearBlackhole => return self.clear_blackhole().await,
@@ -806,7 +808,8 @@ impl Run<'_> {
         Ok(format!("leader {id}, {age} term {term}"))
     }
 
-    /// Cuts the leader or the lowest follower off from the other two. Once the two have a
+    /// Cuts the leader or the lowest follower off from the other two (or loses what the
+    /// leader sends the lowest follower, which cuts it off too). Once the two have a
     /// leader and the cut member serves no read-write client, every session comes back
     /// (those that were on the cut member move); once the cut member serves read-only
     /// clients, a read-only session probes it.
@@ -821,7 +824,11 @@ impl Run<'_> {
                 .find(|id| *id != leader)
                 .ok_or("no follower")?,
         };
-        self.fleet.cut(id).await?;
+        if f == Fault::CutLeaderToFollower {
+            self.fleet.cut_one_way(leader, id, id).await?;
+        } else {
+            self.fleet.cut(id).await?;
+        }
         let mut line = format!("member {id} cut off; ");
         match self.fleet.settle_quorum().await? {
             Settled::Leader(l) => line.push_str(&self.leader_line(l).await?),

@@ -167,6 +167,15 @@ impl Fleet {
         Ok(())
     }
 
+    /// Loses what member `from` sends member `to`
+    /// (`POST /zkd/partition?one_way=FROM>TO`); `cut` is the member that leaves the others.
+    pub async fn cut_one_way(&mut self, from: u64, to: u64, cut: u64) -> Result<(), String> {
+        let url = format!("{}/zkd/partition?one_way={from}%3E{to}", self.control);
+        self.post(url).await?;
+        self.cut = Some(cut);
+        Ok(())
+    }
+
     /// Ends the cut (`POST /zkd/heal`).
     pub async fn heal(&mut self) -> Result<(), String> {
         self.post(format!("{}/zkd/heal", self.control)).await?;

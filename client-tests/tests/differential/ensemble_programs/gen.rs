@@ -98,6 +98,9 @@ pub enum Fault {
     CutLeader,
     /// The lowest-id follower is cut off from the other two, as [`Fault::CutLeader`].
     CutFollower,
+    /// What the leader sends the lowest-id follower is lost (the other way still works):
+    /// the follower is cut off. Ended by [`Fault::Heal`].
+    CutLeaderToFollower,
     /// The cut member joins the others again.
     Heal,
     /// Everything between the clients and a member (the leader, or the lowest-id follower)
@@ -234,17 +237,17 @@ impl Members {
         if self.blackholed {
             return Some(Fault::ClearBlackhole).inspect(|_| self.blackholed = false);
         }
-        // With every member running: a cut three times in ten (the leader once, a follower
-        // twice), a blackhole twice, otherwise
+        // With every member running: a cut three times in ten (the leader, a follower, or
+        // what the leader sends a follower), a blackhole twice, otherwise
         // a member stop (or an abandoned session).
         if self.known && count == MEMBERS as usize {
             let (kind, leader, late) = (rng.below(10), rng.chance(50), rng.chance(35));
             if kind < 3 {
                 self.cut = true;
-                return Some(if kind == 0 {
-                    Fault::CutLeader
-                } else {
-                    Fault::CutFollower
+                return Some(match kind {
+                    0 => Fault::CutLeader,
+                    1 => Fault::CutFollower,
+                    _ => Fault::CutLeaderToFollower,
                 });
             }
             if kind < 5 {
@@ -292,7 +295,7 @@ impl Members {
                 }
                 self.known = false;
             }
-            Fault::CutLeader | Fault::CutFollower => self.cut = true,
+            Fault::CutLeader | Fault::CutFollower | Fault::CutLeaderToFollower => self.cut = true,
             Fault::Blackhole { .. } => self.blackholed = true,
             Fault::Abandon(_) | Fault::Heal | Fault::ClearBlackhole => {}
         }
@@ -372,6 +375,9 @@ impl fmt::Display for Step {
             Step::Fault(Fault::Abandon(s)) => write!(f, "s{s}'s client goes away"),
             Step::Fault(Fault::CutLeader) => write!(f, "cut the leader off"),
             Step::Fault(Fault::CutFollower) => write!(f, "cut the lowest follower off"),
+            Step::Fault(Fault::CutLeaderToFollower) => {
+                write!(f, "lose what the leader sends the lowest follower")
+            }
             Step::Fault(Fault::Heal) => write!(f, "heal"),
             Step::Fault(Fault::Blackhole { leader, late }) => write!(
                 f,
