@@ -241,6 +241,9 @@ struct ConnWatches {
     paths: HashMap<Box<str>, Kinds>,
     /// Paths where it holds a data-table kind.
     in_table: usize,
+    /// Its registrations, a kind on a path each (kept on every change, so that a session
+    /// report reads it without walking the connection's paths).
+    kinds: usize,
     /// Paths added or removed so far: a report copied in slices starts over when it moved.
     changes: u64,
 }
@@ -260,22 +263,23 @@ struct Counts {
 }
 
 impl Counts {
-    /// One connection's kinds on one path went from `old` to `new`; `conn_in_table` is that
-    /// connection's count of data-table paths.
-    fn pair_changed(&mut self, old: Kinds, new: Kinds, conn_in_table: &mut usize) {
+    /// One connection's kinds on one path went from `old` to `new`; `conn` holds that
+    /// connection's own counts, kept here too.
+    fn pair_changed(&mut self, old: Kinds, new: Kinds, conn: &mut ConnWatches) {
         self.total = self.total + new.weight() - old.weight();
+        conn.kinds = conn.kinds + new.len() - old.len();
         match (old.in_table(), new.in_table()) {
             (false, true) => {
                 self.table_pairs += 1;
-                *conn_in_table += 1;
-                if *conn_in_table == 1 {
+                conn.in_table += 1;
+                if conn.in_table == 1 {
                     self.table_conns += 1;
                 }
             }
             (true, false) => {
                 self.table_pairs -= 1;
-                *conn_in_table -= 1;
-                if *conn_in_table == 0 {
+                conn.in_table -= 1;
+                if conn.in_table == 0 {
                     self.table_conns -= 1;
                 }
             }
@@ -359,8 +363,7 @@ impl Watches {
                 Kinds::NONE
             }
         };
-        self.counts
-            .pair_changed(old, old.with(kind), &mut cw.in_table);
+        self.counts.pair_changed(old, old.with(kind), cw);
         if kind == WatchKind::Recursive {
             self.recursive += 1;
         }
@@ -419,9 +422,10 @@ impl Watches {
         if let Some(cw) = self.by_conn.get_mut(&conn) {
             if let Some(mask) = cw.paths.get_mut(path) {
                 let old = *mask;
-                *mask = old.without(kinds);
-                self.counts.pair_changed(old, *mask, &mut cw.in_table);
-                if mask.is_empty() {
+                let new = old.without(kinds);
+                *mask = new;
+                self.counts.pair_changed(old, new, cw);
+                if new.is_empty() {
                     cw.paths.remove(path);
                     cw.changes += 1;
                     shrink_if_sparse(&mut cw.paths);
@@ -487,8 +491,7 @@ impl Watches {
                     self.paths.remove(&*path);
                 }
             }
-            self.counts
-                .pair_changed(mask, Kinds::NONE, &mut cw.in_table);
+            self.counts.pair_changed(mask, Kinds::NONE, &mut cw);
             if mask.contains(WatchKind::Recursive) {
                 self.recursive -= 1;
             }
@@ -717,9 +720,7 @@ impl Watches {
 
     /// Number of watches one connection holds (each kind on each path counts once).
     pub fn count_for(&self, conn: ConnId) -> usize {
-        self.by_conn
-            .get(&conn)
-            .map_or(0, |cw| cw.paths.values().map(|m| m.len()).sum())
+        self.by_conn.get(&conn).map_or(0, |cw| cw.kinds)
     }
 
     /// Number of connections holding any watch.
@@ -786,6 +787,8 @@ impl Watches {
                 &cw.in_table,
                 &in_table,
             )?;
+            let kinds: usize = cw.paths.values().map(|m| m.len()).sum();
+            kept_as_counted(&format!("conn {conn}'s registrations"), &cw.kinds, &kinds)?;
             counted.table_pairs += in_table;
             counted.table_conns += usize::from(in_table > 0);
             for (path, mask) in &cw.paths {
