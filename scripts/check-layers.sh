@@ -48,7 +48,7 @@ server/control:    member_lag, members, net_faults, partition
 server/admin:      error, outgoing < listen < guard, control, herd, metrics, persist, members < member_lag, commands, history, net_faults, web, zk_controller
 cli:               alloc, datadir, gen_certs, kept_membership, pow, snapshot, trim, zoocfg, ctl_client < config_file, history, members, net_faults < serve, ctl
 cli/zoocfg:        env, props, servers < keys < members < apply
-benches:           epoll, floor_reply, proc, progress, report < pool < util < cpus, comparison, floor_disk < servers, plot, throughput, admin_stall, herd < watchers, footprint, snapshot, ensemble_startup, durable, floor_tokio, floor_epoll < fanout, floor < floor_run < compare
+benches:           epoll, floor_reply, proc, progress, report < pool < util < cpus, comparison, floor_disk < servers, plot, throughput, admin_stall, herd < watchers, footprint, snapshot, ensemble_startup, durable, floor_tokio, floor_epoll < fanout, floor < floor_run < compare, changes
 testkit:           under < frame, http, oracle, proc_status, raw < target
 testkit/oracle:    netns < ensemble < member_control
 '

@@ -8,6 +8,7 @@
 //! fails instead of reporting numbers from a broken run.
 
 pub mod admin_stall;
+pub mod changes;
 pub mod compare;
 pub mod comparison;
 pub mod cpus;

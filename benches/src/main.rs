@@ -235,6 +235,20 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Every figure of zkd in two comparisons made on one machine, before and after a
+    /// change, with ZooKeeper's own change beside it; names zkd's figures worse by more
+    /// than the threshold.
+    Changes {
+        /// compare.csv of the run before the change.
+        #[arg(long)]
+        before: PathBuf,
+        /// compare.csv of the run after it.
+        #[arg(long)]
+        after: PathBuf,
+        /// The share by which a figure counts as worse.
+        #[arg(long, default_value_t = 0.10)]
+        threshold: f64,
+    },
     /// Runs everything on zkd and on Apache ZooKeeper, alternately, and writes the
     /// table and plots.
     Compare {
@@ -763,6 +777,20 @@ async fn run(cli: Cli, fd: proc::FdLimits) -> BenchResult<()> {
             let _ = child.kill();
             let _ = child.wait();
             println!("{}", admin_stall::report(&out?));
+            return Ok(());
+        }
+        Cmd::Changes {
+            before,
+            after,
+            threshold,
+        } => {
+            let read = |p: &PathBuf| {
+                std::fs::read_to_string(p)
+                    .map_err(|e| format!("reading {}: {e}", p.display()))
+                    .and_then(|t| zkd_bench::comparison::from_csv(&t))
+            };
+            let c = zkd_bench::changes::changes(&read(&before)?, &read(&after)?);
+            print!("{}", zkd_bench::changes::report(&c, threshold));
             return Ok(());
         }
         Cmd::Replot { csv, out } => {

@@ -485,7 +485,7 @@ impl Tree {
         self.keep_old(path);
         let p = self.slab.at(i).parent;
         let node = self.detach(i, path, h);
-        self.children_enc.child_removed(parent);
+        self.children_enc.child_removed(parent, path::name(path));
         // Never back: a replayed delete may be older than a create the parent has seen.
         let meta = &mut self.slab.at_mut(p).meta;
         meta.pzxid = meta.pzxid.max(zxid);
