@@ -5,20 +5,7 @@
 
 use crate::comparison::{Comparison, Row};
 use crate::report::{num, Table};
-use crate::util::median;
 use crate::Better;
-
-/// Which way is better for a figure read back from a CSV (which keeps no direction): rates
-/// and the sessions a server holds up, higher; times, sizes and CPU per unit of work, lower;
-/// counts and cores in use, neither.
-pub fn direction(unit: &str, name: &str) -> Better {
-    match unit {
-        "ops/s" => Better::Higher,
-        "us" | "ms" | "s" | "B" | "MiB" => Better::Lower,
-        _ if name == "max concurrent sessions" => Better::Higher,
-        _ => Better::Neither,
-    }
-}
 
 /// One figure in both runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,14 +65,14 @@ pub fn changes(before: &Comparison, after: &Comparison) -> Vec<Change> {
                 if floor {
                     r.pooled_median()
                 } else {
-                    median(&r.zookeeper.values)
+                    r.zk_median()
                 }
             };
             Some(Change {
                 item: a.item.clone(),
                 name: a.name.clone(),
                 unit: a.unit.clone(),
-                better: direction(&a.unit, &a.name),
+                better: a.better,
                 zkd: (b.zkd_median(), a.zkd_median()),
                 other: (other(b), other(a)),
                 floor,

@@ -232,10 +232,11 @@ pub fn from_csv(text: &str) -> BenchResult<Comparison> {
             Some(i) => i,
             None => {
                 let (item, name, unit) = (item.to_string(), name.to_string(), unit.to_string());
+                let better = better_of(&unit, &name);
                 c.rows.push(Row {
                     series,
                     x,
-                    ..Row::new(item, name, unit, Better::Neither)
+                    ..Row::new(item, name, unit, better)
                 });
                 c.rows.len() - 1
             }
@@ -243,6 +244,18 @@ pub fn from_csv(text: &str) -> BenchResult<Comparison> {
         c.rows[idx].push(usize::from(server != "zkd"), round, value);
     }
     Ok(c)
+}
+
+/// Which way is better for a figure read back from a CSV, which keeps no direction: rates
+/// and the sessions a server holds up, higher; times, sizes and CPU per unit of work, lower;
+/// counts and cores in use, neither.
+fn better_of(unit: &str, name: &str) -> Better {
+    match unit {
+        "ops/s" => Better::Higher,
+        "us" | "ms" | "s" | "B" | "MiB" => Better::Lower,
+        _ if name == "max concurrent sessions" => Better::Higher,
+        _ => Better::Neither,
+    }
 }
 
 /// A CSV field, quoted when it holds a comma or a quote.

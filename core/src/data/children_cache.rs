@@ -22,6 +22,13 @@ struct Entry {
     removed: Vec<Box<str>>,
 }
 
+impl Entry {
+    /// Bytes of the names noted as removed.
+    fn noted(&self) -> usize {
+        self.removed.iter().map(|n| n.len()).sum()
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct ChildrenCache {
     lists: KeyedMap<Box<str>, Entry>,
@@ -38,10 +45,9 @@ impl ChildrenCache {
         if entry.removed.is_empty() {
             return Some(entry.list.clone());
         }
-        let noted: usize = entry.removed.iter().map(|n| n.len()).sum();
         match without(&entry.list, &entry.removed) {
             Some(shorter) => {
-                self.bytes -= entry.list.len() - shorter.len() + noted;
+                self.bytes -= entry.list.len() - shorter.len() + entry.noted();
                 entry.list = shorter.clone();
                 entry.removed.clear();
                 Some(shorter)
@@ -95,7 +101,7 @@ impl ChildrenCache {
             return;
         }
         if let Some(e) = self.lists.remove(path) {
-            self.bytes -= e.list.len() + e.removed.iter().map(|n| n.len()).sum::<usize>();
+            self.bytes -= e.list.len() + e.noted();
         }
     }
 

@@ -95,3 +95,46 @@ async fn listing_sync_ephemerals_counts_and_whoami() {
     assert!(a.check_stat("/zookeeper").await.unwrap().is_some());
     a.get_config().await.unwrap();
 }
+
+/// A list long enough for the server to keep it encoded (40 children) read after deletes,
+/// a few at a time and then more than the server notes before it drops the list, and after
+/// a create: each read lists exactly the children left, and its Stat is getData's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_child_list_read_after_deletes_lists_what_is_left() {
+    let (target, a, b, ns) = start_pair("long-list").await;
+    let dir = ns.path("d");
+    a.create(&dir, b"", &persistent()).await.unwrap();
+    let mut left: Vec<String> = (0..40).map(|i| format!("c-{i:02}")).collect();
+    for name in &left {
+        a.create(&format!("{dir}/{name}"), b"", &persistent())
+            .await
+            .unwrap();
+    }
+    let check = |left: Vec<String>| {
+        let (a, b, dir) = (&a, &b, &dir);
+        async move {
+            for client in [a, b] {
+                let (mut children, stat) = client.get_children(dir).await.unwrap();
+                children.sort();
+                assert_eq!(children, left);
+                assert_eq!(client.get_data(dir).await.unwrap().1, stat);
+            }
+        }
+    };
+    check(left.clone()).await;
+    // Three deletes (the lowest, one inside, the last), then nine more, then a create.
+    for batch in [vec![0, 16, 37], (20..29).collect::<Vec<usize>>()] {
+        let gone: Vec<String> = batch.iter().map(|&i| format!("c-{i:02}")).collect();
+        for name in &gone {
+            b.delete(&format!("{dir}/{name}"), None).await.unwrap();
+        }
+        left.retain(|n| !gone.contains(n));
+        check(left.clone()).await;
+    }
+    a.create(&format!("{dir}/c-00"), b"", &persistent())
+        .await
+        .unwrap();
+    left.insert(0, "c-00".to_string());
+    check(left).await;
+    drop(target);
+}
