@@ -40,9 +40,19 @@ impl Drop for Running {
 }
 
 impl Running {
-    /// Every stderr line logged so far.
+    /// Every stderr line logged so far. A line the server wrote before it said it listens
+    /// may still be on its way through the reader thread, so lines are taken until none has
+    /// come for 300 ms (at most 5 s in all).
     fn stderr_so_far(&self) -> String {
-        self.stderr.try_iter().collect::<Vec<_>>().join("\n")
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let mut lines = Vec::new();
+        while std::time::Instant::now() < deadline {
+            match self.stderr.recv_timeout(Duration::from_millis(300)) {
+                Ok(line) => lines.push(line),
+                Err(_) => break,
+            }
+        }
+        lines.join("\n")
     }
 
     /// Stops it with SIGTERM, waits for it, and hands everything it logged to `check`.
